@@ -1,0 +1,70 @@
+# opcore — top-level build. `make` builds the library, the CLI and the C
+# tests; `make test` runs every test; `make demo` runs the main job.
+# Source lists are globbed per concern: a new src/<concern>/*.c file is
+# part of libopcore without editing this file.
+
+CC      ?= cc
+PYTHON  ?= python3
+BUILD   ?= build
+PREFIX  ?= /usr/local
+VERSION := 0.1.0
+
+WARN    := -Wall -Wextra -Wno-missing-field-initializers
+CSTD    := -std=c11 -D_GNU_SOURCE
+OPT     ?= -O2 -g
+CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) -fPIC -Iinclude -Isrc $(CFLAGS) $(EXTRA_CFLAGS)
+LDLIBS_ALL = -lffi -lz -lxxhash -ldl -lpthread -lm
+
+LIB_DIRS := core engine kernel ops library build host profiler
+LIB_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c))
+LIB_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
+CLI_SRCS := $(wildcard src/cli/*.c)
+CLI_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRCS))
+TEST_SRCS := $(wildcard tests/c/test_*.c)
+TEST_BINS := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+TEST_SUPPORT := $(wildcard tests/c/support/*.c)
+HEADERS := $(wildcard include/opcore/*.h) $(wildcard src/*/*.h)
+
+.PHONY: all lib cli tests test test-c test-asan test-valgrind test-python demo bench install clean deps python
+
+all: lib cli tests
+
+lib: $(BUILD)/libopcore.so $(BUILD)/libopcore.a $(BUILD)/opcore.pc
+cli: $(BUILD)/opcore
+tests: $(TEST_BINS)
+
+$(BUILD)/obj/%.o: src/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -DOC_BUILD_INCLUDE_DIR='"$(abspath include)"' -DOC_BUILD_LIB_DIR='"$(abspath $(BUILD))"' -c $< -o $@
+
+$(BUILD)/libopcore.so: $(LIB_OBJS)
+	$(CC) -shared -Wl,-soname,libopcore.so.0 -o $@.0 $^ $(LDLIBS_ALL)
+	ln -sf libopcore.so.0 $@
+
+$(BUILD)/libopcore.a: $(LIB_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/opcore: $(CLI_OBJS) $(BUILD)/libopcore.so
+	$(CC) -o $@ $(CLI_OBJS) -L$(BUILD) -lopcore -Wl,-rpath,'$$ORIGIN' $(LDLIBS_ALL)
+
+$(BUILD)/opcore.pc: opcore.pc.in
+	@mkdir -p $(BUILD)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+$(BUILD)/tests/%: tests/c/%.c $(TEST_SUPPORT) $(BUILD)/libopcore.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/c -o $@ $< $(TEST_SUPPORT) -L$(BUILD) -lopcore -Wl,-rpath,'$(abspath $(BUILD))' -lcmocka $(LDLIBS_ALL)
+
+install: lib cli
+	install -d $(DESTDIR)$(PREFIX)/include/opcore $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/opcore/*.h $(DESTDIR)$(PREFIX)/include/opcore/
+	install -m 755 $(BUILD)/libopcore.so $(DESTDIR)$(PREFIX)/lib/libopcore.so.0
+	ln -sf libopcore.so.0 $(DESTDIR)$(PREFIX)/lib/libopcore.so
+	install -m 644 $(BUILD)/libopcore.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(BUILD)/opcore.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 755 $(BUILD)/opcore $(DESTDIR)$(PREFIX)/bin/
+
+clean:
+	rm -rf $(BUILD) build-asan build-valgrind
+
+-include mk/*.mk

@@ -1,0 +1,297 @@
+#!/usr/bin/env python3
+"""Turn the benchmark results in bench/results/*.json into one markdown report
+(bench/results/report.md) and one PNG chart (bench/results/report.png), with
+the machine described.
+
+    python bench/report.py [--results DIR] [--readme README.md]
+
+Any benchmark adds a section by writing a JSON file into bench/results/:
+
+    {
+      "title": "ReLU bandwidth vs memcpy",          # section heading (required)
+      "rows": [{"kernel": "memcpy", "GB/s": 11.2},   # table rows (required); the
+               {"kernel": "relu tcm", "GB/s": 10.9}],#   columns are the keys, in order
+      "notes": "markdown shown under the table",     # optional
+      "order": 30,                                   # optional: sections sort by it (default 50)
+      "columns": ["kernel", "GB/s"],                 # optional: which keys, in which order
+      "chart": {"label": "kernel", "value": "GB/s",  # optional: a bar panel in the PNG
+                "ylabel": "GB/s", "log": false},
+      "target": {"metric": "...", "min": 0.97,       # optional: one target or a list,
+                 "value": 0.99, "met": true}         #   listed in the summary
+    }
+
+Other keys (raw samples and the like) are kept in the file and ignored here.
+Column names starting with "vs " or ending in "ratio" or "x" are shown as
+ratios (0.985x). Files that are not in this format are reported and skipped.
+With --readme, the text between the markers <!-- bench:begin --> and
+<!-- bench:end --> in that file is replaced with the summary, tables and chart.
+"""
+import argparse
+import glob
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results")
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+# ---- the machine ------------------------------------------------------------
+
+def _cmd(*argv):
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout.strip()
+    except Exception:
+        return ""
+
+
+def machine():
+    m = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        m["CPU"] = names[0] if names else platform.processor()
+    except OSError:
+        m["CPU"] = platform.processor() or platform.machine()
+    m["cores (usable)"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    m["cores (online)"] = os.cpu_count()
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(f.readline().split()[1])
+        m["memory"] = f"{kb / 2**20:.1f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    caches = _cmd("lscpu")
+    for key in ("L1d cache", "L2 cache", "L3 cache"):
+        hit = re.search(rf"^{key}:\s*(.+)$", caches, re.M)
+        if hit:
+            m[key] = hit.group(1).strip()
+    hv = re.search(r"^Hypervisor vendor:\s*(.+)$", caches, re.M)
+    if hv:
+        m["virtualised"] = hv.group(1).strip()
+    m["OS"] = f"{platform.system()} {platform.release()}"
+    m["Python"] = platform.python_version()
+    try:
+        import torch
+        m["torch"] = f"{torch.__version__} ({torch.get_num_threads()} intra-op threads)"
+    except ImportError:
+        m["torch"] = "not installed"
+    try:
+        import numpy
+        m["numpy"] = numpy.__version__
+    except ImportError:
+        pass
+    cc = _cmd(os.environ.get("CC", "cc"), "--version").splitlines()
+    if cc:
+        m["C compiler"] = cc[0]
+    rev = _cmd("git", "-C", REPO, "rev-parse", "--short", "HEAD")
+    if rev and not rev.startswith("fatal"):
+        dirty = _cmd("git", "-C", REPO, "status", "--porcelain", "--untracked-files=no")
+        m["opcore commit"] = rev + (" (with local changes)" if dirty else "")
+    return m
+
+
+# ---- sections ---------------------------------------------------------------
+
+def load_sections(results):
+    sections, skipped = [], []
+    for path in sorted(glob.glob(os.path.join(results, "*.json"))):
+        try:
+            with open(path) as f:
+                obj = json.load(f)
+        except (OSError, ValueError) as e:
+            skipped.append(f"{os.path.basename(path)}: unreadable ({e})")
+            continue
+        if not (isinstance(obj, dict) and isinstance(obj.get("title"), str)
+                and isinstance(obj.get("rows"), list)
+                and all(isinstance(r, dict) for r in obj["rows"])):
+            skipped.append(f"{os.path.basename(path)}: not a report section "
+                           f"(needs \"title\" and a list of \"rows\")")
+            continue
+        obj["_file"] = os.path.basename(path)
+        obj["_mtime"] = os.path.getmtime(path)
+        sections.append(obj)
+    sections.sort(key=lambda s: (s.get("order", 50), s["_file"]))
+    return sections, skipped
+
+
+def is_ratio(col):
+    c = col.lower()
+    return c.startswith("vs ") or c.endswith("ratio") or c.endswith(" x") or c == "x"
+
+
+def fmt(col, v):
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (int, float)) and is_ratio(col):
+        return f"{v:.3f}x"
+    if isinstance(v, float):
+        a = abs(v)
+        if a >= 1000:
+            return f"{v:,.0f}"
+        if a >= 100:
+            return f"{v:.1f}"
+        if a >= 1:
+            return f"{v:.2f}"
+        return f"{v:.4g}"
+    return str(v).replace("|", "\\|")
+
+
+def columns(sec):
+    if sec.get("columns"):
+        return list(sec["columns"])
+    cols = []
+    for r in sec["rows"]:
+        cols += [k for k in r if k not in cols]
+    return cols
+
+
+def table(sec):
+    cols = columns(sec)
+    right = [isinstance(next((r.get(c) for r in sec["rows"] if r.get(c) is not None), ""),
+                        (int, float)) for c in cols]
+    out = ["| " + " | ".join(cols) + " |",
+           "|" + "|".join("---:" if r else "---" for r in right) + "|"]
+    for r in sec["rows"]:
+        out.append("| " + " | ".join(fmt(c, r.get(c)) for c in cols) + " |")
+    return "\n".join(out)
+
+
+def targets(sections):
+    rows = []
+    for s in sections:
+        t = s.get("target")
+        for t in (t if isinstance(t, list) else [t] if t else []):
+            rows.append((s["title"], t))
+    return rows
+
+
+# ---- the chart ----------------------------------------------------------------
+
+def chart(sections, path):
+    """One horizontal-bar panel per section that asks for one. Returns the
+    path, or None (with the reason) when there is nothing to draw or no
+    matplotlib."""
+    panels = [s for s in sections if isinstance(s.get("chart"), dict)]
+    if not panels:
+        return None, "no section asks for a chart"
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None, "matplotlib is not installed (pip install -r bench/requirements.txt)"
+    heights = [max(1.6, 0.45 * len(s["rows"]) + 1.0) for s in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, sum(heights)),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    for ax, s in zip(axes[:, 0], panels):
+        c = s["chart"]
+        rows = [r for r in s["rows"] if isinstance(r.get(c["value"]), (int, float))]
+        labels = [str(r.get(c["label"], "")) for r in rows]
+        values = [float(r[c["value"]]) for r in rows]
+        base = c.get("baseline", 0)
+        colors = ["#8c8c8c" if "baseline" in lab.lower() or "memcpy" in lab.lower()
+                  else "#2a7ab9" for lab in labels]
+        y = list(range(len(rows)))[::-1]
+        ax.barh(y, values, color=colors)
+        ax.set_yticks(y)
+        ax.set_yticklabels(labels)
+        if c.get("log"):
+            ax.set_xscale("log")
+        ax.set_xlabel(c.get("ylabel", c["value"]))
+        ax.set_title(s["title"], fontsize=10, loc="left")
+        ref = next((v for lab, v in zip(labels, values) if "baseline" in lab.lower()), None)
+        top = max(values) if values else 1
+        for yy, v in zip(y, values):
+            txt = fmt(c["value"], v) + (f"  ({v / ref:.2f}x)" if ref and not base else "")
+            ax.text(v, yy, " " + txt, va="center", fontsize=8)
+        if not c.get("log"):
+            ax.set_xlim(0, top * 1.3)
+        ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path, None
+
+
+# ---- the report -----------------------------------------------------------------
+
+def render(sections, skipped, mach, chart_name, chart_why, heading="#"):
+    lines = [f"{heading} opcore benchmark report", "",
+             f"Generated {time.strftime('%Y-%m-%d %H:%M:%S')} by `python bench/report.py` "
+             f"from bench/results/*.json.", ""]
+    t = targets(sections)
+    if t:
+        lines += [f"{heading}# Targets", "", "| section | metric | target | measured | met |",
+                  "|---|---|---:|---:|---|"]
+        for title, tg in t:
+            val = tg.get("value")
+            lines.append(f"| {title} | {tg.get('metric', '')} | >= {tg.get('min', '')} | "
+                         f"{fmt('x', val) if isinstance(val, (int, float)) else '-'} | "
+                         f"{fmt('', tg.get('met'))} |")
+        lines.append("")
+    for s in sections:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s["_mtime"]))
+        lines += [f"{heading}# {s['title']}", "", table(s), ""]
+        if s.get("notes"):
+            lines += [str(s["notes"]), ""]
+        lines += [f"<sub>from {s['_file']}, written {when}</sub>", ""]
+    if chart_name:
+        lines += [f"![benchmark chart]({chart_name})", ""]
+    elif chart_why:
+        lines += [f"(No chart: {chart_why}.)", ""]
+    lines += [f"{heading}# Machine", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {fmt('', v)} |" for k, v in mach.items()]
+    lines.append("")
+    if skipped:
+        lines += ["Skipped result files:", ""] + [f"- {s}" for s in skipped] + [""]
+    return "\n".join(lines)
+
+
+def update_readme(readme, body):
+    with open(readme) as f:
+        text = f.read()
+    if BEGIN not in text or END not in text:
+        print(f"report: {readme} has no {BEGIN} ... {END} markers; left alone", file=sys.stderr)
+        return False
+    pre, rest = text.split(BEGIN, 1)
+    _, post = rest.split(END, 1)
+    with open(readme, "w") as f:
+        f.write(pre + BEGIN + "\n" + body + "\n" + END + post)
+    return True
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="write bench/results/report.md and report.png")
+    ap.add_argument("--results", default=RESULTS, help="directory of result JSON files")
+    ap.add_argument("--out", help="markdown path (default RESULTS/report.md)")
+    ap.add_argument("--readme", help="also refresh the marked section of this README")
+    args = ap.parse_args(argv)
+    os.makedirs(args.results, exist_ok=True)
+    out = args.out or os.path.join(args.results, "report.md")
+    sections, skipped = load_sections(args.results)
+    png = os.path.splitext(out)[0] + ".png"
+    drawn, why = chart(sections, png)
+    mach = machine()
+    text = render(sections, skipped, mach, os.path.basename(png) if drawn else None, why)
+    with open(out, "w") as f:
+        f.write(text)
+    print(f"wrote {os.path.relpath(out)}" + (f" and {os.path.relpath(png)}" if drawn else
+                                             f" (no chart: {why})"))
+    if args.readme:
+        rel = os.path.relpath(png, os.path.dirname(os.path.abspath(args.readme))) if drawn else None
+        if update_readme(args.readme, render(sections, skipped, mach, rel, why, heading="##")):
+            print(f"updated {args.readme}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+/* opcore/build.h — building an op library (what `opcore build` does).
+ *
+ * Shape sources compile as host code; compute sources compile as kernel code
+ * optimised for this machine (-O3 -march=native); both link into one
+ * lib<name>.so together with the build info (ABI version, multicore, stack
+ * size). Each kernel and shape function is checked against its schema at
+ * build time: a mismatch, or a kernel no compute source defines, fails the
+ * build with the expected prototype in the message.
+ *
+ * Builds are cached by content: if the sources, headers named on the
+ * command line, flags and compiler are unchanged, the existing library is
+ * reused without compiling.
+ */
+#ifndef OPCORE_BUILD_H
+#define OPCORE_BUILD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct oc_build_options {
+    const char *name;                 /* library name: produces lib<name>.so */
+    const char *const *compute_srcs;  /* kernel sources */
+    int num_compute_srcs;
+    const char *const *shape_srcs;    /* shape functions + OC_LIBRARY */
+    int num_shape_srcs;
+    const char *out_dir;              /* where lib<name>.so goes (NULL: ".") */
+    bool multicore;                   /* run kernels on every core */
+    size_t stack_size;                /* kernel stack bytes (0: default or
+                                         -DSTACK_SIZE=N found in cflags) */
+    const char *const *cflags;        /* extra compiler flags, both kinds */
+    int num_cflags;
+    const char *const *include_dirs;  /* extra -I directories */
+    int num_include_dirs;
+    bool debug;                       /* -O0 -g -DOC_DEBUG: checked accessors */
+    bool verbose;                     /* print each compiler command */
+    bool force;                       /* rebuild even if cached */
+} oc_build_options;
+
+/* Result of a build. */
+typedef struct oc_build_result {
+    char path[4096];  /* absolute path of lib<name>.so */
+    bool cached;      /* true if nothing was compiled */
+    double seconds;   /* wall time of the build */
+} oc_build_result;
+
+/* Build (or reuse) the library. On OC_EBUILD, oc_errmsg() holds the
+ * compiler's output as it wrote it, or the schema mismatch found. */
+oc_status oc_build(const oc_build_options *opts, oc_build_result *result);
+
+/* Directory of opcore's public headers and of libopcore, as the build uses
+ * them (set OPCORE_INCLUDE_DIR / OPCORE_LIB_DIR to override). */
+const char *oc_build_include_dir(void);
+const char *oc_build_lib_dir(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OPCORE_BUILD_H */

@@ -1,0 +1,92 @@
+/* opcore/dtype.h — element types.
+ *
+ * The ten dtypes a tensor may hold. float16 and bfloat16 are stored as
+ * uint16_t bit patterns (oc_half, oc_bfloat16); convert with the helpers
+ * below, which round to nearest even like PyTorch.
+ */
+#ifndef OPCORE_DTYPE_H
+#define OPCORE_DTYPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum oc_dtype {
+    OC_FLOAT32 = 0,
+    OC_FLOAT64 = 1,
+    OC_FLOAT16 = 2,
+    OC_BFLOAT16 = 3,
+    OC_INT8 = 4,
+    OC_INT16 = 5,
+    OC_INT32 = 6,
+    OC_INT64 = 7,
+    OC_UINT8 = 8,
+    OC_BOOL = 9,
+    OC_NUM_DTYPES = 10
+} oc_dtype;
+
+typedef uint16_t oc_half;     /* IEEE 754 binary16 bit pattern */
+typedef uint16_t oc_bfloat16; /* bfloat16 bit pattern (top half of a float) */
+
+/* Bytes per element; 0 for an invalid dtype. */
+size_t oc_dtype_size(oc_dtype dtype);
+
+/* Short name, as PyTorch spells it: "float32", "bfloat16", "bool"... */
+const char *oc_dtype_name(oc_dtype dtype);
+
+/* Parse a name produced by oc_dtype_name (also "float", "half", "int",
+ * "long", "double"); returns false if unknown. */
+bool oc_dtype_from_name(const char *name, oc_dtype *out);
+
+/* True for float32/64, float16 and bfloat16. */
+bool oc_dtype_is_floating(oc_dtype dtype);
+
+/* True for int8/16/32/64, uint8 and bool. */
+bool oc_dtype_is_integral(oc_dtype dtype);
+
+/* True if `dtype` is one of the ten above. */
+bool oc_dtype_is_valid(oc_dtype dtype);
+
+/* float <-> half / bfloat16 conversions (round to nearest even). */
+static inline float oc_bf16_to_f32(oc_bfloat16 h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static inline oc_bfloat16 oc_f32_to_bf16(float f)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) /* NaN stays a quiet NaN */
+        return (oc_bfloat16)((bits >> 16) | 0x40u);
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return (oc_bfloat16)(bits >> 16);
+}
+
+static inline float oc_half_to_f32(oc_half h)
+{
+    _Float16 v;
+    memcpy(&v, &h, sizeof v);
+    return (float)v;
+}
+
+static inline oc_half oc_f32_to_half(float f)
+{
+    _Float16 v = (_Float16)f;
+    oc_half h;
+    memcpy(&h, &v, sizeof h);
+    return h;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OPCORE_DTYPE_H */

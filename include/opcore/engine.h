@@ -1,0 +1,46 @@
+/* opcore/engine.h — the engine: the machine's CPU cores as a pool of cores.
+ *
+ * The pool has one core per CPU the process may run on (its affinity mask),
+ * or OC_NUM_CORES if that environment variable is set. Core 0 is the thread
+ * that calls the op; cores 1.. are persistent worker threads that spin
+ * briefly, then sleep, waiting for work, so launching a multicore op costs
+ * microseconds. Each core owns a TCM arena (OC_TCM_SIZE bytes; by default
+ * half the core's L2 cache, at least 64 KiB) and a kernel stack with a guard
+ * page below it.
+ *
+ * The engine starts on first use; nothing here needs calling unless you
+ * want to size it yourself or tear it down (e.g. before a leak check).
+ */
+#ifndef OPCORE_ENGINE_H
+#define OPCORE_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Size the pool before it starts: `num_cores` (0: default) and `tcm_bytes`
+ * per core (0: default). OC_EINVAL once the engine has started. */
+oc_status oc_engine_configure(uint32_t num_cores, size_t tcm_bytes);
+
+/* Cores in the pool (starts the engine). */
+uint32_t oc_engine_num_cores(void);
+
+/* TCM bytes per core. */
+size_t oc_engine_tcm_size(void);
+
+/* Default kernel stack size for ops built without --stack-size. */
+#define OC_DEFAULT_STACK_SIZE ((size_t)256 * 1024)
+
+/* Stop the worker threads and free the engine's memory. The engine starts
+ * again on the next call. No call may be running. */
+void oc_engine_shutdown(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OPCORE_ENGINE_H */

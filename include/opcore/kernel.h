@@ -1,0 +1,228 @@
+/* opcore/kernel.h — everything a kernel (compute source) may use.
+ *
+ * A kernel is a plain C function whose signature follows its op's schema:
+ *
+ *     schema                              kernel prototype
+ *     relu(Tensor x) -> Tensor            oc_tensor *relu(const oc_tensor *x);
+ *     scale(Tensor x, float s) -> Tensor  oc_tensor *scale(const oc_tensor *x, double s);
+ *     f(Tensor x, int n, bool b, Scalar v)
+ *                                         oc_tensor *f(const oc_tensor *x, int64_t n,
+ *                                                      bool b, oc_scalar v);
+ *
+ * It runs on an opcore engine core, on an engine-owned stack of the op's
+ * configured size, with that core's TCM (a private scratch arena):
+ *
+ *   - single-core op: one core runs it; it may create and return its result
+ *     (copied into the caller's output) or write into oc_dst_tensor() and
+ *     return that;
+ *   - multicore op (built with --multicore): every core runs it at once;
+ *     each writes its share of oc_dst_tensor(), split by oc_cpu_id() and
+ *     oc_cpu_count(). The return value is ignored.
+ *
+ * Accessors (all allowed in single-core and multicore ops):
+ *   - element-wise:  oc_acc a = oc_accessor(t, OC_FLOAT32, 2); OC_AT(a, float, i, j)
+ *   - streaming:     oc_stream *s = oc_read_stream(t); OC_STREAM_READ(s, float) ...
+ *   - TCM:           float *buf = oc_tcm_malloc(n * 4);
+ *                    oc_tensor_to_tcm(t, buf, start, count); ... oc_tcm_to_tensor(...)
+ *
+ * Failing: OC_CHECK(cond, "fmt", ...) ends the kernel (on this core) and the
+ * caller gets the formatted message as an error naming the op. Faults (bad
+ * pointers, stack overflow) are reported the same way; the process goes on.
+ *
+ * printf works on every core and is written at once (line-buffered).
+ */
+#ifndef OPCORE_KERNEL_H
+#define OPCORE_KERNEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "scalar.h"
+#include "tensor.h"
+#include "tensor_ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- multicore model ----------------------------------------------------- */
+
+/* This core's id, 0 .. oc_cpu_count()-1 (0 in a single-core op). */
+uint32_t oc_cpu_id(void);
+
+/* Number of cores running this op (1 in a single-core op). */
+uint32_t oc_cpu_count(void);
+
+/* The op's output, allocated by the caller from the shape function's
+ * answer. Every core sees the same tensor. */
+oc_tensor *oc_dst_tensor(void);
+
+/* Split [0, n) into oc_cpu_count() near-equal contiguous parts and give
+ * this core's part as [*lo, *hi). Multiples of `align` elements per part
+ * (except the last) keep cores off each other's cache lines; use 1 for none. */
+void oc_core_range(int64_t n, int64_t align, int64_t *lo, int64_t *hi);
+
+/* ---- failing a kernel -------------------------------------------------- */
+
+/* End the running kernel with a formatted message (never returns inside a
+ * kernel or shape function). */
+void oc_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* If `cond` is false, fail the kernel: "file:line: check failed: cond: msg". */
+#define OC_CHECK(cond, ...)                                                  \
+    do {                                                                     \
+        if (__builtin_expect(!(cond), 0))                                    \
+            oc_fail(__FILE__, __LINE__, "check failed: " #cond ": " __VA_ARGS__); \
+    } while (0)
+
+/* ---- element-wise accessor --------------------------------------------- */
+
+/* A typed, strided view for indexing by coordinates. Built once per tensor
+ * (checks dtype and ndim), then indexing is plain pointer arithmetic.
+ * Compile with -DOC_DEBUG (opcore build --debug) to bounds-check every
+ * access. */
+typedef struct oc_acc {
+    char *data;                   /* first element */
+    int32_t ndim;
+    int32_t elem_size;
+    int64_t sizes[OC_MAX_DIMS];
+    int64_t strides[OC_MAX_DIMS]; /* in elements */
+} oc_acc;
+
+/* Read-only variant: made from a const oc_tensor *, OC_AT gives const lvalues. */
+typedef struct oc_cacc {
+    const char *data;
+    int32_t ndim;
+    int32_t elem_size;
+    int64_t sizes[OC_MAX_DIMS];
+    int64_t strides[OC_MAX_DIMS];
+} oc_cacc;
+
+oc_acc oc_accessor_rw(oc_tensor *t, oc_dtype dtype, int ndim);
+oc_cacc oc_accessor_ro(const oc_tensor *t, oc_dtype dtype, int ndim);
+
+/* oc_accessor(t, dtype, ndim): oc_acc for oc_tensor *, oc_cacc for const. */
+#define oc_accessor(t, dtype, ndim)                                          \
+    _Generic((t), const oc_tensor *: oc_accessor_ro,                         \
+                  oc_tensor *: oc_accessor_rw)((t), (dtype), (ndim))
+
+void oc__acc_out_of_bounds(int ndim, int dim, int64_t index, int64_t size);
+
+static inline int64_t oc__acc_offset(int ndim, const int64_t *sizes, const int64_t *strides,
+                                     int nidx, const int64_t *idx)
+{
+    int64_t off = 0;
+#ifdef OC_DEBUG
+    if (nidx != ndim) oc__acc_out_of_bounds(ndim, -1, nidx, ndim);
+#else
+    (void)ndim;
+#endif
+    for (int d = 0; d < nidx; d++) {
+#ifdef OC_DEBUG
+        if (idx[d] < 0 || idx[d] >= sizes[d]) oc__acc_out_of_bounds(ndim, d, idx[d], sizes[d]);
+#else
+        (void)sizes;
+#endif
+        off += idx[d] * strides[d];
+    }
+    return off;
+}
+
+#define OC__NIDX(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+
+/* OC_AT(acc, T, i, j, ...): the element at (i, j, ...) as an lvalue of type T
+ * (const T for an oc_cacc). */
+#define OC_AT(a, T, ...)                                                     \
+    (*(_Generic((a).data, const char *: (const T *)(const void *)(a).data,   \
+                          char *: (T *)(void *)(a).data) +                   \
+       oc__acc_offset((a).ndim, (a).sizes, (a).strides, OC__NIDX(__VA_ARGS__), \
+                      (const int64_t[]){__VA_ARGS__})))
+
+/* ---- streaming accessors ------------------------------------------------ */
+
+/* A sequential reader or writer over a tensor's elements in flattened
+ * (row-major) order, buffered in this core's TCM (one 4 KiB buffer by
+ * default). Writes reach the tensor when the buffer fills and on close.
+ *
+ * Coherence: while a write stream on a tensor is open, any other stream or
+ * accessor on overlapping memory may see stale data. What happens then is
+ * the tensor's policy (t->coherence, set with oc_set_coherence): COHERENT
+ * fails the kernel, INCOHERENT_VERBOSE warns on stderr, INCOHERENT_QUIET
+ * allows it. */
+typedef struct oc_stream oc_stream;
+
+/* Open a stream over all elements, or over the flattened range
+ * [start, start + count) (each core can stream its own share). */
+oc_stream *oc_read_stream(const oc_tensor *t);
+oc_stream *oc_write_stream(oc_tensor *t);
+oc_stream *oc_read_stream_range(const oc_tensor *t, int64_t start, int64_t count);
+oc_stream *oc_write_stream_range(oc_tensor *t, int64_t start, int64_t count);
+
+/* Flush (for writers) and release the stream's TCM. Streams left open are
+ * closed at the end of the kernel. */
+void oc_stream_close(oc_stream *s);
+
+/* Elements left to read or write. */
+int64_t oc_stream_remaining(const oc_stream *s);
+
+/* Set a tensor's coherence policy (OC_COHERENT by default). */
+void oc_set_coherence(const oc_tensor *t, oc_coherence policy);
+
+/* Internal fast path: pointer to the next element, refilling or flushing
+ * the TCM buffer when it runs out. */
+struct oc_stream {
+    char *pos, *end;   /* window into the TCM buffer */
+    int32_t elem_size;
+    int32_t dtype;
+};
+void *oc__stream_refill(oc_stream *s);
+void *oc__stream_flush(oc_stream *s);
+
+static inline const void *oc__stream_next_read(oc_stream *s)
+{
+    if (__builtin_expect(s->pos == s->end, 0)) return oc__stream_refill(s);
+    const void *p = s->pos;
+    s->pos += s->elem_size;
+    return p;
+}
+
+static inline void *oc__stream_next_write(oc_stream *s)
+{
+    if (__builtin_expect(s->pos == s->end, 0)) return oc__stream_flush(s);
+    void *p = s->pos;
+    s->pos += s->elem_size;
+    return p;
+}
+
+/* OC_STREAM_READ(s, float): the next element. Reading past the end fails. */
+#define OC_STREAM_READ(s, T) (*(const T *)oc__stream_next_read(s))
+/* OC_STREAM_WRITE(s, float, v): append the next element. */
+#define OC_STREAM_WRITE(s, T, v) (*(T *)oc__stream_next_write(s) = (v))
+
+/* ---- TCM ----------------------------------------------------------------- */
+
+/* Allocate from this core's TCM arena (64-byte aligned); NULL when the
+ * arena is exhausted. Whatever a kernel leaves allocated is released after
+ * the call. */
+void *oc_tcm_malloc(size_t bytes);
+void oc_tcm_free(void *p);
+
+/* Size of this core's TCM arena and the bytes free in it. */
+size_t oc_tcm_capacity(void);
+size_t oc_tcm_available(void);
+
+/* TCM accessor: copy `count` elements starting at flattened index `start`
+ * between a tensor and a TCM buffer. Range-checked on every call (the range
+ * must lie inside the tensor and `tcm` inside this core's TCM); any strides.
+ * Writing into a const (input) tensor does not compile (const) and is
+ * refused at run time (OC_TENSOR_READONLY). */
+void oc_tensor_to_tcm(const oc_tensor *t, void *tcm, int64_t start, int64_t count);
+void oc_tcm_to_tensor(oc_tensor *t, const void *tcm, int64_t start, int64_t count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OPCORE_KERNEL_H */

@@ -1,0 +1,115 @@
+/* opcore/tensor_ops.h — the in-kernel tensor library (seeds' aten subset).
+ *
+ * Factories and element-wise ops for kernels and shape functions. Inside a
+ * shape function every result is a meta tensor (shape and dtype only), so a
+ * shape function can be written with the same calls as the kernel.
+ *
+ * Rules, as in the seeds: no broadcasting and no type promotion. Operands
+ * must have the same shape and dtype; `_out` variants write into `out`,
+ * which must have that shape and dtype too. A violation fails the running
+ * kernel with a message naming the op, the operand, expected and got (or,
+ * outside a kernel, returns NULL with oc_errmsg set).
+ *
+ * Tensors returned here are owned by the running call and freed after it
+ * unless returned from the kernel; oc_tensor_free releases one early.
+ */
+#ifndef OPCORE_TENSOR_OPS_H
+#define OPCORE_TENSOR_OPS_H
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Shape literal: oc_zeros(OC_FLOAT32, OC_SHAPE(2, 3)). */
+#define OC_SHAPE(...)                                                        \
+    (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),               \
+        (const int64_t[]) { __VA_ARGS__ }
+
+/* ---- factories ---------------------------------------------------------- */
+
+oc_tensor *oc_empty(oc_dtype dtype, int ndim, const int64_t *sizes); /* uninitialised */
+oc_tensor *oc_zeros(oc_dtype dtype, int ndim, const int64_t *sizes);
+oc_tensor *oc_ones(oc_dtype dtype, int ndim, const int64_t *sizes);
+oc_tensor *oc_full(oc_dtype dtype, int ndim, const int64_t *sizes, double value);
+oc_tensor *oc_eye(oc_dtype dtype, int64_t rows, int64_t cols); /* 2-D identity */
+
+oc_tensor *oc_empty_like(const oc_tensor *t); /* same shape and dtype */
+oc_tensor *oc_zeros_like(const oc_tensor *t);
+oc_tensor *oc_ones_like(const oc_tensor *t);
+oc_tensor *oc_full_like(const oc_tensor *t, double value);
+
+/* A contiguous copy of `t` in `dtype` (a plain copy if dtype == t->dtype). */
+oc_tensor *oc_to_dtype(const oc_tensor *t, oc_dtype dtype);
+
+/* Copy src into dst element by element (same shape, any strides; dtypes
+ * may differ: values are converted). Returns dst. */
+oc_tensor *oc_copy_(oc_tensor *dst, const oc_tensor *src);
+
+/* Set every element of t to value. Returns t. */
+oc_tensor *oc_fill_(oc_tensor *t, double value);
+
+/* ---- element-wise, unary ------------------------------------------------ */
+/* Floating dtypes for the transcendental ops; abs/ceil/floor also accept
+ * integers; bitwise_not takes integers and bool. */
+
+oc_tensor *oc_abs(const oc_tensor *a);
+oc_tensor *oc_abs_out(oc_tensor *out, const oc_tensor *a);
+oc_tensor *oc_neg(const oc_tensor *a);
+oc_tensor *oc_neg_out(oc_tensor *out, const oc_tensor *a);
+oc_tensor *oc_ceil(const oc_tensor *a);
+oc_tensor *oc_ceil_out(oc_tensor *out, const oc_tensor *a);
+oc_tensor *oc_floor(const oc_tensor *a);
+oc_tensor *oc_floor_out(oc_tensor *out, const oc_tensor *a);
+oc_tensor *oc_sin(const oc_tensor *a);
+oc_tensor *oc_sin_out(oc_tensor *out, const oc_tensor *a);
+oc_tensor *oc_cos(const oc_tensor *a);
+oc_tensor *oc_cos_out(oc_tensor *out, const oc_tensor *a);
+oc_tensor *oc_tan(const oc_tensor *a);
+oc_tensor *oc_tan_out(oc_tensor *out, const oc_tensor *a);
+oc_tensor *oc_log(const oc_tensor *a);
+oc_tensor *oc_log_out(oc_tensor *out, const oc_tensor *a);
+oc_tensor *oc_log2(const oc_tensor *a);
+oc_tensor *oc_log2_out(oc_tensor *out, const oc_tensor *a);
+oc_tensor *oc_log10(const oc_tensor *a);
+oc_tensor *oc_log10_out(oc_tensor *out, const oc_tensor *a);
+oc_tensor *oc_exp(const oc_tensor *a);
+oc_tensor *oc_exp_out(oc_tensor *out, const oc_tensor *a);
+oc_tensor *oc_bitwise_not(const oc_tensor *a);
+oc_tensor *oc_bitwise_not_out(oc_tensor *out, const oc_tensor *a);
+
+/* clamp(a, lo, hi): min(max(a, lo), hi); pass -INFINITY / INFINITY to leave
+ * a side open. */
+oc_tensor *oc_clamp(const oc_tensor *a, double lo, double hi);
+oc_tensor *oc_clamp_out(oc_tensor *out, const oc_tensor *a, double lo, double hi);
+
+/* a ** exponent, element-wise (floating dtypes). */
+oc_tensor *oc_pow_scalar(const oc_tensor *a, double exponent);
+oc_tensor *oc_pow_scalar_out(oc_tensor *out, const oc_tensor *a, double exponent);
+
+/* ---- element-wise, binary (same shape, same dtype) ---------------------- */
+
+/* a + alpha * b  and  a - alpha * b */
+oc_tensor *oc_add(const oc_tensor *a, const oc_tensor *b, double alpha);
+oc_tensor *oc_add_out(oc_tensor *out, const oc_tensor *a, const oc_tensor *b, double alpha);
+oc_tensor *oc_sub(const oc_tensor *a, const oc_tensor *b, double alpha);
+oc_tensor *oc_sub_out(oc_tensor *out, const oc_tensor *a, const oc_tensor *b, double alpha);
+oc_tensor *oc_mul(const oc_tensor *a, const oc_tensor *b);
+oc_tensor *oc_mul_out(oc_tensor *out, const oc_tensor *a, const oc_tensor *b);
+/* true division; floating dtypes only */
+oc_tensor *oc_div(const oc_tensor *a, const oc_tensor *b);
+oc_tensor *oc_div_out(oc_tensor *out, const oc_tensor *a, const oc_tensor *b);
+/* a ** b; floating dtypes only */
+oc_tensor *oc_pow(const oc_tensor *a, const oc_tensor *b);
+oc_tensor *oc_pow_out(oc_tensor *out, const oc_tensor *a, const oc_tensor *b);
+/* integers and bool only */
+oc_tensor *oc_bitwise_and(const oc_tensor *a, const oc_tensor *b);
+oc_tensor *oc_bitwise_and_out(oc_tensor *out, const oc_tensor *a, const oc_tensor *b);
+oc_tensor *oc_bitwise_or(const oc_tensor *a, const oc_tensor *b);
+oc_tensor *oc_bitwise_or_out(oc_tensor *out, const oc_tensor *a, const oc_tensor *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OPCORE_TENSOR_OPS_H */

@@ -1,0 +1,50 @@
+/* src/core/internal.h — runtime internals shared across src/ (not public).
+ *
+ * The "call context": while a kernel or shape function runs, the thread has
+ * a current core (oc__core_self) with its TCM arena, its list of temporary
+ * tensors and a jump buffer to end the kernel on failure. Outside a call,
+ * oc__raise() just records the error and returns.
+ */
+#ifndef OPCORE_INTERNAL_H
+#define OPCORE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "opcore/status.h"
+#include "opcore/tensor.h"
+
+/* Report a failure. Inside a kernel or shape function this ends the running
+ * kernel (longjmp) and never returns; outside one it sets the thread's
+ * last error and returns, so callers must still return an error value. */
+void oc__raise(oc_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Vararg form of oc_set_error. */
+#include <stdarg.h>
+oc_status oc__set_errorv(oc_status status, const char *fmt, va_list ap);
+
+/* True while a shape function runs on this thread: factories then make
+ * meta tensors and element-wise ops compute shapes only. */
+bool oc__in_shape_fn(void);
+
+/* Allocate a tensor with row-major strides: meta inside a shape function,
+ * otherwise with 64-byte aligned data (uninitialised). Registered as a
+ * temporary of the running call (freed after it) when one is running.
+ * On failure (bad shape, out of memory) calls oc__raise and returns NULL. */
+oc_tensor *oc__tensor_new(oc_dtype dtype, int ndim, const int64_t *sizes);
+
+/* Check an argument of an opcore function: fails (oc__raise, OC_EMETA)
+ * if `t` has no data outside a shape function; `what` names the caller,
+ * e.g. "oc_add: argument 'a'". Returns false after raising. */
+bool oc__require_data(const oc_tensor *t, const char *what);
+
+/* Element value as double / store a double, for any dtype (slow path). */
+double oc__load_as_double(const void *p, oc_dtype dtype);
+void oc__store_from_double(void *p, oc_dtype dtype, double v);
+
+/* Iterate the flattened elements of `t` in row-major order: calls
+ * fn(ptr, index, ctx) for each element pointer. */
+typedef void (*oc__elem_fn)(void *p, int64_t i, void *ctx);
+void oc__for_each(const oc_tensor *t, oc__elem_fn fn, void *ctx);
+
+#endif /* OPCORE_INTERNAL_H */

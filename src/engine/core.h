@@ -1,0 +1,120 @@
+/* src/engine/core.h — an engine core: one thread's execution context
+ * (internal).
+ *
+ * Every thread that runs kernels owns one oc_core: the engine's worker
+ * threads, and each host thread that calls ops (it is core 0 of its calls).
+ * A core holds the TCM arena, the kernel stack with its guard region, the
+ * jump buffer used to end a failing kernel, and the running call's state
+ * (temporaries, open streams, profiler counters).
+ */
+#ifndef OPCORE_ENGINE_CORE_H
+#define OPCORE_ENGINE_CORE_H
+
+#include <setjmp.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <ucontext.h>
+
+#include "library/registry.h"
+#include "opcore/tensor.h"
+#include "profiler/hooks.h"
+
+typedef enum oc_core_mode {
+    OC_MODE_IDLE = 0,   /* no call running on this thread */
+    OC_MODE_KERNEL = 1, /* running a kernel */
+    OC_MODE_SHAPE = 2   /* running a shape function (meta tensors only) */
+} oc_core_mode;
+
+/* One call of a kernel or shape function, shared by all cores running it. */
+typedef struct oc_exec {
+    const struct oc_op *op;
+    oc_fn fn;            /* kernel or shape function */
+    void **ffi_values;   /* libffi argument slots */
+    oc_tensor *dst;      /* the output (NULL in shape mode) */
+    uint32_t ncores;     /* cores running it */
+    uint64_t bytes_in;   /* total input bytes, for the profiler */
+} oc_exec;
+
+/* Header of every tensor opcore allocates; links it into the creating
+ * core's list of temporaries while a call runs. */
+typedef struct oc_tensor_block {
+    struct oc_tensor_block *prev, *next;
+    oc_tensor tensor;
+} oc_tensor_block;
+
+typedef struct oc_stream_impl oc_stream_impl;
+
+typedef struct oc_core {
+    uint32_t id, count;       /* oc_cpu_id / oc_cpu_count of the running call */
+    oc_core_mode mode;
+    oc_exec *exec;
+
+    char *tcm;                /* TCM arena */
+    size_t tcm_size;
+
+    char *stack_map;          /* guard region + kernel stack */
+    size_t stack_map_size;
+    char *stack_lo;           /* lowest usable byte of the kernel stack */
+    size_t stack_size;        /* usable bytes */
+    size_t stack_requested;   /* the op's stack size the stack was made for */
+    void *altstack;           /* signal stack this core installed, if any */
+
+    sigjmp_buf jump;          /* where a failure or fault resumes */
+    volatile sig_atomic_t guarded;  /* faults are ours while set */
+    volatile int fault_signal;
+    void *volatile fault_addr;
+
+    bool failed;
+    oc_status fail_status;
+    char fail_msg[4096];
+
+    void *ret;                /* what the kernel returned */
+    oc_tensor_block temps;    /* list head of temporaries */
+    oc_stream_impl *streams;  /* open streams */
+    oc_prof_counters counters;
+
+    ucontext_t host_ctx, kernel_ctx;
+} oc_core;
+
+/* The calling thread's core, created on first use (NULL if out of memory,
+ * with the error set). */
+oc_core *oc__thread_core(void);
+
+/* The core running a call on this thread, or NULL outside calls. */
+oc_core *oc__core_current(void);
+
+/* Create / destroy a core (workers use these directly). */
+oc_core *oc__core_create(size_t tcm_size);
+void oc__core_destroy(oc_core *core);
+
+/* Run `exec` on `core` on the current thread: a kernel on the core's
+ * engine stack, a shape function in place. Returns OC_OK or the failure
+ * (message in core->fail_msg). Temporaries and TCM are released after,
+ * except the returned tensor, left in core->ret (caller frees it). */
+oc_status oc__core_run(oc_core *core, oc_exec *exec, oc_core_mode mode, uint32_t id, uint32_t count);
+
+/* Free everything a finished call left on the core (temporaries, TCM). */
+void oc__core_release(oc_core *core);
+
+/* Record a failure on the current core and leave the kernel (longjmp). */
+_Noreturn void oc__core_fail(oc_core *core, oc_status status, const char *msg);
+
+/* TCM arena management. */
+void oc__tcm_reset(oc_core *core);
+bool oc__tcm_contains(const oc_core *core, const void *p, size_t bytes);
+
+/* Faults: install the process-wide handlers (idempotent) and make sure
+ * this thread has an alternate signal stack. */
+void oc__fault_install(void);
+oc_status oc__fault_thread_init(oc_core *core);
+
+/* Engine-wide settings. */
+size_t oc__engine_default_tcm(void);
+size_t oc__page_size(void);
+
+/* Close any streams a kernel left open (flushing writers). */
+void oc__streams_close_all(oc_core *core);
+
+#endif /* OPCORE_ENGINE_CORE_H */

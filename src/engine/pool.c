@@ -1,0 +1,268 @@
+/* The pool of cores: persistent worker threads plus the calling thread.
+ *
+ * A multicore launch publishes the job, bumps a generation counter and
+ * runs core 0's share on the caller. Workers spin briefly on the counter
+ * (so back-to-back launches cost no syscalls), then sleep on a futex.
+ * Launches are serialised by a mutex; single-core calls never touch the
+ * pool and run concurrently on their callers' own cores. */
+#include <errno.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+#include "engine/core.h"
+#include "engine/pool.h"
+#include "opcore/engine.h"
+
+static struct {
+    pthread_mutex_t lock;        /* start/stop and launches */
+    atomic_bool started;
+    uint32_t num_cores;          /* configured (0 = default) */
+    size_t tcm_size;             /* configured (0 = default) */
+    uint32_t ncores;             /* running */
+    pthread_t *threads;
+    oc_core **cores;             /* [1..ncores-1] are the workers' */
+    oc_exec *job;
+    _Atomic uint32_t generation;
+    _Atomic uint32_t pending;    /* workers still running the job */
+    atomic_int sleepers;
+    atomic_int waiter_sleeping;
+    atomic_bool stopping;
+    uint64_t spin_ns;
+    uint32_t start_generation;   /* workers wait for the first job after it */
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val)
+{
+    return syscall(SYS_futex, (uint32_t *)addr, op, val, NULL, NULL, 0);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static size_t env_size(const char *name, size_t fallback)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return fallback;
+    char *end;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (*end == 'k' || *end == 'K') n *= 1024;
+    else if (*end == 'm' || *end == 'M') n *= 1024 * 1024;
+    return n ? (size_t)n : fallback;
+}
+
+size_t oc__engine_default_tcm(void)
+{
+    if (pool.tcm_size) return pool.tcm_size;
+    static size_t tcm;
+    if (!tcm) {
+        /* Half the private L2 keeps a core's TCM resident beside its data. */
+        long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        size_t dflt = l2 > 0 ? (size_t)l2 / 2 : 256 * 1024;
+        if (dflt < 64 * 1024) dflt = 64 * 1024;
+        tcm = env_size("OC_TCM_SIZE", dflt);
+        if (tcm < 4096) tcm = 4096;
+    }
+    return tcm;
+}
+
+static uint32_t default_num_cores(void)
+{
+    size_t n = env_size("OC_NUM_CORES", 0);
+    if (n) return (uint32_t)(n > 1024 ? 1024 : n);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return (uint32_t)CPU_COUNT(&set);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 ? (uint32_t)online : 1;
+}
+
+static void wait_for_generation(uint32_t seen)
+{
+    uint64_t deadline = 0;
+    for (unsigned i = 0;; i++) {
+        if (atomic_load_explicit(&pool.generation, memory_order_acquire) != seen) return;
+        if ((i & 63) == 63) {
+            uint64_t t = now_ns();
+            if (!deadline) deadline = t + pool.spin_ns;
+            else if (t > deadline) {
+                atomic_fetch_add(&pool.sleepers, 1);
+                futex(&pool.generation, FUTEX_WAIT_PRIVATE, seen);
+                atomic_fetch_sub(&pool.sleepers, 1);
+                deadline = 0;
+            }
+        }
+        cpu_relax();
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    uint32_t id = (uint32_t)(uintptr_t)arg;
+    oc_core *core = pool.cores[id];
+    /* Not the current value: a launch may already have bumped it. */
+    uint32_t seen = pool.start_generation;
+    oc__fault_thread_init(core);
+    for (;;) {
+        wait_for_generation(seen);
+        seen = atomic_load_explicit(&pool.generation, memory_order_acquire);
+        if (atomic_load(&pool.stopping)) break;
+        oc__pool_run_share(core, pool.job, id);
+        if (atomic_fetch_sub_explicit(&pool.pending, 1, memory_order_acq_rel) == 1 &&
+            atomic_load(&pool.waiter_sleeping))
+            futex(&pool.pending, FUTEX_WAKE_PRIVATE, 1);
+    }
+    /* The signal stack belongs to this thread: disable before freeing. */
+    return NULL;
+}
+
+static oc_status start_locked(void)
+{
+    if (atomic_load(&pool.started)) return OC_OK;
+    uint32_t n = pool.num_cores ? pool.num_cores : default_num_cores();
+    size_t tcm = oc__engine_default_tcm();
+    pool.spin_ns = env_size("OC_SPIN_US", 50) * 1000;
+    pool.cores = calloc(n, sizeof *pool.cores);
+    pool.threads = calloc(n, sizeof *pool.threads);
+    if (!pool.cores || !pool.threads) goto nomem;
+    atomic_store(&pool.stopping, false);
+    for (uint32_t i = 1; i < n; i++) {
+        pool.cores[i] = oc__core_create(tcm);
+        if (!pool.cores[i]) goto nomem;
+    }
+    oc__fault_install();
+    pool.ncores = n;
+    pool.start_generation = atomic_load(&pool.generation);
+    for (uint32_t i = 1; i < n; i++) {
+        if (pthread_create(&pool.threads[i], NULL, worker_main, (void *)(uintptr_t)i) != 0) {
+            pool.ncores = i; /* run with what we have */
+            break;
+        }
+    }
+    atomic_store(&pool.started, true);
+    return OC_OK;
+nomem:
+    for (uint32_t i = 1; pool.cores && i < n; i++) oc__core_destroy(pool.cores[i]);
+    free(pool.cores);
+    free(pool.threads);
+    pool.cores = NULL;
+    pool.threads = NULL;
+    return oc_set_error(OC_ENOMEM, "cannot start the engine: out of memory for %u cores", n);
+}
+
+oc_status oc__pool_start(void)
+{
+    if (atomic_load_explicit(&pool.started, memory_order_acquire)) return OC_OK;
+    pthread_mutex_lock(&pool.lock);
+    oc_status st = start_locked();
+    pthread_mutex_unlock(&pool.lock);
+    return st;
+}
+
+oc_status oc_engine_configure(uint32_t num_cores, size_t tcm_bytes)
+{
+    pthread_mutex_lock(&pool.lock);
+    oc_status st = OC_OK;
+    if (atomic_load(&pool.started))
+        st = oc_set_error(OC_EINVAL, "oc_engine_configure: the engine has already started "
+                                     "(call it before the first op, or after oc_engine_shutdown)");
+    else if (tcm_bytes && tcm_bytes < 4096)
+        st = oc_set_error(OC_EINVAL, "oc_engine_configure: TCM of %zu bytes is too small (>= 4096)", tcm_bytes);
+    else {
+        pool.num_cores = num_cores;
+        pool.tcm_size = tcm_bytes;
+    }
+    pthread_mutex_unlock(&pool.lock);
+    return st;
+}
+
+uint32_t oc_engine_num_cores(void)
+{
+    if (oc__pool_start() != OC_OK) return 1;
+    return pool.ncores;
+}
+
+size_t oc_engine_tcm_size(void) { return oc__engine_default_tcm(); }
+
+void oc_engine_shutdown(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    if (atomic_load(&pool.started)) {
+        atomic_store(&pool.stopping, true);
+        atomic_fetch_add(&pool.generation, 1);
+        futex(&pool.generation, FUTEX_WAKE_PRIVATE, INT32_MAX);
+        for (uint32_t i = 1; i < pool.ncores; i++) pthread_join(pool.threads[i], NULL);
+        for (uint32_t i = 1; i < pool.ncores; i++) oc__core_destroy(pool.cores[i]);
+        free(pool.cores);
+        free(pool.threads);
+        pool.cores = NULL;
+        pool.threads = NULL;
+        pool.ncores = 0;
+        atomic_store(&pool.started, false);
+    }
+    pthread_mutex_unlock(&pool.lock);
+}
+
+oc_status oc__pool_launch(oc_core *caller, oc_exec *job, oc_core ***cores_out, uint32_t *ncores_out)
+{
+    oc_status st = oc__pool_start();
+    if (st != OC_OK) return st;
+    pthread_mutex_lock(&pool.lock);
+    uint32_t n = pool.ncores;
+    pool.cores[0] = caller;
+    job->ncores = n;
+    pool.job = job;
+    atomic_store(&pool.pending, n - 1);
+    atomic_fetch_add_explicit(&pool.generation, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&pool.sleepers, memory_order_seq_cst) > 0)
+        futex(&pool.generation, FUTEX_WAKE_PRIVATE, INT32_MAX);
+
+    oc__pool_run_share(caller, job, 0);
+
+    uint64_t deadline = 0;
+    for (unsigned i = 0;; i++) {
+        uint32_t left = atomic_load_explicit(&pool.pending, memory_order_acquire);
+        if (left == 0) break;
+        if ((i & 63) == 63) {
+            uint64_t t = now_ns();
+            if (!deadline) deadline = t + pool.spin_ns;
+            else if (t > deadline) {
+                atomic_store(&pool.waiter_sleeping, 1);
+                left = atomic_load(&pool.pending);
+                if (left) futex(&pool.pending, FUTEX_WAIT_PRIVATE, left);
+                atomic_store(&pool.waiter_sleeping, 0);
+            }
+        }
+        cpu_relax();
+    }
+    *cores_out = pool.cores;
+    *ncores_out = n;
+    return OC_OK; /* pool.lock stays held until oc__pool_finish */
+}
+
+void oc__pool_finish(void)
+{
+    pool.cores[0] = NULL;
+    pool.job = NULL;
+    pthread_mutex_unlock(&pool.lock);
+}

@@ -1,0 +1,67 @@
+/* Moving runs of flattened elements between a tensor and a dense buffer:
+ * the one copy loop behind the TCM accessor and the streams. */
+#include <string.h>
+
+#include "core/internal.h"
+#include "kernel/kernel_internal.h"
+
+void oc__tensor_extent(const oc_tensor *t, const char **lo, const char **hi)
+{
+    int64_t min = 0, max = 0, elem = (int64_t)oc_dtype_size(t->dtype);
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->sizes[d] == 0) { *lo = *hi = t->data; return; }
+        int64_t span = (t->sizes[d] - 1) * t->strides[d];
+        if (span < 0) min += span; else max += span;
+    }
+    *lo = (const char *)t->data + min * elem;
+    *hi = (const char *)t->data + (max + 1) * elem;
+}
+
+void oc__flat_copy(const oc_tensor *t, int64_t start, int64_t n, void *buf, bool to_tensor)
+{
+    size_t elem = oc_dtype_size(t->dtype);
+    if (n <= 0) return;
+    if (oc_is_contiguous(t)) {
+        char *p = (char *)t->data + start * (int64_t)elem;
+        if (to_tensor) memcpy(p, buf, (size_t)n * elem);
+        else memcpy(buf, p, (size_t)n * elem);
+        return;
+    }
+    /* Odometer over the multi-index: unravel once, then step. */
+    int64_t idx[OC_MAX_DIMS], rem = start, off = 0;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        idx[d] = rem % t->sizes[d];
+        rem /= t->sizes[d];
+        off += idx[d] * t->strides[d];
+    }
+    char *b = buf, *base = t->data;
+    int last = t->ndim - 1;
+    for (int64_t k = 0; k < n; k++, b += elem) {
+        char *p = base + off * (int64_t)elem;
+        if (to_tensor) memcpy(p, b, elem);
+        else memcpy(b, p, elem);
+        if (last < 0) continue;
+        int d = last;
+        idx[d]++;
+        off += t->strides[d];
+        while (idx[d] == t->sizes[d] && d > 0) {
+            off -= idx[d] * t->strides[d];
+            idx[d] = 0;
+            d--;
+            idx[d]++;
+            off += t->strides[d];
+        }
+    }
+}
+
+oc_core *oc__kernel_core(const char *fn)
+{
+    oc_core *c = oc__core_current();
+    if (!c || c->mode != OC_MODE_KERNEL) {
+        oc__raise(c && c->mode == OC_MODE_SHAPE ? OC_EMETA : OC_EINVAL,
+                  "%s: only kernels may access tensor data%s", fn,
+                  c && c->mode == OC_MODE_SHAPE ? " (called from a shape function)" : " (called outside a kernel)");
+        return NULL;
+    }
+    return c;
+}

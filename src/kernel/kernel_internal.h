@@ -1,0 +1,26 @@
+/* src/kernel/kernel_internal.h — shared by the accessors (internal). */
+#ifndef OPCORE_KERNEL_INTERNAL_H
+#define OPCORE_KERNEL_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/core.h"
+#include "opcore/tensor.h"
+
+/* Copy `n` elements starting at flattened index `start` between tensor `t`
+ * and the dense buffer `buf` (to_tensor: buf -> t). Any strides. */
+void oc__flat_copy(const oc_tensor *t, int64_t start, int64_t n, void *buf, bool to_tensor);
+
+/* Memory extent [lo, hi) the tensor's elements occupy. */
+void oc__tensor_extent(const oc_tensor *t, const char **lo, const char **hi);
+
+/* Check a new access to `t` against the core's open streams, applying the
+ * tensor's coherence policy; `write` if the access writes; `what` names it. */
+void oc__coherence_check(oc_core *core, const oc_tensor *t, bool write, const void *self,
+                         const char *what);
+
+/* The running kernel's core; raises (naming `fn`) outside a kernel. */
+oc_core *oc__kernel_core(const char *fn);
+
+#endif /* OPCORE_KERNEL_INTERNAL_H */

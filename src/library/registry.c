@@ -1,0 +1,265 @@
+/* The process-wide table of loaded op libraries. Loading resolves each
+ * op's kernel by name and prepares its libffi call descriptor once, so a
+ * call only has to fill argument slots. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "library/registry.h"
+#include "opcore/engine.h"
+#include "opcore/host.h"
+
+static pthread_rwlock_t registry_lock = PTHREAD_RWLOCK_INITIALIZER;
+static oc_library **libraries;
+static int num_libraries, cap_libraries;
+
+/* oc_scalar as libffi sees it: two 8-byte integer words (SysV classifies
+ * the {int64_t, union{double,int64_t,bool}} pair as INTEGER, INTEGER). */
+static ffi_type *scalar_elements[] = {&ffi_type_sint64, &ffi_type_sint64, NULL};
+static ffi_type scalar_ffi_type = {0, 0, FFI_TYPE_STRUCT, scalar_elements};
+
+static ffi_type *ffi_type_of(oc_arg_type t)
+{
+    switch (t) {
+    case OC_ARG_TENSOR: return &ffi_type_pointer;
+    case OC_ARG_FLOAT: return &ffi_type_double;
+    case OC_ARG_INT: return &ffi_type_sint64;
+    case OC_ARG_BOOL: return &ffi_type_uint8;
+    case OC_ARG_SCALAR: return &scalar_ffi_type;
+    }
+    return &ffi_type_void;
+}
+
+static oc_library *find_locked(const char *name)
+{
+    for (int i = 0; i < num_libraries; i++)
+        if (strcmp(libraries[i]->name, name) == 0) return libraries[i];
+    return NULL;
+}
+
+static oc_status read_build_info(oc_library *lib)
+{
+    const oc_build_info *info = dlsym(lib->handle, "oc_build_info_entry");
+    if (!info)
+        return oc_set_error(OC_EABI, "%s was not built by `opcore build` (no build info): rebuild it",
+                            lib->path);
+    if (info->abi_version != OC_ABI_VERSION)
+        return oc_set_error(OC_EABI,
+                            "%s was built for opcore ABI %u but this runtime is ABI %u: rebuild it",
+                            lib->path, info->abi_version, OC_ABI_VERSION);
+    lib->multicore = info->multicore != 0;
+    lib->stack_size = info->stack_size ? info->stack_size : OC_DEFAULT_STACK_SIZE;
+    snprintf(lib->cflags, sizeof lib->cflags, "%s", info->cflags ? info->cflags : "");
+    return OC_OK;
+}
+
+static oc_status bind_ops(oc_library *lib, const oc_library_defs *defs)
+{
+    lib->ops = calloc((size_t)(defs->num_defs ? defs->num_defs : 1), sizeof *lib->ops);
+    if (!lib->ops) return oc_set_error(OC_ENOMEM, "out of memory loading %s", lib->path);
+    for (int i = 0; i < defs->num_defs; i++) {
+        struct oc_op *op = &lib->ops[i];
+        char proto[2048];
+        op->def = defs->defs[i];
+        op->lib = lib;
+        op->multicore = lib->multicore;
+        op->stack_size = lib->stack_size;
+        snprintf(op->name, sizeof op->name, "%s", op->def.schema.name);
+        snprintf(op->qualname, sizeof op->qualname, "%s::%s", lib->name, op->name);
+        op->kernel_fn = (oc_fn)dlsym(lib->handle, op->def.kernel_name);
+        if (!op->kernel_fn) {
+            oc__schema_prototype(&op->def.schema, op->def.kernel_name, proto, sizeof proto);
+            return oc_set_error(OC_ENOTFOUND,
+                                "op '%s': kernel '%s' is not defined in %s (expected a non-static "
+                                "function `%s;` in a compute source)",
+                                op->qualname, op->def.kernel_name, lib->path, proto);
+        }
+        for (int a = 0; a < op->def.schema.num_args; a++)
+            op->ffi_args[a] = ffi_type_of(op->def.schema.args[a].type);
+        if (ffi_prep_cif(&op->cif, FFI_DEFAULT_ABI, (unsigned)op->def.schema.num_args,
+                         &ffi_type_pointer, op->ffi_args) != FFI_OK)
+            return oc_set_error(OC_ERROR, "op '%s': libffi could not describe its signature",
+                                op->qualname);
+        lib->num_ops++;
+    }
+    return OC_OK;
+}
+
+static void library_free(oc_library *lib)
+{
+    if (!lib) return;
+    if (lib->handle) dlclose(lib->handle);
+    free(lib->ops);
+    free(lib);
+}
+
+static oc_status register_locked(oc_library *lib)
+{
+    oc_library *other = find_locked(lib->name);
+    if (other)
+        return oc_set_error(OC_EEXIST,
+                            "library '%s' from %s clashes with library '%s' already loaded from %s "
+                            "(library names must be unique in a process)",
+                            lib->name, lib->path, other->name, other->path);
+    if (num_libraries == cap_libraries) {
+        int cap = cap_libraries ? 2 * cap_libraries : 8;
+        oc_library **grown = realloc(libraries, (size_t)cap * sizeof *grown);
+        if (!grown) return oc_set_error(OC_ENOMEM, "out of memory");
+        libraries = grown;
+        cap_libraries = cap;
+    }
+    libraries[num_libraries++] = lib;
+    return OC_OK;
+}
+
+oc_status oc_library_load(const char *path, oc_library **out)
+{
+    struct stat st;
+    char real[4096];
+    if (out) *out = NULL;
+    if (!path || !out) return oc_set_error(OC_EINVAL, "oc_library_load: path and out are required");
+    if (!realpath(path, real) || stat(real, &st) != 0)
+        return oc_set_error(OC_ENOTFOUND, "cannot load op library %s: no such file", path);
+
+    /* Loading the same file again is a no-op, as with torch.ops.load_library. */
+    pthread_rwlock_rdlock(&registry_lock);
+    for (int i = 0; i < num_libraries; i++) {
+        oc_library *lib = libraries[i];
+        if (strcmp(lib->path, real) == 0 && lib->dev == st.st_dev && lib->ino == st.st_ino) {
+            *out = lib;
+            pthread_rwlock_unlock(&registry_lock);
+            return OC_OK;
+        }
+    }
+    pthread_rwlock_unlock(&registry_lock);
+
+    oc_library *lib = calloc(1, sizeof *lib);
+    if (!lib) return oc_set_error(OC_ENOMEM, "out of memory loading %s", path);
+    snprintf(lib->path, sizeof lib->path, "%s", real);
+    lib->dev = st.st_dev;
+    lib->ino = st.st_ino;
+    lib->handle = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+    if (!lib->handle) {
+        oc_set_error(OC_ENOTFOUND, "cannot load op library %s: %s", path, dlerror());
+        library_free(lib);
+        return OC_ENOTFOUND;
+    }
+    oc_library_defs defs;
+    oc_status status = read_build_info(lib);
+    if (status == OC_OK) status = oc__library_read_defs(lib->handle, lib->path, &defs);
+    if (status != OC_OK) {
+        library_free(lib);
+        return status;
+    }
+    snprintf(lib->name, sizeof lib->name, "%s", defs.name);
+    status = bind_ops(lib, &defs);
+    oc__library_defs_free(&defs);
+    if (status == OC_OK) {
+        pthread_rwlock_wrlock(&registry_lock);
+        status = register_locked(lib);
+        pthread_rwlock_unlock(&registry_lock);
+    }
+    if (status != OC_OK) {
+        library_free(lib);
+        return status;
+    }
+    *out = lib;
+    return OC_OK;
+}
+
+oc_status oc_library_unload(oc_library *lib)
+{
+    if (!lib) return oc_set_error(OC_EINVAL, "oc_library_unload: library is NULL");
+    pthread_rwlock_wrlock(&registry_lock);
+    int i = 0;
+    while (i < num_libraries && libraries[i] != lib) i++;
+    if (i == num_libraries) {
+        pthread_rwlock_unlock(&registry_lock);
+        return oc_set_error(OC_ENOTFOUND, "oc_library_unload: library is not loaded");
+    }
+    libraries[i] = libraries[--num_libraries];
+    if (num_libraries == 0) {
+        free(libraries);
+        libraries = NULL;
+        cap_libraries = 0;
+    }
+    pthread_rwlock_unlock(&registry_lock);
+    library_free(lib);
+    return OC_OK;
+}
+
+oc_library *oc_library_find(const char *name)
+{
+    pthread_rwlock_rdlock(&registry_lock);
+    oc_library *lib = name ? find_locked(name) : NULL;
+    pthread_rwlock_unlock(&registry_lock);
+    return lib;
+}
+
+const oc_op *oc_op_find(const char *qualname)
+{
+    char lib_name[OC_MAX_NAME];
+    const char *sep = qualname ? strstr(qualname, "::") : NULL;
+    if (!sep || (size_t)(sep - qualname) >= sizeof lib_name) {
+        oc_set_error(OC_EINVAL, "oc_op_find: expected \"library::op\", got \"%s\"",
+                     qualname ? qualname : "(null)");
+        return NULL;
+    }
+    memcpy(lib_name, qualname, (size_t)(sep - qualname));
+    lib_name[sep - qualname] = '\0';
+    const oc_op *found = NULL;
+    pthread_rwlock_rdlock(&registry_lock);
+    oc_library *lib = find_locked(lib_name);
+    for (int i = 0; lib && i < lib->num_ops && !found; i++)
+        if (strcmp(lib->ops[i].name, sep + 2) == 0) found = &lib->ops[i];
+    pthread_rwlock_unlock(&registry_lock);
+    if (!found) {
+        if (!lib) oc_set_error(OC_ENOTFOUND, "no op '%s': no library '%s' is loaded", qualname, lib_name);
+        else oc_set_error(OC_ENOTFOUND, "no op '%s': library '%s' (%s) has no op '%s'", qualname,
+                          lib_name, lib->path, sep + 2);
+    }
+    return found;
+}
+
+const char *oc_library_name(const oc_library *lib) { return lib->name; }
+const char *oc_library_path(const oc_library *lib) { return lib->path; }
+bool oc_library_multicore(const oc_library *lib) { return lib->multicore; }
+size_t oc_library_stack_size(const oc_library *lib) { return lib->stack_size; }
+const char *oc_library_cflags(const oc_library *lib) { return lib->cflags; }
+int oc_library_num_ops(const oc_library *lib) { return lib->num_ops; }
+
+const oc_op *oc_library_op(const oc_library *lib, int index)
+{
+    if (index < 0 || index >= lib->num_ops) {
+        oc_set_error(OC_EINVAL, "library '%s' has %d ops; index %d is out of range", lib->name,
+                     lib->num_ops, index);
+        return NULL;
+    }
+    return &lib->ops[index];
+}
+
+const char *oc_op_name(const oc_op *op) { return op->name; }
+const char *oc_op_qualname(const oc_op *op) { return op->qualname; }
+const char *oc_op_schema(const oc_op *op) { return op->def.schema_text; }
+const oc_library *oc_op_library(const oc_op *op) { return op->lib; }
+int oc_op_num_args(const oc_op *op) { return op->def.schema.num_args; }
+
+oc_arg_type oc_op_arg_type(const oc_op *op, int index)
+{
+    return op->def.schema.args[index].type;
+}
+
+const char *oc_op_arg_name(const oc_op *op, int index)
+{
+    return op->def.schema.args[index].name;
+}
+
+bool oc_op_arg_default(const oc_op *op, int index, oc_value *out)
+{
+    const oc_schema_arg *arg = &op->def.schema.args[index];
+    if (arg->has_default && out) *out = arg->default_value;
+    return arg->has_default;
+}

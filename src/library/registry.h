@@ -1,0 +1,58 @@
+/* src/library/registry.h — loaded libraries and their ops (internal). */
+#ifndef OPCORE_REGISTRY_H
+#define OPCORE_REGISTRY_H
+
+#include <ffi.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "library/schema.h"
+#include "opcore/library.h"
+
+/* One oc_def() as the library's init block declared it. */
+typedef struct oc_op_def {
+    char schema_text[1024];
+    oc_schema schema;
+    oc_fn shape_fn;
+    char shape_fn_name[OC_MAX_NAME];
+    char kernel_name[OC_MAX_NAME];
+} oc_op_def;
+
+/* All defs of one library, read by running its OC_LIBRARY block. */
+typedef struct oc_library_defs {
+    char name[OC_MAX_NAME];
+    int num_defs;
+    oc_op_def *defs;
+} oc_library_defs;
+
+/* Run the OC_LIBRARY block of a dlopen'ed library and collect its defs
+ * (used by the loader and by the build tool's signature check). */
+oc_status oc__library_read_defs(void *dl_handle, const char *path, oc_library_defs *out);
+void oc__library_defs_free(oc_library_defs *defs);
+
+struct oc_op {
+    char name[OC_MAX_NAME];
+    char qualname[2 * OC_MAX_NAME + 2];
+    oc_op_def def;
+    oc_fn kernel_fn;
+    oc_library *lib;
+    bool multicore;
+    size_t stack_size;
+    ffi_cif cif; /* the kernel's (and shape function's) C signature */
+    ffi_type *ffi_args[OC_MAX_ARGS];
+};
+
+struct oc_library {
+    char name[OC_MAX_NAME];
+    char path[4096];
+    dev_t dev;
+    ino_t ino;
+    void *handle;
+    bool multicore;
+    size_t stack_size;
+    char cflags[1024];
+    int num_ops;
+    struct oc_op *ops;
+};
+
+#endif /* OPCORE_REGISTRY_H */

@@ -1,0 +1,476 @@
+/* src/profiler/summary.c — the per-operator summary and the machine's
+ * memory bandwidth.
+ *
+ * Per op (the name the runtime passes for its kernels and calls):
+ *   calls      CALL spans of that name; without any (operator code called
+ *              from elsewhere), the number of kernel launches, a launch
+ *              being a maximal run of overlapping kernel spans
+ *   total, mean, min, max   over those calls
+ *   kernel wall   time during which at least one core ran the op's kernel
+ *   per core      kernel time on each engine core; balance = max / mean
+ *                 over the cores the op used (1.0 = perfectly even)
+ *   bytes         bytes_in + bytes_out over all cores; GB/s = bytes /
+ *                 kernel wall; and that as a fraction of the memory
+ *                 bandwidth measured by oc_profiler_membw_gbps()
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "opcore/status.h"
+#include "profiler/prof.h"
+
+/* ---- memory bandwidth ---------------------------------------------------- */
+
+typedef struct bw_ctx {
+    char *src, *dst;
+    size_t bytes;
+    unsigned nthreads;
+    atomic_int gate;    /* 1: nthreads and the barrier are set; -1: give up */
+    pthread_barrier_t bar;
+    uint64_t best_ns;
+} bw_ctx;
+
+typedef struct bw_arg {
+    bw_ctx *c;
+    unsigned id;
+} bw_arg;
+
+#define BW_REPS 5
+
+static void *bw_thread(void *p)
+{
+    bw_arg *a = p;
+    bw_ctx *c = a->c;
+    int g;
+    while ((g = atomic_load(&c->gate)) == 0) sched_yield();
+    if (g < 0) return NULL;
+    size_t lo = c->bytes * a->id / c->nthreads, hi = c->bytes * (a->id + 1) / c->nthreads;
+    memset(c->src + lo, 1, hi - lo); /* fault the pages in on this thread */
+    memset(c->dst + lo, 0, hi - lo);
+    for (int r = 0; r < BW_REPS; r++) {
+        uint64_t t0 = 0;
+        pthread_barrier_wait(&c->bar);
+        if (a->id == 0) t0 = oc__prof_now();
+        memcpy(c->dst + lo, c->src + lo, hi - lo);
+        pthread_barrier_wait(&c->bar);
+        if (a->id == 0) {
+            uint64_t dt = oc__prof_now() - t0;
+            if (dt && dt < c->best_ns) c->best_ns = dt;
+        }
+    }
+    return NULL;
+}
+
+/* GB/s of memcpy over 128 MiB split across all CPUs, counting read + write. */
+static double measure_membw(void)
+{
+    static bw_ctx c;
+    memset(&c, 0, sizeof c);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned want = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (unsigned)ncpu;
+    c.bytes = (size_t)128 << 20;
+    c.best_ns = UINT64_MAX;
+    atomic_init(&c.gate, 0);
+    c.src = malloc(c.bytes);
+    c.dst = malloc(c.bytes);
+    double gbps = 0;
+    if (c.src && c.dst) {
+        pthread_t th[64];
+        bw_arg args[64];
+        unsigned started = 1;
+        for (unsigned i = 0; i < want; i++) {
+            args[i].c = &c;
+            args[i].id = i;
+        }
+        for (unsigned i = 1; i < want; i++) {
+            if (pthread_create(&th[i], NULL, bw_thread, &args[i]) != 0) break;
+            started++;
+        }
+        c.nthreads = started;
+        if (pthread_barrier_init(&c.bar, NULL, started) == 0) {
+            atomic_store(&c.gate, 1);
+            bw_thread(&args[0]);
+            for (unsigned i = 1; i < started; i++) pthread_join(th[i], NULL);
+            pthread_barrier_destroy(&c.bar);
+            if (c.best_ns != UINT64_MAX) gbps = 2.0 * (double)c.bytes / (double)c.best_ns;
+        } else {
+            atomic_store(&c.gate, -1);
+            for (unsigned i = 1; i < started; i++) pthread_join(th[i], NULL);
+        }
+    }
+    free(c.src);
+    free(c.dst);
+    return gbps;
+}
+
+static bool cache_path(char *out, size_t n)
+{
+    const char *x = getenv("XDG_CACHE_HOME");
+    if (x && *x) {
+        snprintf(out, n, "%s/opcore", x);
+        return true;
+    }
+    const char *h = getenv("HOME");
+    if (h && *h) {
+        snprintf(out, n, "%s/.cache/opcore", h);
+        return true;
+    }
+    return false;
+}
+
+static pthread_mutex_t g_bw_mu = PTHREAD_MUTEX_INITIALIZER;
+static double g_bw;
+
+double oc_profiler_membw_gbps(void)
+{
+    const char *env = getenv("OPCORE_MEMBW_GBPS");
+    if (env && *env) {
+        double v = strtod(env, NULL);
+        if (v > 0) return v;
+    }
+    pthread_mutex_lock(&g_bw_mu);
+    double bw = g_bw;
+    if (bw <= 0) {
+        char dir[4096], file[4200];
+        bool have = cache_path(dir, sizeof dir);
+        if (have) {
+            snprintf(file, sizeof file, "%s/membw", dir);
+            FILE *f = fopen(file, "r");
+            if (f) {
+                if (fscanf(f, "%lf", &bw) != 1 || !(bw > 0) || !isfinite(bw)) bw = 0;
+                fclose(f);
+            }
+        }
+        if (bw <= 0) {
+            bw = measure_membw();
+            if (bw > 0 && have && oc__mkdirs(dir) == 0) {
+                char tmp[4300];
+                snprintf(tmp, sizeof tmp, "%s.%ld.tmp", file, (long)getpid());
+                FILE *f = fopen(tmp, "w");
+                if (f) {
+                    fprintf(f, "%.3f\n# GB/s: memcpy over 128 MiB on all CPUs, read+write; "
+                            "delete this file to measure again\n", bw);
+                    if (fclose(f) == 0) rename(tmp, file);
+                    else remove(tmp);
+                }
+            }
+        }
+        g_bw = bw;
+    }
+    pthread_mutex_unlock(&g_bw_mu);
+    return bw;
+}
+
+/* ---- computing the summary ---------------------------------------------- */
+
+typedef struct kspan {
+    uint32_t name;
+    uint64_t t0, t1;
+} kspan;
+
+static int cmp_kspan(const void *x, const void *y)
+{
+    const kspan *a = x, *b = y;
+    if (a->name != b->name) return a->name < b->name ? -1 : 1;
+    if (a->t0 != b->t0) return a->t0 < b->t0 ? -1 : 1;
+    return 0;
+}
+
+static int cmp_op(const void *x, const void *y)
+{
+    const oc__pop *a = x, *b = y;
+    uint64_t ka = a->kernel_wall_ns ? a->kernel_wall_ns : a->call_ns;
+    uint64_t kb = b->kernel_wall_ns ? b->kernel_wall_ns : b->call_ns;
+    if (ka != kb) return ka > kb ? -1 : 1;
+    return a->name < b->name ? -1 : a->name > b->name;
+}
+
+static int cmp_block(const void *x, const void *y)
+{
+    const oc__pblock *a = x, *b = y;
+    if (a->total_ns != b->total_ns) return a->total_ns > b->total_ns ? -1 : 1;
+    return a->name < b->name ? -1 : a->name > b->name;
+}
+
+static oc__pop *op_for(oc__pdata *d, int32_t *op_of, uint32_t id)
+{
+    if (op_of[id] < 0) {
+        oc__pop *op = &d->ops[d->nops];
+        op_of[id] = (int32_t)d->nops++;
+        op->name = id;
+        op->min_ns = UINT64_MAX;
+        op->core_ns = calloc(d->ncores ? d->ncores : 1, sizeof(uint64_t));
+    }
+    return &d->ops[op_of[id]];
+}
+
+void oc__psummary_compute(oc__pdata *d)
+{
+    uint32_t nn = d->nnames;
+    int32_t *op_of = malloc((nn ? nn : 1) * sizeof *op_of);
+    int32_t *blk_of = malloc((nn ? nn : 1) * 2 * sizeof *blk_of);
+    size_t nk = 0;
+    for (uint32_t c = 0; c < d->ncores; c++) nk += d->cores[c].n;
+    kspan *ks = malloc((nk ? nk : 1) * sizeof *ks);
+    d->ops = calloc(nn ? nn : 1, sizeof *d->ops);
+    d->blocks = calloc((nn ? nn : 1) * 2, sizeof *d->blocks);
+    if (!op_of || !blk_of || !ks || !d->ops || !d->blocks) goto out;
+    for (uint32_t i = 0; i < nn; i++) op_of[i] = -1;
+    for (uint32_t i = 0; i < nn * 2; i++) blk_of[i] = -1;
+
+    nk = 0;
+    for (uint32_t c = 0; c < d->ncores; c++) {
+        const oc__ptrack *t = &d->cores[c];
+        for (size_t i = 0; i < t->n; i++) {
+            const oc__pev *e = &t->ev[i];
+            if (e->name >= nn) continue;
+            oc__pop *op = op_for(d, op_of, e->name);
+            op->kernels++;
+            op->bytes += e->a + e->b;
+            op->tcm_bytes += e->c;
+            op->stream_bytes += e->d;
+            if (op->core_ns) op->core_ns[c] += e->t1 - e->t0;
+            if (e->ncores > op->ncores) op->ncores = e->ncores;
+            if (c + 1 > op->ncores) op->ncores = c + 1;
+            ks[nk].name = e->name;
+            ks[nk].t0 = e->t0;
+            ks[nk].t1 = e->t1;
+            nk++;
+        }
+    }
+    for (uint32_t h = 0; h < d->nhost; h++) {
+        const oc__ptrack *t = &d->host[h];
+        for (size_t i = 0; i < t->n; i++) {
+            const oc__pev *e = &t->ev[i];
+            if (e->name >= nn) continue;
+            uint64_t dt = e->t1 - e->t0;
+            if (e->kind == OC_PROF_CALL) {
+                oc__pop *op = op_for(d, op_of, e->name);
+                op->calls++;
+                op->call_ns += dt;
+                if (dt < op->min_ns) op->min_ns = dt;
+                if (dt > op->max_ns) op->max_ns = dt;
+            } else if (e->kind == OC_PROF_BLOCK || e->kind == OC_PROF_BUILD) {
+                uint32_t key = e->name * 2 + (e->kind == OC_PROF_BUILD);
+                if (blk_of[key] < 0) {
+                    blk_of[key] = (int32_t)d->nblocks;
+                    d->blocks[d->nblocks].name = e->name;
+                    d->blocks[d->nblocks].kind = e->kind;
+                    d->blocks[d->nblocks].min_ns = UINT64_MAX;
+                    d->nblocks++;
+                }
+                oc__pblock *b = &d->blocks[blk_of[key]];
+                b->count++;
+                b->total_ns += dt;
+                if (dt < b->min_ns) b->min_ns = dt;
+                if (dt > b->max_ns) b->max_ns = dt;
+            }
+        }
+    }
+    /* kernel wall time: union of each op's kernel spans over all cores */
+    qsort(ks, nk, sizeof *ks, cmp_kspan);
+    for (size_t i = 0; i < nk;) {
+        uint32_t name = ks[i].name;
+        oc__pop *op = &d->ops[op_of[name]];
+        uint64_t lo = ks[i].t0, hi = ks[i].t1, wall = 0, launches = 0;
+        uint64_t smin = UINT64_MAX, smax = 0;
+        size_t j = i;
+        for (; j < nk && ks[j].name == name; j++) {
+            if (ks[j].t0 > hi) {
+                uint64_t seg = hi - lo;
+                wall += seg;
+                launches++;
+                if (seg < smin) smin = seg;
+                if (seg > smax) smax = seg;
+                lo = ks[j].t0;
+                hi = ks[j].t1;
+            } else if (ks[j].t1 > hi) {
+                hi = ks[j].t1;
+            }
+        }
+        uint64_t seg = hi - lo;
+        wall += seg;
+        launches++;
+        if (seg < smin) smin = seg;
+        if (seg > smax) smax = seg;
+        op->kernel_wall_ns = wall;
+        if (op->calls == 0) {
+            op->calls = launches;
+            op->call_ns = wall;
+            op->min_ns = smin;
+            op->max_ns = smax;
+        }
+        i = j;
+    }
+    for (uint32_t i = 0; i < d->nops; i++) {
+        oc__pop *op = &d->ops[i];
+        if (op->min_ns == UINT64_MAX) op->min_ns = 0;
+        uint32_t n = op->ncores ? op->ncores : 1;
+        if (n > d->ncores) n = d->ncores;
+        uint64_t mx = 0, sum = 0;
+        for (uint32_t c = 0; op->core_ns && c < n; c++) {
+            sum += op->core_ns[c];
+            if (op->core_ns[c] > mx) mx = op->core_ns[c];
+        }
+        op->balance = sum ? (double)mx / ((double)sum / n) : 0;
+        op->gbps = op->kernel_wall_ns ? (double)op->bytes / (double)op->kernel_wall_ns : 0;
+        op->membw_frac = d->membw_gbps > 0 ? op->gbps / d->membw_gbps : 0;
+    }
+    for (uint32_t i = 0; i < d->nblocks; i++)
+        if (d->blocks[i].min_ns == UINT64_MAX) d->blocks[i].min_ns = 0;
+    qsort(d->ops, d->nops, sizeof *d->ops, cmp_op);
+    qsort(d->blocks, d->nblocks, sizeof *d->blocks, cmp_block);
+out:
+    free(op_of);
+    free(blk_of);
+    free(ks);
+}
+
+/* ---- writing it ------------------------------------------------------------ */
+
+static double ms(uint64_t ns) { return (double)ns / 1e6; }
+static double us(uint64_t ns) { return (double)ns / 1e3; }
+
+static void csv_field(oc__pw *s, const char *str)
+{
+    if (strpbrk(str, ",\"\n\r")) {
+        oc__pw_put(s, "\"", 1);
+        for (const char *p = str; *p; p++) {
+            if (*p == '"') oc__pw_put(s, "\"", 1);
+            oc__pw_put(s, p, 1);
+        }
+        oc__pw_put(s, "\"", 1);
+    } else {
+        oc__pw_puts(s, str);
+    }
+}
+
+static oc_status write_file(const char *path, const oc__pw *s)
+{
+    FILE *f = fopen(path, "w");
+    bool bad = !f || s->failed || fwrite(s->p, 1, s->n, f) != s->n;
+    if (f && fclose(f) != 0) bad = true;
+    if (bad) return oc_set_error(OC_EIO, "oc_profiler_stop: writing '%s' failed", path);
+    return OC_OK;
+}
+
+oc_status oc__pexport_summary(const oc__pdata *d, const char *json_path, const char *csv_path)
+{
+    oc__pw j = {0};
+    oc__pw_puts(&j, "{\n  \"run\": ");
+    oc__pw_json_str(&j, d->run);
+    oc__pw_puts(&j, ",\n  \"host\": ");
+    oc__pw_json_str(&j, d->hostname);
+    oc__pw_printf(&j, ",\n  \"profile_type\": \"%s\",\n  \"duration_ms\": %.6f,\n  \"ms_duration\": %g,\n"
+                  "  \"engine_cores\": %u,\n  \"membw_gbps\": %.3f,\n  \"events\": %llu,\n"
+                  "  \"dropped_events\": %llu,\n  \"steps\": %zu,\n  \"ops\": [",
+                  d->type == OC_PROFILE_OPERATOR ? "operator" : "trace", ms(d->end_ns - d->start_ns),
+                  d->ms_duration, d->ncores, d->membw_gbps, (unsigned long long)d->total_events,
+                  (unsigned long long)d->dropped, d->steps.n);
+    for (uint32_t i = 0; i < d->nops; i++) {
+        const oc__pop *op = &d->ops[i];
+        oc__pw_puts(&j, i ? ",\n    {\"op\": " : "\n    {\"op\": ");
+        oc__pw_json_str(&j, oc__pname(d, op->name));
+        oc__pw_printf(&j, ", \"calls\": %llu, \"total_ms\": %.6f, \"mean_us\": %.3f, \"min_us\": %.3f, "
+                      "\"max_us\": %.3f, \"kernel_wall_ms\": %.6f, \"kernels\": %llu, \"ncores\": %u, "
+                      "\"core_ms\": [",
+                      (unsigned long long)op->calls, ms(op->call_ns),
+                      op->calls ? us(op->call_ns) / (double)op->calls : 0.0, us(op->min_ns), us(op->max_ns),
+                      ms(op->kernel_wall_ns), (unsigned long long)op->kernels, op->ncores);
+        for (uint32_t c = 0; c < d->ncores; c++)
+            oc__pw_printf(&j, "%s%.6f", c ? ", " : "", op->core_ns ? ms(op->core_ns[c]) : 0.0);
+        oc__pw_printf(&j, "], \"balance\": %.4f, \"bytes\": %llu, \"tcm_bytes\": %llu, \"stream_bytes\": %llu, "
+                      "\"gbps\": %.4f, \"membw_fraction\": %.6f}",
+                      op->balance, (unsigned long long)op->bytes, (unsigned long long)op->tcm_bytes,
+                      (unsigned long long)op->stream_bytes, op->gbps, op->membw_frac);
+    }
+    oc__pw_puts(&j, d->nops ? "\n  ],\n  \"blocks\": [" : "],\n  \"blocks\": [");
+    for (uint32_t i = 0; i < d->nblocks; i++) {
+        const oc__pblock *b = &d->blocks[i];
+        oc__pw_puts(&j, i ? ",\n    {\"name\": " : "\n    {\"name\": ");
+        oc__pw_json_str(&j, oc__pname(d, b->name));
+        oc__pw_printf(&j, ", \"kind\": \"%s\", \"count\": %llu, \"total_ms\": %.6f, \"mean_us\": %.3f, "
+                      "\"min_us\": %.3f, \"max_us\": %.3f}", oc__pkind_name(b->kind),
+                      (unsigned long long)b->count, ms(b->total_ns),
+                      b->count ? us(b->total_ns) / (double)b->count : 0.0, us(b->min_ns), us(b->max_ns));
+    }
+    oc__pw_puts(&j, d->nblocks ? "\n  ]\n}\n" : "]\n}\n");
+    oc_status st = write_file(json_path, &j);
+    oc__pw_free(&j);
+
+    oc__pw c = {0};
+    oc__pw_puts(&c, "op,calls,total_ms,mean_us,min_us,max_us,kernel_wall_ms,kernels,ncores,balance,bytes,"
+                    "tcm_bytes,stream_bytes,gbps,membw_fraction");
+    for (uint32_t k = 0; k < d->ncores; k++) oc__pw_printf(&c, ",core%u_ms", k);
+    oc__pw_puts(&c, "\n");
+    for (uint32_t i = 0; i < d->nops; i++) {
+        const oc__pop *op = &d->ops[i];
+        csv_field(&c, oc__pname(d, op->name));
+        oc__pw_printf(&c, ",%llu,%.6f,%.3f,%.3f,%.3f,%.6f,%llu,%u,%.4f,%llu,%llu,%llu,%.4f,%.6f",
+                      (unsigned long long)op->calls, ms(op->call_ns),
+                      op->calls ? us(op->call_ns) / (double)op->calls : 0.0, us(op->min_ns), us(op->max_ns),
+                      ms(op->kernel_wall_ns), (unsigned long long)op->kernels, op->ncores, op->balance,
+                      (unsigned long long)op->bytes, (unsigned long long)op->tcm_bytes,
+                      (unsigned long long)op->stream_bytes, op->gbps, op->membw_frac);
+        for (uint32_t k = 0; k < d->ncores; k++) oc__pw_printf(&c, ",%.6f", op->core_ns ? ms(op->core_ns[k]) : 0.0);
+        oc__pw_puts(&c, "\n");
+    }
+    oc_status st2 = write_file(csv_path, &c);
+    oc__pw_free(&c);
+    return st != OC_OK ? st : st2;
+}
+
+void oc__psummary_print(const oc__pdata *d, FILE *out)
+{
+    fprintf(out, "\nopcore profile '%s' (%s): %.3f ms, %u engine cores, memory bandwidth %.1f GB/s\n",
+            d->run, d->type == OC_PROFILE_OPERATOR ? "operator" : "trace", ms(d->end_ns - d->start_ns),
+            d->ncores, d->membw_gbps);
+    if (d->dropped) fprintf(out, "warning: %llu events dropped (OPCORE_PROFILE_MAX_EVENTS)\n",
+                            (unsigned long long)d->dropped);
+    if (!d->nops) {
+        fprintf(out, "no ops ran\n");
+    } else {
+        fprintf(out, "%-32s %7s %10s %10s %10s %10s %10s %5s %7s %10s %8s %6s\n", "op", "calls", "total ms",
+                "mean us", "min us", "max us", "kernel ms", "cores", "balance", "MB moved", "GB/s", "% bw");
+        for (uint32_t i = 0; i < d->nops; i++) {
+            const oc__pop *op = &d->ops[i];
+            fprintf(out, "%-32.32s %7llu %10.3f %10.2f %10.2f %10.2f %10.3f %5u %7.2f %10.2f %8.2f %6.1f\n",
+                    oc__pname(d, op->name), (unsigned long long)op->calls, ms(op->call_ns),
+                    op->calls ? us(op->call_ns) / (double)op->calls : 0.0, us(op->min_ns), us(op->max_ns),
+                    ms(op->kernel_wall_ns), op->ncores, op->balance, (double)op->bytes / 1e6, op->gbps,
+                    op->membw_frac * 100);
+        }
+        if (d->ncores > 1 && d->ncores <= 16) {
+            fprintf(out, "kernel time per core (ms):\n%-32s", "op");
+            for (uint32_t c = 0; c < d->ncores; c++) fprintf(out, " %8s%-2u", "core ", c);
+            fprintf(out, "\n");
+            for (uint32_t i = 0; i < d->nops; i++) {
+                const oc__pop *op = &d->ops[i];
+                if (!op->kernels) continue;
+                fprintf(out, "%-32.32s", oc__pname(d, op->name));
+                for (uint32_t c = 0; c < d->ncores; c++) fprintf(out, " %10.3f", op->core_ns ? ms(op->core_ns[c]) : 0.0);
+                fprintf(out, "\n");
+            }
+        }
+    }
+    if (d->nblocks) {
+        fprintf(out, "%-32s %7s %10s %10s %10s %10s\n", "block", "count", "total ms", "mean us", "min us", "max us");
+        for (uint32_t i = 0; i < d->nblocks; i++) {
+            const oc__pblock *b = &d->blocks[i];
+            char nm[64];
+            snprintf(nm, sizeof nm, "%s%.40s", b->kind == OC_PROF_BUILD ? "build: " : "", oc__pname(d, b->name));
+            fprintf(out, "%-32.32s %7llu %10.3f %10.2f %10.2f %10.2f\n", nm, (unsigned long long)b->count,
+                    ms(b->total_ns), b->count ? us(b->total_ns) / (double)b->count : 0.0, us(b->min_ns),
+                    us(b->max_ns));
+        }
+    }
+    if (d->steps.n) fprintf(out, "steps: %zu\n", d->steps.n);
+    fflush(out);
+}

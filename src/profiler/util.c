@@ -1,0 +1,151 @@
+/* src/profiler/util.c — a growable text buffer for the exporters, with
+ * JSON and HTML escaping; it can stream to a gzFile or a FILE. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "profiler/prof.h"
+
+#define SB_FLUSH_AT (1u << 20)
+
+void oc__pw_flush(oc__pw *s)
+{
+    if (!s->n) return;
+    if (s->gz) {
+        if (gzwrite((gzFile)s->gz, s->p, (unsigned)s->n) != (int)s->n) s->failed = true;
+        s->n = 0;
+    } else if (s->f) {
+        if (fwrite(s->p, 1, s->n, s->f) != s->n) s->failed = true;
+        s->n = 0;
+    }
+}
+
+static bool sb_reserve(oc__pw *s, size_t extra)
+{
+    if (s->n + extra + 1 <= s->cap) return true;
+    if ((s->gz || s->f) && s->n) {
+        oc__pw_flush(s);
+        if (s->n + extra + 1 <= s->cap) return true;
+    }
+    size_t ncap = s->cap ? s->cap : 4096;
+    while (ncap < s->n + extra + 1) ncap *= 2;
+    char *np = realloc(s->p, ncap);
+    if (!np) {
+        s->failed = true;
+        return false;
+    }
+    s->p = np;
+    s->cap = ncap;
+    return true;
+}
+
+void oc__pw_put(oc__pw *s, const void *p, size_t n)
+{
+    if (!sb_reserve(s, n)) return;
+    memcpy(s->p + s->n, p, n);
+    s->n += n;
+    s->p[s->n] = 0;
+    if ((s->gz || s->f) && s->n >= SB_FLUSH_AT) oc__pw_flush(s);
+}
+
+void oc__pw_puts(oc__pw *s, const char *str)
+{
+    oc__pw_put(s, str, strlen(str));
+}
+
+void oc__pw_printf(oc__pw *s, const char *fmt, ...)
+{
+    char small[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof small) {
+        oc__pw_put(s, small, (size_t)n);
+        return;
+    }
+    if (!sb_reserve(s, (size_t)n)) return;
+    va_start(ap, fmt);
+    vsnprintf(s->p + s->n, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    s->n += (size_t)n;
+    if ((s->gz || s->f) && s->n >= SB_FLUSH_AT) oc__pw_flush(s);
+}
+
+void oc__pw_json_str(oc__pw *s, const char *str)
+{
+    oc__pw_put(s, "\"", 1);
+    const char *run = str;
+    for (const unsigned char *p = (const unsigned char *)str; *p; p++) {
+        const char *esc = NULL;
+        char u[8];
+        switch (*p) {
+        case '"': esc = "\\\""; break;
+        case '\\': esc = "\\\\"; break;
+        case '\n': esc = "\\n"; break;
+        case '\r': esc = "\\r"; break;
+        case '\t': esc = "\\t"; break;
+        default:
+            if (*p < 0x20) {
+                snprintf(u, sizeof u, "\\u%04x", *p);
+                esc = u;
+            }
+        }
+        if (esc) {
+            oc__pw_put(s, run, (size_t)((const char *)p - run));
+            oc__pw_puts(s, esc);
+            run = (const char *)p + 1;
+        }
+    }
+    oc__pw_puts(s, run);
+    oc__pw_put(s, "\"", 1);
+}
+
+void oc__pw_html(oc__pw *s, const char *str)
+{
+    const char *run = str;
+    for (const char *p = str; *p; p++) {
+        const char *esc = NULL;
+        switch (*p) {
+        case '&': esc = "&amp;"; break;
+        case '<': esc = "&lt;"; break;
+        case '>': esc = "&gt;"; break;
+        case '"': esc = "&quot;"; break;
+        case '\'': esc = "&#39;"; break;
+        default: break;
+        }
+        if (esc) {
+            oc__pw_put(s, run, (size_t)(p - run));
+            oc__pw_puts(s, esc);
+            run = p + 1;
+        }
+    }
+    oc__pw_puts(s, run);
+}
+
+void oc__pw_free(oc__pw *s)
+{
+    free(s->p);
+    s->p = NULL;
+    s->n = s->cap = 0;
+}
+
+uint8_t *oc__plane_assign(const oc__ptrack *t, int *nlanes)
+{
+    uint8_t *lanes = malloc(t->n ? t->n : 1);
+    uint64_t end[OC__PMAX_LANES] = {0};
+    int n = 1;
+    if (!lanes) return NULL;
+    for (size_t i = 0; i < t->n; i++) {
+        int l = 0;
+        while (l < n && end[l] > t->ev[i].t0) l++;
+        if (l == OC__PMAX_LANES) l = OC__PMAX_LANES - 1;
+        if (l == n) n++;
+        if (t->ev[i].t1 > end[l]) end[l] = t->ev[i].t1;
+        lanes[i] = (uint8_t)l;
+    }
+    *nlanes = n;
+    return lanes;
+}

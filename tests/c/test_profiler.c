@@ -1,0 +1,722 @@
+/* tests/c/test_profiler.c — the profiler: record synthetic events through
+ * the runtime hooks (src/profiler/hooks.h) and check all four outputs:
+ * the gzipped Chrome trace (parsed back with zlib and a small JSON
+ * checker), the XSpace protobuf (decoded from the wire format), the
+ * summary JSON/CSV (exact numbers) and the HTML report. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "opcore/build.h"
+#include "opcore/engine.h"
+#include "opcore/host.h"
+#include "opcore/profiler.h"
+#include "opcore/status.h"
+#include "profiler/hooks.h"
+
+static char g_tmp[256];
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *p = malloc(cap);
+    size_t r;
+    while ((r = fread(p + n, 1, cap - n - 1, f)) > 0) {
+        n += r;
+        if (cap - n - 1 == 0) p = realloc(p, cap *= 2);
+    }
+    fclose(f);
+    p[n] = 0;
+    if (len) *len = n;
+    return p;
+}
+
+static char *read_gz(const char *path, size_t *len)
+{
+    gzFile g = gzopen(path, "rb");
+    if (!g) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *p = malloc(cap);
+    int r;
+    while ((r = gzread(g, p + n, (unsigned)(cap - n - 1))) > 0) {
+        n += (size_t)r;
+        if (cap - n - 1 == 0) p = realloc(p, cap *= 2);
+    }
+    gzclose(g);
+    p[n] = 0;
+    if (len) *len = n;
+    return p;
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+    size_t n = 0, l = strlen(needle);
+    for (const char *p = hay; (p = strstr(p, needle)); p += l) n++;
+    return n;
+}
+
+/* ---- a minimal JSON validator --------------------------------------------- */
+
+static const char *js_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t') p++;
+    return p;
+}
+
+static const char *js_value(const char *p, int depth);
+
+static const char *js_string(const char *p)
+{
+    if (*p != '"') return NULL;
+    for (p++; *p && *p != '"'; p++) {
+        if ((unsigned char)*p < 0x20) return NULL;
+        if (*p == '\\') {
+            p++;
+            if (*p == 'u') {
+                for (int i = 0; i < 4; i++)
+                    if (!strchr("0123456789abcdefABCDEF", *++p) || !*p) return NULL;
+            } else if (!strchr("\"\\/bfnrt", *p) || !*p) {
+                return NULL;
+            }
+        }
+    }
+    return *p == '"' ? p + 1 : NULL;
+}
+
+static const char *js_value(const char *p, int depth)
+{
+    if (depth > 64) return NULL;
+    p = js_ws(p);
+    if (*p == '{' || *p == '[') {
+        char close = *p == '{' ? '}' : ']';
+        bool obj = *p == '{';
+        p = js_ws(p + 1);
+        if (*p == close) return p + 1;
+        for (;;) {
+            if (obj) {
+                p = js_string(js_ws(p));
+                if (!p) return NULL;
+                p = js_ws(p);
+                if (*p++ != ':') return NULL;
+            }
+            p = js_value(p, depth + 1);
+            if (!p) return NULL;
+            p = js_ws(p);
+            if (*p == ',') { p++; continue; }
+            if (*p == close) return p + 1;
+            return NULL;
+        }
+    }
+    if (*p == '"') return js_string(p);
+    if (!strncmp(p, "true", 4)) return p + 4;
+    if (!strncmp(p, "false", 5)) return p + 5;
+    if (!strncmp(p, "null", 4)) return p + 4;
+    char *end;
+    if (*p == '-' || (*p >= '0' && *p <= '9')) {
+        strtod(p, &end);
+        return end > p ? end : NULL;
+    }
+    return NULL;
+}
+
+static bool json_ok(const char *s)
+{
+    const char *e = js_value(s, 0);
+    return e && *js_ws(e) == 0;
+}
+
+/* ---- a minimal protobuf reader -------------------------------------------- */
+
+typedef struct pb {
+    const uint8_t *p, *end;
+} pb;
+
+static bool pb_varint(pb *b, uint64_t *v)
+{
+    *v = 0;
+    for (int s = 0; s < 64 && b->p < b->end; s += 7) {
+        uint8_t c = *b->p++;
+        *v |= (uint64_t)(c & 0x7f) << s;
+        if (!(c & 0x80)) return true;
+    }
+    return false;
+}
+
+/* next field: returns false at end; on a LEN field sets sub */
+static bool pb_next(pb *b, unsigned *field, unsigned *wt, uint64_t *v, pb *sub)
+{
+    if (b->p >= b->end) return false;
+    uint64_t tag;
+    assert_true(pb_varint(b, &tag));
+    *field = (unsigned)(tag >> 3);
+    *wt = (unsigned)(tag & 7);
+    if (*wt == 0) {
+        assert_true(pb_varint(b, v));
+    } else if (*wt == 2) {
+        assert_true(pb_varint(b, v));
+        assert_true(*v <= (uint64_t)(b->end - b->p));
+        sub->p = b->p;
+        sub->end = b->p + *v;
+        b->p += *v;
+    } else if (*wt == 1) {
+        assert_true(b->end - b->p >= 8);
+        b->p += 8;
+    } else {
+        fail_msg("unexpected wire type %u", *wt);
+    }
+    return true;
+}
+
+static bool pb_streq(const pb *s, const char *str)
+{
+    return (size_t)(s->end - s->p) == strlen(str) && !memcmp(s->p, str, strlen(str));
+}
+
+typedef struct xp_info {
+    int planes;
+    bool host_plane, engine_plane;
+    int lines, events, host_lines, engine_lines;
+    bool core_line[8];
+    bool steps_line;
+    bool op_metadata;
+    int stat_metadata;
+    bool hostname;
+    int kernel_events;
+} xp_info;
+
+static void decode_xplane(const uint8_t *data, size_t n, xp_info *xi)
+{
+    memset(xi, 0, sizeof *xi);
+    pb sp = {data, data + n}, plane;
+    unsigned f, wt;
+    uint64_t v;
+    while (pb_next(&sp, &f, &wt, &v, &plane)) {
+        if (f == 4 && wt == 2) { xi->hostname = true; continue; }
+        assert_int_equal(f, 1);
+        assert_int_equal(wt, 2);
+        xi->planes++;
+        bool engine = false;
+        pb sub;
+        pb q = plane;
+        while (pb_next(&q, &f, &wt, &v, &sub)) {
+            if (f == 2) {
+                if (pb_streq(&sub, "/host:CPU")) xi->host_plane = true;
+                if (pb_streq(&sub, "/device:CUSTOM:0")) xi->engine_plane = engine = true;
+            }
+        }
+        q = plane;
+        while (pb_next(&q, &f, &wt, &v, &sub)) {
+            if (f == 3) { /* XLine */
+                xi->lines++;
+                if (engine) xi->engine_lines++;
+                else xi->host_lines++;
+                pb l = sub, s2;
+                while (pb_next(&l, &f, &wt, &v, &s2)) {
+                    if (f == 2) {
+                        char nm[64] = {0};
+                        memcpy(nm, s2.p, (size_t)(s2.end - s2.p) < 63 ? (size_t)(s2.end - s2.p) : 63);
+                        int c;
+                        if (engine && sscanf(nm, "core %d", &c) == 1 && c >= 0 && c < 8) xi->core_line[c] = true;
+                        if (!strcmp(nm, "Steps")) xi->steps_line = true;
+                    }
+                    if (f == 4) {
+                        xi->events++;
+                        if (engine) xi->kernel_events++;
+                        /* the event has metadata_id and duration */
+                        pb e = s2, s3;
+                        bool md = false, offset = false;
+                        while (pb_next(&e, &f, &wt, &v, &s3)) {
+                            if (f == 1) md = v > 0;
+                            if (f == 2) offset = true;
+                        }
+                        assert_true(md);
+                        assert_true(offset);
+                    }
+                }
+            } else if (f == 4) { /* event_metadata map entry */
+                pb m = sub, val;
+                while (pb_next(&m, &f, &wt, &v, &val)) {
+                    if (f == 2) {
+                        pb md = val, s3;
+                        while (pb_next(&md, &f, &wt, &v, &s3))
+                            if (f == 2 && pb_streq(&s3, "my_ops::relu_forward")) xi->op_metadata = true;
+                    }
+                }
+            } else if (f == 5) {
+                xi->stat_metadata++;
+            }
+        }
+    }
+}
+
+/* ---- helpers --------------------------------------------------------------- */
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb; (void)flag; (void)ftw;
+    return remove(p);
+}
+
+static int setup_dir(void **state)
+{
+    (void)state;
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/oc_prof_test_%ld", (long)getpid());
+    nftw(g_tmp, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    return 0;
+}
+
+static int teardown_dir(void **state)
+{
+    (void)state;
+    if (!getenv("OC_KEEP_TEST_FILES")) nftw(g_tmp, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    return 0;
+}
+
+static bool file_exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && st.st_size > 0;
+}
+
+#define OP "my_ops::relu_forward"
+#define NCORES 4
+
+/* 3 calls; each: CALL 30 us with SHAPE/ALLOC/DISPATCH/WAIT inside; kernels
+ * on cores 0..3 of 10,10,10,20 us, 1000 bytes in and out each. */
+static void record_calls(uint64_t base)
+{
+    for (int call = 0; call < 3; call++) {
+        uint64_t t = base + (uint64_t)call * 100000;
+        oc__prof_host(OC_PROF_SHAPE, OP, t + 1000, t + 2000);
+        oc__prof_host(OC_PROF_ALLOC, OP, t + 2000, t + 3000);
+        oc__prof_host(OC_PROF_DISPATCH, OP, t + 3000, t + 4000);
+        for (uint32_t c = 0; c < NCORES; c++) {
+            oc_prof_counters k = {1000, 1000, 512, 256};
+            uint64_t dur = c == 3 ? 20000 : 10000;
+            oc__prof_kernel(OP, c, NCORES, t + 4000, t + 4000 + dur, &k);
+        }
+        oc__prof_host(OC_PROF_WAIT, OP, t + 14000, t + 24000);
+        oc__prof_host(OC_PROF_CALL, OP, t, t + 30000);
+    }
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+static void test_off_costs_nothing(void **state)
+{
+    (void)state;
+    assert_false(oc_profiler_enabled());
+    assert_false(oc__prof_on());
+    oc_prof_counters k = {1, 2, 3, 4};
+    oc__prof_kernel(OP, 0, 1, 1, 2, &k);  /* ignored */
+    oc__prof_host(OC_PROF_CALL, OP, 1, 2);
+    assert_int_equal(oc_profiler_begin("x"), OC_OK);
+    assert_int_equal(oc_profiler_end(), OC_OK);
+    assert_int_equal(oc_profiler_step(1), OC_OK);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    assert_int_equal(oc_profiler_stop(NULL, 0), OC_EINVAL);
+    assert_non_null(strstr(oc_errmsg(), "no profile is running"));
+    assert_int_equal(oc_profiler_end(), OC_EINVAL);
+    assert_non_null(strstr(oc_errmsg(), "no open block"));
+    assert_int_equal(oc_profiler_begin(NULL), OC_EINVAL);
+    assert_int_equal(oc_profiler_start(g_tmp, (oc_profile_type)7, 0, NULL), OC_EINVAL);
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, -1, NULL), OC_EINVAL);
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "a/b"), OC_EINVAL);
+    assert_non_null(strstr(oc_errmsg(), "run_name"));
+    assert_int_equal(oc_profiler_start("/proc/nope/x", OC_PROFILE_TRACE, 0, NULL), OC_EIO);
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "err"), OC_OK);
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "err2"), OC_EEXIST);
+    assert_non_null(strstr(oc_errmsg(), "already running"));
+    assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
+    assert_string_equal(oc_profiler_output(OC_PROFILE_OUT_RUN_NAME), "err");
+}
+
+static void test_trace_files(void **state)
+{
+    (void)state;
+    char run_dir[1024];
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "full"), OC_OK);
+    assert_true(oc_profiler_enabled());
+    uint64_t base = oc__prof_now();
+    assert_int_equal(oc_profiler_step(0), OC_OK);
+    assert_int_equal(oc_profiler_begin("outer <&>"), OC_OK);
+    assert_int_equal(oc_profiler_begin("inner"), OC_OK);
+    record_calls(base);
+    oc__prof_host(OC_PROF_BUILD, "relu", base, base + 500);
+    assert_int_equal(oc_profiler_end(), OC_OK);
+    assert_int_equal(oc_profiler_end(), OC_OK);
+    assert_int_equal(oc_profiler_step(1), OC_OK);
+    sleep_ms(1);
+    assert_int_equal(oc_profiler_step(2), OC_OK);
+    sleep_ms(1);
+    assert_int_equal(oc_profiler_stop(run_dir, sizeof run_dir), OC_OK);
+    assert_false(oc_profiler_enabled());
+
+    char want[1024];
+    snprintf(want, sizeof want, "%s/plugins/profile/full", g_tmp);
+    assert_string_equal(run_dir, want);
+    assert_string_equal(oc_profiler_output(OC_PROFILE_OUT_RUN_DIR), want);
+
+    /* 1. Chrome trace */
+    const char *tp = oc_profiler_output(OC_PROFILE_OUT_TRACE);
+    snprintf(want, sizeof want, "%s/full.trace.json.gz", g_tmp);
+    assert_string_equal(tp, want);
+    char *js = read_gz(tp, NULL);
+    assert_non_null(js);
+    assert_true(json_ok(js));
+    for (int c = 0; c < NCORES; c++) {
+        char nm[128];
+        snprintf(nm, sizeof nm, "\"args\":{\"name\":\"core %d\"}", c);
+        assert_non_null(strstr(js, nm));
+        snprintf(nm, sizeof nm, "\"tid\":%d,\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}", c + 1, c * 16);
+        assert_non_null(strstr(js, nm));
+    }
+    assert_null(strstr(js, "core 4"));
+    assert_non_null(strstr(js, "\"name\":\"opcore engine\""));
+    assert_non_null(strstr(js, "\"name\":\"main ("));
+    assert_int_equal(count(js, "\"cat\":\"kernel\""), 3 * NCORES);
+    assert_int_equal(count(js, "\"cat\":\"call\""), 3);
+    assert_int_equal(count(js, "\"cat\":\"shape\""), 3);
+    assert_int_equal(count(js, "\"cat\":\"wait\""), 3);
+    assert_int_equal(count(js, "\"cat\":\"build\""), 1);
+    assert_non_null(strstr(js, "\"bytes_in\":1000,\"bytes_out\":1000,\"tcm_bytes\":512,\"stream_bytes\":256"));
+    assert_non_null(strstr(js, "\"name\":\"outer <&>\""));
+    assert_non_null(strstr(js, "\"name\":\"inner\""));
+    assert_int_equal(count(js, "\"ph\":\"i\""), 3);
+    assert_non_null(strstr(js, "\"name\":\"step 1\""));
+    assert_non_null(strstr(js, "\"name\":\"steps\""));
+    free(js);
+
+    /* 2. XSpace */
+    const char *xp = oc_profiler_output(OC_PROFILE_OUT_XPLANE);
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    snprintf(want, sizeof want, "%s/plugins/profile/full/%s.xplane.pb", g_tmp, host);
+    assert_string_equal(xp, want);
+    size_t xn;
+    char *xb = read_file(xp, &xn);
+    assert_non_null(xb);
+    xp_info xi;
+    decode_xplane((const uint8_t *)xb, xn, &xi);
+    assert_int_equal(xi.planes, 2);
+    assert_true(xi.host_plane);
+    assert_true(xi.engine_plane);
+    assert_true(xi.hostname);
+    assert_int_equal(xi.engine_lines, NCORES);
+    for (int c = 0; c < NCORES; c++) assert_true(xi.core_line[c]);
+    assert_true(xi.steps_line);
+    assert_true(xi.op_metadata);
+    assert_int_equal(xi.kernel_events, 3 * NCORES);
+    assert_int_equal(xi.stat_metadata, 2 * 8);
+    free(xb);
+
+    /* 3. summary */
+    char *sj = read_file(oc_profiler_output(OC_PROFILE_OUT_SUMMARY_JSON), NULL);
+    assert_non_null(sj);
+    assert_true(json_ok(sj));
+    assert_non_null(strstr(sj, "\"op\": \"my_ops::relu_forward\", \"calls\": 3, \"total_ms\": 0.090000, "
+                               "\"mean_us\": 30.000, \"min_us\": 30.000, \"max_us\": 30.000, "
+                               "\"kernel_wall_ms\": 0.060000, \"kernels\": 12, \"ncores\": 4, "
+                               "\"core_ms\": [0.030000, 0.030000, 0.030000, 0.060000], \"balance\": 1.6000, "
+                               "\"bytes\": 24000, \"tcm_bytes\": 6144, \"stream_bytes\": 3072, "
+                               "\"gbps\": 0.4000, \"membw_fraction\": 0.040000}"));
+    assert_non_null(strstr(sj, "\"name\": \"outer <&>\", \"kind\": \"block\", \"count\": 1"));
+    assert_non_null(strstr(sj, "\"name\": \"relu\", \"kind\": \"build\", \"count\": 1, \"total_ms\": 0.000500"));
+    assert_non_null(strstr(sj, "\"steps\": 3"));
+    assert_non_null(strstr(sj, "\"membw_gbps\": 10.000"));
+    free(sj);
+    char *csv = read_file(oc_profiler_output(OC_PROFILE_OUT_SUMMARY_CSV), NULL);
+    assert_non_null(csv);
+    assert_non_null(strstr(csv, "op,calls,total_ms,mean_us,min_us,max_us,kernel_wall_ms,kernels,ncores,balance,"
+                                "bytes,tcm_bytes,stream_bytes,gbps,membw_fraction,core0_ms,core1_ms,core2_ms,core3_ms\n"));
+    assert_non_null(strstr(csv, "my_ops::relu_forward,3,0.090000,30.000,30.000,30.000,0.060000,12,4,1.6000,24000,"
+                                "6144,3072,0.4000,0.040000,0.030000,0.030000,0.030000,0.060000\n"));
+    free(csv);
+
+    /* 4. HTML */
+    char *html = read_file(oc_profiler_output(OC_PROFILE_OUT_HTML), NULL);
+    assert_non_null(html);
+    assert_non_null(strstr(html, "<!DOCTYPE html>"));
+    assert_non_null(strstr(html, "<svg"));
+    assert_non_null(strstr(html, "my_ops::relu_forward"));
+    assert_non_null(strstr(html, "outer &lt;&amp;&gt;"));
+    assert_null(strstr(html, "outer <&>"));
+    for (int c = 0; c < NCORES; c++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, ">core %d<", c);
+        assert_non_null(strstr(html, nm));
+    }
+    assert_null(strstr(html, "src=\"http"));
+    assert_null(strstr(html, "<link"));
+    assert_null(strstr(html, "@import"));
+    assert_true(count(html, "<rect") >= 3 * NCORES + 3);
+    free(html);
+}
+
+static void test_operator_type(void **state)
+{
+    (void)state;
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_OPERATOR, 0, "op"), OC_OK);
+    record_calls(oc__prof_now());
+    assert_int_equal(oc_profiler_begin("blk"), OC_OK);
+    assert_int_equal(oc_profiler_end(), OC_OK);
+    sleep_ms(1); /* the synthetic spans end up to 0.3 ms from now */
+    assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
+    char *js = read_gz(oc_profiler_output(OC_PROFILE_OUT_TRACE), NULL);
+    assert_non_null(js);
+    assert_true(json_ok(js));
+    assert_int_equal(count(js, "\"cat\":\"kernel\""), 3 * NCORES);
+    assert_int_equal(count(js, "\"cat\":\"call\""), 3);
+    assert_int_equal(count(js, "\"cat\":\"block\""), 1);
+    assert_int_equal(count(js, "\"cat\":\"shape\""), 0);
+    assert_int_equal(count(js, "\"cat\":\"alloc\""), 0);
+    assert_int_equal(count(js, "\"cat\":\"dispatch\""), 0);
+    assert_int_equal(count(js, "\"cat\":\"wait\""), 0);
+    assert_non_null(strstr(js, "\"profile_type\":\"operator\""));
+    free(js);
+}
+
+static void test_ms_duration(void **state)
+{
+    (void)state;
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 30, "dur"), OC_OK);
+    uint64_t t = oc__prof_now();
+    oc_prof_counters k = {8, 8, 0, 0};
+    oc__prof_kernel("early", 0, 1, t, t + 1000, &k);
+    assert_int_equal(oc_profiler_begin("straddles"), OC_OK);
+    sleep_ms(60);
+    assert_int_equal(oc_profiler_end(), OC_OK);
+    t = oc__prof_now();
+    oc__prof_kernel("late", 0, 1, t, t + 1000, &k);
+    assert_false(oc_profiler_enabled());  /* the cut-off switched recording off */
+    assert_int_equal(oc_profiler_begin("after"), OC_OK);
+    assert_int_equal(oc_profiler_end(), OC_OK);
+    sleep_ms(1); /* the synthetic spans end up to 0.3 ms from now */
+    assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
+    char *js = read_gz(oc_profiler_output(OC_PROFILE_OUT_TRACE), NULL);
+    assert_non_null(js);
+    assert_true(json_ok(js));
+    assert_non_null(strstr(js, "\"name\":\"early\""));
+    assert_null(strstr(js, "\"name\":\"late\""));
+    assert_non_null(strstr(js, "\"name\":\"straddles\""));
+    assert_null(strstr(js, "\"name\":\"after\""));
+    free(js);
+    char *sj = read_file(oc_profiler_output(OC_PROFILE_OUT_SUMMARY_JSON), NULL);
+    double dms = 0;
+    const char *p = strstr(sj, "\"duration_ms\": ");
+    assert_non_null(p);
+    dms = strtod(p + 15, NULL);
+    assert_true(dms <= 30.0 + 1e-6);
+    free(sj);
+}
+
+static void test_unique_run_names(void **state)
+{
+    (void)state;
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "same"), OC_OK);
+    assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "same"), OC_OK);
+    assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
+    assert_string_equal(oc_profiler_output(OC_PROFILE_OUT_RUN_NAME), "same_1");
+    /* a timestamped run */
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, NULL), OC_OK);
+    assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
+    const char *r = oc_profiler_output(OC_PROFILE_OUT_RUN_NAME);
+    assert_int_equal(strlen(r) >= 19 ? 1 : 0, 1);
+    assert_true(file_exists(oc_profiler_output(OC_PROFILE_OUT_HTML)));
+    assert_true(file_exists(oc_profiler_output(OC_PROFILE_OUT_XPLANE)));
+}
+
+/* many threads append at once (each acts as one core); some exit before stop */
+#define NTHREADS 8
+#define PER_THREAD 20000
+
+static void *core_thread(void *arg)
+{
+    uint32_t core = (uint32_t)(uintptr_t)arg;
+    char name[32];
+    snprintf(name, sizeof name, "op%u", core % 3);  /* a fresh buffer per call: interning by content */
+    for (int i = 0; i < PER_THREAD; i++) {
+        uint64_t t = oc__prof_now();
+        oc_prof_counters k = {64, 64, 0, 0};
+        oc__prof_kernel(name, core, NTHREADS, t, t + 10, &k);
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "threads"), OC_OK);
+    for (int round = 0; round < 2; round++) {  /* round 2 adopts the exited threads' buffers */
+        pthread_t th[NTHREADS];
+        for (uintptr_t i = 0; i < NTHREADS; i++) assert_int_equal(pthread_create(&th[i], NULL, core_thread, (void *)i), 0);
+        for (int i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
+    }
+    assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
+    char *sj = read_file(oc_profiler_output(OC_PROFILE_OUT_SUMMARY_JSON), NULL);
+    assert_non_null(sj);
+    assert_true(json_ok(sj));
+    char want[128];
+    snprintf(want, sizeof want, "\"events\": %d,", 2 * NTHREADS * PER_THREAD);
+    assert_non_null(strstr(sj, want));
+    assert_non_null(strstr(sj, "\"dropped_events\": 0,"));
+    /* op0 ran on cores 0,3,6: 3 threads x 2 rounds */
+    snprintf(want, sizeof want, "\"op\": \"op0\"");
+    const char *p = strstr(sj, want);
+    assert_non_null(p);
+    snprintf(want, sizeof want, "\"kernels\": %d,", 3 * 2 * PER_THREAD);
+    assert_non_null(strstr(p, want));
+    free(sj);
+    /* the next profile starts empty and reuses the buffers */
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "threads_again"), OC_OK);
+    assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
+    sj = read_file(oc_profiler_output(OC_PROFILE_OUT_SUMMARY_JSON), NULL);
+    assert_non_null(strstr(sj, "\"events\": 0,"));
+    free(sj);
+}
+
+static void test_membw_cache(void **state)
+{
+    (void)state;
+    char cache[512], file[600];
+    snprintf(cache, sizeof cache, "%s/cache", g_tmp);
+    char *saved = getenv("OPCORE_MEMBW_GBPS") ? strdup(getenv("OPCORE_MEMBW_GBPS")) : NULL;
+    unsetenv("OPCORE_MEMBW_GBPS");
+    setenv("XDG_CACHE_HOME", cache, 1);
+    double bw = oc_profiler_membw_gbps();
+    assert_true(bw > 0.1);
+    snprintf(file, sizeof file, "%s/opcore/membw", cache);
+    char *txt = read_file(file, NULL);
+    assert_non_null(txt);
+    assert_true(strtod(txt, NULL) > 0.1);
+    free(txt);
+    assert_true(oc_profiler_membw_gbps() == bw);  /* cached */
+    setenv("OPCORE_MEMBW_GBPS", "123.5", 1);
+    assert_true(oc_profiler_membw_gbps() == 123.5);
+    if (saved) setenv("OPCORE_MEMBW_GBPS", saved, 1);
+    free(saved);
+}
+
+/* the real engine: build the multicore ReLU of examples/relu and profile it */
+static void test_real_engine(void **state)
+{
+    (void)state;
+    (void)oc_engine_configure(4, 0);  /* 4 cores even on a 2-CPU machine */
+    uint32_t ncores = oc_engine_num_cores();
+    char root[4096], compute[4200], shape[4200], out[600];
+    snprintf(root, sizeof root, "%s", oc_build_include_dir());
+    char *slash = strrchr(root, '/');
+    if (slash) *slash = 0;
+    snprintf(compute, sizeof compute, "%s/examples/relu/multicore/relu.c", root);
+    snprintf(shape, sizeof shape, "%s/examples/relu/shape.c", root);
+    if (access(compute, R_OK) != 0 || access(shape, R_OK) != 0) skip();
+    snprintf(out, sizeof out, "%s/build", g_tmp);
+    const char *cs[] = {compute}, *ss[] = {shape};
+    oc_build_options o = {0};
+    o.name = "relu_prof";
+    o.compute_srcs = cs;
+    o.num_compute_srcs = 1;
+    o.shape_srcs = ss;
+    o.num_shape_srcs = 1;
+    o.out_dir = out;
+    o.multicore = true;
+    oc_build_result r;
+
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "engine"), OC_OK);
+    if (oc_build(&o, &r) != OC_OK) {
+        print_message("cannot build %s: %s\n", compute, oc_errmsg());
+        oc_profiler_stop(NULL, 0);
+        skip();
+    }
+    oc_library *lib;
+    assert_int_equal(oc_library_load(r.path, &lib), OC_OK);
+    const oc_op *op = oc_op_find(OP);
+    assert_non_null(op);
+    int64_t n = 1 << 16;
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(i % 7) - 3;
+    oc_tensor t;
+    assert_int_equal(oc_tensor_init(&t, x, OC_FLOAT32, 1, &n), OC_OK);
+    oc_value arg = oc_value_tensor(&t);
+    for (int k = 0; k < 5; k++) {
+        assert_int_equal(oc_profiler_step(k), OC_OK);
+        assert_int_equal(oc_profiler_begin("fwd"), OC_OK);
+        oc_tensor *y = NULL;
+        assert_int_equal(oc_op_invoke(op, &arg, 1, &y), OC_OK);
+        oc_tensor_free(y);
+        assert_int_equal(oc_profiler_end(), OC_OK);
+    }
+    assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
+    oc_library_unload(lib);
+    free(x);
+
+    char *js = read_gz(oc_profiler_output(OC_PROFILE_OUT_TRACE), NULL);
+    assert_non_null(js);
+    assert_true(json_ok(js));
+    assert_int_equal(count(js, "\"cat\":\"kernel\""), 5 * ncores);
+    for (uint32_t c = 0; c < ncores; c++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "\"args\":{\"name\":\"core %u\"}", c);
+        assert_non_null(strstr(js, nm));
+    }
+    assert_int_equal(count(js, "\"cat\":\"call\""), 5);
+    assert_int_equal(count(js, "\"cat\":\"shape\""), 5);
+    assert_int_equal(count(js, "\"cat\":\"build\""), 1);
+    free(js);
+    char *sj = read_file(oc_profiler_output(OC_PROFILE_OUT_SUMMARY_JSON), NULL);
+    assert_non_null(sj);
+    assert_true(json_ok(sj));
+    char want[160];
+    snprintf(want, sizeof want, "\"op\": \"%s\", \"calls\": 5,", OP);
+    const char *p = strstr(sj, want);
+    assert_non_null(p);
+    snprintf(want, sizeof want, "\"kernels\": %u, \"ncores\": %u,", 5 * ncores, ncores);
+    assert_non_null(strstr(p, want));
+    snprintf(want, sizeof want, "\"bytes\": %lld,", 5LL * 2 * n * 4);  /* x in, y out */
+    assert_non_null(strstr(p, want));
+    free(sj);
+}
+
+int main(void)
+{
+    setenv("OPCORE_MEMBW_GBPS", "10", 1);
+    setenv("OPCORE_PROFILE_QUIET", "1", 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_off_costs_nothing),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_trace_files),
+        cmocka_unit_test(test_operator_type),
+        cmocka_unit_test(test_ms_duration),
+        cmocka_unit_test(test_unique_run_names),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_membw_cache),
+        cmocka_unit_test(test_real_engine),
+    };
+    return cmocka_run_group_tests_name("profiler", tests, setup_dir, teardown_dir);
+}
