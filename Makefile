@@ -12,7 +12,8 @@ VERSION := 0.1.0
 WARN    := -Wall -Wextra -Wno-missing-field-initializers
 CSTD    := -std=c11 -D_GNU_SOURCE
 OPT     ?= -O2 -g
-CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) -fPIC -Iinclude -Isrc $(CFLAGS) $(EXTRA_CFLAGS)
+SAN     ?=
+CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(SAN) -fPIC -Iinclude -Isrc $(CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS_ALL = -lffi -lz -lxxhash -ldl -lpthread -lm
 
 LIB_DIRS := core engine kernel ops library build host profiler
@@ -38,14 +39,14 @@ $(BUILD)/obj/%.o: src/%.c $(HEADERS)
 	$(CC) $(CFLAGS_ALL) -DOC_BUILD_INCLUDE_DIR='"$(abspath include)"' -DOC_BUILD_LIB_DIR='"$(abspath $(BUILD))"' -c $< -o $@
 
 $(BUILD)/libopcore.so: $(LIB_OBJS)
-	$(CC) -shared -Wl,-soname,libopcore.so.0 -o $@.0 $^ $(LDLIBS_ALL)
+	$(CC) $(SAN) -shared -Wl,-soname,libopcore.so.0 -o $@.0 $^ $(LDLIBS_ALL)
 	ln -sf libopcore.so.0 $@
 
 $(BUILD)/libopcore.a: $(LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/opcore: $(CLI_OBJS) $(BUILD)/libopcore.so
-	$(CC) -o $@ $(CLI_OBJS) -L$(BUILD) -lopcore -Wl,-rpath,'$$ORIGIN' $(LDLIBS_ALL)
+	$(CC) $(SAN) -o $@ $(CLI_OBJS) -L$(BUILD) -lopcore -Wl,-rpath,'$$ORIGIN' $(LDLIBS_ALL)
 
 $(BUILD)/opcore.pc: opcore.pc.in
 	@mkdir -p $(BUILD)
@@ -53,7 +54,7 @@ $(BUILD)/opcore.pc: opcore.pc.in
 
 $(BUILD)/tests/%: tests/c/%.c $(TEST_SUPPORT) $(BUILD)/libopcore.so
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests/c -o $@ $< $(TEST_SUPPORT) -L$(BUILD) -lopcore -Wl,-rpath,'$(abspath $(BUILD))' -lcmocka $(LDLIBS_ALL)
+	$(CC) $(CFLAGS_ALL) -Itests/c -DOPCORE_TEST_SUPPORT_DIR='"$(abspath tests/c/support)"' -o $@ $< $(TEST_SUPPORT) -L$(BUILD) -lopcore -Wl,-rpath,'$(abspath $(BUILD))' -lcmocka $(LDLIBS_ALL)
 
 install: lib cli
 	install -d $(DESTDIR)$(PREFIX)/include/opcore $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin

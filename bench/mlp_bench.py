@@ -94,6 +94,8 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, help="rounds per config (default 3; 1 with --quick)")
     ap.add_argument("--variants", default=",".join(my_ops.VARIANTS),
                     help="inference variants (default: all)")
+    ap.add_argument("--train-variants", default="elementwise,tcm",
+                    help="single-core variants to train with (default elementwise,tcm)")
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--skip-inference", action="store_true")
     ap.add_argument("--data-dir", help="MNIST-format data directory (default: Fashion-MNIST)")
@@ -104,7 +106,8 @@ def main(argv=None):
     epochs = args.epochs or (1 if args.quick else 4)
     n = args.rounds or (1 if args.quick else 3)
     variants = [v for v in args.variants.split(",") if v]
-    for v in variants:
+    train_variants = [v for v in args.train_variants.split(",") if v]
+    for v in variants + train_variants:
         if v not in my_ops.VARIANTS:
             ap.error(f"unknown variant {v!r}")
 
@@ -128,34 +131,38 @@ def main(argv=None):
 
         if not args.skip_train:
             log(f"training: MLP [120, 84], batch 32, {epochs} epoch(s), {n} round(s)")
-            s = rounds([("baseline", [py, "train_cpu.py"] + common),
-                        ("opcore", [py, "train.py", "--variant", "elementwise"] + common)], n, env, log)
-            base, opc = best(s["baseline"]), best(s["opcore"])
+            configs = [("baseline", [py, "train_cpu.py"] + common)]
+            configs += [(v, [py, "train.py", "--variant", v] + common) for v in train_variants]
+            s = rounds(configs, n, env, log)
+            base = best(s["baseline"])
             rows = []
-            for name, label in (("baseline", "baseline (torch.relu)"),
-                                ("opcore", "opcore ReLU (element-wise)")):
+            for name, _ in configs:
                 tp = best(s[name])
+                label = VARIANT_NAMES[name] if name == "baseline" else f"opcore ReLU, {VARIANT_NAMES[name]}"
                 rows.append({"model": label, "iter/s": tp, "median iter/s": med(s[name]),
                              "vs baseline": tp / base,
                              "final loss": s[name][-1]["final_loss"],
                              "test accuracy": s[name][-1]["accuracy"]})
-            ratio = opc / base
-            losses_equal = all(a["final_loss"] == b["final_loss"]
-                               for a, b in zip(s["baseline"], s["opcore"]))
+            fastest = max(train_variants, key=lambda v: best(s[v]))
+            ratio = best(s[fastest]) / base
+            losses_equal = all(r["final_loss"] == b["final_loss"]
+                               for v in train_variants for r, b in zip(s[v], s["baseline"]))
             write(args.results, "mlp_train.json", {
                 "title": "MLP training: opcore ReLU vs torch.relu",
                 "order": 10,
                 "rows": rows,
                 "chart": {"label": "model", "value": "iter/s", "ylabel": "train iter/s"},
-                "target": {"metric": "opcore / baseline iter/s", "min": TRAIN_TARGET,
-                           "value": ratio, "met": ratio >= TRAIN_TARGET},
+                "target": {"metric": f"opcore ({VARIANT_NAMES[fastest]}) / baseline iter/s",
+                           "min": TRAIN_TARGET, "value": ratio, "met": ratio >= TRAIN_TARGET},
                 "notes": (f"MLP 784 -> [120, 84] -> 10 on the Fashion-MNIST training set, batch 32, "
                           f"SGD lr 0.01, {epochs} epoch(s); iter/s of the last epoch without its "
-                          f"2 warm-up steps (as in the seeds); iter/s is the best of {n} round(s) (the ratios use it), "
-                          f"the median is shown beside it. "
-                          f"Target: opcore >= {TRAIN_TARGET}x baseline — measured {ratio:.3f}x "
+                          f"2 warm-up steps (as in the seeds); iter/s is the best of {n} round(s) "
+                          f"(the ratios use it), the median is shown beside it. "
+                          f"Target: opcore >= {TRAIN_TARGET}x baseline — measured {ratio:.3f}x with "
+                          f"the {VARIANT_NAMES[fastest]} kernel "
                           f"({'met' if ratio >= TRAIN_TARGET else 'NOT met'}). Final losses "
-                          f"{'identical' if losses_equal else 'DIFFER'} in every round."),
+                          f"{'identical to the baseline' if losses_equal else 'DIFFER from the baseline'} "
+                          f"in every round."),
                 "raw": s, "started": started,
             })
 

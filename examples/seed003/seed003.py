@@ -137,13 +137,12 @@ def jax_results(a: np.ndarray, b: np.ndarray, show_graph: bool = False) -> dict[
     load()
     tensor_add = opcore.jax.op(QUALNAME)
 
-    @jax.jit
     def jax_customop_tutorial(a, b):
         c = tensor_add(a, b)  # calling the opcore kernel instead of the built-in jax op
         return a * b * c
 
     ja, jb = jax.numpy.asarray(a), jax.numpy.asarray(b)
-    out = jax_customop_tutorial(ja, jb)
+    out = jax.jit(jax_customop_tutorial)(ja, jb)
 
     if show_graph:
         # The seed's debug dump: the HLO with the custom call.

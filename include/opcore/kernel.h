@@ -39,6 +39,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "check.h"
 #include "scalar.h"
 #include "tensor.h"
 #include "tensor_ops.h"
@@ -63,20 +64,6 @@ oc_tensor *oc_dst_tensor(void);
  * this core's part as [*lo, *hi). Multiples of `align` elements per part
  * (except the last) keep cores off each other's cache lines; use 1 for none. */
 void oc_core_range(int64_t n, int64_t align, int64_t *lo, int64_t *hi);
-
-/* ---- failing a kernel -------------------------------------------------- */
-
-/* End the running kernel with a formatted message (never returns inside a
- * kernel or shape function). */
-void oc_fail(const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* If `cond` is false, fail the kernel: "file:line: check failed: cond: msg". */
-#define OC_CHECK(cond, ...)                                                  \
-    do {                                                                     \
-        if (__builtin_expect(!(cond), 0))                                    \
-            oc_fail(__FILE__, __LINE__, "check failed: " #cond ": " __VA_ARGS__); \
-    } while (0)
 
 /* ---- element-wise accessor --------------------------------------------- */
 

@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "check.h"
 #include "scalar.h"
 #include "status.h"
 #include "tensor.h"

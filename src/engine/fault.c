@@ -20,7 +20,6 @@ static const int fault_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
 #define NUM_FAULT_SIGNALS (int)(sizeof fault_signals / sizeof fault_signals[0])
 static struct sigaction previous[NUM_FAULT_SIGNALS];
 static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool installed;
 
 static void pass_on(int index, int sig, siginfo_t *info, void *uctx)
 {
@@ -50,17 +49,24 @@ static void on_fault(int sig, siginfo_t *info, void *uctx)
         if (fault_signals[i] == sig) pass_on(i, sig, info, uctx);
 }
 
+/* (Re)install the handler where something else has replaced it since: the
+ * replacement becomes the handler we pass foreign faults on to. Called at
+ * library load and engine start, so hosts that install handlers of their
+ * own (test frameworks, crash reporters) keep working alongside opcore. */
 void oc__fault_install(void)
 {
     pthread_mutex_lock(&install_lock);
-    if (!installed) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_sigaction = on_fault;
-        sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
-        sigemptyset(&sa.sa_mask);
-        for (int i = 0; i < NUM_FAULT_SIGNALS; i++) sigaction(fault_signals[i], &sa, &previous[i]);
-        installed = true;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < NUM_FAULT_SIGNALS; i++) {
+        struct sigaction cur;
+        if (sigaction(fault_signals[i], NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+            cur.sa_sigaction == on_fault)
+            continue;
+        sigaction(fault_signals[i], &sa, &previous[i]);
     }
     pthread_mutex_unlock(&install_lock);
 }

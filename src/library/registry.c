@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/core.h"
 #include "library/registry.h"
 #include "opcore/engine.h"
 #include "opcore/host.h"
@@ -166,6 +167,7 @@ oc_status oc_library_load(const char *path, oc_library **out)
         library_free(lib);
         return status;
     }
+    oc__fault_install();
     *out = lib;
     return OC_OK;
 }

@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +171,13 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Under valgrind (or when asked) timings mean nothing. */
+static bool slow_machine(void)
+{
+    const char *pre = getenv("LD_PRELOAD");
+    return getenv("OC_TEST_NO_TIMING") || (pre && strstr(pre, "vgpreload"));
+}
+
 static void test_cache_hit(void **state)
 {
     (void)state;
@@ -185,7 +193,7 @@ static void test_cache_hit(void **state)
     double warm = now() - t0;
     assert_true(p.r.cached);
     print_message("cold build %.3f s, cached %.2f ms\n", cold, warm * 1e3);
-    assert_true(warm < 0.05);
+    if (!slow_machine()) assert_true(warm < 0.05); /* the target: <= 50 ms cached */
     /* force rebuilds */
     p.o.force = true;
     assert_int_equal(build(&p), OC_OK);

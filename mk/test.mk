@@ -1,0 +1,48 @@
+# Tests, demo and benchmarks. Each top-level target installs what it
+# needs first (scripts/install-deps.sh is idempotent and quick when done).
+
+ASAN_BUILD := build-asan
+SAN_FLAGS  := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+# Kernel faults are turned into errors by opcore's own SIGSEGV handler.
+ASAN_ENV   := ASAN_OPTIONS=allow_user_segv_handler=1:detect_leaks=1:handle_segv=0:handle_sigbus=0:handle_sigfpe=0:use_sigaltstack=0:detect_stack_use_after_return=0 \
+              UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+VALGRIND   := valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite
+PIP_FLAGS  := -q --disable-pip-version-check --no-build-isolation
+
+deps:
+	@scripts/install-deps.sh
+
+# Runs every test: C (plain, ASan+UBSan, valgrind) then Python.
+test: deps
+	$(MAKE) all
+	$(MAKE) test-c
+	$(MAKE) test-asan
+	$(MAKE) test-valgrind
+	$(MAKE) test-python
+
+test-c: tests
+	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t; done
+
+test-asan:
+	$(MAKE) BUILD=$(ASAN_BUILD) OPT="-O1 -g" SAN="$(SAN_FLAGS)" lib cli tests
+	@set -e; for t in $(patsubst $(BUILD)/%,$(ASAN_BUILD)/%,$(TEST_BINS)); do \
+	    echo "== asan+ubsan: $$t"; $(ASAN_ENV) $$t; done
+
+test-valgrind: tests
+	@set -e; for t in $(TEST_BINS); do echo "== valgrind: $$t"; \
+	    OC_UNDER_VALGRIND=1 $(VALGRIND) $$t; done
+
+python: lib
+	$(PYTHON) -m pip install $(PIP_FLAGS) -e .
+
+test-python: python cli
+	$(PYTHON) -m pytest -q tests/python
+
+demo: deps
+	$(MAKE) lib cli
+	$(MAKE) python
+	$(PYTHON) examples/mlp/demo.py
+
+bench: deps
+	$(MAKE) lib cli python
+	bench/run.sh

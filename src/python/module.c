@@ -1,0 +1,361 @@
+/* src/python/module.c — the opcore._C extension module.
+ *
+ *   load_library(path) -> dict      load an op library (idempotent per file)
+ *   find_op("lib::op") -> Op        an op of a loaded library
+ *   build(name, compute_srcs, shape_srcs, out_dir=None, multicore=False,
+ *         stack_size=0, cflags=(), include_dirs=(), debug=False,
+ *         verbose=False, force=False) -> (path, cached, seconds)
+ *   include_dir(), lib_dir()        what oc_build uses
+ *   _set_torch(Tensor, empty, dtypes)   opcore.torch hands over torch
+ *   OpError, OpArgumentError, BuildError
+ *   profiler_* (src/python/profiler_methods.c)
+ */
+#include "pyopcore.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "opcore/build.h"
+#include "opcore/library.h"
+
+PyObject *ocpy_OpError, *ocpy_ArgumentError, *ocpy_BuildError;
+PyObject *ocpy_tensor_type, *ocpy_empty_fn, *ocpy_dtypes[OC_NUM_DTYPES];
+PyObject *ocpy_str_data_ptr, *ocpy_str_shape, *ocpy_str_stride, *ocpy_str_dtype, *ocpy_str_is_cpu,
+    *ocpy_str_device, *ocpy_str_dtype_kw;
+PyObject *ocpy_kwnames_dtype;
+
+extern PyMethodDef oc_py_profiler_methods[];
+
+/* ---- errors ----------------------------------------------------------------- */
+
+static PyObject *make_error(PyObject *type, const char *msg, oc_status st, const oc_op *op)
+{
+    PyObject *exc = PyObject_CallFunction(type, "s", msg);
+    if (!exc) return NULL;
+    PyObject *status = PyUnicode_FromString(oc_status_name(st));
+    PyObject *code = PyLong_FromLong((long)st);
+    PyObject *opname = op ? PyUnicode_FromString(oc_op_qualname(op)) : Py_NewRef(Py_None);
+    if (!status || !code || !opname || PyObject_SetAttrString(exc, "status", status) < 0 ||
+        PyObject_SetAttrString(exc, "code", code) < 0 || PyObject_SetAttrString(exc, "op", opname) < 0) {
+        Py_XDECREF(status);
+        Py_XDECREF(code);
+        Py_XDECREF(opname);
+        Py_DECREF(exc);
+        return NULL;
+    }
+    Py_DECREF(status);
+    Py_DECREF(code);
+    Py_DECREF(opname);
+    PyErr_SetObject(type, exc);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+PyObject *ocpy_raise_status(oc_status st, const oc_op *op)
+{
+    const char *msg = oc_errmsg();
+    char buf[256];
+    if (!msg || !*msg) {
+        snprintf(buf, sizeof buf, "op '%s' failed with %s", op ? oc_op_qualname(op) : "?", oc_status_name(st));
+        msg = buf;
+    }
+    PyObject *type = ocpy_OpError;
+    if (st == OC_EINVAL) type = ocpy_ArgumentError;
+    else if (st == OC_EBUILD) type = ocpy_BuildError;
+    return make_error(type, msg, st, op);
+}
+
+PyObject *ocpy_arg_error(const oc_op *op, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *detail = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    if (!detail) return NULL;
+    PyObject *msg = PyUnicode_FromFormat("op '%s': %U", oc_op_qualname(op), detail);
+    Py_DECREF(detail);
+    if (!msg) return NULL;
+    const char *s = PyUnicode_AsUTF8(msg);
+    if (s) make_error(ocpy_ArgumentError, s, OC_EINVAL, op);
+    Py_DECREF(msg);
+    return NULL;
+}
+
+/* ---- libraries -------------------------------------------------------------- */
+
+static PyObject *library_info(const oc_library *lib)
+{
+    int n = oc_library_num_ops(lib);
+    PyObject *ops = PyList_New(n);
+    if (!ops) return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *op = ocpy_op_new(oc_library_op(lib, i));
+        if (!op) {
+            Py_DECREF(ops);
+            return NULL;
+        }
+        PyList_SET_ITEM(ops, i, op);
+    }
+    const char *cflags = oc_library_cflags(lib);
+    return Py_BuildValue("{s:s,s:N,s:O,s:K,s:s,s:N}", "name", oc_library_name(lib), "path",
+                         PyUnicode_DecodeFSDefault(oc_library_path(lib)), "multicore",
+                         oc_library_multicore(lib) ? Py_True : Py_False, "stack_size",
+                         (unsigned long long)oc_library_stack_size(lib), "cflags", cflags ? cflags : "", "ops",
+                         ops);
+}
+
+static PyObject *py_load_library(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    PyObject *bytes;
+    if (!PyUnicode_FSConverter(arg, &bytes)) return NULL;
+    oc_library *lib;
+    oc_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = oc_library_load(PyBytes_AS_STRING(bytes), &lib);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(bytes);
+    if (st != OC_OK) {
+        if (st == OC_ENOTFOUND) {
+            PyErr_SetString(PyExc_FileNotFoundError, oc_errmsg());
+            return NULL;
+        }
+        return ocpy_raise_status(st, NULL);
+    }
+    return library_info(lib);
+}
+
+static PyObject *py_find_op(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name) return NULL;
+    const oc_op *op = oc_op_find(name);
+    if (!op) {
+        PyErr_SetString(PyExc_KeyError, oc_errmsg());
+        return NULL;
+    }
+    return ocpy_op_new(op);
+}
+
+/* ---- building --------------------------------------------------------------- */
+
+/* A list of str/PathLike -> NULL-terminated array of fs-encoded bytes objects. */
+typedef struct {
+    PyObject *holder; /* list of bytes */
+    const char **items;
+    int n;
+} strlist;
+
+static void strlist_free(strlist *s)
+{
+    Py_XDECREF(s->holder);
+    PyMem_Free(s->items);
+}
+
+static int strlist_from(PyObject *seq_obj, const char *what, strlist *s)
+{
+    s->holder = NULL;
+    s->items = NULL;
+    s->n = 0;
+    if (!seq_obj || seq_obj == Py_None) return 0;
+    if (PyUnicode_Check(seq_obj) || PyBytes_Check(seq_obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a list of paths or strings, not a single string", what);
+        return -1;
+    }
+    PyObject *seq = PySequence_Fast(seq_obj, what);
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    s->holder = PyList_New(n);
+    s->items = PyMem_Calloc((size_t)n + 1, sizeof *s->items);
+    if (!s->holder || !s->items) {
+        Py_DECREF(seq);
+        strlist_free(s);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b;
+        if (!PyUnicode_FSConverter(PySequence_Fast_GET_ITEM(seq, i), &b)) {
+            Py_DECREF(seq);
+            strlist_free(s);
+            return -1;
+        }
+        PyList_SET_ITEM(s->holder, i, b);
+        s->items[i] = PyBytes_AS_STRING(b);
+    }
+    Py_DECREF(seq);
+    s->n = (int)n;
+    return 0;
+}
+
+static PyObject *py_build(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwlist[] = {"name", "compute_srcs", "shape_srcs", "out_dir", "multicore", "stack_size",
+                             "cflags", "include_dirs", "debug", "verbose", "force", NULL};
+    const char *name;
+    PyObject *compute = NULL, *shape = NULL, *out_dir_o = Py_None, *cflags = NULL, *incs = NULL;
+    int multicore = 0, debug = 0, verbose = 0, force = 0;
+    unsigned long long stack_size = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOO|OpKOOppp:build", kwlist, &name, &compute, &shape, &out_dir_o,
+                                     &multicore, &stack_size, &cflags, &incs, &debug, &verbose, &force))
+        return NULL;
+    strlist c = {0}, s = {0}, f = {0}, in = {0};
+    PyObject *out_dir_b = NULL;
+    PyObject *result = NULL;
+    if (strlist_from(compute, "compute_srcs", &c) < 0 || strlist_from(shape, "shape_srcs", &s) < 0 ||
+        strlist_from(cflags, "cflags", &f) < 0 || strlist_from(incs, "include_dirs", &in) < 0)
+        goto done;
+    if (out_dir_o != Py_None && !PyUnicode_FSConverter(out_dir_o, &out_dir_b)) goto done;
+
+    oc_build_options o = {0};
+    o.name = name;
+    o.compute_srcs = c.items;
+    o.num_compute_srcs = c.n;
+    o.shape_srcs = s.items;
+    o.num_shape_srcs = s.n;
+    o.out_dir = out_dir_b ? PyBytes_AS_STRING(out_dir_b) : NULL;
+    o.multicore = multicore;
+    o.stack_size = (size_t)stack_size;
+    o.cflags = f.items;
+    o.num_cflags = f.n;
+    o.include_dirs = in.items;
+    o.num_include_dirs = in.n;
+    o.debug = debug;
+    o.verbose = verbose;
+    o.force = force;
+    oc_build_result r;
+    oc_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = oc_build(&o, &r);
+    Py_END_ALLOW_THREADS
+    if (st != OC_OK) {
+        make_error(st == OC_EBUILD ? ocpy_BuildError : (st == OC_EINVAL ? PyExc_ValueError : ocpy_BuildError),
+                   oc_errmsg(), st, NULL);
+        goto done;
+    }
+    result = Py_BuildValue("(NOd)", PyUnicode_DecodeFSDefault(r.path), r.cached ? Py_True : Py_False, r.seconds);
+done:
+    strlist_free(&c);
+    strlist_free(&s);
+    strlist_free(&f);
+    strlist_free(&in);
+    Py_XDECREF(out_dir_b);
+    return result;
+}
+
+static PyObject *py_include_dir(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return PyUnicode_DecodeFSDefault(oc_build_include_dir());
+}
+
+static PyObject *py_lib_dir(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return PyUnicode_DecodeFSDefault(oc_build_lib_dir());
+}
+
+/* ---- torch hand-over -------------------------------------------------------- */
+
+static PyObject *py_set_torch(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *tensor_type, *empty, *dtypes;
+    if (!PyArg_ParseTuple(args, "O!OO!:_set_torch", &PyType_Type, &tensor_type, &empty, &PyTuple_Type, &dtypes))
+        return NULL;
+    if (PyTuple_GET_SIZE(dtypes) != OC_NUM_DTYPES)
+        return PyErr_Format(PyExc_ValueError, "_set_torch: expected %d dtypes", OC_NUM_DTYPES);
+    Py_XSETREF(ocpy_tensor_type, Py_NewRef(tensor_type));
+    Py_XSETREF(ocpy_empty_fn, Py_NewRef(empty));
+    for (int i = 0; i < OC_NUM_DTYPES; i++) Py_XSETREF(ocpy_dtypes[i], Py_NewRef(PyTuple_GET_ITEM(dtypes, i)));
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_dtype_names(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    PyObject *t = PyTuple_New(OC_NUM_DTYPES);
+    if (!t) return NULL;
+    for (int i = 0; i < OC_NUM_DTYPES; i++) PyTuple_SET_ITEM(t, i, PyUnicode_FromString(oc_dtype_name((oc_dtype)i)));
+    return t;
+}
+
+static PyMethodDef methods[] = {
+    {"load_library", py_load_library, METH_O,
+     "load_library(path) -> dict\nLoad an op library built by opcore (loading the same file again is a "
+     "no-op); returns {name, path, multicore, stack_size, cflags, ops: [Op]}."},
+    {"find_op", py_find_op, METH_O, "find_op('library::op') -> Op"},
+    {"build", (PyCFunction)(void (*)(void))py_build, METH_VARARGS | METH_KEYWORDS,
+     "build(name, compute_srcs, shape_srcs, out_dir=None, multicore=False, stack_size=0, cflags=(), "
+     "include_dirs=(), debug=False, verbose=False, force=False) -> (path, cached, seconds)\n"
+     "Build (or reuse from the content-hash cache) lib<name>.so; raises BuildError with the compiler's "
+     "output."},
+    {"include_dir", py_include_dir, METH_NOARGS, "include_dir() -> str: opcore's headers, as builds use them"},
+    {"lib_dir", py_lib_dir, METH_NOARGS, "lib_dir() -> str: libopcore's directory, as builds use it"},
+    {"dtype_names", py_dtype_names, METH_NOARGS, "dtype_names() -> tuple of names in oc_dtype order"},
+    {"_set_torch", py_set_torch, METH_VARARGS, "_set_torch(Tensor, empty, dtypes): used by opcore.torch"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "opcore._C", "opcore's C extension: load, build and call C tensor operators.", -1,
+    methods, NULL, NULL, NULL, NULL};
+
+static int intern(PyObject **slot, const char *s)
+{
+    *slot = PyUnicode_InternFromString(s);
+    return *slot ? 0 : -1;
+}
+
+static PyObject *new_exception(PyObject *m, const char *name, PyObject *bases, const char *doc)
+{
+    char full[64];
+    snprintf(full, sizeof full, "opcore.%s", name);
+    PyObject *exc = PyErr_NewExceptionWithDoc(full, doc, bases, NULL);
+    if (!exc) return NULL;
+    if (PyModule_AddObjectRef(m, name, exc) < 0) {
+        Py_DECREF(exc);
+        return NULL;
+    }
+    return exc;
+}
+
+PyMODINIT_FUNC PyInit__C(void)
+{
+    PyObject *m = PyModule_Create(&moduledef);
+    if (!m) return NULL;
+    if (PyModule_AddFunctions(m, oc_py_profiler_methods) < 0) goto fail;
+    if (intern(&ocpy_str_data_ptr, "data_ptr") || intern(&ocpy_str_shape, "shape") ||
+        intern(&ocpy_str_stride, "stride") || intern(&ocpy_str_dtype, "dtype") || intern(&ocpy_str_is_cpu, "is_cpu") ||
+        intern(&ocpy_str_device, "device") || intern(&ocpy_str_dtype_kw, "dtype"))
+        goto fail;
+    ocpy_kwnames_dtype = PyTuple_Pack(1, ocpy_str_dtype_kw);
+    if (!ocpy_kwnames_dtype) goto fail;
+
+    ocpy_OpError = new_exception(m, "OpError", PyExc_RuntimeError,
+                                 "An opcore op failed: .op names it, .status is the opcore status name "
+                                 "(e.g. 'OC_EFAULT'), .code its number.");
+    if (!ocpy_OpError) goto fail;
+    PyObject *bases = PyTuple_Pack(3, ocpy_OpError, PyExc_TypeError, PyExc_ValueError);
+    if (!bases) goto fail;
+    ocpy_ArgumentError = new_exception(m, "OpArgumentError", bases,
+                                       "A bad argument to an opcore op (arity, type, dtype, device, shape); "
+                                       "also a TypeError and a ValueError.");
+    Py_DECREF(bases);
+    if (!ocpy_ArgumentError) goto fail;
+    ocpy_BuildError = new_exception(m, "BuildError", PyExc_RuntimeError,
+                                    "Building an op library failed; the message is the compiler's output.");
+    if (!ocpy_BuildError) goto fail;
+
+    if (PyType_Ready(&ocpy_OpType) < 0) goto fail;
+    if (PyModule_AddObjectRef(m, "Op", (PyObject *)&ocpy_OpType) < 0) goto fail;
+    if (PyModule_AddIntConstant(m, "ABI_VERSION", OC_ABI_VERSION) < 0) goto fail;
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}

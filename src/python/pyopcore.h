@@ -1,0 +1,61 @@
+/* src/python/pyopcore.h — what the files of the opcore._C extension share.
+ *
+ *   module.c   the module: exceptions, load_library, build, find_op, torch hooks
+ *   op.c       the Op type: infer() for fake/meta tensors, __call__ for eager CPU
+ *   tensor.c   viewing framework tensors (torch.Tensor, FakeTensor) as oc_tensor
+ *   profiler_methods.c   the profiler's functions (its own engineer's file)
+ *
+ * The extension is plain C against CPython's C API; it knows torch only
+ * through Python attributes (.data_ptr(), .shape, .stride(), .dtype, .is_cpu)
+ * and through the callables opcore.torch hands it with _set_torch().
+ */
+#ifndef OPCORE_PYOPCORE_H
+#define OPCORE_PYOPCORE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "opcore/host.h"
+
+/* ---- module state (module.c) -------------------------------------------- */
+
+extern PyObject *ocpy_OpError;       /* opcore.OpError(RuntimeError) */
+extern PyObject *ocpy_ArgumentError; /* opcore.OpArgumentError(OpError, TypeError, ValueError) */
+extern PyObject *ocpy_BuildError;    /* opcore.BuildError(RuntimeError) */
+
+/* Set by _set_torch(): torch.Tensor, torch.empty, the ten torch dtypes in
+ * oc_dtype order. NULL until opcore.torch registers itself. */
+extern PyObject *ocpy_tensor_type;
+extern PyObject *ocpy_empty_fn;
+extern PyObject *ocpy_dtypes[OC_NUM_DTYPES];
+
+/* Interned attribute names, made once at import. */
+extern PyObject *ocpy_str_data_ptr, *ocpy_str_shape, *ocpy_str_stride, *ocpy_str_dtype,
+    *ocpy_str_is_cpu, *ocpy_str_device, *ocpy_str_dtype_kw;
+extern PyObject *ocpy_kwnames_dtype; /* ("dtype",) */
+
+/* Raise the exception matching `st` with opcore's message for this thread
+ * (oc_errmsg()); OC_EINVAL raises OpArgumentError. Returns NULL. */
+PyObject *ocpy_raise_status(oc_status st, const oc_op *op);
+
+/* Raise OpArgumentError "op 'Q': <formatted>". Returns NULL. */
+PyObject *ocpy_arg_error(const oc_op *op, const char *fmt, ...);
+
+/* ---- tensors (tensor.c) -------------------------------------------------- */
+
+/* The oc_dtype of a torch dtype object, or -1 (no exception set). */
+int ocpy_dtype_of(PyObject *dtype_obj);
+
+/* View `obj` (a torch.Tensor on the CPU) as `t`, zero copy. `meta` reads
+ * only the shape, strides and dtype (FakeTensor, meta tensors). On failure
+ * raises an error naming the op and argument `index` and returns -1. */
+int ocpy_view_tensor(const oc_op *op, int index, PyObject *obj, int meta, oc_tensor *t);
+
+/* ---- the Op type (op.c) -------------------------------------------------- */
+
+extern PyTypeObject ocpy_OpType;
+
+/* A new Op object for `op` (owned by a loaded library: never freed). */
+PyObject *ocpy_op_new(const oc_op *op);
+
+#endif /* OPCORE_PYOPCORE_H */

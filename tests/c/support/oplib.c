@@ -1,0 +1,70 @@
+/* Building op libraries from source strings with the real build tool. */
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "opcore/build.h"
+#include "support/oplib.h"
+
+const char *test_tmpdir(void)
+{
+    static char dir[256];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/opcore-test-%d-XXXXXX", (int)getpid());
+        if (!mkdtemp(dir)) fail_msg("cannot make a temp dir");
+    }
+    return dir;
+}
+
+const char *test_repo_path(const char *rel)
+{
+    static char path[PATH_MAX];
+    /* this file is tests/c/support/oplib.c */
+    snprintf(path, sizeof path, "%s/../../../%s", OPCORE_TEST_SUPPORT_DIR, rel);
+    return path;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) fail_msg("cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+const char *test_build(const char *name, const char *compute, const char *shape,
+                       test_lib_options opts, oc_status *status)
+{
+    static oc_build_result result;
+    char cpath[512], spath[512], out[512];
+    snprintf(out, sizeof out, "%s/%s", test_tmpdir(), name);
+    snprintf(cpath, sizeof cpath, "%s/%s_compute.c", test_tmpdir(), name);
+    snprintf(spath, sizeof spath, "%s/%s_shape.c", test_tmpdir(), name);
+    write_file(cpath, compute);
+    write_file(spath, shape);
+    const char *c[] = {cpath}, *s[] = {spath};
+    oc_build_options o = {.name = name, .compute_srcs = c, .num_compute_srcs = 1,
+                          .shape_srcs = s, .num_shape_srcs = 1, .out_dir = out,
+                          .multicore = opts.multicore, .stack_size = opts.stack_size,
+                          .debug = opts.debug};
+    *status = oc_build(&o, &result);
+    return *status == OC_OK ? result.path : NULL;
+}
+
+oc_library *test_build_and_load(const char *name, const char *compute, const char *shape,
+                                test_lib_options opts)
+{
+    oc_status st;
+    const char *path = test_build(name, compute, shape, opts, &st);
+    if (!path) fail_msg("building %s failed: %s", name, oc_errmsg());
+    oc_library *lib = NULL;
+    if (oc_library_load(path, &lib) != OC_OK) fail_msg("loading %s failed: %s", path, oc_errmsg());
+    return lib;
+}

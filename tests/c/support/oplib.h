@@ -1,0 +1,32 @@
+/* tests/c/support/oplib.h — build real op libraries for tests. */
+#ifndef OPCORE_TEST_OPLIB_H
+#define OPCORE_TEST_OPLIB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "opcore/host.h"
+
+typedef struct test_lib_options {
+    bool multicore;
+    size_t stack_size;
+    bool debug;
+} test_lib_options;
+
+/* Write `compute` and `shape` source text to a temp dir, build lib<name>.so
+ * with oc_build and load it. Fails the test on any error. */
+oc_library *test_build_and_load(const char *name, const char *compute, const char *shape,
+                                test_lib_options opts);
+
+/* Same, but only build; returns the path (static buffer) or NULL with the
+ * build's status in *status. */
+const char *test_build(const char *name, const char *compute, const char *shape,
+                       test_lib_options opts, oc_status *status);
+
+/* Path of a file in the repository (tests run from anywhere). */
+const char *test_repo_path(const char *rel);
+
+/* A scratch directory unique to this test process. */
+const char *test_tmpdir(void);
+
+#endif
