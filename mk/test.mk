@@ -46,3 +46,7 @@ demo: deps
 bench: deps
 	$(MAKE) lib cli python
 	bench/run.sh
+
+$(BUILD)/bench/relu_bench: bench/relu_bench.c $(BUILD)/libopcore.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -O2 -o $@ $< -L$(BUILD) -lopcore -Wl,-rpath,'$(abspath $(BUILD))' $(LDLIBS_ALL)

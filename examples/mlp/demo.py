@@ -33,8 +33,11 @@ def main(argv=None):
 
     t0 = time.perf_counter()
     my_ops.load(args.variant, verbose=args.verbose)
-    print(f"Built and loaded the opcore ReLU ({args.variant}, examples/relu/) in "
-          f"{time.perf_counter() - t0:.2f} s -> torch.ops.my_ops.relu_forward / relu_backward")
+    total = time.perf_counter() - t0
+    how = ("up to date (cached build)" if my_ops.build_cached
+           else f"built in {my_ops.build_seconds:.2f} s" if my_ops.build_seconds is not None else "built")
+    print(f"opcore ReLU ({args.variant}: examples/relu/{args.variant}/relu.c + shape.c): {how}, "
+          f"loaded in {total:.2f} s in all -> torch.ops.my_ops.relu_forward / relu_backward")
 
     results = {}
     for label, relu in (("opcore", my_ops.Relu.apply), ("baseline", None)):

@@ -30,7 +30,8 @@ DEFAULT_VARIANT = "elementwise"
 
 _ops = None          # torch.ops.<namespace> of the loaded variant
 loaded_variant = None
-build_seconds = None  # wall time of the last load() (build + load)
+build_seconds = None  # build time of the last load() (or build + load)
+build_cached = None   # True when load() compiled nothing (cache hit)
 
 
 def build_directory(variant):
@@ -41,7 +42,7 @@ def build_directory(variant):
 def load(variant=DEFAULT_VARIANT, verbose=False):
     """Build (a no-op when the sources are unchanged) and load one variant;
     returns torch.ops.<namespace>."""
-    global _ops, loaded_variant, build_seconds
+    global _ops, loaded_variant, build_seconds, build_cached
     if loaded_variant is not None:
         if variant != loaded_variant:
             raise RuntimeError(f"my_ops: variant {loaded_variant!r} is already loaded in this "
@@ -58,7 +59,7 @@ def load(variant=DEFAULT_VARIANT, verbose=False):
     out = build_directory(variant)
     os.makedirs(out, exist_ok=True)
     t0 = time.perf_counter()
-    custom_op.load(
+    lib = custom_op.load(
         name="relu",
         compute_srcs=[os.path.join(RELU_DIR, v["compute"])],
         shape_srcs=[os.path.join(RELU_DIR, v["shape"])],
@@ -67,6 +68,9 @@ def load(variant=DEFAULT_VARIANT, verbose=False):
         verbose=verbose,
     )
     build_seconds = time.perf_counter() - t0
+    if getattr(lib, "build_seconds", None) is not None:
+        build_seconds = lib.build_seconds  # the build alone, without loading
+    build_cached = getattr(lib, "cached", None)
     _ops = getattr(torch.ops, v["namespace"])
     loaded_variant = variant
     return _ops

@@ -1,0 +1,145 @@
+"""Building and loading op libraries (seed 002's ``custom_op`` API).
+
+    from opcore import custom_op
+    custom_op.load(name="relu", compute_srcs=["relu.c"], shape_srcs=["shape.c"],
+                   build_directory=os.getcwd())
+    custom_op.load_library("librelu.so")      # later, or in another process
+    torch.ops.my_ops.relu_forward(x)
+
+Both register every op of the library with torch (torch.ops.<lib>.<op>)
+when torch is importable (set OPCORE_NO_TORCH=1 to skip that), and return
+a :class:`Library`.
+"""
+import importlib.util
+import os
+import threading
+
+from opcore import _C
+from opcore._C import BuildError
+
+__all__ = ["Library", "load", "load_library", "build", "default_build_directory", "loaded_libraries"]
+
+_lock = threading.RLock()
+_libraries = {}  # name -> Library
+
+
+class Library:
+    """A loaded op library: .name (the namespace), .path, .multicore,
+    .stack_size, .cflags, .ops ({op name: opcore._C.Op}); ops are also
+    attributes (lib.relu_forward(x) calls the C op directly)."""
+
+    def __init__(self, info):
+        self.name = info["name"]
+        self.path = info["path"]
+        self.multicore = info["multicore"]
+        self.stack_size = info["stack_size"]
+        self.cflags = info["cflags"]
+        self.ops = {op.name: op for op in info["ops"]}
+        self.build_seconds = None  # set by load(): wall time of the build
+        self.cached = None         # set by load(): True if nothing was compiled
+
+    def __getattr__(self, name):
+        ops = self.__dict__.get("ops", {})
+        if name in ops:
+            return ops[name]
+        raise AttributeError(f"library '{self.__dict__.get('name')}' has no op {name!r}")
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self.ops))
+
+    def __fspath__(self):
+        return self.path
+
+    def __repr__(self):
+        return f"<opcore library {self.name} from {self.path}: {', '.join(self.ops)}>"
+
+
+def default_build_directory(name):
+    """$OPCORE_CACHE_DIR/build/<name>, else $XDG_CACHE_HOME/opcore/build/<name>,
+    else ~/.cache/opcore/build/<name>."""
+    root = os.environ.get("OPCORE_CACHE_DIR")
+    if not root:
+        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(xdg, "opcore")
+    return os.path.join(root, "build", name)
+
+
+def _want_torch():
+    if os.environ.get("OPCORE_NO_TORCH", "") not in ("", "0"):
+        return False
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _as_list(srcs, what):
+    if srcs is None:
+        return []
+    if isinstance(srcs, (str, bytes, os.PathLike)):
+        return [os.fspath(srcs)]
+    try:
+        return [os.fspath(s) for s in srcs]
+    except TypeError:
+        raise TypeError(f"{what} must be a list of paths") from None
+
+
+def build(name, compute_srcs, shape_srcs, build_directory=None, multicore=False, extra_cflags=None,
+          verbose=False, stack_size=0, include_dirs=None, debug=False, force=False):
+    """Build lib<name>.so (reusing the content-hash cache shared with
+    `opcore build`) without loading it. Returns (path, cached, seconds).
+    Raises BuildError carrying the compiler's output."""
+    out = os.fspath(build_directory) if build_directory is not None else default_build_directory(name)
+    os.makedirs(out, exist_ok=True)
+    return _C.build(name, _as_list(compute_srcs, "compute_srcs"), _as_list(shape_srcs, "shape_srcs"),
+                    out_dir=out, multicore=bool(multicore), stack_size=int(stack_size or 0),
+                    cflags=_as_list(extra_cflags, "extra_cflags"), include_dirs=_as_list(include_dirs, "include_dirs"),
+                    debug=bool(debug), verbose=bool(verbose), force=bool(force))
+
+
+def load(name, compute_srcs, shape_srcs, build_directory=None, multicore=False, extra_cflags=None,
+         verbose=False, **build_options):
+    """Build lib<name>.so from C sources (cached by content) and load it.
+
+    name: the library file's name (lib<name>.so); the ops' namespace is the
+    name in the shape source's OC_LIBRARY(). compute_srcs: kernel sources;
+    shape_srcs: shape functions + OC_LIBRARY. build_directory: where the
+    library goes (default: the per-user cache, default_build_directory(name)).
+    multicore: run kernels on every core. extra_cflags: more compiler flags
+    (e.g. ['-DSTACK_SIZE=20000'] sets the kernel stack size). verbose: print
+    the compiler commands. Further keywords (stack_size, include_dirs, debug,
+    force) go to build(). Returns the Library.
+    """
+    path, cached, seconds = build(name, compute_srcs, shape_srcs, build_directory=build_directory,
+                                  multicore=multicore, extra_cflags=extra_cflags, verbose=verbose,
+                                  **build_options)
+    if verbose:
+        print(f"opcore: {path} ({'cached' if cached else f'built in {seconds:.2f}s'})", flush=True)
+    lib = load_library(path)
+    lib.build_seconds = seconds
+    lib.cached = cached
+    return lib
+
+
+def load_library(path):
+    """Load an op library built by opcore (load() or `opcore build`) and
+    register its ops with torch when torch is importable. Loading the same
+    file again is a no-op. Returns the Library."""
+    path = os.fspath(path)
+    with _lock:
+        info = _C.load_library(path)
+        lib = _libraries.get(info["name"])
+        if lib is None or lib.path != info["path"]:
+            lib = Library(info)
+            _libraries[lib.name] = lib
+        if _want_torch():
+            from opcore import torch as _torch_glue
+
+            _torch_glue.register_library(lib)
+        return lib
+
+
+def loaded_libraries():
+    """{name: Library} of the libraries loaded through this module."""
+    with _lock:
+        return dict(_libraries)
