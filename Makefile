@@ -36,7 +36,7 @@ tests: $(TEST_BINS)
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -DOC_BUILD_INCLUDE_DIR='"$(abspath include)"' -DOC_BUILD_LIB_DIR='"$(abspath $(BUILD))"' -c $< -o $@
+	$(CC) $(CFLAGS_ALL) -DOC_BUILD_INCLUDE_DIR='"$(abspath include)"' -DOC_BUILD_LIB_DIR='"$(abspath $(BUILD))"' -DOC_VERSION_STRING='"$(VERSION)"' -c $< -o $@
 
 $(BUILD)/libopcore.so: $(LIB_OBJS)
 	$(CC) $(SAN) -shared -Wl,-soname,libopcore.so.0 -o $@.0 $^ $(LDLIBS_ALL)

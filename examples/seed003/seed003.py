@@ -11,7 +11,7 @@ float32 inputs:
     torch.autograd.Function and a jax.custom_vjp whose backward passes the
     gradient through to both inputs (d(a+b)/da = d(a+b)/db = 1).
 
-Run:   python3 examples/seed003/seed003.py [--build-dir DIR] [--no-graphs]
+Run:   python3 examples/seed003/seed003.py [--build-dir DIR] [--no-graphs] [--compiled]
 
 It prints the results, their largest difference from numpy, the HLO with
 the custom call (the counterpart of the seed's debug dump) and the graph
@@ -130,7 +130,8 @@ def torch_results(a: np.ndarray, b: np.ndarray, show_graph: bool = False) -> dic
 # ---------------------------------------------------------------------------
 # JAX
 
-def jax_results(a: np.ndarray, b: np.ndarray, show_graph: bool = False) -> dict[str, np.ndarray]:
+def jax_results(a: np.ndarray, b: np.ndarray, show_graph: bool = False,
+                show_compiled: bool = False) -> dict[str, np.ndarray]:
     import jax
     import opcore.jax
 
@@ -148,6 +149,8 @@ def jax_results(a: np.ndarray, b: np.ndarray, show_graph: bool = False) -> dict[
         # The seed's debug dump: the HLO with the custom call.
         print("---- JAX HLO (lowered) ----")
         print(opcore.jax.hlo(jax_customop_tutorial, ja, jb))
+    if show_compiled:
+        # After XLA's optimisations (the seed's runtime_executable().hlo_modules()[0]).
         print("---- JAX HLO (compiled) ----")
         print(opcore.jax.hlo(jax_customop_tutorial, ja, jb, compiled=True))
 
@@ -197,6 +200,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build-dir", default=None, help="where to build libadd.so")
     ap.add_argument("--no-graphs", action="store_true", help="do not print the HLO / FX graphs")
+    ap.add_argument("--compiled", action="store_true", help="also print the HLO after XLA's passes")
     ap.add_argument("--verbose", action="store_true", help="show the build commands")
     args = ap.parse_args(argv)
 
@@ -207,7 +211,8 @@ def main(argv=None) -> int:
 
     results = {}
     results.update({f"torch {k}": v for k, v in torch_results(a, b, show_graph=show).items()})
-    results.update({f"jax {k}": v for k, v in jax_results(a, b, show_graph=show).items()})
+    results.update({f"jax {k}": v for k, v in jax_results(a, b, show_graph=show,
+                                                                   show_compiled=args.compiled).items()})
 
     print(f"---- results on {SHAPE[0]}x{SHAPE[1]} float32 (max |got-want|/(|want|+1) vs numpy) ----")
     ok = True

@@ -88,6 +88,9 @@ const char *oc_op_name(const oc_op *op);      /* "relu_forward" */
 const char *oc_op_qualname(const oc_op *op);  /* "my_ops::relu_forward" */
 const char *oc_op_schema(const oc_op *op);    /* as written in oc_def */
 const oc_library *oc_op_library(const oc_op *op);
+const char *oc_op_kernel_name(const oc_op *op);   /* C function run as the kernel */
+const char *oc_op_shape_fn_name(const oc_op *op); /* C function run as the shape function */
+bool oc_op_multicore(const oc_op *op);            /* runs on every core */
 int oc_op_num_args(const oc_op *op);
 oc_arg_type oc_op_arg_type(const oc_op *op, int index);
 const char *oc_op_arg_name(const oc_op *op, int index);

@@ -247,6 +247,9 @@ const char *oc_op_name(const oc_op *op) { return op->name; }
 const char *oc_op_qualname(const oc_op *op) { return op->qualname; }
 const char *oc_op_schema(const oc_op *op) { return op->def.schema_text; }
 const oc_library *oc_op_library(const oc_op *op) { return op->lib; }
+const char *oc_op_kernel_name(const oc_op *op) { return op->def.kernel_name; }
+const char *oc_op_shape_fn_name(const oc_op *op) { return op->def.shape_fn_name; }
+bool oc_op_multicore(const oc_op *op) { return op->multicore; }
 int oc_op_num_args(const oc_op *op) { return op->def.schema.num_args; }
 
 oc_arg_type oc_op_arg_type(const oc_op *op, int index)
