@@ -185,11 +185,29 @@ static oc_status alloc_locked(alloc_ctx *c, const oc_tensor *meta, oc_tensor *ou
         PyErr_SetString(PyExc_RuntimeError, "opcore: torch is not registered (import opcore.torch)");
         return OC_ERROR;
     }
-    PyObject *sizes = sizes_tuple(meta);
-    if (!sizes) return OC_ENOMEM;
-    PyObject *argv[2] = {sizes, ocpy_dtypes[meta->dtype]};
-    PyObject *t = PyObject_Vectorcall(ocpy_empty_fn, argv, 1, ocpy_kwnames_dtype);
-    Py_DECREF(sizes);
+    PyObject *t;
+    if (meta->ndim > 0) {
+        /* torch.empty(d0, d1, ..., dtype=dt): sizes as separate ints parse
+         * about twice as fast as a tuple. */
+        PyObject *argv[OC_MAX_DIMS + 1];
+        int n = meta->ndim;
+        for (int d = 0; d < n; d++) {
+            argv[d] = PyLong_FromLongLong(meta->sizes[d]);
+            if (!argv[d]) {
+                while (d--) Py_DECREF(argv[d]);
+                return OC_ENOMEM;
+            }
+        }
+        argv[n] = ocpy_dtypes[meta->dtype];
+        t = PyObject_Vectorcall(ocpy_empty_fn, argv, (size_t)n, ocpy_kwnames_dtype);
+        for (int d = 0; d < n; d++) Py_DECREF(argv[d]);
+    } else {
+        PyObject *sizes = sizes_tuple(meta);
+        if (!sizes) return OC_ENOMEM;
+        PyObject *argv[2] = {sizes, ocpy_dtypes[meta->dtype]};
+        t = PyObject_Vectorcall(ocpy_empty_fn, argv, 1, ocpy_kwnames_dtype);
+        Py_DECREF(sizes);
+    }
     if (!t) return OC_ENOMEM;
     PyObject *ptr = PyObject_CallMethodNoArgs(t, ocpy_str_data_ptr);
     if (!ptr) {
