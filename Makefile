@@ -26,7 +26,7 @@ TEST_BINS := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 TEST_SUPPORT := $(wildcard tests/c/support/*.c)
 HEADERS := $(wildcard include/opcore/*.h) $(wildcard src/*/*.h)
 
-.PHONY: all lib cli tests test test-c test-asan test-valgrind test-python demo bench install clean deps python
+.PHONY: all lib cli tests test test-c test-examples test-asan test-valgrind test-python demo bench install clean deps python
 
 all: lib cli tests
 

@@ -16,12 +16,16 @@ deps:
 test: deps
 	$(MAKE) all
 	$(MAKE) test-c
+	$(MAKE) test-examples
 	$(MAKE) test-asan
 	$(MAKE) test-valgrind
 	$(MAKE) test-python
 
 test-c: tests
 	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t; done
+
+test-examples: lib cli
+	examples/relu/run.sh
 
 test-asan:
 	$(MAKE) BUILD=$(ASAN_BUILD) OPT="-O1 -g" SAN="$(SAN_FLAGS)" lib cli tests
