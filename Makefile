@@ -46,7 +46,7 @@ $(BUILD)/libopcore.a: $(LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/opcore: $(CLI_OBJS) $(BUILD)/libopcore.so
-	$(CC) $(SAN) -o $@ $(CLI_OBJS) -L$(BUILD) -lopcore -Wl,-rpath,'$$ORIGIN' $(LDLIBS_ALL)
+	$(CC) $(SAN) -o $@ $(CLI_OBJS) -L$(BUILD) -lopcore -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' $(LDLIBS_ALL)
 
 $(BUILD)/opcore.pc: opcore.pc.in
 	@mkdir -p $(BUILD)
@@ -62,7 +62,7 @@ install: lib cli
 	install -m 755 $(BUILD)/libopcore.so $(DESTDIR)$(PREFIX)/lib/libopcore.so.0
 	ln -sf libopcore.so.0 $(DESTDIR)$(PREFIX)/lib/libopcore.so
 	install -m 644 $(BUILD)/libopcore.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 $(BUILD)/opcore.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' opcore.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/opcore.pc
 	install -m 755 $(BUILD)/opcore $(DESTDIR)$(PREFIX)/bin/
 
 clean:

@@ -26,6 +26,12 @@ test-c: tests
 
 test-examples: lib cli
 	examples/relu/run.sh
+	@# install into a staging prefix and build a host program with pkg-config
+	rm -rf $(BUILD)/stage
+	$(MAKE) install PREFIX=$(abspath $(BUILD)/stage)
+	PKG_CONFIG_PATH=$(abspath $(BUILD)/stage)/lib/pkgconfig sh -c '$(CC) examples/host/relu_host.c $$(pkg-config --cflags --libs opcore) -Wl,-rpath,$(abspath $(BUILD)/stage)/lib -o $(BUILD)/relu_host'
+	$(BUILD)/stage/bin/opcore build --name relu --compute examples/relu/tcm/relu.c --shape examples/relu/shape.c -o $(BUILD)/stage-out
+	$(BUILD)/relu_host $(BUILD)/stage-out/librelu.so
 
 test-asan:
 	$(MAKE) BUILD=$(ASAN_BUILD) OPT="-O1 -g" SAN="$(SAN_FLAGS)" lib cli tests

@@ -8,7 +8,10 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -504,6 +507,32 @@ static void test_engine_configure(void **state)
     assert_true(oc_engine_num_cores() >= 1);
 }
 
+static void previous_handler(int sig)
+{
+    _exit(40 + sig % 10);
+}
+
+static void test_foreign_faults_reach_previous_handler(void **state)
+{
+    (void)state;
+    if (getenv("OC_UNDER_VALGRIND")) return; /* the fault itself is what valgrind reports */
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* The host's own handler, installed before opcore's... */
+        signal(SIGSEGV, previous_handler);
+        oc_library *lib = test_build_and_load("foreign", args_compute, args_shape, (test_lib_options){0});
+        (void)lib;
+        /* ...still gets a fault that happens outside any kernel. */
+        volatile int *p = NULL;
+        *p = 1;
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 40 + SIGSEGV % 10);
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -522,6 +551,7 @@ int main(void)
         cmocka_unit_test(test_many_libraries_and_ops),
         cmocka_unit_test(test_many_threads),
         cmocka_unit_test(test_engine_configure),
+        cmocka_unit_test(test_foreign_faults_reach_previous_handler),
     };
     return cmocka_run_group_tests_name("engine", tests, NULL, teardown);
 }
