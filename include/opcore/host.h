@@ -58,7 +58,14 @@ static inline oc_value oc_value_int(int64_t i) { oc_value v; v.type = OC_ARG_INT
 static inline oc_value oc_value_bool(bool b) { oc_value v; v.type = OC_ARG_BOOL; v.v.b = b; return v; }
 static inline oc_value oc_value_scalar(oc_scalar s) { oc_value v; v.type = OC_ARG_SCALAR; v.v.scalar = s; return v; }
 
+/* The schema spelling of an argument type: "Tensor", "float", ... */
+const char *oc_arg_type_name(oc_arg_type type);
+
 /* ---- libraries ----------------------------------------------------------- */
+
+/* A counter that changes whenever a library is loaded or unloaded: caches
+ * of oc_op pointers compare it to know they are still valid. */
+uint64_t oc_registry_generation(void);
 
 /* Load an op library built by `opcore build` and register its ops. Fails
  * with OC_EABI for a library built for another ABI, OC_EEXIST if its name

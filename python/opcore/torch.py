@@ -168,4 +168,13 @@ def register_autograd(forward, backward):
 
     backward_fn.__name__ = f"{fwd._schema.name.split('::')[-1]}_backward_fn"
     torch.library.register_autograd(fwd.name(), backward_fn, setup_context=setup_context)
+    # An earlier trace (torch.compile) may have cached "no autograd kernel"
+    # in the op's Python-dispatcher cache: forget it.
+    _clear_dispatch_cache(fwd)
     return fwd
+
+
+def _clear_dispatch_cache(overload):
+    cache = getattr(overload, "_dispatch_cache", None)
+    if cache is not None:
+        cache.clear()

@@ -172,7 +172,8 @@ static const oc_op *lookup_op(const char *p, size_t n, char *qualname, size_t ca
     memcpy(qualname, p, len);
     qualname[len] = '\0';
 
-    uint64_t gen = atomic_load_explicit(&g_generation, memory_order_acquire);
+    /* Invalid after any library load/unload, or an explicit forget. */
+    uint64_t gen = atomic_load_explicit(&g_generation, memory_order_acquire) + oc_registry_generation();
     cache_entry *e = &t_cache[hash_name(p, n) % OC_JAX_CACHE_SLOTS];
     if (e->generation == gen && e->len == n && memcmp(e->name, p, n) == 0) return e->op;
 
@@ -243,18 +244,6 @@ static bool scalar_attr(const XLA_FFI_Scalar *s, oc_scalar *out)
     case XLA_FFI_DataType_PRED: *out = oc_scalar_bool(*(const uint8_t *)v != 0); return true;
     default: return false;
     }
-}
-
-static const char *arg_type_name(oc_arg_type t)
-{
-    switch (t) {
-    case OC_ARG_TENSOR: return "Tensor";
-    case OC_ARG_FLOAT: return "float";
-    case OC_ARG_INT: return "int";
-    case OC_ARG_BOOL: return "bool";
-    case OC_ARG_SCALAR: return "Scalar";
-    }
-    return "?";
 }
 
 /* Wrap an XLA buffer as a row-major oc_tensor view. */
@@ -353,7 +342,7 @@ static XLA_FFI_Error *run_op(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
             if (!oc_op_arg_default(op, i, &vals[i]))
                 err = make_error(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                                  "opcore: op '%s' (%s): missing argument '%s' (%s)", qualname,
-                                 oc_op_schema(op), aname, arg_type_name(type));
+                                 oc_op_schema(op), aname, oc_arg_type_name(type));
             continue;
         }
         oc_scalar s;
@@ -361,7 +350,7 @@ static XLA_FFI_Error *run_op(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
             !scalar_attr((const XLA_FFI_Scalar *)cf->attrs.attrs[k], &s)) {
             err = make_error(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                              "opcore: op '%s': argument '%s' (%s) must be a number attribute",
-                             qualname, aname, arg_type_name(type));
+                             qualname, aname, oc_arg_type_name(type));
             continue;
         }
         switch (type) {

@@ -3,6 +3,7 @@
  * call only has to fill argument slots. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,9 @@
 #include "opcore/host.h"
 
 static pthread_rwlock_t registry_lock = PTHREAD_RWLOCK_INITIALIZER;
+static _Atomic uint64_t registry_generation = 1;
+
+uint64_t oc_registry_generation(void) { return registry_generation; }
 static oc_library **libraries;
 static int num_libraries, cap_libraries;
 
@@ -113,6 +117,7 @@ static oc_status register_locked(oc_library *lib)
         cap_libraries = cap;
     }
     libraries[num_libraries++] = lib;
+    registry_generation++;
     return OC_OK;
 }
 
@@ -183,6 +188,7 @@ oc_status oc_library_unload(oc_library *lib)
         return oc_set_error(OC_ENOTFOUND, "oc_library_unload: library is not loaded");
     }
     libraries[i] = libraries[--num_libraries];
+    registry_generation++;
     if (num_libraries == 0) {
         free(libraries);
         libraries = NULL;

@@ -33,6 +33,8 @@ const char *oc__arg_c_type(oc_arg_type type)
     return "?";
 }
 
+const char *oc_arg_type_name(oc_arg_type type) { return oc__arg_schema_type(type); }
+
 const char *oc__arg_schema_type(oc_arg_type type)
 {
     for (int i = 0; i < NUM_ARG_TYPES; i++)

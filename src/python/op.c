@@ -220,6 +220,10 @@ static oc_status alloc_locked(alloc_ctx *c, const oc_tensor *meta, oc_tensor *ou
         Py_DECREF(t);
         return OC_ERROR;
     }
+    /* torch gives empty tensors a NULL data pointer; the runtime takes NULL
+     * for "no data" (a meta tensor), so point empty outputs at a dummy. */
+    static max_align_t empty_dummy;
+    if (!data) data = &empty_dummy;
     oc_status st = oc_tensor_init(out, data, meta->dtype, meta->ndim, meta->sizes);
     if (st != OC_OK) {
         Py_DECREF(t);

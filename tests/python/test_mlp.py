@@ -353,7 +353,7 @@ def test_opcore_loss_equals_baseline_every_step(variant):
     assert r["params_equal"]
     assert r["acc_opcore"] == r["acc_base"] and 0.0 <= r["acc_opcore"] <= 1.0
     if FASHION:
-        assert r["acc_opcore"] > 0.3  # 60 steps of SGD already beat chance (0.1)
+        assert r["acc_opcore"] > 0.15  # 60 steps of SGD on 960 images already beat chance (0.1)
 
 
 # ---- scale-out: torch.distributed, gloo, 2 processes ------------------------
@@ -391,7 +391,7 @@ def _ddp_worker(rank, world, port, variant, steps, out):
             loss = loss_fn(model(x), y)
             loss.backward()
             opt.step()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
         flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
         gathered = [torch.empty_like(flat) for _ in range(world)]
         dist.all_gather(gathered, flat)

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Run every benchmark and write bench/results/report.md (+ report.png), and
+# the summary into README.md. One command: `make bench` (or bench/run.sh
+# after `make lib cli python`). Ratios come from one run on this machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+mkdir -p bench/results
+make -s build/bench/relu_bench
+echo "== ReLU bandwidth, launch, build (C)"
+build/bench/relu_bench bench/results/relu.json
+echo "== per-call overhead and build time vs a PyTorch C++ extension"
+$PYTHON bench/torch_bench.py
+echo "== JAX custom call vs jnp"
+$PYTHON bench/jax_bench.py
+echo "== MLP training and inference"
+$PYTHON bench/mlp_bench.py --no-report "$@"
+$PYTHON bench/report.py --readme README.md
