@@ -95,6 +95,63 @@ def train(model, batches, epochs=EPOCHS, lr=LR, warmup=WARMUP_STEPS, max_steps=N
                 losses=losses)
 
 
+def run_interleaved(models, batches, epochs=EPOCHS, block=50, lr=LR, warmup=WARMUP_STEPS,
+                    max_steps=None, train=True, progress=None, desc="interleaved"):
+    """Train (or, with train=False, run inference with) several models on the
+    same batches, taking turns every `block` steps, the order rotating each
+    turn. Each model's time is summed over its own turns, so a burst of
+    other load on the machine slows every model alike and the ratios between
+    them stay fair. Every model sees exactly the batches it would see alone,
+    so the results (losses, weights) are those of separate runs.
+
+    Returns {name: {throughput, final_loss, steps}}: throughput is the last
+    epoch's iter/s without each epoch's first `warmup` steps, as in train()."""
+    names = list(models)
+    opt = {n: torch.optim.SGD(models[n].parameters(), lr=lr) for n in names} if train else {}
+    loss_fn = torch.nn.NLLLoss()
+    all_batches = list(batches)
+    if max_steps is not None:
+        all_batches = all_batches[:max_steps]
+    if len(all_batches) <= warmup:
+        raise ValueError(f"need more than {warmup} steps per epoch (have {len(all_batches)})")
+    for m in models.values():
+        m.train(train)
+    out = {n: dict(final_loss=None, steps=0) for n in names}
+    bar = Progress(epochs * len(all_batches) * len(names), desc, progress)
+    ctx = torch.enable_grad() if train else torch.no_grad()
+    with ctx:
+        for epoch in range(epochs):
+            secs = dict.fromkeys(names, 0.0)
+            for turn, lo in enumerate(range(0, len(all_batches), block)):
+                chunk = all_batches[lo:lo + block]
+                k = turn % len(names)
+                for n in names[k:] + names[:k]:
+                    model = models[n]
+                    # the first `warmup` steps of the epoch run untimed
+                    skip = max(0, min(warmup - lo, len(chunk)))
+                    for i, (x, y) in enumerate(chunk):
+                        if i == skip:
+                            t0 = time.perf_counter()
+                        if train:
+                            opt[n].zero_grad()
+                            loss = loss_fn(model(x), y)
+                            loss.backward()
+                            opt[n].step()
+                            out[n]["final_loss"] = loss.detach()
+                        else:
+                            model(x)
+                    if skip < len(chunk):
+                        secs[n] += time.perf_counter() - t0
+                    out[n]["steps"] += len(chunk)
+                    bar.update(len(chunk))
+    bar.close()
+    for n in names:
+        out[n]["throughput"] = (len(all_batches) - warmup) / secs[n]
+        if out[n]["final_loss"] is not None:
+            out[n]["final_loss"] = float(out[n]["final_loss"])
+    return out
+
+
 @torch.no_grad()
 def evaluate(model, batches):
     """Top-1 accuracy on `batches`: (accuracy in [0, 1], correct, total)."""

@@ -1,7 +1,8 @@
 /* src/profiler/hooks.h — what the runtime tells the profiler (internal).
  *
  * The runtime calls these at each event; when no profile is active the
- * only cost is one relaxed atomic load (oc__prof_on()). Timestamps are
+ * only cost is one relaxed atomic load (oc__prof_on()), or nothing at all
+ * with -DOC_PROFILER_COMPILED_OUT (see below). Timestamps are
  * oc__prof_now(): nanoseconds of CLOCK_MONOTONIC.
  *
  * Name strings passed in are only valid during the call: the profiler
@@ -36,10 +37,21 @@ typedef struct oc_prof_counters {
 
 extern atomic_int oc__prof_active;
 
+/* -DOC_PROFILER_COMPILED_OUT builds a libopcore whose runtime never asks
+ * the profiler anything (the hooks fold away): the baseline of the
+ * "profiler off costs nothing" benchmark (bench/profiler_bench.py). Such a
+ * library records nothing. */
+#ifdef OC_PROFILER_COMPILED_OUT
+static inline bool oc__prof_on(void)
+{
+    return false;
+}
+#else
 static inline bool oc__prof_on(void)
 {
     return atomic_load_explicit(&oc__prof_active, memory_order_relaxed) != 0;
 }
+#endif
 
 uint64_t oc__prof_now(void);
 

@@ -414,7 +414,10 @@ oc_status oc_profiler_step(int64_t step)
 
 bool oc_profiler_enabled(void)
 {
-    return oc__prof_on();
+    /* the deadline of ms_duration switches recording off lazily, at the
+     * first event past it; ask the clock so that a caller polling between
+     * events sees it too */
+    return oc__prof_on() && !past_deadline(oc__prof_now());
 }
 
 /* ---- files -------------------------------------------------------------- */

@@ -4,7 +4,9 @@
  * Per op (the name the runtime passes for its kernels and calls):
  *   calls      CALL spans of that name; without any (operator code called
  *              from elsewhere), the number of kernel launches, a launch
- *              being a maximal run of overlapping kernel spans
+ *              on n cores being n kernel spans, one per core, taken in
+ *              time order; its time runs from the first start to the
+ *              last end
  *   total, mean, min, max   over those calls
  *   kernel wall   time during which at least one core ran the op's kernel
  *   per core      kernel time on each engine core; balance = max / mean
@@ -172,6 +174,7 @@ double oc_profiler_membw_gbps(void)
 
 typedef struct kspan {
     uint32_t name;
+    uint32_t core, ncores;
     uint64_t t0, t1;
 } kspan;
 
@@ -242,6 +245,8 @@ void oc__psummary_compute(oc__pdata *d)
             ks[nk].name = e->name;
             ks[nk].t0 = e->t0;
             ks[nk].t1 = e->t1;
+            ks[nk].core = c;
+            ks[nk].ncores = e->ncores ? e->ncores : 1;
             nk++;
         }
     }
@@ -279,31 +284,53 @@ void oc__psummary_compute(oc__pdata *d)
     for (size_t i = 0; i < nk;) {
         uint32_t name = ks[i].name;
         oc__pop *op = &d->ops[op_of[name]];
-        uint64_t lo = ks[i].t0, hi = ks[i].t1, wall = 0, launches = 0;
-        uint64_t smin = UINT64_MAX, smax = 0;
+        uint64_t lo = ks[i].t0, hi = ks[i].t1, wall = 0;
         size_t j = i;
         for (; j < nk && ks[j].name == name; j++) {
             if (ks[j].t0 > hi) {
-                uint64_t seg = hi - lo;
-                wall += seg;
-                launches++;
-                if (seg < smin) smin = seg;
-                if (seg > smax) smax = seg;
+                wall += hi - lo;
                 lo = ks[j].t0;
                 hi = ks[j].t1;
             } else if (ks[j].t1 > hi) {
                 hi = ks[j].t1;
             }
         }
-        uint64_t seg = hi - lo;
-        wall += seg;
-        launches++;
-        if (seg < smin) smin = seg;
-        if (seg > smax) smax = seg;
+        wall += hi - lo;
         op->kernel_wall_ns = wall;
         if (op->calls == 0) {
+            /* no CALL spans: count launches. A launch of an op on n cores is
+             * n kernel spans, one per core, whose cores need not overlap in
+             * time (a tiny kernel ends on one core before another starts):
+             * in time order, a span opens a new launch when the current one
+             * already has its n spans or already has one on this core. */
+            uint64_t launches = 0, smin = UINT64_MAX, smax = 0, sum = 0;
+            uint64_t l0 = 0, l1 = 0, seen = 0;
+            uint32_t have = 0, want = 0;
+            for (size_t k = i; k <= j; k++) {
+                bool fresh = k == j || have == 0 || have >= want ||
+                             (ks[k].core < 64 && (seen >> ks[k].core) & 1u);
+                if (fresh && have) {
+                    uint64_t seg = l1 - l0;
+                    launches++;
+                    sum += seg;
+                    if (seg < smin) smin = seg;
+                    if (seg > smax) smax = seg;
+                }
+                if (k == j) break;
+                if (fresh) {
+                    l0 = ks[k].t0;
+                    l1 = ks[k].t1;
+                    have = 0;
+                    seen = 0;
+                    want = ks[k].ncores;
+                }
+                if (ks[k].t0 < l0) l0 = ks[k].t0;
+                if (ks[k].t1 > l1) l1 = ks[k].t1;
+                if (ks[k].core < 64) seen |= (uint64_t)1 << ks[k].core;
+                have++;
+            }
             op->calls = launches;
-            op->call_ns = wall;
+            op->call_ns = sum;
             op->min_ns = smin;
             op->max_ns = smax;
         }

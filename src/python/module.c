@@ -272,6 +272,7 @@ static PyObject *py_set_torch(PyObject *self, PyObject *args)
     Py_XSETREF(ocpy_tensor_type, Py_NewRef(tensor_type));
     Py_XSETREF(ocpy_empty_fn, Py_NewRef(empty));
     for (int i = 0; i < OC_NUM_DTYPES; i++) Py_XSETREF(ocpy_dtypes[i], Py_NewRef(PyTuple_GET_ITEM(dtypes, i)));
+    ocpy_tensor_attrs_init();
     Py_RETURN_NONE;
 }
 

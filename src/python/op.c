@@ -199,7 +199,25 @@ static oc_status alloc_locked(alloc_ctx *c, const oc_tensor *meta, oc_tensor *ou
             }
         }
         argv[n] = ocpy_dtypes[meta->dtype];
-        t = PyObject_Vectorcall(ocpy_empty_fn, argv, (size_t)n, ocpy_kwnames_dtype);
+        /* float32 is usually torch's default dtype: skip parsing dtype=
+         * then, and check that the default was indeed float32. */
+        t = NULL;
+        if (meta->dtype == OC_FLOAT32) {
+            t = PyObject_Vectorcall(ocpy_empty_fn, argv, (size_t)n, NULL);
+            if (t) {
+                PyObject *dt = ocpy_tensor_attr(t, OCPY_DTYPE);
+                if (!dt) Py_CLEAR(t);
+                else {
+                    if (dt != ocpy_dtypes[OC_FLOAT32]) Py_CLEAR(t); /* another default: redo */
+                    Py_DECREF(dt);
+                }
+            }
+            if (!t && PyErr_Occurred()) {
+                for (int d = 0; d < n; d++) Py_DECREF(argv[d]);
+                return OC_ENOMEM;
+            }
+        }
+        if (!t) t = PyObject_Vectorcall(ocpy_empty_fn, argv, (size_t)n, ocpy_kwnames_dtype);
         for (int d = 0; d < n; d++) Py_DECREF(argv[d]);
     } else {
         PyObject *sizes = sizes_tuple(meta);
@@ -209,7 +227,7 @@ static oc_status alloc_locked(alloc_ctx *c, const oc_tensor *meta, oc_tensor *ou
         Py_DECREF(sizes);
     }
     if (!t) return OC_ENOMEM;
-    PyObject *ptr = PyObject_CallMethodNoArgs(t, ocpy_str_data_ptr);
+    PyObject *ptr = ocpy_tensor_attr(t, OCPY_DATA_PTR);
     if (!ptr) {
         Py_DECREF(t);
         return OC_ERROR;

@@ -34,6 +34,13 @@ extern PyObject *ocpy_str_data_ptr, *ocpy_str_shape, *ocpy_str_stride, *ocpy_str
     *ocpy_str_is_cpu, *ocpy_str_device, *ocpy_str_dtype_kw;
 extern PyObject *ocpy_kwnames_dtype; /* ("dtype",) */
 
+/* torch.Tensor attributes, fetched fast for plain torch.Tensor objects
+ * (descriptors of torch._C.TensorBase, found by _set_torch) and through
+ * ordinary attribute lookup for anything else (FakeTensor, subclasses). */
+enum { OCPY_SHAPE, OCPY_DTYPE, OCPY_IS_CPU, OCPY_STRIDE, OCPY_DATA_PTR, OCPY_NUM_ATTRS };
+PyObject *ocpy_tensor_attr(PyObject *obj, int which);
+void ocpy_tensor_attrs_init(void);
+
 /* Raise the exception matching `st` with opcore's message for this thread
  * (oc_errmsg()); OC_EINVAL raises OpArgumentError. Returns NULL. */
 PyObject *ocpy_raise_status(oc_status st, const oc_op *op);

@@ -8,6 +8,41 @@
 
 #include <string.h>
 
+static PyObject *descrs[OCPY_NUM_ATTRS]; /* borrowed from TensorBase's dict */
+
+void ocpy_tensor_attrs_init(void)
+{
+    static const char *names[OCPY_NUM_ATTRS] = {"shape", "dtype", "is_cpu", "stride", "data_ptr"};
+    for (int i = 0; i < OCPY_NUM_ATTRS; i++) descrs[i] = NULL;
+    if (!ocpy_tensor_type) return;
+    PyTypeObject *base = ((PyTypeObject *)ocpy_tensor_type)->tp_base;
+    if (!base || !base->tp_dict) return;
+    for (int i = 0; i < OCPY_NUM_ATTRS; i++) {
+        /* torch.Tensor must not override it, and it must be what we expect */
+        PyObject *own = PyDict_GetItemString(((PyTypeObject *)ocpy_tensor_type)->tp_dict, names[i]);
+        PyObject *d = PyDict_GetItemString(base->tp_dict, names[i]);
+        bool ok = !own && d &&
+                  (i < OCPY_STRIDE ? Py_IS_TYPE(d, &PyGetSetDescr_Type) : Py_IS_TYPE(d, &PyMethodDescr_Type));
+        descrs[i] = ok ? d : NULL;
+    }
+}
+
+PyObject *ocpy_tensor_attr(PyObject *obj, int which)
+{
+    PyObject *d = descrs[which];
+    if (d && (PyObject *)Py_TYPE(obj) == ocpy_tensor_type) {
+        if (which < OCPY_STRIDE) return Py_TYPE(d)->tp_descr_get(d, obj, (PyObject *)Py_TYPE(obj));
+        return PyObject_Vectorcall(d, &obj, 1, NULL);
+    }
+    switch (which) {
+    case OCPY_SHAPE: return PyObject_GetAttr(obj, ocpy_str_shape);
+    case OCPY_DTYPE: return PyObject_GetAttr(obj, ocpy_str_dtype);
+    case OCPY_IS_CPU: return PyObject_GetAttr(obj, ocpy_str_is_cpu);
+    case OCPY_STRIDE: return PyObject_CallMethodNoArgs(obj, ocpy_str_stride);
+    default: return PyObject_CallMethodNoArgs(obj, ocpy_str_data_ptr);
+    }
+}
+
 int ocpy_dtype_of(PyObject *dtype_obj)
 {
     for (int i = 0; i < OC_NUM_DTYPES; i++)
@@ -81,7 +116,7 @@ int ocpy_view_tensor(const oc_op *op, int index, PyObject *obj, int meta, oc_ten
     }
 
     if (!meta) {
-        PyObject *is_cpu = PyObject_GetAttr(obj, ocpy_str_is_cpu);
+        PyObject *is_cpu = ocpy_tensor_attr(obj, OCPY_IS_CPU);
         if (!is_cpu) return -1;
         Py_DECREF(is_cpu); /* a bool singleton: the pointer stays valid */
         if (is_cpu != Py_True) {
@@ -98,7 +133,7 @@ int ocpy_view_tensor(const oc_op *op, int index, PyObject *obj, int meta, oc_ten
         }
     }
 
-    PyObject *dt = PyObject_GetAttr(obj, ocpy_str_dtype);
+    PyObject *dt = ocpy_tensor_attr(obj, OCPY_DTYPE);
     if (!dt) return -1;
     int dtype = ocpy_dtype_of(dt);
     if (dtype < 0) {
@@ -112,7 +147,7 @@ int ocpy_view_tensor(const oc_op *op, int index, PyObject *obj, int meta, oc_ten
     }
     Py_DECREF(dt);
 
-    PyObject *shape_obj = PyObject_GetAttr(obj, ocpy_str_shape);
+    PyObject *shape_obj = ocpy_tensor_attr(obj, OCPY_SHAPE);
     if (!shape_obj) return -1;
     PyObject *shape = as_tuple(shape_obj);
     Py_DECREF(shape_obj);
@@ -128,7 +163,7 @@ int ocpy_view_tensor(const oc_op *op, int index, PyObject *obj, int meta, oc_ten
     Py_DECREF(shape);
     if (rc < 0) return -1;
 
-    PyObject *stride_obj = PyObject_CallMethodNoArgs(obj, ocpy_str_stride);
+    PyObject *stride_obj = ocpy_tensor_attr(obj, OCPY_STRIDE);
     if (!stride_obj) {
         /* e.g. a sparse or nested tensor: no strides */
         return -1;
@@ -153,7 +188,7 @@ int ocpy_view_tensor(const oc_op *op, int index, PyObject *obj, int meta, oc_ten
         t->flags = OC_TENSOR_META;
         return 0;
     }
-    PyObject *ptr = PyObject_CallMethodNoArgs(obj, ocpy_str_data_ptr);
+    PyObject *ptr = ocpy_tensor_attr(obj, OCPY_DATA_PTR);
     if (!ptr) return -1;
     t->data = PyLong_AsVoidPtr(ptr);
     Py_DECREF(ptr);

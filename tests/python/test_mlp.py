@@ -400,6 +400,7 @@ def _ddp_worker(rank, world, port, variant, steps, out):
             with open(out, "w") as f:
                 json.dump(dict(identical=all(torch.equal(gathered[0], g) for g in gathered[1:]),
                                moved=moved, losses=losses, world=world), f)
+        dist.barrier()  # both ranks done before either tears the connections down
     finally:
         dist.destroy_process_group()
 

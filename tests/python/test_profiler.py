@@ -292,3 +292,50 @@ def test_errors(tmp_path):
     with pytest.raises(ValueError, match="no open block"):
         _C.profiler_end()
     assert profiler.membw_gbps() == 20.0
+
+
+def test_jax_ops_are_recorded(relu_ops, tmp_path):
+    jax = pytest.importorskip("jax")
+    ojax = pytest.importorskip("opcore.jax")
+    import numpy as np
+    relu = ojax.op(FWD)
+    f = jax.jit(lambda x: relu(x) * 2)
+    x = np.random.default_rng(0).standard_normal((64, 256), dtype=np.float32)
+    f(x).block_until_ready()  # compile outside the profile
+    with profiler.profile(logdir=str(tmp_path), run_name="jax") as p:
+        for i in range(3):
+            profiler.step(i)
+            with profiler.trace("jax_step"):
+                np.testing.assert_allclose(f(x), np.maximum(x, 0) * 2, rtol=1e-6)
+    ev = load_trace(p)["traceEvents"]
+    kernels = [e for e in ev if e["ph"] == "X" and e.get("cat") == "kernel" and e["name"] == FWD]
+    ncores = kernels[0]["args"]["ncores"]
+    assert {e["args"]["core"] for e in kernels} == set(range(ncores))
+    assert len(kernels) == 3 * ncores
+    assert sum(1 for e in ev if e.get("cat") == "block" and e["name"] == "jax_step") == 3
+    o = {o["op"]: o for o in p.summary["ops"]}[FWD]
+    assert o["calls"] == 3 and o["kernels"] == 3 * ncores
+    assert o["bytes"] >= 3 * 2 * x.nbytes
+
+
+def test_demo_runs_end_to_end(tmp_path):
+    """examples/profiler/demo.py (seed 004's demo) with a tiny number of steps."""
+    import sys
+    env = dict(os.environ, OPCORE_PROFILE_QUIET="1", OPCORE_MEMBW_GBPS="20")
+    logdir = tmp_path / "logs"
+    r = subprocess.run(
+        [sys.executable, os.path.join(REPO, "examples", "profiler", "demo.py"), "--logdir", str(logdir),
+         "--run-name", "demo", "--epochs", "3", "--build-directory", str(tmp_path / "build")],
+        capture_output=True, text=True, timeout=300, env=env, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    assert "End Training" in r.stdout
+    for rel in ("demo.trace.json.gz", "demo.summary.json", "demo.summary.csv", "demo.report.html"):
+        assert (logdir / rel).stat().st_size > 0, rel
+    xplanes = list((logdir / "plugins" / "profile" / "demo").glob("*.xplane.pb"))
+    assert len(xplanes) == 1 and xplanes[0].stat().st_size > 0
+    s = json.loads((logdir / "demo.summary.json").read_text())
+    assert s["steps"] == 3
+    blocks = {b["name"]: b["count"] for b in s["blocks"]}
+    assert blocks["model_build"] == blocks["loss_backward"] == blocks["optimizer_step"] == 3
+    ops = {o["op"]: o for o in s["ops"]}
+    assert ops[FWD]["calls"] == 6 and ops[BWD]["calls"] == 6  # two ReLUs per step

@@ -1,0 +1,98 @@
+/* src/build/build_internal.h — the build tool's internals (not public).
+ *
+ * build.c    oc_build: validation, the two checks, link, atomic install
+ * jobs.c     running compiler commands in parallel, capturing their output
+ * cache.c    content hashing, the compiler's identity, stamp files
+ * sigcheck.c generated prototype headers and reading "conflicting types"
+ * strbuf.c   growable strings and argument vectors
+ */
+#ifndef OPCORE_BUILD_INTERNAL_H
+#define OPCORE_BUILD_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "opcore/build.h"
+
+/* ---- strings and argv ---------------------------------------------------- */
+
+typedef struct oc__sb {
+    char *s;
+    size_t len, cap;
+    bool oom;
+} oc__sb;
+
+void oc__sb_put(oc__sb *b, const char *s);
+void oc__sb_putn(oc__sb *b, const char *s, size_t n);
+void oc__sb_printf(oc__sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void oc__sb_free(oc__sb *b);
+static inline const char *oc__sb_str(const oc__sb *b) { return b->s ? b->s : ""; }
+
+typedef struct oc__argv {
+    char **v; /* NULL-terminated */
+    int n, cap;
+    bool oom;
+} oc__argv;
+
+void oc__argv_add(oc__argv *a, const char *s);
+void oc__argv_addf(oc__argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void oc__argv_extend(oc__argv *a, const oc__argv *b);
+void oc__argv_free(oc__argv *a);
+/* Append the words of `s`, split on blanks; '...' and "..." quote, \ escapes. */
+void oc__argv_split(oc__argv *a, const char *s);
+/* The command as a shell would read it (quoted where needed). */
+void oc__argv_format(const oc__argv *a, oc__sb *out);
+
+/* Read a whole file; NULL (errno set) on failure. */
+char *oc__read_file(const char *path, size_t *len);
+
+/* ---- jobs ------------------------------------------------------------------ */
+
+typedef struct oc__job {
+    oc__argv argv;      /* the command */
+    const char *what;   /* "compute source relu.c" (for messages) */
+    int exit_code;      /* 0 ok; -1 could not start; 128+sig if killed */
+    char *output;       /* stdout + stderr as written */
+    size_t output_len;
+} oc__job;
+
+/* Run every job, at most `parallel` at a time (stdout and stderr captured
+ * through a pipe). Returns the number that failed. */
+int oc__jobs_run(oc__job *jobs, int njobs, int parallel, bool verbose);
+void oc__job_free(oc__job *job);
+/* Usable CPUs (affinity mask). */
+int oc__num_cpus(void);
+
+/* ---- cache ---------------------------------------------------------------- */
+
+typedef struct oc__hash {
+    uint64_t lo, hi;
+} oc__hash;
+
+/* The compiler's identity (resolved path, stat, `--version` output), once
+ * per process per compiler command. Fails if the compiler cannot run. */
+oc_status oc__compiler_identity(const oc__argv *cc, const char **out);
+
+void oc__hash_hex(oc__hash h, char out[33]);
+
+typedef struct oc__stamp {
+    char key[33];
+    char full[33];
+    long long lib_size;
+    long long lib_mtime_ns;
+    oc__argv deps;
+} oc__stamp;
+
+bool oc__stamp_read(const char *path, oc__stamp *out);
+oc_status oc__stamp_write(const char *path, const oc__stamp *st);
+void oc__stamp_free(oc__stamp *st);
+/* Hash of `key` + the contents of each dependency; false if one is gone. */
+bool oc__deps_hash(const char *key_hex, const oc__argv *deps, oc__hash *out);
+/* Add the prerequisites in a make-style .d file to `deps` (skipping those
+ * under `skip_prefix` and duplicates). */
+void oc__deps_parse(const char *dfile, const char *skip_prefix, oc__argv *deps);
+
+/* ---- signature check ------------------------------------------------------ */
+
+#endif /* OPCORE_BUILD_INTERNAL_H */
