@@ -13,6 +13,8 @@ echo "== per-call overhead and build time vs a PyTorch C++ extension"
 $PYTHON bench/torch_bench.py
 echo "== JAX custom call vs jnp"
 $PYTHON bench/jax_bench.py
+echo "== profiler overhead (off and on)"
+$PYTHON bench/profiler_bench.py
 echo "== MLP training and inference"
 $PYTHON bench/mlp_bench.py --no-report "$@"
 $PYTHON bench/report.py --readme README.md

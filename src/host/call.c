@@ -240,11 +240,14 @@ oc_status oc_op_call(const oc_op *op, const oc_value *args, int nargs, oc_tensor
     call_frame f;
     oc_tensor meta;
     if (!op || !out) return oc_set_error(OC_EINVAL, "oc_op_call: op and out are required");
+    uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
     oc_status st = bind_args(op, args, nargs, true, &f);
     if (!st) st = infer(op, &f, &meta);
     if (!st) st = check_out(op, &meta, out, "the caller's");
     if (!st) st = bind_args(op, args, nargs, false, &f);
-    return st ? st : execute(op, &f, out);
+    if (!st) st = execute(op, &f, out);
+    if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());
+    return st;
 }
 
 oc_status oc_op_run(const oc_op *op, const oc_value *args, int nargs, oc_alloc_fn alloc,

@@ -49,7 +49,8 @@ static inline bool oc__prof_on(void)
 #else
 static inline bool oc__prof_on(void)
 {
-    return atomic_load_explicit(&oc__prof_active, memory_order_relaxed) != 0;
+    /* unlikely: keeps the recording code out of the runtime's hot path */
+    return __builtin_expect(atomic_load_explicit(&oc__prof_active, memory_order_relaxed) != 0, 0);
 }
 #endif
 

@@ -13,7 +13,9 @@
  */
 #include "pyopcore.h"
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -159,6 +161,8 @@ static int convert(OpObject *o, PyObject **bound, int meta, oc_value *vals, oc_t
 /* ---- the output allocator --------------------------------------------------- */
 
 typedef struct {
+    PyThreadState *tstate; /* the caller's, saved while the GIL is released */
+    pthread_t thread;      /* the caller's thread */
     const oc_op *op;
     PyObject *result;                     /* the torch tensor made */
     PyObject *exc_type, *exc_value, *exc_tb; /* a Python error inside the allocator */
@@ -254,13 +258,20 @@ static oc_status alloc_locked(alloc_ctx *c, const oc_tensor *meta, oc_tensor *ou
 static oc_status alloc_cb(void *vctx, const oc_tensor *meta, oc_tensor *out)
 {
     alloc_ctx *c = vctx;
-    PyGILState_STATE g = PyGILState_Ensure();
+    /* Re-take the GIL: on the calling thread (always, today) by restoring
+     * its saved thread state, the cheapest way; on any other thread
+     * through PyGILState. */
+    bool same = c->tstate && pthread_equal(c->thread, pthread_self());
+    PyGILState_STATE g = PyGILState_UNLOCKED;
+    if (same) PyEval_RestoreThread(c->tstate);
+    else g = PyGILState_Ensure();
     oc_status st = alloc_locked(c, meta, out);
     if (st != OC_OK && PyErr_Occurred()) {
         PyErr_Fetch(&c->exc_type, &c->exc_value, &c->exc_tb);
         oc_set_error(st, "op '%s': allocating the output failed (a Python exception)", oc_op_qualname(c->op));
     }
-    PyGILState_Release(g);
+    if (same) c->tstate = PyEval_SaveThread();
+    else PyGILState_Release(g);
     return st;
 }
 
@@ -275,12 +286,13 @@ static PyObject *op_vectorcall(PyObject *self, PyObject *const *args, size_t nar
     if (bind(o, args, PyVectorcall_NARGS(nargsf), kwnames, bound) < 0) return NULL;
     if (convert(o, bound, 0, vals, tensors) < 0) return NULL;
 
-    alloc_ctx ctx = {o->op, NULL, NULL, NULL, NULL};
+    alloc_ctx ctx = {NULL, pthread_self(), o->op, NULL, NULL, NULL, NULL};
     oc_tensor out;
-    oc_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = oc_op_run(o->op, vals, o->nargs, alloc_cb, &ctx, &out);
-    Py_END_ALLOW_THREADS
+    /* The GIL is released while the op runs (kernels may run long); the
+     * allocator callback re-takes it for torch.empty. */
+    ctx.tstate = PyEval_SaveThread();
+    oc_status st = oc_op_run(o->op, vals, o->nargs, alloc_cb, &ctx, &out);
+    PyEval_RestoreThread(ctx.tstate);
     if (st == OC_OK) return ctx.result;
     Py_XDECREF(ctx.result);
     if (ctx.exc_type) {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -523,7 +524,7 @@ static void test_foreign_faults_reach_previous_handler(void **state)
         oc_library *lib = test_build_and_load("foreign", args_compute, args_shape, (test_lib_options){0});
         (void)lib;
         /* ...still gets a fault that happens outside any kernel. */
-        volatile int *p = NULL;
+        volatile int *p = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         *p = 1;
         _exit(0);
     }
