@@ -6,11 +6,11 @@ examples/relu variant vs the baseline. All ratios come from this one run.
     python bench/mlp_bench.py            # full: 4 epochs, 3 rounds, then the report
     python bench/mlp_bench.py --quick    # 1 epoch, 1 round (a smoke run)
 
-Every measurement is a separate process (examples/mlp/train*.py and
-inference.py with --json), because one process can hold only one ReLU
-variant. Configurations are run in rounds, each round visiting all of them
-(rotated order), and the median over rounds is reported, so a noisy moment on
-the machine hits baseline and opcore alike.
+Every measurement is a separate process (one process can hold only one ReLU
+variant) that runs the opcore model and the torch.relu baseline together,
+taking turns every 50 steps on the same batches (examples/mlp/loop.py
+run_interleaved): a noisy moment on the machine hits both alike. Variants
+are measured in rounds (rotated order) and medians over rounds reported.
 
 Writes bench/results/mlp_train.json and mlp_inference.json in the report
 format (see bench/report.py), then runs bench/report.py unless --no-report.
@@ -41,49 +41,8 @@ VARIANT_NAMES = {
 }
 
 
-def run_json(cmd, env):
-    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
-        out = f.name
-    try:
-        t0 = time.perf_counter()
-        r = subprocess.run(cmd + ["--json", out, "--no-progress"], capture_output=True,
-                           text=True, env=env, cwd=MLP)
-        wall = time.perf_counter() - t0
-        if r.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
-        with open(out) as f:
-            res = json.load(f)
-        res["wall_seconds"] = wall
-        return res
-    finally:
-        os.unlink(out)
-
-
-def rounds(configs, n, env, log):
-    """Run every config once per round, rotating the order; returns
-    {name: [result, ...]}."""
-    samples = {name: [] for name, _ in configs}
-    for i in range(n):
-        k = i % len(configs)
-        for name, cmd in configs[k:] + configs[:k]:
-            res = run_json(cmd, env)
-            samples[name].append(res)
-            log(f"  round {i + 1}/{n} {name:12s} {res['throughput']:10.2f} iter/s")
-    return samples
-
-
 def median(xs):
     return statistics.median(xs) if xs else float("nan")
-
-
-def best(samples):
-    """The fastest round: other load on the machine only ever slows a run
-    down, so the best round is the least disturbed estimate; ratios use it."""
-    return max(r["throughput"] for r in samples)
-
-
-def med(samples):
-    return median([r["throughput"] for r in samples])
 
 
 def worker(mode, variant, epochs, data_dir, threads):

@@ -34,9 +34,10 @@ bool oc__in_shape_fn(void);
 oc_tensor *oc__tensor_new(oc_dtype dtype, int ndim, const int64_t *sizes);
 
 /* Check an argument of an opcore function: fails (oc__raise, OC_EMETA)
- * if `t` has no data outside a shape function; `what` names the caller,
- * e.g. "oc_add: argument 'a'". Returns false after raising. */
-bool oc__require_data(const oc_tensor *t, const char *what);
+ * if `t` has no data outside a shape function. `fn` and `arg` name it in
+ * the message ("oc_add: argument 'a'"); formatted only on failure, since
+ * this runs on every call. Returns false after raising. */
+bool oc__require_data(const oc_tensor *t, const char *fn, const char *arg);
 
 /* Element value as double / store a double, for any dtype (slow path). */
 double oc__load_as_double(const void *p, oc_dtype dtype);

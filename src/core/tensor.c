@@ -164,14 +164,14 @@ void oc_tensor_free(oc_tensor *t)
     free(b);
 }
 
-bool oc__require_data(const oc_tensor *t, const char *what)
+bool oc__require_data(const oc_tensor *t, const char *fn, const char *arg)
 {
     if (!t) {
-        oc__raise(OC_EINVAL, "%s is NULL", what);
+        oc__raise(OC_EINVAL, "%s: argument '%s' is NULL", fn, arg);
         return false;
     }
-    if (!t->data && !oc__in_shape_fn()) {
-        oc__raise(OC_EMETA, "%s is a meta tensor (no data)", what);
+    if (!t->data && oc_numel(t) > 0 && !oc__in_shape_fn()) {
+        oc__raise(OC_EMETA, "%s: argument '%s' is a meta tensor (no data)", fn, arg);
         return false;
     }
     return true;

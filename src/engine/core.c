@@ -128,6 +128,7 @@ static oc_status ensure_stack(oc_core *c, size_t requested)
     c->stack_lo = map + OC_STACK_GUARD;
     c->stack_size = usable;
     c->stack_requested = requested;
+    getcontext(&c->kernel_ctx);
 #ifdef OC_HAVE_VALGRIND
     VALGRIND_STACK_REGISTER(c->stack_lo, c->stack_lo + usable);
 #endif
@@ -215,7 +216,8 @@ oc_status oc__core_run(oc_core *c, oc_exec *e, oc_core_mode mode, uint32_t id, u
     } else {
         oc_status st = ensure_stack(c, e->op->stack_size);
         if (st != OC_OK) { tls_running = outer; c->mode = OC_MODE_IDLE; return st; }
-        getcontext(&c->kernel_ctx);
+        /* getcontext (a syscall) ran once when the stack was made; makecontext
+         * just re-points the saved context at the trampoline. */
         c->kernel_ctx.uc_stack.ss_sp = c->stack_lo;
         c->kernel_ctx.uc_stack.ss_size = c->stack_size;
         c->kernel_ctx.uc_link = &c->host_ctx;

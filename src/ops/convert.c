@@ -152,10 +152,10 @@ static void oc__copy_raw(oc_tensor *dst, const oc_tensor *src)
 
 oc_tensor *oc_fill_(oc_tensor *t, double value)
 {
-    char what[64];
+
     if (!oc__check_tensor_arg(t, "oc_fill_", false, "t", true))
         return NULL;
-    if (!oc__require_data(t, oc__argname(what, sizeof what, "oc_fill_", false, "t")))
+    if (!oc__require_data(t, "oc_fill_", "t"))
         return NULL;
     if (!oc__in_shape_fn() && !oc_is_meta(t))
         oc__fill_raw(t, value);
@@ -164,7 +164,7 @@ oc_tensor *oc_fill_(oc_tensor *t, double value)
 
 oc_tensor *oc_copy_(oc_tensor *dst, const oc_tensor *src)
 {
-    char what[64], a[400], b[400];
+    char a[400], b[400];
     if (!oc__check_tensor_arg(dst, "oc_copy_", false, "dst", true) ||
         !oc__check_tensor_arg(src, "oc_copy_", false, "src", false))
         return NULL;
@@ -173,8 +173,8 @@ oc_tensor *oc_copy_(oc_tensor *dst, const oc_tensor *src)
                   oc_shape_str(src, a, sizeof a), oc_shape_str(dst, b, sizeof b));
         return NULL;
     }
-    if (!oc__require_data(dst, oc__argname(what, sizeof what, "oc_copy_", false, "dst")) ||
-        !oc__require_data(src, oc__argname(what, sizeof what, "oc_copy_", false, "src")))
+    if (!oc__require_data(dst, "oc_copy_", "dst") ||
+        !oc__require_data(src, "oc_copy_", "src"))
         return NULL;
     if (!oc__in_shape_fn() && !oc_is_meta(dst) && !oc_is_meta(src))
         oc__copy_raw(dst, src);
@@ -183,7 +183,7 @@ oc_tensor *oc_copy_(oc_tensor *dst, const oc_tensor *src)
 
 oc_tensor *oc_to_dtype(const oc_tensor *t, oc_dtype dtype)
 {
-    char what[64];
+
     if (!oc__check_tensor_arg(t, "oc_to_dtype", false, "t", false))
         return NULL;
     if (!oc_dtype_is_valid(dtype)) {
@@ -191,7 +191,7 @@ oc_tensor *oc_to_dtype(const oc_tensor *t, oc_dtype dtype)
                   (int)dtype);
         return NULL;
     }
-    if (!oc__require_data(t, oc__argname(what, sizeof what, "oc_to_dtype", false, "t")))
+    if (!oc__require_data(t, "oc_to_dtype", "t"))
         return NULL;
     oc_tensor *r = oc__tensor_new(dtype, t->ndim, t->sizes);
     if (r && !oc_is_meta(r) && !oc_is_meta(t))

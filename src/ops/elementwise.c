@@ -15,6 +15,16 @@ const char *oc__argname(char *buf, size_t len, const char *fn, bool is_out, cons
     return buf;
 }
 
+/* oc__require_data with the "_out" spelling for out variants; the name is
+ * only formatted when the check fails (this runs on every call). */
+static bool require_data(const oc_tensor *t, const char *fn, bool is_out, const char *arg)
+{
+    char what[64];
+    if (t && (t->data || oc_numel(t) == 0 || oc__in_shape_fn())) return true;
+    snprintf(what, sizeof what, "%s%s", fn, is_out ? "_out" : "");
+    return oc__require_data(t, what, arg);
+}
+
 bool oc__check_tensor_arg(const oc_tensor *t, const char *fn, bool is_out, const char *arg,
                           bool writable)
 {
@@ -96,21 +106,21 @@ static bool oc__check_inputs(const oc__ew_op *op, bool is_out, const oc_tensor *
                   fn, is_out ? "_out" : "", op->int_p0, p0, oc_dtype_name(a->dtype));
         return false;
     }
-    if (!oc__require_data(a, oc__argname(what, sizeof what, fn, is_out, "a")))
+    if (!require_data(a, fn, is_out, "a"))
         return false;
-    return op->arity == 1 || oc__require_data(b, oc__argname(what, sizeof what, fn, is_out, "b"));
+    return op->arity == 1 || require_data(b, fn, is_out, "b");
 }
 
 oc_tensor *oc__ew_apply(const oc__ew_op *op, bool is_out, oc_tensor *out, const oc_tensor *a,
                         const oc_tensor *b, double p0, double p1)
 {
-    char what[64];
+
     if (!oc__check_inputs(op, is_out, a, b, p0))
         return NULL;
     if (is_out) {
         if (!oc__check_tensor_arg(out, op->name, true, "out", true) ||
             !oc__check_like(out, a, op->name, true, "out") ||
-            !oc__require_data(out, oc__argname(what, sizeof what, op->name, true, "out")))
+            !require_data(out, op->name, true, "out"))
             return NULL;
     } else {
         out = oc__tensor_new(a->dtype, a->ndim, a->sizes);
