@@ -17,17 +17,7 @@
 
 /* ---- strings and argv ---------------------------------------------------- */
 
-typedef struct oc__sb {
-    char *s;
-    size_t len, cap;
-    bool oom;
-} oc__sb;
-
-void oc__sb_put(oc__sb *b, const char *s);
-void oc__sb_putn(oc__sb *b, const char *s, size_t n);
-void oc__sb_printf(oc__sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void oc__sb_free(oc__sb *b);
-static inline const char *oc__sb_str(const oc__sb *b) { return b->s ? b->s : ""; }
+#include "core/strbuf.h"
 
 typedef struct oc__argv {
     char **v; /* NULL-terminated */

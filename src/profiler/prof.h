@@ -12,6 +12,7 @@
 #ifndef OPCORE_PROFILER_PROF_H
 #define OPCORE_PROFILER_PROF_H
 
+#include "core/strbuf.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -92,8 +93,7 @@ const char *oc__pkind_name(unsigned kind);
 
 /* growable byte buffer; with `gz` set it flushes to it when large */
 typedef struct oc__pw {
-    char *p;
-    size_t n, cap;
+    oc__sb buf;    /* pending text (all of it when writing to memory) */
     void *gz;      /* gzFile or NULL */
     FILE *f;       /* FILE or NULL */
     bool failed;

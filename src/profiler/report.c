@@ -300,7 +300,7 @@ oc_status oc__pexport_html(const oc__pdata *d, const char *path)
     oc__pw_puts(&s, JS);
     oc__pw_puts(&s, "</script></body></html>\n");
     oc__pw_flush(&s);
-    bool failed = s.failed;
+    bool failed = s.failed || s.buf.oom;
     oc__pw_free(&s);
     if (fclose(f) != 0) failed = true;
     for (uint32_t i = 0; i < nr; i++) free(rows[i].level);

@@ -382,7 +382,7 @@ static void csv_field(oc__pw *s, const char *str)
 static oc_status write_file(const char *path, const oc__pw *s)
 {
     FILE *f = fopen(path, "w");
-    bool bad = !f || s->failed || fwrite(s->p, 1, s->n, f) != s->n;
+    bool bad = !f || s->failed || s->buf.oom || fwrite(s->buf.s, 1, s->buf.len, f) != s->buf.len;
     if (f && fclose(f) != 0) bad = true;
     if (bad) return oc_set_error(OC_EIO, "oc_profiler_stop: writing '%s' failed", path);
     return OC_OK;

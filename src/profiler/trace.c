@@ -149,7 +149,7 @@ oc_status oc__pexport_trace(const oc__pdata *d, const char *path)
     }
     oc__pw_puts(&s, "\n]}\n");
     oc__pw_flush(&s);
-    bool failed = s.failed;
+    bool failed = s.failed || s.buf.oom;
     oc__pw_free(&s);
     if (gzclose(gz) != Z_OK) failed = true;
     if (failed) return oc_set_error(OC_EIO, "oc_profiler_stop: writing '%s' failed", path);

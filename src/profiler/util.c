@@ -1,6 +1,7 @@
 /* src/profiler/util.c — a growable text buffer for the exporters, with
  * JSON and HTML escaping; it can stream to a gzFile or a FILE. */
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -11,42 +12,28 @@
 
 void oc__pw_flush(oc__pw *s)
 {
-    if (!s->n) return;
+    if (s->buf.oom) s->failed = true;
+    if (!s->buf.len) return;
     if (s->gz) {
-        if (gzwrite((gzFile)s->gz, s->p, (unsigned)s->n) != (int)s->n) s->failed = true;
-        s->n = 0;
+        if (gzwrite((gzFile)s->gz, s->buf.s, (unsigned)s->buf.len) != (int)s->buf.len) s->failed = true;
+        s->buf.len = 0;
     } else if (s->f) {
-        if (fwrite(s->p, 1, s->n, s->f) != s->n) s->failed = true;
-        s->n = 0;
+        if (fwrite(s->buf.s, 1, s->buf.len, s->f) != s->buf.len) s->failed = true;
+        s->buf.len = 0;
     }
 }
 
-static bool sb_reserve(oc__pw *s, size_t extra)
+/* Writers to a file flush every SB_FLUSH_AT bytes; in-memory ones keep all. */
+static void maybe_flush(oc__pw *s)
 {
-    if (s->n + extra + 1 <= s->cap) return true;
-    if ((s->gz || s->f) && s->n) {
-        oc__pw_flush(s);
-        if (s->n + extra + 1 <= s->cap) return true;
-    }
-    size_t ncap = s->cap ? s->cap : 4096;
-    while (ncap < s->n + extra + 1) ncap *= 2;
-    char *np = realloc(s->p, ncap);
-    if (!np) {
-        s->failed = true;
-        return false;
-    }
-    s->p = np;
-    s->cap = ncap;
-    return true;
+    if (s->buf.oom) s->failed = true;
+    if ((s->gz || s->f) && s->buf.len >= SB_FLUSH_AT) oc__pw_flush(s);
 }
 
 void oc__pw_put(oc__pw *s, const void *p, size_t n)
 {
-    if (!sb_reserve(s, n)) return;
-    memcpy(s->p + s->n, p, n);
-    s->n += n;
-    s->p[s->n] = 0;
-    if ((s->gz || s->f) && s->n >= SB_FLUSH_AT) oc__pw_flush(s);
+    oc__sb_putn(&s->buf, p, n);
+    maybe_flush(s);
 }
 
 void oc__pw_puts(oc__pw *s, const char *str)
@@ -56,22 +43,16 @@ void oc__pw_puts(oc__pw *s, const char *str)
 
 void oc__pw_printf(oc__pw *s, const char *fmt, ...)
 {
-    char small[512];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n < sizeof small) {
-        oc__pw_put(s, small, (size_t)n);
-        return;
-    }
-    if (!sb_reserve(s, (size_t)n)) return;
+    if (n < 0 || !oc__sb_reserve(&s->buf, (size_t)n)) { s->failed = true; return; }
     va_start(ap, fmt);
-    vsnprintf(s->p + s->n, (size_t)n + 1, fmt, ap);
+    vsnprintf(s->buf.s + s->buf.len, (size_t)n + 1, fmt, ap);
     va_end(ap);
-    s->n += (size_t)n;
-    if ((s->gz || s->f) && s->n >= SB_FLUSH_AT) oc__pw_flush(s);
+    s->buf.len += (size_t)n;
+    maybe_flush(s);
 }
 
 void oc__pw_json_str(oc__pw *s, const char *str)
@@ -125,12 +106,7 @@ void oc__pw_html(oc__pw *s, const char *str)
     oc__pw_puts(s, run);
 }
 
-void oc__pw_free(oc__pw *s)
-{
-    free(s->p);
-    s->p = NULL;
-    s->n = s->cap = 0;
-}
+void oc__pw_free(oc__pw *s) { oc__sb_free(&s->buf); }
 
 uint8_t *oc__plane_assign(const oc__ptrack *t, int *nlanes)
 {

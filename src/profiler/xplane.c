@@ -81,14 +81,14 @@ static void pb_str(oc__pw *s, unsigned field, const char *str)
 static size_t pb_open(oc__pw *s, unsigned field)
 {
     pb_tag(s, field, WT_LEN);
-    return s->n;
+    return s->buf.len;
 }
 
 /* Close it: insert the body's length (varint) before the body. */
 static void pb_close(oc__pw *s, size_t start)
 {
     if (s->failed) return;
-    size_t len = s->n - start;
+    size_t len = s->buf.len - start;
     unsigned char b[10];
     size_t k = 0;
     uint64_t v = len;
@@ -99,8 +99,8 @@ static void pb_close(oc__pw *s, size_t start)
     b[k++] = (unsigned char)v;
     oc__pw_put(s, b, k);  /* grow by k */
     if (s->failed) return;
-    memmove(s->p + start + k, s->p + start, len);
-    memcpy(s->p + start, b, k);
+    memmove(s->buf.s + start + k, s->buf.s + start, len);
+    memcpy(s->buf.s + start, b, k);
 }
 
 static void stat_u(oc__pw *s, unsigned id, uint64_t v)
@@ -281,10 +281,10 @@ oc_status oc__pexport_xplane(const oc__pdata *d, const char *path)
 
     free(pc.used);
     free(pc.step_ids);
-    bool failed = s.failed;
+    bool failed = s.failed || s.buf.oom;
     if (!failed) {
         FILE *f = fopen(path, "wb");
-        if (!f || fwrite(s.p, 1, s.n, f) != s.n) failed = true;
+        if (!f || fwrite(s.buf.s, 1, s.buf.len, f) != s.buf.len) failed = true;
         if (f && fclose(f) != 0) failed = true;
     }
     oc__pw_free(&s);

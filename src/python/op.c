@@ -35,18 +35,6 @@ typedef struct {
 
 /* ---- binding arguments ---------------------------------------------------- */
 
-static const char *type_spelling(oc_arg_type t)
-{
-    switch (t) {
-    case OC_ARG_TENSOR: return "Tensor";
-    case OC_ARG_FLOAT: return "float";
-    case OC_ARG_INT: return "int";
-    case OC_ARG_BOOL: return "bool";
-    case OC_ARG_SCALAR: return "Scalar";
-    }
-    return "?";
-}
-
 /* Put positional and keyword arguments into schema order; slots of missing
  * arguments stay NULL. */
 static int bind(OpObject *o, PyObject *const *args, Py_ssize_t n, PyObject *kwnames, PyObject **bound)
@@ -94,7 +82,7 @@ static int bind(OpObject *o, PyObject *const *args, Py_ssize_t n, PyObject *kwna
 static int wrong_type(const oc_op *op, int i, oc_arg_type want, PyObject *got)
 {
     ocpy_arg_error(op, "argument %d '%s': expected %s, got %s", i + 1, oc_op_arg_name(op, i),
-                   type_spelling(want), Py_TYPE(got)->tp_name);
+                   oc_arg_type_name(want), Py_TYPE(got)->tp_name);
     return -1;
 }
 
@@ -347,7 +335,7 @@ static PyObject *op_get_args(PyObject *self, void *closure)
     for (int i = 0; i < o->nargs; i++) {
         PyObject *dflt = o->has_default[i] ? value_to_py(&o->defaults[i]) : (Py_INCREF(Py_None), Py_None);
         PyObject *item = dflt ? Py_BuildValue("(OsON)", PyTuple_GET_ITEM(o->argnames, i),
-                                              type_spelling(o->types[i]),
+                                              oc_arg_type_name(o->types[i]),
                                               o->has_default[i] ? Py_True : Py_False, dflt)
                               : NULL;
         if (!item) {

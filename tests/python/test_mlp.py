@@ -289,6 +289,22 @@ def test_training_learns_and_reports():
     assert last < first, (first, last)
 
 
+def test_interleaved_equals_separate_runs():
+    b = synthetic_batches(n=32 * 7)
+    torch.manual_seed(0)
+    models = {"a": MLP(), "b": MLP(relu=WhereRelu.apply)}
+    torch.manual_seed(0)
+    models["b"].load_state_dict(models["a"].state_dict())
+    r = loop.run_interleaved(models, b, epochs=2, block=3, progress=False)
+    m, alone = train_losses(None, b, 7)
+    assert r["a"]["final_loss"] == r["b"]["final_loss"] == float(alone["losses"][-1])
+    assert r["a"]["steps"] == r["b"]["steps"] == 14 and r["a"]["throughput"] > 0
+    for p, q in zip(m.parameters(), models["b"].parameters()):
+        assert torch.equal(p, q)
+    r = loop.run_interleaved({"x": MLP(layers=(16, 8))}, b, epochs=1, train=False, progress=False)
+    assert r["x"]["final_loss"] is None and r["x"]["throughput"] > 0
+
+
 def test_infer_loop():
     b = synthetic_batches(n=32 * 5)
     r = loop.infer(MLP(layers=(64, 32)), b, epochs=1, progress=False)
