@@ -15,7 +15,8 @@ Any benchmark adds a section by writing a JSON file into bench/results/:
       "order": 30,                                   # optional: sections sort by it (default 50)
       "columns": ["kernel", "GB/s"],                 # optional: which keys, in which order
       "chart": {"label": "kernel", "value": "GB/s",  # optional: a bar panel in the PNG
-                "ylabel": "GB/s", "log": false},
+                "ylabel": "GB/s", "log": false,      #   ("ratio": the column printed beside
+                "ratio": "vs memcpy"},               #   each bar; default "vs baseline")
       "target": {"metric": "...", "min": 0.97,       # optional: one target or a list,
                  "value": 0.99, "met": true}         #   listed in the summary
     }
@@ -210,8 +211,12 @@ def chart(sections, path):
         ax.set_title(s["title"], fontsize=10, loc="left")
         ref = next((v for lab, v in zip(labels, values) if "baseline" in lab.lower()), None)
         top = max(values) if values else 1
-        for yy, v in zip(y, values):
-            txt = fmt(c["value"], v) + (f"  ({v / ref:.2f}x)" if ref and not base else "")
+        for yy, v, r in zip(y, values, rows):
+            # the row's own ratio when it has one (it may be a median of
+            # per-run ratios), else this value over the baseline's
+            rr = r.get(c.get("ratio", "vs baseline"))
+            rr = rr if isinstance(rr, (int, float)) else (v / ref if ref else None)
+            txt = fmt(c["value"], v) + (f"  ({rr:.2f}x)" if rr is not None and not base else "")
             ax.text(v, yy, " " + txt, va="center", fontsize=8)
         if not c.get("log"):
             ax.set_xlim(0, top * 1.3)
