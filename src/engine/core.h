@@ -11,6 +11,7 @@
 #define OPCORE_ENGINE_CORE_H
 
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -35,7 +36,15 @@ typedef struct oc_exec {
     oc_tensor *dst;      /* the output (NULL in shape mode) */
     uint32_t ncores;     /* cores running it */
     uint64_t bytes_in;   /* total input bytes, for the profiler */
+    struct oc_exec_failure *failure; /* multicore: where shares report */
 } oc_exec;
+
+/* The first failure among a multicore launch's shares. */
+typedef struct oc_exec_failure {
+    atomic_int failed;
+    oc_status status;
+    char msg[4096];
+} oc_exec_failure;
 
 /* Header of every tensor opcore allocates; links it into the creating
  * core's list of temporaries while a call runs. */

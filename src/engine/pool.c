@@ -1,10 +1,17 @@
 /* The pool of cores: persistent worker threads plus the calling thread.
  *
- * A multicore launch publishes the job, bumps a generation counter and
- * runs core 0's share on the caller. Workers spin briefly on the counter
- * (so back-to-back launches cost no syscalls), then sleep on a futex.
- * Launches are serialised by a mutex; single-core calls never touch the
- * pool and run concurrently on their callers' own cores. */
+ * A multicore launch of N shares (oc_cpu_count() == N) publishes the job
+ * and bumps a generation counter. Shares are *claimed*, not assigned: the
+ * caller and every worker that wakes take share ids from one atomic counter
+ * until none are left, so each oc_cpu_id() runs exactly once, on whichever
+ * thread got there first. On an idle machine every thread takes one share;
+ * on a busy one, the caller runs the shares of workers the OS has not
+ * scheduled yet instead of waiting for them.
+ *
+ * Workers spin briefly on the counter when launches come back to back (a
+ * launch then costs no syscall), else sleep on a futex. Launches are
+ * serialised by a mutex; single-core calls never touch the pool and run
+ * concurrently on their callers' own cores. */
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -32,7 +39,8 @@ static struct {
     oc_core **cores;             /* [1..ncores-1] are the workers' */
     oc_exec *job;
     _Atomic uint32_t generation;
-    _Atomic uint32_t pending;    /* workers still running the job */
+    _Atomic uint64_t claim;      /* generation << 32 | next share id */
+    _Atomic uint32_t pending;    /* shares not finished yet */
     atomic_int sleepers;
     atomic_int waiter_sleeping;
     atomic_bool stopping;
@@ -97,15 +105,19 @@ static uint32_t default_num_cores(void)
     return online > 0 ? (uint32_t)online : 1;
 }
 
-static void wait_for_generation(uint32_t seen)
+/* Wait for the next job. Spinning only pays when jobs come back to back
+ * (a launch loop); when the last gap was longer than the spin budget, the
+ * worker sleeps at once and leaves the CPU to the host's other threads
+ * (PyTorch's matmul threads, say). */
+static void wait_for_generation(uint32_t seen, uint64_t last_gap_ns)
 {
-    uint64_t deadline = 0;
+    uint64_t deadline = 0, budget = last_gap_ns <= pool.spin_ns ? pool.spin_ns : 0;
     for (unsigned i = 0;; i++) {
         if (atomic_load_explicit(&pool.generation, memory_order_acquire) != seen) return;
-        if ((i & 63) == 63) {
+        if ((i & 63) == 63 || !budget) {
             uint64_t t = now_ns();
-            if (!deadline) deadline = t + pool.spin_ns;
-            else if (t > deadline) {
+            if (!deadline) deadline = t + budget;
+            if (t >= deadline) {
                 atomic_fetch_add(&pool.sleepers, 1);
                 futex(&pool.generation, FUTEX_WAIT_PRIVATE, seen);
                 atomic_fetch_sub(&pool.sleepers, 1);
@@ -116,21 +128,38 @@ static void wait_for_generation(uint32_t seen)
     }
 }
 
-static void *worker_main(void *arg)
+/* Take shares of the current job until none are left. The claim word
+ * carries the generation, so a late thread can never take a share of a job
+ * that has finished: it gets an id >= ncores, or a share of the next job,
+ * which is already published (release/acquire through `claim`). */
+static void run_claimed_shares(oc_core *core)
 {
-    uint32_t id = (uint32_t)(uintptr_t)arg;
-    oc_core *core = pool.cores[id];
-    /* Not the current value: a launch may already have bumped it. */
-    uint32_t seen = pool.start_generation;
-    oc__fault_thread_init(core);
     for (;;) {
-        wait_for_generation(seen);
-        seen = atomic_load_explicit(&pool.generation, memory_order_acquire);
-        if (atomic_load(&pool.stopping)) break;
-        oc__pool_run_share(core, pool.job, id);
+        uint64_t c = atomic_fetch_add_explicit(&pool.claim, 1, memory_order_acq_rel);
+        oc_exec *job = pool.job;
+        uint32_t id = (uint32_t)c;
+        if (!job || id >= job->ncores) return;
+        oc__pool_run_share(core, job, id);
         if (atomic_fetch_sub_explicit(&pool.pending, 1, memory_order_acq_rel) == 1 &&
             atomic_load(&pool.waiter_sleeping))
             futex(&pool.pending, FUTEX_WAKE_PRIVATE, 1);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    oc_core *core = pool.cores[(uintptr_t)arg];
+    /* Not the current value: a launch may already have bumped it. */
+    uint32_t seen = pool.start_generation;
+    oc__fault_thread_init(core);
+    uint64_t last_gap = 0, done_at = now_ns();
+    for (;;) {
+        wait_for_generation(seen, last_gap);
+        last_gap = now_ns() - done_at;
+        seen = atomic_load_explicit(&pool.generation, memory_order_acquire);
+        if (atomic_load(&pool.stopping)) break;
+        run_claimed_shares(core);
+        done_at = now_ns();
     }
     /* The signal stack belongs to this thread: disable before freeing. */
     return NULL;
@@ -223,21 +252,22 @@ void oc_engine_shutdown(void)
     pthread_mutex_unlock(&pool.lock);
 }
 
-oc_status oc__pool_launch(oc_core *caller, oc_exec *job, oc_core ***cores_out, uint32_t *ncores_out)
+oc_status oc__pool_launch(oc_core *caller, oc_exec *job)
 {
     oc_status st = oc__pool_start();
     if (st != OC_OK) return st;
     pthread_mutex_lock(&pool.lock);
     uint32_t n = pool.ncores;
-    pool.cores[0] = caller;
     job->ncores = n;
+    atomic_store(&pool.pending, n);
     pool.job = job;
-    atomic_store(&pool.pending, n - 1);
-    atomic_fetch_add_explicit(&pool.generation, 1, memory_order_seq_cst);
+    uint32_t gen = atomic_load(&pool.generation) + 1;
+    atomic_store_explicit(&pool.claim, (uint64_t)gen << 32, memory_order_release);
+    atomic_store_explicit(&pool.generation, gen, memory_order_seq_cst);
     if (atomic_load_explicit(&pool.sleepers, memory_order_seq_cst) > 0)
         futex(&pool.generation, FUTEX_WAKE_PRIVATE, INT32_MAX);
 
-    oc__pool_run_share(caller, job, 0);
+    run_claimed_shares(caller);
 
     uint64_t deadline = 0;
     for (unsigned i = 0;; i++) {
@@ -255,14 +285,8 @@ oc_status oc__pool_launch(oc_core *caller, oc_exec *job, oc_core ***cores_out, u
         }
         cpu_relax();
     }
-    *cores_out = pool.cores;
-    *ncores_out = n;
-    return OC_OK; /* pool.lock stays held until oc__pool_finish */
-}
-
-void oc__pool_finish(void)
-{
-    pool.cores[0] = NULL;
     pool.job = NULL;
     pthread_mutex_unlock(&pool.lock);
+    return OC_OK;
 }
+

@@ -175,11 +175,13 @@ void oc__pool_run_share(oc_core *core, oc_exec *job, uint32_t id)
     uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
     oc__core_run(core, job, OC_MODE_KERNEL, id, job->ncores);
     if (t0) record_kernel(core, job, t0);
-    if (!core->failed) oc__core_release(core);
-    else {
-        /* keep the message; free the rest */
-        oc__core_release(core);
+    /* The first failing share reports for the launch; the core may run
+     * another share next, so its own record does not last. */
+    if (core->failed && atomic_exchange(&job->failure->failed, 1) == 0) {
+        job->failure->status = core->fail_status;
+        snprintf(job->failure->msg, sizeof job->failure->msg, "%s", core->fail_msg);
     }
+    oc__core_release(core);
 }
 
 static oc_status run_single(const struct oc_op *op, oc_exec *e)
@@ -207,14 +209,12 @@ static oc_status run_multi(const struct oc_op *op, oc_exec *e)
 {
     oc_core *caller = oc__thread_core();
     if (!caller) return oc_errcode();
-    oc_core **cores;
-    uint32_t n;
+    oc_exec_failure failure;
+    atomic_init(&failure.failed, 0);
+    e->failure = &failure;
     uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
-    oc_status st = oc__pool_launch(caller, e, &cores, &n);
-    if (st != OC_OK) return st;
-    for (uint32_t i = 0; i < n && st == OC_OK; i++)
-        if (cores[i]->failed) st = core_error(cores[i]);
-    oc__pool_finish();
+    oc_status st = oc__pool_launch(caller, e);
+    if (st == OC_OK && atomic_load(&failure.failed)) st = oc_set_error(failure.status, "%s", failure.msg);
     if (t0) oc__prof_host(OC_PROF_DISPATCH, op->qualname, t0, oc__prof_now());
     return st;
 }
