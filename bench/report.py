@@ -238,10 +238,12 @@ def render(sections, skipped, mach, chart_name, chart_why, heading="#"):
         lines += [f"{heading}# Targets", "", "| section | metric | target | measured | met |",
                   "|---|---|---:|---:|---|"]
         for title, tg in t:
-            val = tg.get("value")
-            lines.append(f"| {title} | {tg.get('metric', '')} | >= {tg.get('min', '')} | "
-                         f"{fmt('x', val) if isinstance(val, (int, float)) else '-'} | "
-                         f"{fmt('', tg.get('met'))} |")
+            val, metric = tg.get("value"), tg.get("metric", "")
+            bound = (f">= {tg['min']}" if "min" in tg else f"<= {tg['max']}" if "max" in tg else "-")
+            # ratios read as 0.97x; times and counts as plain numbers
+            is_ratio = any(k in metric for k in (" vs ", "/", " x ", "speedup", "x memcpy"))
+            shown = (fmt("x" if is_ratio else "", val) if isinstance(val, (int, float)) else "-")
+            lines.append(f"| {title} | {metric} | {bound} | {shown} | {fmt('', tg.get('met'))} |")
         lines.append("")
     for s in sections:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s["_mtime"]))
