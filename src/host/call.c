@@ -52,9 +52,9 @@ static oc_status check_tensor(const struct oc_op *op, int i, const oc_tensor *t,
     return OC_OK;
 }
 
-/* Fill the frame from `args`, applying defaults; `meta` turns tensors into
- * meta views for the shape function. */
-static oc_status bind_args(const struct oc_op *op, const oc_value *args, int nargs, bool meta,
+/* Fill the frame from `args`, applying defaults. `need_data`: tensors must
+ * have data (a call), or may be meta (shape inference only). */
+static oc_status bind_args(const struct oc_op *op, const oc_value *args, int nargs, bool need_data,
                            call_frame *f)
 {
     const oc_schema *s = &op->def.schema;
@@ -81,15 +81,11 @@ static oc_status bind_args(const struct oc_op *op, const oc_value *args, int nar
         }
         switch (a->type) {
         case OC_ARG_TENSOR: {
-            oc_status st = check_tensor(op, i, v.v.tensor, !meta);
+            oc_status st = check_tensor(op, i, v.v.tensor, need_data);
             if (st) return st;
             f->tensors[i] = *v.v.tensor;
             f->tensors[i].flags |= OC_TENSOR_READONLY;
             f->tensors[i].flags &= ~(uint32_t)OC_TENSOR_OWNED;
-            if (meta) {
-                f->tensors[i].data = NULL;
-                f->tensors[i].flags |= OC_TENSOR_META;
-            }
             f->bytes_in += (uint64_t)oc_nbytes(&f->tensors[i]);
             f->tensor_ptrs[i] = &f->tensors[i];
             f->slots[i] = &f->tensor_ptrs[i];
@@ -130,7 +126,23 @@ static oc_status infer(const struct oc_op *op, call_frame *f, oc_tensor *out_met
     if (!core) return oc_errcode();
     oc_exec e = {.op = op, .fn = op->def.shape_fn, .ffi_values = f->slots, .ncores = 1};
     uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
+    /* The shape function sees meta views of the frame's tensors: the same
+     * structs with the data hidden, restored afterwards for the kernel. */
+    void *data[OC_MAX_ARGS];
+    uint32_t flags[OC_MAX_ARGS];
+    for (int i = 0; i < f->nargs; i++)
+        if (op->def.schema.args[i].type == OC_ARG_TENSOR) {
+            data[i] = f->tensors[i].data;
+            flags[i] = f->tensors[i].flags;
+            f->tensors[i].data = NULL;
+            f->tensors[i].flags |= OC_TENSOR_META;
+        }
     oc_status st = oc__core_run(core, &e, OC_MODE_SHAPE, 0, 1);
+    for (int i = 0; i < f->nargs; i++)
+        if (op->def.schema.args[i].type == OC_ARG_TENSOR) {
+            f->tensors[i].data = data[i];
+            f->tensors[i].flags = flags[i];
+        }
     if (st != OC_OK) {
         st = core_error(core);
     } else if (!core->ret) {
@@ -232,7 +244,7 @@ oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tenso
 {
     call_frame f;
     if (!op || !out_meta) return oc_set_error(OC_EINVAL, "oc_op_infer: op and out_meta are required");
-    oc_status st = bind_args(op, args, nargs, true, &f);
+    oc_status st = bind_args(op, args, nargs, false, &f);
     return st ? st : infer(op, &f, out_meta);
 }
 
@@ -245,7 +257,6 @@ oc_status oc_op_call(const oc_op *op, const oc_value *args, int nargs, oc_tensor
     oc_status st = bind_args(op, args, nargs, true, &f);
     if (!st) st = infer(op, &f, &meta);
     if (!st) st = check_out(op, &meta, out, "the caller's");
-    if (!st) st = bind_args(op, args, nargs, false, &f);
     if (!st) st = execute(op, &f, out);
     if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());
     return st;
@@ -268,17 +279,6 @@ oc_status oc_op_run(const oc_op *op, const oc_value *args, int nargs, oc_alloc_f
         if (ta) oc__prof_host(OC_PROF_ALLOC, op->qualname, ta, oc__prof_now());
     }
     if (!st) st = check_out(op, &meta, out, "the allocator's");
-    if (!st) {
-        /* rebind with data: the shape pass saw meta views only */
-        for (int i = 0; i < f.nargs; i++)
-            if (op->def.schema.args[i].type == OC_ARG_TENSOR) {
-                f.tensors[i].data = (i < nargs ? args[i].v.tensor->data : NULL);
-                f.tensors[i].flags = (i < nargs ? args[i].v.tensor->flags : 0) | OC_TENSOR_READONLY;
-                f.tensors[i].flags &= ~(uint32_t)OC_TENSOR_OWNED;
-                if (!f.tensors[i].data && oc_numel(&f.tensors[i]) > 0)
-                    st = arg_error(op, i, "is a meta tensor (no data)%s", "");
-            }
-    }
     if (!st) st = execute(op, &f, out);
     if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());
     return st;
