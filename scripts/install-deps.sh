@@ -26,7 +26,7 @@ import importlib.metadata as m, sys
 req = {l.split("==")[0].strip(): (l.split("==")[1].strip() if "==" in l else None)
        for l in open("requirements-dev.txt") if l.strip() and not l.startswith("#")}
 for name, ver in req.items():
-    have = m.version(name)
+    have = m.version(name).split("+")[0]  # torch reports 2.13.0+cpu
     if ver and have != ver: sys.exit(1)
 PY
 then
