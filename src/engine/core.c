@@ -26,6 +26,15 @@
 #endif
 #endif
 
+/* Under AddressSanitizer, tell it about each switch to and from a kernel
+ * stack, so it tracks the right stack (no false reports, no warnings). */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define OC_ASAN_FIBERS 1
+static _Thread_local const void *asan_host_bottom;
+static _Thread_local size_t asan_host_size;
+#endif
+
 #define OC_STACK_GUARD ((size_t)64 * 1024)    /* inaccessible bytes below */
 #define OC_STACK_RESERVE ((size_t)16 * 1024)  /* opcore's own frames: ffi, printf */
 
@@ -156,11 +165,18 @@ static void call_fn(oc_core *c)
 static void kernel_trampoline(void)
 {
     oc_core *c = tls_running;
+#ifdef OC_ASAN_FIBERS
+    __sanitizer_finish_switch_fiber(NULL, &asan_host_bottom, &asan_host_size);
+#endif
     if (sigsetjmp(c->jump, 0) == 0) {
         c->guarded = 1;
         call_fn(c);
         c->guarded = 0;
     }
+#ifdef OC_ASAN_FIBERS
+    /* this fiber ends here: no fake stack to keep */
+    __sanitizer_start_switch_fiber(NULL, asan_host_bottom, asan_host_size);
+#endif
     /* returning resumes host_ctx through uc_link */
 }
 
@@ -222,7 +238,14 @@ oc_status oc__core_run(oc_core *c, oc_exec *e, oc_core_mode mode, uint32_t id, u
         c->kernel_ctx.uc_stack.ss_size = c->stack_size;
         c->kernel_ctx.uc_link = &c->host_ctx;
         makecontext(&c->kernel_ctx, kernel_trampoline, 0);
+#ifdef OC_ASAN_FIBERS
+        void *fake_stack = NULL;
+        __sanitizer_start_switch_fiber(&fake_stack, c->stack_lo, c->stack_size);
+#endif
         swapcontext(&c->host_ctx, &c->kernel_ctx);
+#ifdef OC_ASAN_FIBERS
+        __sanitizer_finish_switch_fiber(fake_stack, NULL, NULL);
+#endif
         oc__streams_close_all(c);
     }
     c->guarded = 0;
