@@ -60,12 +60,8 @@ __all__ = [
 #: The custom-call target name every opcore op lowers to.
 TARGET = "opcore"
 
-# opcore's oc_arg_type
-_ARG_TENSOR, _ARG_FLOAT, _ARG_INT, _ARG_BOOL, _ARG_SCALAR = range(5)
-_ARG_TYPE_NAMES = {0: "Tensor", 1: "float", 2: "int", 3: "bool", 4: "Scalar"}
-
-_OC_MAX_DIMS = 16
-_OC_TENSOR_META = 1
+# argument types, as opcore._C.Op.args spells them (the schema's spelling)
+_ARG_TENSOR, _ARG_FLOAT, _ARG_INT, _ARG_BOOL, _ARG_SCALAR = "Tensor", "float", "int", "bool", "Scalar"
 
 # oc_dtype <-> numpy / jax dtypes
 _OC_DTYPES = [
@@ -81,44 +77,7 @@ _OC_DTYPES = [
     np.dtype(np.bool_),         # OC_BOOL
 ]
 _DTYPE_TO_OC = {dt: i for i, dt in enumerate(_OC_DTYPES)}
-
-
-# ---------------------------------------------------------------------------
-# ctypes mirror of the few host-API structs the shape inference needs
-# (include/opcore/tensor.h, scalar.h, host.h).
-
-class _Tensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("dtype", ctypes.c_int),
-        ("ndim", ctypes.c_int32),
-        ("sizes", ctypes.c_int64 * _OC_MAX_DIMS),
-        ("strides", ctypes.c_int64 * _OC_MAX_DIMS),
-        ("flags", ctypes.c_uint32),
-        ("coherence", ctypes.c_int),
-    ]
-
-
-class _ScalarValue(ctypes.Union):
-    _fields_ = [("f", ctypes.c_double), ("i", ctypes.c_int64), ("b", ctypes.c_bool)]
-
-
-class _Scalar(ctypes.Structure):
-    _fields_ = [("kind", ctypes.c_int64), ("value", _ScalarValue)]
-
-
-class _ValueUnion(ctypes.Union):
-    _fields_ = [
-        ("tensor", ctypes.POINTER(_Tensor)),
-        ("f", ctypes.c_double),
-        ("i", ctypes.c_int64),
-        ("b", ctypes.c_bool),
-        ("scalar", _Scalar),
-    ]
-
-
-class _Value(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("v", _ValueUnion)]
+_DTYPE_BY_NAME = {dt.name: dt for dt in _OC_DTYPES}  # "float32", "bfloat16", "bool", ...
 
 
 # ---------------------------------------------------------------------------
@@ -301,25 +260,6 @@ def _load_handler() -> ctypes.CDLL:
             lib.oc_jax_handler_address.restype = ctypes.c_void_p
             lib.oc_jax_handler_address.argtypes = []
             lib.oc_jax_forget_ops.restype = None
-            # libopcore host API, resolved through the handler's own
-            # dependency (the same libopcore instance the handler calls).
-            lib.oc_op_find.restype = ctypes.c_void_p
-            lib.oc_op_find.argtypes = [ctypes.c_char_p]
-            lib.oc_errmsg.restype = ctypes.c_char_p
-            lib.oc_errmsg.argtypes = []
-            lib.oc_op_num_args.restype = ctypes.c_int
-            lib.oc_op_num_args.argtypes = [ctypes.c_void_p]
-            lib.oc_op_arg_type.restype = ctypes.c_int
-            lib.oc_op_arg_type.argtypes = [ctypes.c_void_p, ctypes.c_int]
-            lib.oc_op_arg_name.restype = ctypes.c_char_p
-            lib.oc_op_arg_name.argtypes = [ctypes.c_void_p, ctypes.c_int]
-            lib.oc_op_arg_default.restype = ctypes.c_bool
-            lib.oc_op_arg_default.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(_Value)]
-            lib.oc_op_schema.restype = ctypes.c_char_p
-            lib.oc_op_schema.argtypes = [ctypes.c_void_p]
-            lib.oc_op_infer.restype = ctypes.c_int
-            lib.oc_op_infer.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Value), ctypes.c_int,
-                                        ctypes.POINTER(_Tensor)]
             _handler_lib, _handler_so = lib, so
         return _handler_lib
 
@@ -353,20 +293,7 @@ class _ArgInfo:
         self.name, self.type, self.default = name, type_, default
 
     def __repr__(self):
-        return f"{_ARG_TYPE_NAMES.get(self.type, '?')} {self.name}"
-
-
-def _value_to_py(v: _Value):
-    if v.type == _ARG_FLOAT:
-        return float(v.v.f)
-    if v.type == _ARG_INT:
-        return int(v.v.i)
-    if v.type == _ARG_BOOL:
-        return bool(v.v.b)
-    if v.type == _ARG_SCALAR:
-        s = v.v.scalar
-        return float(s.value.f) if s.kind == 0 else int(s.value.i) if s.kind == 1 else bool(s.value.b)
-    return None
+        return f"{self.type} {self.name}"
 
 
 _NO_DEFAULT = object()
@@ -374,23 +301,18 @@ _NO_DEFAULT = object()
 
 @functools.lru_cache(maxsize=None)
 def _op_info(qualname: str):
-    lib = _load_handler()
-    handle = lib.oc_op_find(qualname.encode())
-    if not handle:
-        msg = (lib.oc_errmsg() or b"").decode(errors="replace")
+    """(opcore._C.Op, argument infos, schema) of a loaded op."""
+    from opcore import _C
+    try:
+        op = _C.find_op(qualname)
+    except KeyError as e:
         raise LookupError(
-            f"opcore.jax: op '{qualname}' is not loaded ({msg}); load its library first "
+            f"opcore.jax: op '{qualname}' is not loaded ({e.args[0]}); load its library first "
             "(opcore.custom_op.load / load_library)"
-        )
-    args = []
-    for i in range(lib.oc_op_num_args(handle)):
-        t = lib.oc_op_arg_type(handle, i)
-        name = lib.oc_op_arg_name(handle, i).decode()
-        dv = _Value()
-        default = _value_to_py(dv) if lib.oc_op_arg_default(handle, i, ctypes.byref(dv)) else _NO_DEFAULT
-        args.append(_ArgInfo(name, t, default))
-    schema = lib.oc_op_schema(handle).decode()
-    return handle, tuple(args), schema
+        ) from None
+    args = tuple(_ArgInfo(name, type_, default if has_default else _NO_DEFAULT)
+                 for name, type_, has_default, default in op.args)
+    return op, args, op.schema
 
 
 def _oc_dtype(dtype, qualname, argname) -> int:
@@ -411,7 +333,7 @@ def _static_value(info: _ArgInfo, value, qualname):
             value = value.item()
         except Exception:
             raise TypeError(
-                f"opcore op '{qualname}': argument '{info.name}' ({_ARG_TYPE_NAMES[info.type]}) "
+                f"opcore op '{qualname}': argument '{info.name}' ({info.type}) "
                 "must be a static Python number, not a traced value"
             ) from None
     if info.type == _ARG_FLOAT:
@@ -437,64 +359,29 @@ def _static_value(info: _ArgInfo, value, qualname):
     raise TypeError(f"opcore op '{qualname}': argument '{info.name}' has an unknown type")
 
 
-def _to_value(info: _ArgInfo, v) -> _Value:
-    out = _Value()
-    out.type = info.type
-    if info.type == _ARG_FLOAT:
-        out.v.f = float(v)
-    elif info.type == _ARG_INT:
-        out.v.i = int(v)
-    elif info.type == _ARG_BOOL:
-        out.v.b = bool(v)
-    else:  # Scalar
-        if isinstance(v, np.bool_):
-            out.v.scalar.kind, out.v.scalar.value.b = 2, bool(v)
-        elif isinstance(v, np.integer):
-            out.v.scalar.kind, out.v.scalar.value.i = 1, int(v)
-        else:
-            out.v.scalar.kind, out.v.scalar.value.f = 0, float(v)
-    return out
-
-
 @functools.lru_cache(maxsize=4096)
 def _infer(qualname: str, tensor_meta: tuple, statics: tuple) -> jax.ShapeDtypeStruct:
-    """Run the op's shape function on meta tensors: the result's shape/dtype.
-    tensor_meta: ((shape, np dtype), ...) in schema order; statics: ((name, value), ...)."""
-    lib = _load_handler()
-    handle, infos, _ = _op_info(qualname)
+    """Run the op's shape function on shapes and dtypes only: the result's
+    shape/dtype. tensor_meta: ((shape, np dtype), ...) in schema order;
+    statics: ((name, numpy scalar), ...)."""
+    from opcore.errors import OpError
+    op, infos, _ = _op_info(qualname)
     static_map = dict(statics)
-    n = len(infos)
-    vals = (_Value * max(n, 1))()
-    metas = []
-    ti = 0
-    for i, info in enumerate(infos):
+    metas = iter(tensor_meta)
+    args = []
+    for info in infos:
         if info.type == _ARG_TENSOR:
-            shape, dt = tensor_meta[ti]
-            ti += 1
-            t = _Tensor()
-            t.data = None
-            t.dtype = _oc_dtype(dt, qualname, info.name)
-            t.ndim = len(shape)
-            stride = 1
-            for d in range(len(shape) - 1, -1, -1):
-                t.sizes[d] = shape[d]
-                t.strides[d] = stride
-                stride *= max(shape[d], 1)
-            t.flags = _OC_TENSOR_META
-            metas.append(t)
-            vals[i].type = _ARG_TENSOR
-            vals[i].v.tensor = ctypes.pointer(t)
+            shape, dt = next(metas)
+            _oc_dtype(dt, qualname, info.name)  # a clear error for dtypes opcore lacks
+            args.append(jax.ShapeDtypeStruct(shape, dt))
         else:
-            vals[i] = _to_value(info, static_map[info.name])
-    out = _Tensor()
-    st = lib.oc_op_infer(handle, vals, n, ctypes.byref(out))
-    if st != 0:
-        msg = (lib.oc_errmsg() or b"").decode(errors="replace")
-        if qualname not in msg:
-            msg = f"op '{qualname}': {msg}"
-        raise ValueError(f"opcore: shape function failed: {msg}")
-    shape = tuple(int(out.sizes[d]) for d in range(out.ndim))
-    return jax.ShapeDtypeStruct(shape, _OC_DTYPES[out.dtype])
+            args.append(static_map[info.name].item())
+    try:
+        sizes, dtype_name = op.infer(*args)
+    except OpError as e:
+        msg = str(e) if qualname in str(e) else f"op '{qualname}': {e}"
+        raise ValueError(f"opcore: shape function failed: {msg}") from None
+    return jax.ShapeDtypeStruct(tuple(sizes), _DTYPE_BY_NAME[dtype_name])
 
 
 # ---------------------------------------------------------------------------

@@ -86,12 +86,6 @@ static int wrong_type(const oc_op *op, int i, oc_arg_type want, PyObject *got)
     return -1;
 }
 
-static int is_tensor_like(PyObject *obj)
-{
-    if (ocpy_tensor_type) return PyObject_TypeCheck(obj, (PyTypeObject *)ocpy_tensor_type);
-    return PyObject_HasAttr(obj, ocpy_str_data_ptr);
-}
-
 /* Convert the bound arguments into oc_values; tensors land in `tensors`. */
 static int convert(OpObject *o, PyObject **bound, int meta, oc_value *vals, oc_tensor *tensors)
 {
@@ -111,17 +105,16 @@ static int convert(OpObject *o, PyObject **bound, int meta, oc_value *vals, oc_t
             break;
         case OC_ARG_FLOAT:
             if (PyFloat_Check(a)) vals[i].v.f = PyFloat_AS_DOUBLE(a);
-            else if (PyLong_Check(a) || (!is_tensor_like(a) && PyIndex_Check(a))) {
-                vals[i].v.f = PyFloat_AsDouble(a);
-                if (vals[i].v.f == -1.0 && PyErr_Occurred()) return -1;
-            } else if (!is_tensor_like(a) && Py_TYPE(a)->tp_as_number && Py_TYPE(a)->tp_as_number->nb_float) {
+            else if (PyLong_Check(a) ||
+                     (!ocpy_is_tensor(a) && (PyIndex_Check(a) || (Py_TYPE(a)->tp_as_number &&
+                                                                   Py_TYPE(a)->tp_as_number->nb_float)))) {
                 vals[i].v.f = PyFloat_AsDouble(a);
                 if (vals[i].v.f == -1.0 && PyErr_Occurred()) return -1;
             } else
                 return wrong_type(op, i, ty, a);
             break;
         case OC_ARG_INT:
-            if (PyLong_Check(a) || (!is_tensor_like(a) && PyIndex_Check(a))) {
+            if (PyLong_Check(a) || (!ocpy_is_tensor(a) && PyIndex_Check(a))) {
                 long long v = PyLong_AsLongLong(a);
                 if (v == -1 && PyErr_Occurred()) return -1;
                 vals[i].v.i = v;
@@ -230,10 +223,8 @@ static oc_status alloc_locked(alloc_ctx *c, const oc_tensor *meta, oc_tensor *ou
         Py_DECREF(t);
         return OC_ERROR;
     }
-    /* torch gives empty tensors a NULL data pointer; the runtime takes NULL
-     * for "no data" (a meta tensor), so point empty outputs at a dummy. */
-    static max_align_t empty_dummy;
-    if (!data) data = &empty_dummy;
+    /* torch gives empty tensors a NULL data pointer; the runtime accepts
+     * that for outputs with no elements. */
     oc_status st = oc_tensor_init(out, data, meta->dtype, meta->ndim, meta->sizes);
     if (st != OC_OK) {
         Py_DECREF(t);
@@ -388,7 +379,7 @@ static void op_dealloc(PyObject *self)
 static PyMethodDef op_methods[] = {
     {"infer", (PyCFunction)(void (*)(void))op_infer, METH_FASTCALL | METH_KEYWORDS,
      "infer(*args, **kwargs) -> (sizes, dtype_name)\nRun the shape function on tensors' shapes and dtypes "
-     "only (FakeTensors and meta tensors work)."},
+     "only: FakeTensors, meta tensors and plain shape specs (.shape and .dtype, e.g. jax.ShapeDtypeStruct) work."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef op_getset[] = {

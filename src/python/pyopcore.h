@@ -54,8 +54,13 @@ PyObject *ocpy_arg_error(const oc_op *op, const char *fmt, ...);
 int ocpy_dtype_of(PyObject *dtype_obj);
 
 /* View `obj` (a torch.Tensor on the CPU) as `t`, zero copy. `meta` reads
- * only the shape, strides and dtype (FakeTensor, meta tensors). On failure
+ * only the shape, strides and dtype (FakeTensor, meta tensors, or any
+ * object with .shape and .dtype, taken as row-major). On failure
  * raises an error naming the op and argument `index` and returns -1. */
+/* True for a torch.Tensor (or, before opcore.torch registered torch, for
+ * anything with .data_ptr). */
+int ocpy_is_tensor(PyObject *obj);
+
 int ocpy_view_tensor(const oc_op *op, int index, PyObject *obj, int meta, oc_tensor *t);
 
 /* ---- the Op type (op.c) -------------------------------------------------- */

@@ -47,8 +47,8 @@ int ocpy_dtype_of(PyObject *dtype_obj)
 {
     for (int i = 0; i < OC_NUM_DTYPES; i++)
         if (ocpy_dtypes[i] == dtype_obj) return i;
-    if (ocpy_dtypes[0]) return -1; /* torch registered: identity is the answer */
-    /* Before opcore.torch registered the dtypes: parse str(dtype), "torch.float32". */
+    /* Not a torch dtype object (or torch not registered yet): parse
+     * str(dtype): "torch.float32", numpy's and JAX's "float32", "bfloat16". */
     PyObject *s = PyObject_Str(dtype_obj);
     if (!s) {
         PyErr_Clear();
@@ -102,13 +102,39 @@ static PyObject *as_tuple(PyObject *obj)
     return PySequence_Tuple(obj);
 }
 
+/* t->strides from obj.stride(), which must match the `ndim` sizes read. */
+static int read_strides(const oc_op *op, int index, PyObject *obj, int ndim, oc_tensor *t)
+{
+    PyObject *stride_obj = ocpy_tensor_attr(obj, OCPY_STRIDE);
+    if (!stride_obj) return -1; /* e.g. a sparse or nested tensor: no strides */
+    PyObject *stride = as_tuple(stride_obj);
+    Py_DECREF(stride_obj);
+    if (!stride) return -1;
+    if (PyTuple_GET_SIZE(stride) != ndim) {
+        Py_DECREF(stride);
+        ocpy_arg_error(op, "argument %d '%s': stride() and shape disagree", index + 1, oc_op_arg_name(op, index));
+        return -1;
+    }
+    int rc = read_dims(op, index, stride, "stride", t->strides, ndim);
+    Py_DECREF(stride);
+    return rc;
+}
+
 static PyObject *type_name_of(PyObject *obj) { return PyUnicode_FromString(Py_TYPE(obj)->tp_name); }
+
+int ocpy_is_tensor(PyObject *obj)
+{
+    if (ocpy_tensor_type) return PyObject_TypeCheck(obj, (PyTypeObject *)ocpy_tensor_type);
+    return PyObject_HasAttr(obj, ocpy_str_data_ptr);
+}
 
 int ocpy_view_tensor(const oc_op *op, int index, PyObject *obj, int meta, oc_tensor *t)
 {
     const char *argname = oc_op_arg_name(op, index);
-    if (ocpy_tensor_type ? !PyObject_TypeCheck(obj, (PyTypeObject *)ocpy_tensor_type)
-                         : !PyObject_HasAttr(obj, ocpy_str_data_ptr)) {
+    /* The shape pass also takes plain shape specs (.shape and .dtype, like
+     * jax.ShapeDtypeStruct or a numpy array): they describe row-major data. */
+    int is_tensor = ocpy_is_tensor(obj);
+    if (!is_tensor && !(meta && PyObject_HasAttr(obj, ocpy_str_shape) && PyObject_HasAttr(obj, ocpy_str_dtype))) {
         PyObject *tn = type_name_of(obj);
         ocpy_arg_error(op, "argument %d '%s': expected a Tensor, got %U", index + 1, argname, tn);
         Py_XDECREF(tn);
@@ -163,22 +189,8 @@ int ocpy_view_tensor(const oc_op *op, int index, PyObject *obj, int meta, oc_ten
     Py_DECREF(shape);
     if (rc < 0) return -1;
 
-    PyObject *stride_obj = ocpy_tensor_attr(obj, OCPY_STRIDE);
-    if (!stride_obj) {
-        /* e.g. a sparse or nested tensor: no strides */
-        return -1;
-    }
-    PyObject *stride = as_tuple(stride_obj);
-    Py_DECREF(stride_obj);
-    if (!stride) return -1;
-    if (PyTuple_GET_SIZE(stride) != ndim) {
-        Py_DECREF(stride);
-        ocpy_arg_error(op, "argument %d '%s': stride() and shape disagree", index + 1, argname);
-        return -1;
-    }
-    rc = read_dims(op, index, stride, "stride", t->strides, (int)ndim);
-    Py_DECREF(stride);
-    if (rc < 0) return -1;
+    if (!is_tensor) oc_contiguous_strides((int)ndim, t->sizes, t->strides);
+    else if (read_strides(op, index, obj, (int)ndim, t) < 0) return -1;
 
     t->dtype = (oc_dtype)dtype;
     t->ndim = (int32_t)ndim;
