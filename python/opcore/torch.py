@@ -51,31 +51,14 @@ def registered_ops():
         return dict(_registered)
 
 
-def _schema_for_torch(op):
-    schema = op.schema.strip()
-    head = schema.split("(", 1)[0].strip()
-    if "::" in head:  # "ns::name(...)" -> "name(...)"
-        schema = head.split("::", 1)[1] + schema[len(head):]
-    return schema
-
-
 def _make_fake(op):
     infer = op.infer
     name_to_dtype = _NAME_TO_DTYPE
 
     def fake(*args, **kwargs):
         sizes, dtype = infer(*args, **kwargs)
-        device = None
-        for a in args:
-            if isinstance(a, torch.Tensor):
-                device = a.device
-                break
-        if device is None:
-            for a in kwargs.values():
-                if isinstance(a, torch.Tensor):
-                    device = a.device
-                    break
-        return torch.empty(sizes, dtype=name_to_dtype[dtype], device=device or "cpu")
+        device = next((a.device for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), "cpu")
+        return torch.empty(sizes, dtype=name_to_dtype[dtype], device=device)
 
     fake.__name__ = f"{op.name}_fake"
     fake.__qualname__ = fake.__name__
@@ -94,7 +77,7 @@ def register_op(op):
             tlib = torch.library.Library(ns, "FRAGMENT")
             _torch_libs[ns] = tlib
         try:
-            tlib.define(_schema_for_torch(op), tags=(torch.Tag.pt2_compliant_tag,))
+            tlib.define(op.schema, tags=(torch.Tag.pt2_compliant_tag,))
         except RuntimeError as e:
             raise RuntimeError(f"opcore: cannot define {op.qualname} in torch ({e}); is an op of that name "
                                "already registered by another extension?") from e
