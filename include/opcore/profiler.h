@@ -93,8 +93,9 @@ oc_status oc_profiler_start(const char *logdir, oc_profile_type type, double ms_
  * on stdout unless OPCORE_PROFILE_QUIET is set.
  *
  * The first stop on a machine measures its memory bandwidth (about a
- * quarter of a second) and caches it in $XDG_CACHE_HOME/opcore/membw
- * (default ~/.cache/opcore/membw); OPCORE_MEMBW_GBPS overrides it.
+ * quarter of a second) and caches it in <cache>/membw, where <cache> is
+ * $OPCORE_CACHE_DIR, else $XDG_CACHE_HOME/opcore, else ~/.cache/opcore;
+ * OPCORE_MEMBW_GBPS overrides it.
  *
  * Returns OC_OK; OC_EINVAL if no profile is running; OC_EIO if a file
  * could not be written (the profile is stopped all the same). */

@@ -17,7 +17,7 @@ import threading
 from opcore import _C
 from opcore._C import BuildError
 
-__all__ = ["Library", "load", "load_library", "build", "default_build_directory", "loaded_libraries"]
+__all__ = ["Library", "load", "load_library", "build", "cache_dir", "default_build_directory", "loaded_libraries"]
 
 _lock = threading.RLock()
 _libraries = {}  # name -> Library
@@ -54,14 +54,20 @@ class Library:
         return f"<opcore library {self.name} from {self.path}: {', '.join(self.ops)}>"
 
 
-def default_build_directory(name):
-    """$OPCORE_CACHE_DIR/build/<name>, else $XDG_CACHE_HOME/opcore/build/<name>,
-    else ~/.cache/opcore/build/<name>."""
+def cache_dir(*parts):
+    """opcore's cache root joined with `parts`: $OPCORE_CACHE_DIR, else
+    $XDG_CACHE_HOME/opcore, else ~/.cache/opcore (the C profiler uses the
+    same rule for its bandwidth measurement)."""
     root = os.environ.get("OPCORE_CACHE_DIR")
     if not root:
         xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         root = os.path.join(xdg, "opcore")
-    return os.path.join(root, "build", name)
+    return os.path.join(root, *parts)
+
+
+def default_build_directory(name):
+    """Where load() builds when no build_directory is given: cache_dir("build", name)."""
+    return cache_dir("build", name)
 
 
 def _want_torch():

@@ -164,11 +164,8 @@ def _handler_source() -> Path:
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("OPCORE_CACHE_DIR")
-    if root:
-        return Path(root) / "jax"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return Path(xdg or Path.home() / ".cache") / "opcore" / "jax"
+    from opcore.custom_op import cache_dir
+    return Path(cache_dir("jax"))
 
 
 # ---------------------------------------------------------------------------

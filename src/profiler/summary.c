@@ -112,8 +112,15 @@ static double measure_membw(void)
     return gbps;
 }
 
+/* opcore's cache root, as python/opcore/custom_op.py's cache_dir() finds it:
+ * $OPCORE_CACHE_DIR, else $XDG_CACHE_HOME/opcore, else ~/.cache/opcore. */
 static bool cache_path(char *out, size_t n)
 {
+    const char *root = getenv("OPCORE_CACHE_DIR");
+    if (root && *root) {
+        snprintf(out, n, "%s", root);
+        return true;
+    }
     const char *x = getenv("XDG_CACHE_HOME");
     if (x && *x) {
         snprintf(out, n, "%s/opcore", x);
