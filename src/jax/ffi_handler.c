@@ -246,13 +246,21 @@ static bool scalar_attr(const XLA_FFI_Scalar *s, oc_scalar *out)
     }
 }
 
-/* Wrap an XLA buffer as a row-major oc_tensor view. */
-static XLA_FFI_Error *buffer_view(const XLA_FFI_Api *api, const char *qualname, const char *what,
+/* Wrap an XLA buffer as a row-major oc_tensor view. `argname` names the
+ * argument in messages (NULL: the result); nothing is formatted unless the
+ * buffer is refused, since this runs for every buffer of every call. */
+static XLA_FFI_Error *buffer_view(const XLA_FFI_Api *api, const char *qualname, const char *argname,
                                   const XLA_FFI_Buffer *buf, oc_tensor *t, bool readonly)
 {
+    char what[160];
     CHECK_SIZE(api, "XLA_FFI_Buffer", XLA_FFI_Buffer_STRUCT_SIZE, buf->struct_size);
     oc_dtype dt;
-    if (!xla_to_oc_dtype(buf->dtype, &dt))
+    bool dtype_ok = xla_to_oc_dtype(buf->dtype, &dt);
+    if (!dtype_ok || buf->rank < 0 || buf->rank > OC_MAX_DIMS) {
+        if (argname) snprintf(what, sizeof what, "argument '%s'", argname);
+        else snprintf(what, sizeof what, "the result");
+    }
+    if (!dtype_ok)
         return make_error(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                           "opcore: op '%s': %s has XLA dtype %d, which opcore does not "
                           "support (float32/64, float16, bfloat16, int8/16/32/64, uint8, bool)",
@@ -293,7 +301,7 @@ static XLA_FFI_Error *run_op(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
                           (long long)cf->rets.size);
     oc_tensor out;
     XLA_FFI_Error *err =
-        buffer_view(api, qualname, "the result", (const XLA_FFI_Buffer *)cf->rets.rets[0], &out, false);
+        buffer_view(api, qualname, NULL, (const XLA_FFI_Buffer *)cf->rets.rets[0], &out, false);
     if (err) return err;
 
     /* Arguments: tensors from the buffers in order, the rest from attributes. */
@@ -328,9 +336,7 @@ static XLA_FFI_Error *run_op(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
                                  "opcore: op '%s': argument '%s' is not a buffer", qualname, aname);
                 break;
             }
-            char what[128];
-            snprintf(what, sizeof what, "argument '%s'", aname);
-            err = buffer_view(api, qualname, what, (const XLA_FFI_Buffer *)cf->args.args[nbuf],
+            err = buffer_view(api, qualname, aname, (const XLA_FFI_Buffer *)cf->args.args[nbuf],
                               &tensors[i], true);
             nbuf++;
             if (err == NULL) vals[i] = oc_value_tensor(&tensors[i]);
