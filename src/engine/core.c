@@ -116,6 +116,16 @@ oc_core *oc__thread_core(void)
 
 oc_core *oc__core_current(void) { return tls_running; }
 
+oc_core *oc__kernel_core(const char *fn)
+{
+    oc_core *c = tls_running;
+    if (c && c->mode == OC_MODE_KERNEL) return c;
+    bool shape = c && c->mode == OC_MODE_SHAPE;
+    oc__raise(shape ? OC_EMETA : OC_EINVAL, "%s: only a running kernel may call it (called %s)", fn,
+              shape ? "from a shape function: shapes and dtypes only" : "outside a kernel");
+    return NULL;
+}
+
 /* Make the core's kernel stack fit `requested` bytes: reuse it if the size
  * is unchanged (the common case: no syscall per call). */
 static oc_status ensure_stack(oc_core *c, size_t requested)

@@ -94,6 +94,10 @@ oc_core *oc__thread_core(void);
 /* The core running a call on this thread, or NULL outside calls. */
 oc_core *oc__core_current(void);
 
+/* The core running a kernel on this thread. Elsewhere (a shape function,
+ * or no call at all) raises an error naming `fn` and returns NULL. */
+oc_core *oc__kernel_core(const char *fn);
+
 /* Create / destroy a core (workers use these directly). */
 oc_core *oc__core_create(size_t tcm_size);
 void oc__core_destroy(oc_core *core);

@@ -39,17 +39,9 @@ static tcm_block *next_block(oc_core *c, tcm_block *b)
     return n < c->tcm + c->tcm_size / TCM_ALIGN * TCM_ALIGN ? (tcm_block *)n : NULL;
 }
 
-static oc_core *kernel_core(const char *fn)
-{
-    oc_core *c = oc__core_current();
-    if (!c || c->mode != OC_MODE_KERNEL)
-        oc__raise(OC_EINVAL, "%s: only kernels have TCM (called outside a kernel)", fn);
-    return c && c->mode == OC_MODE_KERNEL ? c : NULL;
-}
-
 void *oc_tcm_malloc(size_t bytes)
 {
-    oc_core *c = kernel_core("oc_tcm_malloc");
+    oc_core *c = oc__kernel_core("oc_tcm_malloc");
     if (!c) return NULL;
     size_t need = (bytes + TCM_ALIGN - 1) / TCM_ALIGN * TCM_ALIGN + TCM_ALIGN;
     if (bytes == 0 || need < bytes) return NULL;
@@ -74,7 +66,7 @@ void *oc_tcm_malloc(size_t bytes)
 void oc_tcm_free(void *p)
 {
     if (!p) return;
-    oc_core *c = kernel_core("oc_tcm_free");
+    oc_core *c = oc__kernel_core("oc_tcm_free");
     if (!c) return;
     tcm_block *b = (tcm_block *)p - 1;
     if (!oc__tcm_contains(c, b, sizeof *b) || ((char *)b - c->tcm) % TCM_ALIGN || !b->used)

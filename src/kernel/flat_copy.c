@@ -90,14 +90,3 @@ void oc__flat_copy(const oc_tensor *t, int64_t start, int64_t n, void *buf, bool
     }
 }
 
-oc_core *oc__kernel_core(const char *fn)
-{
-    oc_core *c = oc__core_current();
-    if (!c || c->mode != OC_MODE_KERNEL) {
-        oc__raise(c && c->mode == OC_MODE_SHAPE ? OC_EMETA : OC_EINVAL,
-                  "%s: only kernels may access tensor data%s", fn,
-                  c && c->mode == OC_MODE_SHAPE ? " (called from a shape function)" : " (called outside a kernel)");
-        return NULL;
-    }
-    return c;
-}

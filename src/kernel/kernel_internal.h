@@ -20,7 +20,4 @@ void oc__tensor_extent(const oc_tensor *t, const char **lo, const char **hi);
 void oc__coherence_check(oc_core *core, const oc_tensor *t, bool write, const void *self,
                          const char *what);
 
-/* The running kernel's core; raises (naming `fn`) outside a kernel. */
-oc_core *oc__kernel_core(const char *fn);
-
 #endif /* OPCORE_KERNEL_INTERNAL_H */
