@@ -393,6 +393,15 @@ def test_kernel_printf_reaches_stdout(test_ops, capfd):
     assert "hello from an opcore kernel: 6 elements" in out
 
 
+def run_threads(worker, n):
+    """Run worker(0..n-1) on n threads at once and wait for them."""
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 @pytest.mark.parametrize("variant", RELU_VARIANTS)
 def test_concurrent_calls_from_threads(relu_libs, variant):
     ops = ops_of(variant)
@@ -413,11 +422,7 @@ def test_concurrent_calls_from_threads(relu_libs, variant):
         except Exception as e:  # pragma: no cover - reported below
             errors.append(repr(e))
 
-    threads = [threading.Thread(target=worker, args=(s,)) for s in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(worker, 6)
     assert not errors, errors[:5]
 
 
@@ -433,11 +438,7 @@ def test_backward_from_several_threads(relu_libs):
         except Exception as e:  # pragma: no cover
             errors.append(repr(e))
 
-    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(worker, 4)
     assert not errors, errors[:5]
 
 
