@@ -3,6 +3,7 @@ opcore op, then check every output — the gzipped Chrome trace, the XSpace
 read back by xprof's own conversion code, the summary, and the HTML report
 rendered by headless Chromium."""
 import gzip
+import importlib.util
 import json
 import os
 import shutil
@@ -22,7 +23,10 @@ if not hasattr(_C, "profiler_start"):
                 allow_module_level=True)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RELU = os.path.join(REPO, "examples", "relu")
+# examples/profiler/demo.py (seed 004's demo), by path: examples/mlp has a demo.py too
+_spec = importlib.util.spec_from_file_location("profiler_demo", os.path.join(REPO, "examples", "profiler", "demo.py"))
+demo = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(demo)
 FWD = "my_ops::relu_forward"
 BWD = "my_ops::relu_backward"
 
@@ -38,27 +42,12 @@ def relu_ops(tmp_path_factory):
     try:  # another test module may have loaded a my_ops ReLU already
         torch.ops.my_ops.relu_forward
     except (AttributeError, RuntimeError):
-        out = tmp_path_factory.mktemp("relu_build")
-        custom_op.load(
-            name="relu",
-            compute_srcs=[os.path.join(RELU, "multicore", "relu.c")],
-            shape_srcs=[os.path.join(RELU, "shape.c")],
-            build_directory=str(out),
-            multicore=True,
-        )
+        demo.load_relu(multicore=True, build_directory=str(tmp_path_factory.mktemp("relu_build")))
     return torch.ops.my_ops
 
 
-class Relu(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return torch.ops.my_ops.relu_forward(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, = ctx.saved_tensors
-        return torch.ops.my_ops.relu_backward(grad, x)
+# The seed 004 demo's own ReLU (forward and backward are opcore ops).
+Relu = demo.Relu
 
 
 class MLP(torch.nn.Module):
