@@ -139,6 +139,16 @@ static int convert(OpObject *o, PyObject **bound, int meta, oc_value *vals, oc_t
     return 0;
 }
 
+/* A call's arguments (positional and keyword) as oc_values in schema
+ * order; `meta`: tensors are read for their shapes only. */
+static int arguments(OpObject *o, PyObject *const *args, size_t nargsf, PyObject *kwnames, int meta,
+                     oc_value *vals, oc_tensor *tensors)
+{
+    PyObject *bound[MAX_ARGS];
+    if (bind(o, args, PyVectorcall_NARGS(nargsf), kwnames, bound) < 0) return -1;
+    return convert(o, bound, meta, vals, tensors);
+}
+
 /* ---- the output allocator --------------------------------------------------- */
 
 typedef struct {
@@ -259,11 +269,9 @@ static oc_status alloc_cb(void *vctx, const oc_tensor *meta, oc_tensor *out)
 static PyObject *op_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     OpObject *o = (OpObject *)self;
-    PyObject *bound[MAX_ARGS];
     oc_value vals[MAX_ARGS];
     oc_tensor tensors[MAX_ARGS];
-    if (bind(o, args, PyVectorcall_NARGS(nargsf), kwnames, bound) < 0) return NULL;
-    if (convert(o, bound, 0, vals, tensors) < 0) return NULL;
+    if (arguments(o, args, nargsf, kwnames, 0, vals, tensors) < 0) return NULL;
 
     alloc_ctx ctx = {NULL, pthread_self(), o->op, NULL, NULL, NULL, NULL};
     oc_tensor out;
@@ -284,11 +292,9 @@ static PyObject *op_vectorcall(PyObject *self, PyObject *const *args, size_t nar
 static PyObject *op_infer(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     OpObject *o = (OpObject *)self;
-    PyObject *bound[MAX_ARGS];
     oc_value vals[MAX_ARGS];
     oc_tensor tensors[MAX_ARGS];
-    if (bind(o, args, PyVectorcall_NARGS(nargsf), kwnames, bound) < 0) return NULL;
-    if (convert(o, bound, 1, vals, tensors) < 0) return NULL;
+    if (arguments(o, args, nargsf, kwnames, 1, vals, tensors) < 0) return NULL;
     oc_tensor meta;
     oc_status st = oc_op_infer(o->op, vals, o->nargs, &meta);
     if (st != OC_OK) return ocpy_raise_status(st, o->op);
