@@ -22,7 +22,6 @@ typedef struct call_frame {
         oc_scalar s;
     } values[OC_MAX_ARGS];
     void *slots[OC_MAX_ARGS];
-    uint64_t bytes_in;
 } call_frame;
 
 static oc_status arg_error(const struct oc_op *op, int i, const char *fmt, const char *detail)
@@ -62,7 +61,6 @@ static oc_status bind_args(const struct oc_op *op, const oc_value *args, int nar
         return oc_set_error(OC_EINVAL, "op '%s' takes %d argument%s, got %d (schema: %s)", op->qualname,
                             s->num_args, s->num_args == 1 ? "" : "s", nargs, op->def.schema_text);
     f->nargs = s->num_args;
-    f->bytes_in = 0;
     for (int i = 0; i < s->num_args; i++) {
         const oc_schema_arg *a = &s->args[i];
         oc_value v;
@@ -86,7 +84,6 @@ static oc_status bind_args(const struct oc_op *op, const oc_value *args, int nar
             f->tensors[i] = *v.v.tensor;
             f->tensors[i].flags |= OC_TENSOR_READONLY;
             f->tensors[i].flags &= ~(uint32_t)OC_TENSOR_OWNED;
-            f->bytes_in += (uint64_t)oc_nbytes(&f->tensors[i]);
             f->tensor_ptrs[i] = &f->tensors[i];
             f->slots[i] = &f->tensor_ptrs[i];
             break;
@@ -231,12 +228,21 @@ static oc_status run_multi(const struct oc_op *op, oc_exec *e)
     return st;
 }
 
+/* Bytes of the call's input tensors: the profiler's "bytes in". */
+static uint64_t input_bytes(const struct oc_op *op, const call_frame *f)
+{
+    uint64_t bytes = 0;
+    for (int i = 0; i < f->nargs; i++)
+        if (op->def.schema.args[i].type == OC_ARG_TENSOR) bytes += (uint64_t)oc_nbytes(&f->tensors[i]);
+    return bytes;
+}
+
 static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *out)
 {
     oc_tensor dst = *out; /* the kernel may not disturb the caller's struct */
     dst.flags &= ~(uint32_t)(OC_TENSOR_READONLY | OC_TENSOR_OWNED);
     oc_exec e = {.op = op, .fn = op->kernel_fn, .ffi_values = f->slots, .dst = &dst,
-                 .ncores = 1, .bytes_in = f->bytes_in};
+                 .ncores = 1, .bytes_in = oc__prof_on() ? input_bytes(op, f) : 0};
     return op->multicore ? run_multi(op, &e) : run_single(op, &e);
 }
 
