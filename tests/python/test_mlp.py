@@ -418,7 +418,20 @@ def _ddp_worker(rank, world, port, variant, steps, out):
                                moved=moved, losses=losses, world=world), f)
         dist.barrier()  # both ranks done before either tears the connections down
     finally:
+        # DDP's reducer and the collectives' results can still be referenced
+        # by gloo's work objects; release them while the group is alive, or
+        # gloo's threads may abort the process at teardown (a PyTorch race
+        # seen with and without opcore ops).
+        model = opt = gathered = None  # noqa: F841
+        import gc
+        gc.collect()
         dist.destroy_process_group()
+    # Done and torn down: leave without interpreter finalization, where
+    # gloo's threads can still abort the process (pytorch#179291). Only on
+    # success: an exception above propagates and fails the test.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _ddp_main(variant, steps, out):
