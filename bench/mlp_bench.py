@@ -7,10 +7,26 @@ examples/relu variant vs the baseline. All ratios come from this one run.
     python bench/mlp_bench.py --quick    # 1 epoch, 1 round (a smoke run)
 
 Every measurement is a separate process (one process can hold only one ReLU
-variant) that runs the opcore model and the torch.relu baseline together,
-taking turns every 50 steps on the same batches (examples/mlp/loop.py
-run_interleaved): a noisy moment on the machine hits both alike. Variants
-are measured in rounds (rotated order) and medians over rounds reported.
+variant) that runs four models with the same initial weights, differing only
+in the ReLU, taking turns every 50 steps on the same batches
+(examples/mlp/loop.py run_interleaved):
+
+    opcore       my_ops.Relu.apply: the seeds' autograd.Function, calling the
+                 opcore operators of the variant under test
+    baseline     torch.relu
+    pyfunc       TorchReluFunction: the same autograd.Function pattern around
+                 PyTorch's own relu kernels: the ceiling for any operator
+                 called through that pattern
+    baseline_aa  torch.relu again: the A/A control; its ratio to the baseline
+                 shows the noise floor of the measurement
+
+Ratios are paired: within one process, a model's ratio to the baseline is
+the median over turns of (baseline's time on the turn's chunk / the model's
+time on the same chunk). The models' turns on one chunk are adjacent in
+time, so a noisy moment hits them alike, and the median drops the turns it
+hit unevenly. The iter/s columns are plain throughput (steps / total time).
+Variants are measured in rounds (rotated order) and medians over rounds
+reported; the ceiling and A/A rows pool every process of their table.
 
 Writes bench/results/mlp_train.json and mlp_inference.json in the report
 format (see bench/report.py), then runs bench/report.py unless --no-report.
@@ -24,6 +40,8 @@ import sys
 import tempfile
 import time
 
+import torch
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 MLP = os.path.join(REPO, "examples", "mlp")
@@ -32,6 +50,9 @@ sys.path.insert(0, MLP)
 
 TRAIN_TARGET = 0.97      # opcore training >= 0.97x baseline
 INFER_TARGET = 0.99      # multicore inference >= 0.99x baseline
+MODELS = ("opcore", "baseline", "pyfunc", "baseline_aa")  # per process, in turn order
+CEILING_ROW = "seeds' autograd.Function around torch.relu (ceiling)"
+AA_ROW = "baseline again (A/A noise control)"
 VARIANT_NAMES = {
     "baseline": "baseline (torch.relu)",
     "elementwise": "element-wise accessor",
@@ -45,12 +66,30 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
+class TorchReluFunction(torch.autograd.Function):
+    """The seeds' autograd.Function pattern around PyTorch's own relu: the
+    ceiling for any op called through it. Forward and backward are the
+    kernels torch.relu's own autograd uses, so it differs from the baseline
+    only by the Python autograd.Function around them (and trains to the same
+    weights)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.relu(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        return torch.ops.aten.threshold_backward(grad, x, 0)
+
+
 def worker(mode, variant, epochs, data_dir, threads):
-    """One measurement, in its own process: the opcore model with `variant`
-    and the torch.relu baseline in the same process, taking turns every 50
-    steps on the same batches (loop.run_interleaved), so both see the same
-    machine. Prints one JSON line."""
-    import torch
+    """One measurement, in its own process: the MODELS (the opcore model
+    with `variant`, the torch.relu baseline, the TorchReluFunction ceiling
+    and the baseline again) taking turns every 50 steps on the same batches
+    (loop.run_interleaved), so all see the same machine. Prints one JSON
+    line."""
     import data
     import loop
     import my_ops
@@ -61,20 +100,24 @@ def worker(mode, variant, epochs, data_dir, threads):
     layers = (120, 84) if mode == "train" else (4096, 2048)
     split = "train" if mode == "train" else "test"
     b = data.batches(data_dir or data.DEFAULT_DATA_DIR, split, loop.BATCH_SIZE)
-    torch.manual_seed(0)
-    models = {"opcore": MLP(layers=layers, relu=my_ops.Relu.apply)}
-    torch.manual_seed(0)
-    models["baseline"] = MLP(layers=layers)
+    relus = {"opcore": my_ops.Relu.apply, "baseline": None,
+             "pyfunc": TorchReluFunction.apply, "baseline_aa": None}
+    models = {}
+    for n in MODELS:
+        torch.manual_seed(0)  # the same initial weights for all
+        models[n] = MLP(layers=layers, relu=relus[n])
     r = loop.run_interleaved(models, b, epochs=epochs, train=(mode == "train"), progress=False)
+    # every model's weights must end equal to the baseline's
+    same = {n: all(torch.equal(p, q) for p, q in
+                   zip(models[n].parameters(), models["baseline"].parameters()))
+            for n in MODELS if n != "baseline"}
     out = {"variant": variant, "mode": mode, "epochs": epochs,
            "build_seconds": my_ops.build_seconds, "build_cached": my_ops.build_cached,
-           "identical": all(torch.equal(p, q) for p, q in
-                            zip(models["opcore"].parameters(), models["baseline"].parameters()))}
-    for n in ("opcore", "baseline"):
-        out[n] = r[n]
+           "identical": all(same.values()), "identical_to_baseline": same}
+    out.update((n, r[n]) for n in MODELS)
     if mode == "train":
         tb = data.batches(data_dir or data.DEFAULT_DATA_DIR, "test", loop.BATCH_SIZE)
-        for n in ("opcore", "baseline"):
+        for n in MODELS:
             out[n]["accuracy"] = loop.evaluate(models[n], tb)[0]
     print(json.dumps(out))
 
@@ -100,23 +143,57 @@ def paired_rounds(mode, variants, epochs, n, args, env, log):
             res = run_worker(mode, v, epochs, args, env)
             samples[v].append(res)
             log(f"  round {i + 1}/{n} {mode:5s} {v:12s} opcore {res['opcore']['throughput']:9.2f}  "
-                f"baseline {res['baseline']['throughput']:9.2f} iter/s  "
-                f"ratio {res['opcore']['throughput'] / res['baseline']['throughput']:.3f}")
+                f"baseline {res['baseline']['throughput']:9.2f} iter/s  paired vs baseline: "
+                f"opcore {paired_ratio(res, 'opcore'):.3f}  ceiling {paired_ratio(res, 'pyfunc'):.3f}  "
+                f"A/A {paired_ratio(res, 'baseline_aa'):.3f}")
     return samples
+
+
+def paired_ratio(res, name):
+    """`name`'s speed relative to the baseline in one process: the median
+    over turns of baseline turn time / `name`'s time on the same chunk."""
+    base, own = res["baseline"]["turn_seconds"], res[name]["turn_seconds"]
+    assert len(base) == len(own) > 0, (len(base), len(own))
+    return median([b / t for b, t in zip(base, own)])
+
+
+def pooled(samples, name):
+    """`name` over every process of a table (all variants, all rounds):
+    median iter/s, median paired ratio and the ratios' range."""
+    rs = [r for v in samples.values() for r in v]
+    ratios = [paired_ratio(r, name) for r in rs]
+    return dict(iters=median([r[name]["throughput"] for r in rs]), ratio=median(ratios),
+                lo=min(ratios), hi=max(ratios), processes=len(rs), last=rs[-1][name])
 
 
 def summarise(samples):
     """Per variant: median opcore iter/s, median baseline iter/s (from the
-    same processes) and the median of the per-process ratios."""
+    same processes) and the median over rounds of the per-process paired
+    ratios (paired_ratio)."""
     out = {}
     for v, rs in samples.items():
         out[v] = dict(opcore=median([r["opcore"]["throughput"] for r in rs]),
                       baseline=median([r["baseline"]["throughput"] for r in rs]),
-                      ratio=median([r["opcore"]["throughput"] / r["baseline"]["throughput"] for r in rs]),
+                      ratio=median([paired_ratio(r, "opcore") for r in rs]),
                       identical=all(r["identical"] for r in rs),
                       cold_build=rs[0]["build_seconds"] if not rs[0]["build_cached"] else None,
                       last=rs[-1])
     return out
+
+
+def method_notes(ceiling, aa, rounds, target):
+    """The notes' sentences on the paired ratios, the ceiling and the A/A
+    control (`ceiling` and `aa` from pooled())."""
+    c = ceiling["ratio"]
+    return (f"Ratios are paired: within each process, the median over turns of (baseline's time on "
+            f"a chunk / the model's time on the same chunk), the models' turns being adjacent in "
+            f"time; then the median over {rounds} round(s); iter/s are medians over rounds of "
+            f"each run's throughput. The seeds' autograd.Function around torch.relu itself "
+            f"reaches {c:.3f}x: the ceiling for any operator called through it"
+            + (f" (below the {target}x target)" if c < target else "")
+            + f". The baseline against an identical copy of itself (A/A) reads {aa['ratio']:.3f}x "
+            f"({aa['lo']:.3f}-{aa['hi']:.3f}x over {aa['processes']} process(es)): the noise "
+            f"floor. The ceiling and A/A rows pool every process of this table. ")
 
 
 def main(argv=None):
@@ -168,7 +245,9 @@ def main(argv=None):
 
         if not args.skip_train:
             log(f"training: MLP [120, 84], batch 32, {epochs} epoch(s), {n} round(s)")
-            sm = summarise(paired_rounds("train", train_variants, epochs, n, args, env, log))
+            samples = paired_rounds("train", train_variants, epochs, n, args, env, log)
+            sm = summarise(samples)
+            ceiling, aa = pooled(samples, "pyfunc"), pooled(samples, "baseline_aa")
             base = median([v["baseline"] for v in sm.values()])
             rows = [{"model": VARIANT_NAMES["baseline"], "iter/s": base, "vs baseline": 1.0,
                      "final loss": next(iter(sm.values()))["last"]["baseline"]["final_loss"],
@@ -178,6 +257,10 @@ def main(argv=None):
                              "vs baseline": r["ratio"],
                              "final loss": r["last"]["opcore"]["final_loss"],
                              "test accuracy": r["last"]["opcore"]["accuracy"]})
+            for name, c in ((CEILING_ROW, ceiling), (AA_ROW, aa)):
+                rows.append({"model": name, "iter/s": c["iters"], "vs baseline": c["ratio"],
+                             "final loss": c["last"]["final_loss"],
+                             "test accuracy": c["last"]["accuracy"]})
             fastest = max(sm, key=lambda v: sm[v]["ratio"])
             ratio = sm[fastest]["ratio"]
             identical = all(r["identical"] for r in sm.values())
@@ -187,15 +270,18 @@ def main(argv=None):
                 "rows": rows,
                 "chart": {"label": "model", "value": "iter/s", "ylabel": "train iter/s"},
                 "target": {"metric": f"opcore ({VARIANT_NAMES[fastest]}) / baseline iter/s",
-                           "min": TRAIN_TARGET, "value": ratio, "met": ratio >= TRAIN_TARGET},
+                           "min": TRAIN_TARGET, "value": ratio, "met": ratio >= TRAIN_TARGET,
+                           "ceiling": ceiling["ratio"]},
                 "notes": (f"MLP 784 -> [120, 84] -> 10 on the Fashion-MNIST training set (1875 batches "
                           f"of 32), SGD lr 0.01, {epochs} epoch(s); iter/s of the last epoch without "
                           f"its 2 warm-up steps, as in the seeds. Each measurement process trains the "
-                          f"opcore model and the baseline together, taking turns every 50 steps, so "
-                          f"both see the same machine; iter/s and ratios are medians over {n} "
-                          f"round(s). Target: opcore >= {TRAIN_TARGET}x baseline — best variant "
+                          f"opcore model, the baseline, the ceiling model and the baseline again "
+                          f"together, taking turns every 50 steps, so all see the same machine. "
+                          + method_notes(ceiling, aa, n, TRAIN_TARGET)
+                          + f"Target: opcore >= {TRAIN_TARGET}x baseline — best variant "
                           f"{VARIANT_NAMES[fastest]}: {ratio:.3f}x "
                           f"({'met' if ratio >= TRAIN_TARGET else 'NOT met'}). Trained weights "
+                          f"(opcore and ceiling models) "
                           f"{'identical to the baseline in every run' if identical else 'DIFFER from the baseline'}."),
                 "raw": {v: r["last"] for v, r in sm.items()}, "started": started,
             })
@@ -203,7 +289,9 @@ def main(argv=None):
         if not args.skip_inference and variants:
             iepochs = args.epochs or (1 if args.quick else 2)
             log(f"inference: MLP [4096, 2048], batch 32, {iepochs} epoch(s), {n} round(s)")
-            sm = summarise(paired_rounds("infer", variants, iepochs, n, args, env, log))
+            samples = paired_rounds("infer", variants, iepochs, n, args, env, log)
+            sm = summarise(samples)
+            ceiling, aa = pooled(samples, "pyfunc"), pooled(samples, "baseline_aa")
             base = median([v["baseline"] for v in sm.values()])
             ew = sm["elementwise"]["ratio"] if "elementwise" in sm else None
             rows = [{"variant": VARIANT_NAMES["baseline"], "iter/s": base, "vs baseline": 1.0}]
@@ -216,11 +304,14 @@ def main(argv=None):
                 row["cold build, s"] = r["cold_build"]
                 rows.append(row)
             rows[0]["cold build, s"] = None
+            for name, c in ((CEILING_ROW, ceiling), (AA_ROW, aa)):
+                rows.append({"variant": name, "iter/s": c["iters"], "vs baseline": c["ratio"],
+                             **({"vs element-wise": None} if ew else {}), "cold build, s": None})
             mc = sm["multicore"]["ratio"] if "multicore" in sm else None
             target = None
             if mc is not None:
                 target = {"metric": "TCM + multicore / baseline iter/s", "min": INFER_TARGET,
-                          "value": mc, "met": mc >= INFER_TARGET}
+                          "value": mc, "met": mc >= INFER_TARGET, "ceiling": ceiling["ratio"]}
             write(args.results, "mlp_inference.json", {
                 "title": "MLP [4096, 2048] inference: ReLU variants vs torch.relu",
                 "order": 20,
@@ -230,9 +321,10 @@ def main(argv=None):
                 "notes": (f"Forward passes over the Fashion-MNIST test set (313 batches of 32) with "
                           f"hidden layers [4096, 2048], {iepochs} epoch(s), last epoch without its "
                           f"2 warm-up steps (seed 001's measurement). Each variant runs in its own "
-                          f"process together with the baseline, taking turns every 50 batches; "
-                          f"iter/s and ratios are medians over {n} round(s); the baseline's iter/s "
-                          f"is the median over all processes. "
+                          f"process together with the baseline, the ceiling model and the baseline "
+                          f"again, taking turns every 50 batches; the baseline's iter/s is the median "
+                          f"over all processes. "
+                          + method_notes(ceiling, aa, n, INFER_TARGET)
                           + (f"Target: TCM + multicore >= {INFER_TARGET}x baseline — measured "
                              f"{mc:.3f}x ({'met' if mc >= INFER_TARGET else 'NOT met'}). "
                              if mc is not None else "")

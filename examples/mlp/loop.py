@@ -104,8 +104,12 @@ def run_interleaved(models, batches, epochs=EPOCHS, block=50, lr=LR, warmup=WARM
     them stay fair. Every model sees exactly the batches it would see alone,
     so the results (losses, weights) are those of separate runs.
 
-    Returns {name: {throughput, final_loss, steps}}: throughput is the last
-    epoch's iter/s without each epoch's first `warmup` steps, as in train()."""
+    Returns {name: {throughput, final_loss, steps, turn_seconds}}: throughput
+    is the last epoch's iter/s without each epoch's first `warmup` steps, as
+    in train(); turn_seconds is the time of each of the last epoch's turns
+    that had timed steps, in the same order for every model (entry i is the
+    same chunk of batches for all), so the models' times can be paired turn
+    by turn. Its sum is the time the throughput is computed from."""
     names = list(models)
     opt = {n: torch.optim.SGD(models[n].parameters(), lr=lr) for n in names} if train else {}
     loss_fn = torch.nn.NLLLoss()
@@ -121,7 +125,7 @@ def run_interleaved(models, batches, epochs=EPOCHS, block=50, lr=LR, warmup=WARM
     ctx = torch.enable_grad() if train else torch.no_grad()
     with ctx:
         for epoch in range(epochs):
-            secs = dict.fromkeys(names, 0.0)
+            turns = {n: [] for n in names}  # only the last epoch's are kept
             for turn, lo in enumerate(range(0, len(all_batches), block)):
                 chunk = all_batches[lo:lo + block]
                 k = turn % len(names)
@@ -141,12 +145,13 @@ def run_interleaved(models, batches, epochs=EPOCHS, block=50, lr=LR, warmup=WARM
                         else:
                             model(x)
                     if skip < len(chunk):
-                        secs[n] += time.perf_counter() - t0
+                        turns[n].append(time.perf_counter() - t0)
                     out[n]["steps"] += len(chunk)
                     bar.update(len(chunk))
     bar.close()
     for n in names:
-        out[n]["throughput"] = (len(all_batches) - warmup) / secs[n]
+        out[n]["turn_seconds"] = turns[n]
+        out[n]["throughput"] = (len(all_batches) - warmup) / sum(turns[n])
         if out[n]["final_loss"] is not None:
             out[n]["final_loss"] = float(out[n]["final_loss"])
     return out

@@ -305,6 +305,33 @@ def test_interleaved_equals_separate_runs():
     assert r["x"]["final_loss"] is None and r["x"]["throughput"] > 0
 
 
+@pytest.mark.parametrize("train,warmup,turns", [(True, 2, 3), (False, 2, 3), (True, 4, 2)])
+def test_interleaved_turn_seconds(train, warmup, turns):
+    # 7 batches in turns of 3: chunks [0:3] [3:6] [6:7]; with warmup 4 the
+    # first chunk has no timed step and is left out
+    b = synthetic_batches(n=32 * 7)
+    models = {n: MLP(layers=(16, 8)) for n in ("a", "b", "c")}
+    r = loop.run_interleaved(models, b, epochs=2, block=3, warmup=warmup, train=train,
+                             progress=False)
+    for n in models:
+        ts = r[n]["turn_seconds"]
+        assert len(ts) == turns and all(t > 0 for t in ts)
+        # the throughput is the last epoch's timed steps over these turns' sum
+        assert r[n]["throughput"] == pytest.approx((7 - warmup) / sum(ts), rel=1e-12)
+        assert r[n]["steps"] == 14
+
+
+def test_bench_ceiling_function_trains_like_torch_relu():
+    # bench/mlp_bench.py's ceiling model must train to the baseline's weights
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    from mlp_bench import TorchReluFunction
+    b = synthetic_batches()
+    m1, r1 = train_losses(None, b, 10)
+    m2, r2 = train_losses(TorchReluFunction.apply, b, 10)
+    assert all(torch.equal(a, c) for a, c in zip(r1["losses"], r2["losses"]))
+    assert all(torch.equal(p, q) for p, q in zip(m1.parameters(), m2.parameters()))
+
+
 def test_infer_loop():
     b = synthetic_batches(n=32 * 5)
     r = loop.infer(MLP(layers=(64, 32)), b, epochs=1, progress=False)
