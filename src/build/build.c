@@ -356,6 +356,15 @@ static oc_status prepare(build *b)
     return OC_OK;
 }
 
+/* The kernel's -march: native by default; $OPCORE_MARCH overrides it
+ * (empty: no -march at all), e.g. x86-64-v2 for a run under valgrind,
+ * which cannot decode AVX-512. */
+static const char *kernel_march(void)
+{
+    const char *m = getenv("OPCORE_MARCH");
+    return m ? m : "native";
+}
+
 static oc_status compute_key(build *b)
 {
     const oc_build_options *o = b->o;
@@ -391,6 +400,7 @@ static oc_status compute_key(build *b)
     hash_u64(s, o->multicore);
     hash_u64(s, b->stack_size);
     hash_u64(s, o->debug);
+    hash_str(s, kernel_march());
     hash_str(s, ident);
     hash_str(s, oc_build_include_dir());
     hash_str(s, oc_build_lib_dir());
@@ -422,6 +432,18 @@ static bool cache_hit(build *b)
     return hit;
 }
 
+/* The kernel code flags, as built and as shown by `opcore info`. */
+static void kernel_flags(const build *b, oc__argv *a)
+{
+    oc__argv_add(a, "-O3");
+    if (*kernel_march()) oc__argv_addf(a, "-march=%s", kernel_march());
+    if (b->o->debug) {
+        oc__argv_add(a, "-DOC_DEBUG");
+        oc__argv_add(a, "-O0");
+        oc__argv_add(a, "-g");
+    }
+}
+
 /* Common compiler words for a source of the given kind. */
 static void compile_flags(build *b, bool compute, oc__argv *a)
 {
@@ -431,15 +453,14 @@ static void compile_flags(build *b, bool compute, oc__argv *a)
     oc__argv_add(a, "-fPIC");
     oc__argv_add(a, "-pipe");
     if (compute) {
-        oc__argv_add(a, "-O3");
-        oc__argv_add(a, "-march=native");
+        kernel_flags(b, a);
     } else {
         oc__argv_add(a, "-O2");
-    }
-    if (b->o->debug) {
-        oc__argv_add(a, "-DOC_DEBUG");
-        oc__argv_add(a, "-O0");
-        oc__argv_add(a, "-g");
+        if (b->o->debug) {
+            oc__argv_add(a, "-DOC_DEBUG");
+            oc__argv_add(a, "-O0");
+            oc__argv_add(a, "-g");
+        }
     }
     oc__argv_addf(a, "-I%s", oc_build_include_dir());
     for (int i = 0; i < b->incs.n; i++) oc__argv_addf(a, "-I%s", b->incs.v[i]);
@@ -457,7 +478,7 @@ static void tmp_path(build *b, char *out, size_t len, const char *fmt, int i)
 static oc_status write_build_info(build *b, char *path, size_t len)
 {
     oc__argv shown = {0};
-    oc__argv_split(&shown, b->o->debug ? "-O3 -march=native -DOC_DEBUG -O0 -g" : "-O3 -march=native");
+    kernel_flags(b, &shown);
     oc__argv_extend(&shown, &b->user_flags);
     oc__sb flags = {0};
     oc__argv_format(&shown, &flags);
