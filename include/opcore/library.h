@@ -42,7 +42,7 @@ extern "C" {
 
 /* ABI version of the library <-> runtime contract. A library built for
  * another version is refused at load time ("rebuild it"). */
-#define OC_ABI_VERSION 1
+#define OC_ABI_VERSION 2
 
 typedef struct oc_library_builder oc_library_builder;
 typedef void (*oc_fn)(void);
@@ -60,6 +60,7 @@ typedef struct oc_build_info {
     uint32_t multicore;     /* 1 if kernels run on every core */
     uint64_t stack_size;    /* kernel stack size in bytes */
     const char *cflags;     /* the compute sources' flags, for `opcore info` */
+    uint32_t debug;         /* 1 if built with --debug (outputs get redzones) */
 } oc_build_info;
 
 #define OC__EXPORT __attribute__((visibility("default"), used))

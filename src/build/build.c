@@ -35,6 +35,8 @@
 
 #include "build/build_internal.h"
 #include "build/sigcheck.h"
+#include "engine/escape.h"
+#include "library/elfcheck.h"
 #include "library/registry.h"
 #include "opcore/engine.h"
 #include "opcore/library.h"
@@ -452,6 +454,10 @@ static void compile_flags(build *b, bool compute, oc__argv *a)
     oc__argv_add(a, "-D_GNU_SOURCE");
     oc__argv_add(a, "-fPIC");
     oc__argv_add(a, "-pipe");
+    /* Probe every page of a large stack frame, so a frame larger than the
+     * kernel stack's guard region faults in the guard (a stack overflow
+     * error) instead of writing past it. */
+    oc__argv_add(a, "-fstack-clash-protection");
     if (compute) {
         kernel_flags(b, a);
     } else {
@@ -491,7 +497,7 @@ static oc_status write_build_info(build *b, char *path, size_t len)
                   "    OC_ABI_VERSION, %d, %zu,\n    ",
                   b->o->name, b->o->multicore ? 1 : 0, b->stack_size);
     c_string(&src, oc__sb_str(&flags));
-    oc__sb_put(&src, "};\n");
+    oc__sb_printf(&src, ", %d};\n", b->o->debug ? 1 : 0);
     tmp_path(b, path, len, "build_info.c", 0);
     bool ok = !src.oom && !flags.oom && write_file(path, src.s, src.len);
     oc__sb_free(&src);
@@ -593,9 +599,11 @@ static oc_status compile_and_link(build *b, char *tmp_lib, size_t tmp_len)
     oc__argv_addf(&link.argv, "-Wl,-rpath,%s", oc_build_lib_dir());
     oc__argv_add(&link.argv, "-lm");
     oc__argv_add(&link.argv, "-Wl,-z,defs");
+    oc__argv_add(&link.argv, OC_ESCAPE_WRAPS); /* exit(), abort()...: errors (escape.c) */
     link.what = "linking";
     if (oc__jobs_run(&link, 1, 1, b->o->verbose)) st = jobs_error(b, &link, 1, "linking");
     else show_warnings(&link, 1);
+    if (!st) st = oc__elf_seal(tmp_lib); /* the loader checks the checksum (elfcheck.c) */
     oc__job_free(&link);
 out:
     free_jobs(jobs, njobs);

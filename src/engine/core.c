@@ -35,7 +35,6 @@ static _Thread_local const void *asan_host_bottom;
 static _Thread_local size_t asan_host_size;
 #endif
 
-#define OC_STACK_GUARD ((size_t)64 * 1024)    /* inaccessible bytes below */
 #define OC_STACK_RESERVE ((size_t)16 * 1024)  /* opcore's own frames: ffi, printf */
 
 static _Thread_local oc_core *tls_core;     /* this thread's core */
@@ -190,35 +189,6 @@ static void kernel_trampoline(void)
     /* returning resumes host_ctx through uc_link */
 }
 
-/* Describe a fault recorded by the signal handler. */
-static void describe_fault(oc_core *c)
-{
-    const struct oc_op *op = c->exec->op;
-    const char *what = c->mode == OC_MODE_SHAPE ? "shape function" : "kernel";
-    char *a = c->fault_addr;
-    if (c->mode == OC_MODE_KERNEL && c->fault_signal == SIGSEGV && c->stack_map &&
-        a >= c->stack_map - OC_STACK_GUARD && a < c->stack_lo) {
-        c->fail_status = OC_ESTACK;
-        snprintf(c->fail_msg, sizeof c->fail_msg,
-                 "op '%s': stack overflow in kernel '%s' on core %u: it needs more than its "
-                 "stack of %zu bytes (build with --stack-size N or -DSTACK_SIZE=N)",
-                 op->qualname, op->def.kernel_name, c->id, op->stack_size);
-    } else if (c->mode == OC_MODE_SHAPE && c->fault_signal == SIGSEGV && (uintptr_t)a < 65536) {
-        c->fail_status = OC_EMETA;
-        snprintf(c->fail_msg, sizeof c->fail_msg,
-                 "op '%s': shape function '%s' touched tensor data (address %p); shape "
-                 "functions get meta tensors: shapes and dtypes, no data",
-                 op->qualname, op->def.shape_fn_name, (void *)a);
-    } else {
-        c->fail_status = OC_EFAULT;
-        snprintf(c->fail_msg, sizeof c->fail_msg, "op '%s': %s '%s' faulted on core %u: %s at address %p",
-                 op->qualname, what,
-                 c->mode == OC_MODE_SHAPE ? op->def.shape_fn_name : op->def.kernel_name, c->id,
-                 strsignal(c->fault_signal), (void *)a);
-    }
-    c->failed = true;
-}
-
 oc_status oc__core_run(oc_core *c, oc_exec *e, oc_core_mode mode, uint32_t id, uint32_t count)
 {
     oc_core *outer = tls_running;
@@ -233,7 +203,7 @@ oc_status oc__core_run(oc_core *c, oc_exec *e, oc_core_mode mode, uint32_t id, u
     memset(&c->counters, 0, sizeof c->counters);
     tls_running = c;
 
-    if (mode == OC_MODE_SHAPE) {
+    if (mode != OC_MODE_KERNEL) { /* shape function or OC_LIBRARY block: in place */
         if (sigsetjmp(c->jump, 0) == 0) {
             c->guarded = 1;
             call_fn(c);
@@ -259,7 +229,7 @@ oc_status oc__core_run(oc_core *c, oc_exec *e, oc_core_mode mode, uint32_t id, u
         oc__streams_close_all(c);
     }
     c->guarded = 0;
-    if (c->fault_signal && !c->failed) describe_fault(c);
+    if (c->fault_signal && !c->failed) oc__fault_describe(c);
     if (c->failed && c->fail_status == OC_OK) c->fail_status = OC_EKERNEL;
     /* printf from kernels shows up now, not when the buffer fills. */
     fflush(stdout);

@@ -25,7 +25,8 @@
 typedef enum oc_core_mode {
     OC_MODE_IDLE = 0,   /* no call running on this thread */
     OC_MODE_KERNEL = 1, /* running a kernel */
-    OC_MODE_SHAPE = 2   /* running a shape function (meta tensors only) */
+    OC_MODE_SHAPE = 2,  /* running a shape function (meta tensors only) */
+    OC_MODE_LIBRARY = 3 /* running a library's OC_LIBRARY block (escape.c) */
 } oc_core_mode;
 
 /* One call of a kernel or shape function, shared by all cores running it. */
@@ -73,7 +74,11 @@ typedef struct oc_core {
     sigjmp_buf jump;          /* where a failure or fault resumes */
     volatile sig_atomic_t guarded;  /* faults are ours while set */
     volatile int fault_signal;
+    volatile int fault_code;        /* si_code: <= 0 when sent by kill/raise */
+    volatile int fault_pid;         /* the sender, when sent */
     void *volatile fault_addr;
+    void *volatile fault_sp;        /* the stack pointer at the fault */
+    const char *label;        /* OC_MODE_LIBRARY: "library 'x' (path)" */
 
     bool failed;
     oc_status fail_status;
@@ -122,6 +127,21 @@ bool oc__tcm_contains(const oc_core *core, const void *p, size_t bytes);
  * this thread has an alternate signal stack. */
 void oc__fault_install(void);
 oc_status oc__fault_thread_init(oc_core *core);
+
+/* Turn the fault the signal handler recorded on `core` into its failure
+ * status and message (fault.c). */
+void oc__fault_describe(oc_core *core);
+
+/* "op 'lib::op': kernel 'k' on core 1" -- where the running call is, for
+ * messages (escape.c). */
+void oc__core_where(const oc_core *core, char *buf, size_t len);
+
+/* Run a library's OC_LIBRARY block under the fault and escape guard; a
+ * fault, exit() or abort() there is an error naming the library (escape.c). */
+oc_status oc__library_run_init(const oc_library_decl *decl, oc_library_builder *m, const char *path);
+
+/* The guard region below every kernel stack (core.c). */
+#define OC_STACK_GUARD ((size_t)64 * 1024)
 
 /* Engine-wide settings. */
 size_t oc__engine_default_tcm(void);

@@ -1,22 +1,37 @@
 /* Turning faults inside kernels into errors.
  *
- * One process-wide handler for SIGSEGV, SIGBUS, SIGFPE and SIGILL runs on
- * the thread's alternate signal stack (so a stack overflow can be handled).
- * If the faulting thread is inside a guarded kernel or shape function, the
- * handler records the fault and jumps back into the engine; otherwise it
- * passes the signal to whatever handler was installed before opcore's. */
+ * One process-wide handler for SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT
+ * runs on the thread's alternate signal stack (so a stack overflow can be
+ * handled). If the faulting thread is inside a guarded kernel, shape
+ * function or OC_LIBRARY block, the handler records the fault and jumps
+ * back into the engine; otherwise it passes the signal to whatever handler
+ * was installed before opcore's.
+ *
+ * SIGABRT is here for the aborts an op library's own code cannot be
+ * relinked away from (escape.c wraps its direct calls to abort() and
+ * assert()): libc's internal aborts and raise(SIGABRT). glibc's abort()
+ * releases its lock before raising, so leaving the handler by longjmp is
+ * safe; an abort raised by malloc on a corrupt heap is reported the same
+ * way, but the heap stays corrupt (docs/engine.md, limits). */
 #undef _FORTIFY_SOURCE /* siglongjmp out of a handler on the signal stack */
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ucontext.h>
 
 #include "core/internal.h"
 #include "engine/core.h"
+#include "engine/redzone.h"
 
 #define OC_ALTSTACK_SIZE ((size_t)64 * 1024)
 
-static const int fault_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+/* A stack pointer this far below the kernel stack still counts as "the
+ * kernel overflowed its stack" (one frame can be that large). */
+#define OC_OVERFLOW_REACH ((size_t)1 << 30)
+
+static const int fault_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 #define NUM_FAULT_SIGNALS (int)(sizeof fault_signals / sizeof fault_signals[0])
 static struct sigaction previous[NUM_FAULT_SIGNALS];
 static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -32,8 +47,22 @@ static void pass_on(int index, int sig, siginfo_t *info, void *uctx)
         /* Default action: restore it; the faulting instruction re-runs
          * and the process dies as it would have without opcore. */
         signal(sig, SIG_DFL);
-        if (info->si_code <= 0) raise(sig); /* sent by kill(): re-send */
+        if (info->si_code <= 0) raise(sig); /* sent by kill()/raise(): re-send */
     }
+}
+
+/* The interrupted context's stack pointer (NULL where unknown). */
+static void *context_sp(void *uctx)
+{
+    const ucontext_t *u = uctx;
+#if defined(__x86_64__)
+    return (void *)(uintptr_t)u->uc_mcontext.gregs[REG_RSP];
+#elif defined(__aarch64__)
+    return (void *)(uintptr_t)u->uc_mcontext.sp;
+#else
+    (void)u;
+    return NULL;
+#endif
 }
 
 static void on_fault(int sig, siginfo_t *info, void *uctx)
@@ -42,11 +71,64 @@ static void on_fault(int sig, siginfo_t *info, void *uctx)
     if (c && c->guarded) {
         c->guarded = 0;
         c->fault_signal = sig;
-        c->fault_addr = info->si_addr;
+        c->fault_code = info->si_code;
+        c->fault_pid = info->si_code <= 0 ? (int)info->si_pid : 0;
+        c->fault_addr = info->si_code > 0 ? info->si_addr : NULL;
+        c->fault_sp = context_sp(uctx);
         siglongjmp(c->jump, 2);
     }
     for (int i = 0; i < NUM_FAULT_SIGNALS; i++)
         if (fault_signals[i] == sig) pass_on(i, sig, info, uctx);
+}
+
+/* Did the kernel run off the bottom of its stack? Either the faulting
+ * address is in (or just below) the guard region, or the stack pointer
+ * itself is below the stack: a frame larger than the guard jumps over it. */
+static bool overflowed(const oc_core *c)
+{
+    if (c->mode != OC_MODE_KERNEL || c->fault_signal != SIGSEGV || c->fault_code <= 0 || !c->stack_map)
+        return false;
+    const char *a = c->fault_addr, *sp = c->fault_sp;
+    if (a >= c->stack_map - OC_STACK_GUARD && a < c->stack_lo) return true;
+    return sp && sp < c->stack_lo && (size_t)(c->stack_lo - sp) <= OC_OVERFLOW_REACH;
+}
+
+void oc__fault_describe(oc_core *c)
+{
+    char where[1024], what[1024];
+    oc__core_where(c, where, sizeof where);
+    const struct oc_op *op = c->exec ? c->exec->op : NULL;
+    void *a = c->fault_addr;
+    if (overflowed(c)) {
+        c->fail_status = OC_ESTACK;
+        snprintf(c->fail_msg, sizeof c->fail_msg,
+                 "%s: stack overflow: it needs more than its stack of %zu bytes (build with "
+                 "--stack-size N or -DSTACK_SIZE=N)",
+                 where, op->stack_size);
+    } else if (c->mode == OC_MODE_SHAPE && c->fault_signal == SIGSEGV && c->fault_code > 0 &&
+               (uintptr_t)a < 65536) {
+        c->fail_status = OC_EMETA;
+        snprintf(c->fail_msg, sizeof c->fail_msg,
+                 "%s touched tensor data (address %p); shape functions get meta tensors: "
+                 "shapes and dtypes, no data",
+                 where, a);
+    } else if (c->mode == OC_MODE_KERNEL && c->fault_code > 0 && oc__redzone_describe(a, what, sizeof what)) {
+        c->fail_status = OC_EFAULT;
+        snprintf(c->fail_msg, sizeof c->fail_msg, "%s %s", where, what);
+    } else if (c->fault_code <= 0) {
+        /* Sent, not caused: there is no faulting address to show. */
+        c->fail_status = OC_EFAULT;
+        snprintf(c->fail_msg, sizeof c->fail_msg,
+                 "%s got signal SIG%s (%s) sent by raise(), kill() or abort() from process %d, "
+                 "not by a faulting instruction",
+                 where, sigabbrev_np(c->fault_signal) ? sigabbrev_np(c->fault_signal) : "?",
+                 strsignal(c->fault_signal), c->fault_pid);
+    } else {
+        c->fail_status = OC_EFAULT;
+        snprintf(c->fail_msg, sizeof c->fail_msg, "%s faulted: %s at address %p", where,
+                 strsignal(c->fault_signal), a);
+    }
+    c->failed = true;
 }
 
 /* (Re)install the handler where something else has replaced it since: the

@@ -7,6 +7,7 @@
 #include "core/internal.h"
 #include "engine/core.h"
 #include "engine/pool.h"
+#include "engine/redzone.h"
 #include "opcore/host.h"
 #include "opcore/tensor_ops.h"
 
@@ -243,7 +244,10 @@ static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *out)
     dst.flags &= ~(uint32_t)(OC_TENSOR_READONLY | OC_TENSOR_OWNED);
     oc_exec e = {.op = op, .fn = op->kernel_fn, .ffi_values = f->slots, .dst = &dst,
                  .ncores = 1, .bytes_in = oc__prof_on() ? input_bytes(op, f) : 0};
-    return op->multicore ? run_multi(op, &e) : run_single(op, &e);
+    oc__redzone rz; /* debug builds: a guarded shadow of the output */
+    oc_status st = oc__redzone_begin(op, 0, &dst, &rz);
+    if (st == OC_OK) st = oc__redzone_end(&dst, &rz, op->multicore ? run_multi(op, &e) : run_single(op, &e));
+    return st;
 }
 
 oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tensor *out_meta)

@@ -45,21 +45,18 @@ bool oc__in_shape_fn(void)
     return c && c->mode == OC_MODE_SHAPE;
 }
 
-/* Prefix a message with where it happened: op, function, core. */
+/* Prefix a message with where it happened: op, function, core. A failure
+ * opcore raises inside a kernel (a TCM range, an accessor's bounds) is the
+ * kernel's failure, not a bad argument of the call: OC_EINVAL becomes
+ * OC_EKERNEL, so Python raises OpError rather than OpArgumentError. (In a
+ * shape function it stays: there it means the inputs do not fit.) */
 static void fail_here(oc_core *c, oc_status status, const char *fmt, va_list ap)
 {
-    char msg[3072], full[4096];
+    char msg[3072], where[1024], full[sizeof where + sizeof msg + 2];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    const struct oc_op *op = c->exec->op;
-    if (c->mode == OC_MODE_SHAPE)
-        snprintf(full, sizeof full, "op '%s': shape function '%s': %s", op->qualname,
-                 op->def.shape_fn_name, msg);
-    else if (c->count > 1)
-        snprintf(full, sizeof full, "op '%s': kernel '%s' on core %u: %s", op->qualname,
-                 op->def.kernel_name, c->id, msg);
-    else
-        snprintf(full, sizeof full, "op '%s': kernel '%s': %s", op->qualname, op->def.kernel_name, msg);
-    oc__core_fail(c, status, full);
+    oc__core_where(c, where, sizeof where);
+    snprintf(full, sizeof full, "%s: %s", where, msg);
+    oc__core_fail(c, c->mode == OC_MODE_KERNEL && status == OC_EINVAL ? OC_EKERNEL : status, full);
 }
 
 void oc__raise(oc_status status, const char *fmt, ...)

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/core.h"
 #include "library/registry.h"
 
 struct oc_library_builder {
@@ -72,7 +73,8 @@ oc_status oc__library_read_defs(void *handle, const char *path, oc_library_defs 
                             "(opcore build, or custom_op.load)", path, decl->abi_version, OC_ABI_VERSION);
     snprintf(out->name, sizeof out->name, "%s", decl->name);
     oc_library_builder m = {.defs = out};
-    decl->init(&m);
+    oc_status guard = oc__library_run_init(decl, &m, path); /* faults, exit(): an error */
+    if (guard != OC_OK) { oc__library_defs_free(out); return guard; }
     if (m.error) {
         oc__library_defs_free(out);
         return oc_set_error(m.error, "%s", m.message);

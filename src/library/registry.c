@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "engine/core.h"
+#include "library/elfcheck.h"
 #include "library/registry.h"
 #include "opcore/engine.h"
 #include "opcore/host.h"
@@ -56,6 +57,7 @@ static oc_status read_build_info(oc_library *lib)
                             "%s was built for opcore ABI %u but this runtime is ABI %u: rebuild it",
                             lib->path, info->abi_version, OC_ABI_VERSION);
     lib->multicore = info->multicore != 0;
+    lib->debug = info->debug != 0;
     lib->stack_size = info->stack_size ? info->stack_size : OC_DEFAULT_STACK_SIZE;
     snprintf(lib->cflags, sizeof lib->cflags, "%s", info->cflags ? info->cflags : "");
     return OC_OK;
@@ -142,6 +144,7 @@ oc_status oc_library_load(const char *path, oc_library **out)
     }
     pthread_rwlock_unlock(&registry_lock);
 
+    if (oc__elf_check_file(real, path) != OC_OK) return oc_errcode(); /* before dlopen trusts it */
     oc_library *lib = calloc(1, sizeof *lib);
     if (!lib) return oc_set_error(OC_ENOMEM, "out of memory loading %s", path);
     snprintf(lib->path, sizeof lib->path, "%s", real);

@@ -49,6 +49,7 @@ struct oc_library {
     ino_t ino;
     void *handle;
     bool multicore;
+    bool debug; /* built with --debug: outputs get redzones (redzone.c) */
     size_t stack_size;
     char cflags[1024];
     int num_ops;

@@ -284,11 +284,11 @@ static void test_failures_become_errors(void **state)
     assert_msg("want 1-D, got 2 dims");
     assert_int_equal(call1("errs::shape_null", &x, none, 1), OC_ESHAPE);
 
-    assert_int_equal(call1("errs::tcm_abuse", &x, oc_value_int(0), 2), OC_EINVAL);
+    assert_int_equal(call1("errs::tcm_abuse", &x, oc_value_int(0), 2), OC_EKERNEL);
     assert_msg("out of range");
-    assert_int_equal(call1("errs::tcm_abuse", &x, oc_value_int(1), 2), OC_EINVAL);
+    assert_int_equal(call1("errs::tcm_abuse", &x, oc_value_int(1), 2), OC_EKERNEL);
     assert_msg("not inside core 0's TCM");
-    assert_int_equal(call1("errs::tcm_abuse", &x, oc_value_int(2), 2), OC_EINVAL);
+    assert_int_equal(call1("errs::tcm_abuse", &x, oc_value_int(2), 2), OC_EKERNEL);
     assert_msg("read-only");
     assert_int_equal(call1("errs::tcm_abuse", &x, oc_value_int(3), 2), OC_OK);
 

@@ -1,0 +1,237 @@
+/* Ending a kernel, shape function or OC_LIBRARY block that tries to leave
+ * its call: exit() and its kin, abort(), a failed assert(), pthread_exit()
+ * on an engine core, longjmp() to a jmp_buf set outside the call.
+ *
+ * `opcore build` links every op library with -Wl,--wrap=exit,... (the list
+ * is OC_ESCAPE_WRAPS in build.c), so the library's own calls to these reach
+ * the __wrap_* functions here. Inside a guarded call they end the call with
+ * an error naming the op, the core and what was called; anywhere else
+ * (host code in the library, called outside any op call) they do what the
+ * real function does. Calls made by other libraries the op library links
+ * against are not wrapped; their aborts still reach the SIGABRT handler
+ * (fault.c). Why not let exit() run: in a multicore kernel every core
+ * enters glibc's exit together and the process hangs; in one core it ends
+ * the host process, which is never the kernel's to end.
+ *
+ * The OC_LIBRARY block runs through oc__library_run_init() below, under
+ * the same guard as a shape function. */
+#undef _FORTIFY_SOURCE /* the real longjmp, unchecked, is what we call */
+#include <ffi.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <threads.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+#include "engine/core.h"
+
+void oc__core_where(const oc_core *c, char *buf, size_t len)
+{
+    const struct oc_op *op = c->exec ? c->exec->op : NULL;
+    switch (c->mode) {
+    case OC_MODE_KERNEL:
+        snprintf(buf, len, "op '%s': kernel '%s' on core %u", op->qualname, op->def.kernel_name, c->id);
+        break;
+    case OC_MODE_SHAPE:
+        snprintf(buf, len, "op '%s': shape function '%s'", op->qualname, op->def.shape_fn_name);
+        break;
+    case OC_MODE_LIBRARY:
+        snprintf(buf, len, "%s", c->label ? c->label : "an OC_LIBRARY block");
+        break;
+    default:
+        snprintf(buf, len, "opcore");
+    }
+}
+
+/* The running guarded call on this thread, or NULL. */
+static oc_core *guarded_core(void)
+{
+    oc_core *c = oc__core_current();
+    return c && c->guarded && c->mode != OC_MODE_IDLE ? c : NULL;
+}
+
+__attribute__((format(printf, 2, 3))) static _Noreturn void escape(oc_core *c, const char *fmt, ...)
+{
+    char where[1024], what[2048], full[sizeof where + sizeof what + 2];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    oc__core_where(c, where, sizeof where);
+    snprintf(full, sizeof full, "%s: %s", where, what);
+    oc__core_fail(c, OC_EKERNEL, full);
+}
+
+#define NOT_YOURS "; a kernel, shape function or OC_LIBRARY block must not end the process " \
+                  "(return, or fail with OC_CHECK)"
+
+_Noreturn void __wrap_exit(int status);
+_Noreturn void __wrap_exit(int status)
+{
+    oc_core *c = guarded_core();
+    if (c) escape(c, "called exit(%d)" NOT_YOURS, status);
+    exit(status);
+}
+
+_Noreturn void __wrap__exit(int status);
+_Noreturn void __wrap__exit(int status)
+{
+    oc_core *c = guarded_core();
+    if (c) escape(c, "called _exit(%d)" NOT_YOURS, status);
+    _exit(status);
+}
+
+_Noreturn void __wrap__Exit(int status);
+_Noreturn void __wrap__Exit(int status)
+{
+    oc_core *c = guarded_core();
+    if (c) escape(c, "called _Exit(%d)" NOT_YOURS, status);
+    _Exit(status);
+}
+
+_Noreturn void __wrap_quick_exit(int status);
+_Noreturn void __wrap_quick_exit(int status)
+{
+    oc_core *c = guarded_core();
+    if (c) escape(c, "called quick_exit(%d)" NOT_YOURS, status);
+    quick_exit(status);
+}
+
+_Noreturn void __wrap_abort(void);
+_Noreturn void __wrap_abort(void)
+{
+    oc_core *c = guarded_core();
+    if (c) escape(c, "called abort()" NOT_YOURS);
+    abort();
+}
+
+/* What assert() calls when its condition is false. */
+_Noreturn void __wrap___assert_fail(const char *assertion, const char *file, unsigned line,
+                                    const char *function);
+_Noreturn void __wrap___assert_fail(const char *assertion, const char *file, unsigned line,
+                                    const char *function)
+{
+    oc_core *c = guarded_core();
+    if (c) escape(c, "assertion failed: %s (%s:%u, in %s())", assertion, file, line, function);
+    fprintf(stderr, "%s:%u: %s: Assertion `%s' failed.\n", file, line, function, assertion);
+    abort();
+}
+
+_Noreturn void __wrap_pthread_exit(void *value);
+_Noreturn void __wrap_pthread_exit(void *value)
+{
+    oc_core *c = guarded_core();
+    if (c) escape(c, "called pthread_exit(); the thread is the engine's or the caller's, not the call's to end");
+    pthread_exit(value);
+}
+
+_Noreturn void __wrap_thrd_exit(int result);
+_Noreturn void __wrap_thrd_exit(int result)
+{
+    oc_core *c = guarded_core();
+    if (c) escape(c, "called thrd_exit(%d); the thread is the engine's or the caller's, not the call's to end", result);
+    thrd_exit(result);
+}
+
+/* ---- longjmp ---------------------------------------------------------------
+ * A jump within the call (both ends inside the kernel) is ordinary C and
+ * goes ahead. A jump to a jmp_buf set outside it would resume the host with
+ * the engine still in the middle of the call (a multicore launch's lock
+ * held, the core marked busy). The saved stack pointer tells them apart: a
+ * target inside the call lies between the current stack pointer and the
+ * frame where the engine entered the call (which the engine's own jump
+ * buffer records). glibc mangles saved stack pointers with the thread's
+ * pointer guard; on architectures where we do not know how, jumps are not
+ * checked (docs/engine.md, limits). */
+
+#if defined(__x86_64__) && defined(__GLIBC__)
+#define OC_CHECK_LONGJMP 1
+static uintptr_t saved_sp(const struct __jmp_buf_tag *env)
+{
+    uintptr_t v = (uintptr_t)env->__jmpbuf[6], guard; /* JB_RSP */
+    __asm__("mov %%fs:0x30, %0" : "=r"(guard));      /* tcbhead_t.pointer_guard */
+    v = (v >> 17) | (v << (64 - 17));                /* PTR_DEMANGLE: ror 17, xor */
+    return v ^ guard;
+}
+#endif
+
+static void check_jump(const struct __jmp_buf_tag *env, const char *fn)
+{
+    oc_core *c = guarded_core();
+    if (!c) return;
+#ifdef OC_CHECK_LONGJMP
+    uintptr_t target = saved_sp(env), entry = saved_sp(c->jump), here = (uintptr_t)__builtin_frame_address(0);
+    if (target > here && target <= entry) return;
+    escape(c, "called %s() to a jmp_buf set outside the call; a kernel, shape function or "
+              "OC_LIBRARY block may only jump within itself (return, or fail with OC_CHECK)", fn);
+#else
+    (void)env;
+    (void)fn;
+#endif
+}
+
+_Noreturn void __wrap_longjmp(struct __jmp_buf_tag *env, int val);
+_Noreturn void __wrap_longjmp(struct __jmp_buf_tag *env, int val)
+{
+    check_jump(env, "longjmp");
+    longjmp(env, val);
+}
+
+_Noreturn void __wrap__longjmp(struct __jmp_buf_tag *env, int val);
+_Noreturn void __wrap__longjmp(struct __jmp_buf_tag *env, int val)
+{
+    check_jump(env, "_longjmp");
+    longjmp(env, val);
+}
+
+_Noreturn void __wrap_siglongjmp(struct __jmp_buf_tag *env, int val);
+_Noreturn void __wrap_siglongjmp(struct __jmp_buf_tag *env, int val)
+{
+    check_jump(env, "siglongjmp");
+    siglongjmp(env, val);
+}
+
+/* longjmp under _FORTIFY_SOURCE. */
+_Noreturn void __wrap___longjmp_chk(struct __jmp_buf_tag *env, int val);
+_Noreturn void __wrap___longjmp_chk(struct __jmp_buf_tag *env, int val)
+{
+    check_jump(env, "longjmp");
+    siglongjmp(env, val);
+}
+
+/* ---- the OC_LIBRARY block ------------------------------------------------ */
+
+oc_status oc__library_run_init(const oc_library_decl *decl, oc_library_builder *m, const char *path)
+{
+    oc_core *c = oc__thread_core();
+    if (!c) return oc_errcode();
+    oc__fault_install(); /* a host may have replaced the handlers since */
+    if (oc__core_current()) { /* loading from inside a call: already guarded */
+        decl->init(m);
+        return OC_OK;
+    }
+    struct oc_op *op = calloc(1, sizeof *op);
+    if (!op) return oc_set_error(OC_ENOMEM, "out of memory loading %s", path);
+    ffi_type *args[1] = {&ffi_type_pointer};
+    oc_status st = OC_OK;
+    if (ffi_prep_cif(&op->cif, FFI_DEFAULT_ABI, 1, &ffi_type_void, args) != FFI_OK) {
+        st = oc_set_error(OC_ERROR, "libffi could not describe an OC_LIBRARY block");
+    } else {
+        char label[4096 + 2 * OC_MAX_NAME];
+        snprintf(label, sizeof label, "library '%s' (%s): its OC_LIBRARY block", decl->name, path);
+        void *slot = m;
+        void *values[1] = {&slot};
+        oc_exec e = {.op = op, .fn = (oc_fn)decl->init, .ffi_values = values, .ncores = 1};
+        c->label = label;
+        st = oc__core_run(c, &e, OC_MODE_LIBRARY, 0, 1);
+        c->label = NULL;
+        if (st != OC_OK) st = oc_set_error(c->fail_status, "%s", c->fail_msg);
+        oc__core_release(c);
+    }
+    free(op);
+    return st;
+}

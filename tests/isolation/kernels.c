@@ -1,0 +1,28 @@
+/* tests/isolation/kernels.c — the kernel side (cases how < 100). */
+#include <opcore/kernel.h>
+
+#include "misbehave.h"
+
+oc_tensor *misbehave(const oc_tensor *x, int64_t how, int64_t arg)
+{
+    if (how < 100) iso_misbehave(how, arg, iso_kernel_buf, iso_shape_buf);
+    /* the work when nothing went wrong: y = 2x on this core's range */
+    oc_tensor *out = oc_dst_tensor();
+    int64_t lo, hi;
+    oc_core_range(oc_numel(x), 1, &lo, &hi);
+    const float *in = x->data;
+    float *o = out->data;
+    for (int64_t i = lo; i < hi; i++) o[i] = 2 * in[i];
+    return out;
+}
+
+/* Writes `arg` floats past the end of its output (caught in a debug build). */
+oc_tensor *overrun(const oc_tensor *x, int64_t arg)
+{
+    oc_tensor *out = oc_dst_tensor();
+    float *o = out->data;
+    int64_t n = oc_numel(x);
+    if (oc_cpu_id() == 0)
+        for (int64_t i = 0; i < n + arg; i++) o[i] = (float)i;
+    return out;
+}
