@@ -153,6 +153,10 @@ static void test_kernels(void **state)
     const iso_case big = {0, 0, OC_ESTACK, "stack overflow"};
     expect("iso", ISO_BIG_FRAME, 0, &big, false);
     expect("iso_multi", ISO_BIG_FRAME, 0, &big, false);
+    /* a failure opcore raises in a kernel is the kernel's (OC_EKERNEL) */
+    const iso_case tcm = {0, 0, OC_EKERNEL, "out of range"};
+    expect("iso", ISO_TCM_RANGE, 0, &tcm, false);
+    expect("iso_multi", ISO_TCM_RANGE, 0, &tcm, false);
     /* raise(SIGSEGV) has no faulting address: none is shown */
     assert_int_equal(misbehave_call("iso", ISO_RAISE_SEGV, 0), OC_EFAULT);
     assert_null(strstr(oc_errmsg(), "address"));

@@ -41,7 +41,8 @@ enum {
     ISO_SEGV = 16,           /* a store through NULL */
     ISO_THRD_EXIT = 17,
     ISO_SET_BUF = 19,        /* fine: set this side's jmp_buf and return */
-    ISO_NUM_CASES = 20
+    ISO_TCM_RANGE = 20,      /* kernels only: oc_tensor_to_tcm past the end */
+    ISO_NUM_CASES = 21
 };
 
 static __attribute__((noinline, unused)) void iso_jump_back(jmp_buf *b) { longjmp(*b, 7); }
