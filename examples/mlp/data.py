@@ -21,7 +21,6 @@ directory holding the four MNIST-format files (real MNIST, for example).
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import zlib
 
@@ -53,21 +52,52 @@ class DatasetError(Exception):
     """A missing or malformed data file; the message says what to do."""
 
 
-def _decompress(path: str, raw: bytes) -> bytes:
-    if raw[:2] != b"\x1f\x8b":
-        return raw
+#: Largest IDX payload read (Fashion-MNIST's training images are 47 MB).
+MAX_IDX_BYTES = 1 << 30
+#: numpy 1.x arrays have at most 32 dims (numpy 2: 64); IDX allows 255.
+MAX_IDX_DIMS = 32
+# DEFLATE cannot expand data by more than ~1032:1, so a gzip file of n
+# bytes that claims more than this much content is truncated or lying.
+_DEFLATE_MAX_RATIO = 1032
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _corrupt_gzip(path: str, why) -> DatasetError:
+    return DatasetError(
+        f"{path}: corrupt gzip data ({why}); the file is damaged or truncated — "
+        f"reinstall it (e.g. `sudo apt-get install --reinstall dataset-fashion-mnist`) "
+        f"or download it again")
+
+
+def _inflate(path: str, raw: bytes, limit: int) -> bytes:
+    """The first `limit` bytes (at most) of gzip data, all members, streamed:
+    memory never exceeds `limit` whatever the data expands to (a gzip bomb
+    stops here)."""
+    out = bytearray()
+    data = raw
     try:
-        return gzip.decompress(raw)
-    except (OSError, EOFError, zlib.error) as e:
-        raise DatasetError(
-            f"{path}: corrupt gzip data ({e}); the file is damaged or truncated — "
-            f"reinstall it (e.g. `sudo apt-get install --reinstall dataset-fashion-mnist`) "
-            f"or download it again") from None
+        while data and len(out) < limit:
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out += d.decompress(data, limit - len(out))
+            while not d.eof and d.unconsumed_tail and len(out) < limit:
+                out += d.decompress(d.unconsumed_tail, limit - len(out))
+            if len(out) >= limit:
+                break
+            if not d.eof:
+                raise _corrupt_gzip(path, "compressed file ended before the end-of-stream marker")
+            data = d.unused_data
+            if data and data[:2] != _GZIP_MAGIC:
+                if data.strip(b"\0"):
+                    raise _corrupt_gzip(path, "trailing garbage after the compressed data")
+                break  # zero padding, as gzip tolerates
+    except zlib.error as e:
+        raise _corrupt_gzip(path, e) from None
+    return bytes(out[:limit])
 
 
-def parse_idx(data: bytes, path: str = "<bytes>") -> np.ndarray:
-    """Parse the bytes of an IDX file (already decompressed) into an array
-    in native byte order. Raises DatasetError on any inconsistency."""
+def _header(data: bytes, path: str):
+    """Check an IDX header; returns (numpy dtype, type name, dims, header
+    length, total length the header declares)."""
     if len(data) < 4:
         raise DatasetError(f"{path}: not an IDX file: only {len(data)} bytes, "
                            f"shorter than the 4-byte header")
@@ -81,6 +111,9 @@ def parse_idx(data: bytes, path: str = "<bytes>") -> np.ndarray:
                            f"(known: {', '.join(f'0x{c:02x}' for c in _IDX_TYPES)})")
     if ndim == 0:
         raise DatasetError(f"{path}: IDX header says 0 dimensions")
+    if ndim > MAX_IDX_DIMS:
+        raise DatasetError(f"{path}: IDX header says {ndim} dimensions; at most "
+                           f"{MAX_IDX_DIMS} are supported")
     header = 4 + 4 * ndim
     if len(data) < header:
         raise DatasetError(f"{path}: truncated IDX header: {ndim} dimensions need "
@@ -90,25 +123,60 @@ def parse_idx(data: bytes, path: str = "<bytes>") -> np.ndarray:
     count = 1
     for d in dims:
         count *= d
-    want = header + count * dtype.itemsize
+    return dtype, tname, dims, header, header + count * dtype.itemsize
+
+
+def parse_idx(data: bytes, path: str = "<bytes>") -> np.ndarray:
+    """Parse the bytes of an IDX file (already decompressed) into an array
+    in native byte order. Raises DatasetError on any inconsistency."""
+    dtype, tname, dims, header, want = _header(data, path)
     if len(data) != want:
         what = "truncated" if len(data) < want else "has trailing bytes"
         raise DatasetError(f"{path}: {what}: header says {tname} {list(dims)} = "
                            f"{want} bytes, file has {len(data)}")
+    count = (want - header) // dtype.itemsize
     arr = np.frombuffer(data, dtype=dtype, count=count, offset=header).reshape(dims)
     return arr.astype(dtype.newbyteorder("="), copy=True)
 
 
-def read_idx(path: str) -> np.ndarray:
+def _too_large(path: str, tname: str, dims, want: int, limit: int) -> DatasetError:
+    return DatasetError(f"{path}: header says {tname} {list(dims)} = {want} bytes, more than "
+                        f"the {limit} bytes this reader accepts (max_bytes)")
+
+
+def decode_idx(raw: bytes, path: str = "<bytes>", max_bytes: int = MAX_IDX_BYTES) -> np.ndarray:
+    """Parse an IDX file's bytes, gzip-compressed or raw (told apart by the
+    gzip magic). Compressed data is expanded only as far as the header
+    says, and never past `max_bytes`."""
+    if raw[:2] != _GZIP_MAGIC:
+        if len(raw) > max_bytes:
+            raise DatasetError(f"{path}: {len(raw)} bytes, more than the {max_bytes} bytes "
+                               f"this reader accepts (max_bytes)")
+        return parse_idx(raw, path)
+    head = _inflate(path, raw, 4 + 4 * 255)
+    _, tname, dims, _, want = _header(head, path)
+    if want > max_bytes:
+        raise _too_large(path, tname, dims, want, max_bytes)
+    if want > len(raw) * _DEFLATE_MAX_RATIO + 4096:
+        raise DatasetError(f"{path}: truncated: header says {tname} {list(dims)} = {want} bytes, "
+                           f"more than {len(raw)} compressed bytes can hold")
+    return parse_idx(_inflate(path, raw, want + 1), path)
+
+
+def read_idx(path: str, max_bytes: int = MAX_IDX_BYTES) -> np.ndarray:
     """Read an IDX file, gzip-compressed or raw (told apart by content)."""
     try:
         with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > max_bytes:
+                raise DatasetError(f"{path}: {size} bytes, more than the {max_bytes} bytes "
+                                   f"this reader accepts (max_bytes)")
             raw = f.read()
     except FileNotFoundError:
         raise DatasetError(f"{path}: no such file") from None
     except OSError as e:
         raise DatasetError(f"{path}: cannot read: {e.strerror or e}") from None
-    return parse_idx(_decompress(path, raw), path)
+    return decode_idx(raw, path, max_bytes)
 
 
 def _candidates(data_dir: str, stem: str):
