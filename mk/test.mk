@@ -14,13 +14,15 @@ PIP_FLAGS  := -q --disable-pip-version-check --no-build-isolation
 deps:
 	@scripts/install-deps.sh
 
-# Runs every test: C (plain, ASan+UBSan, valgrind) then Python.
+# Runs every test: C (plain, ASan+UBSan, valgrind), the fuzzers for a
+# bounded time (mk/fuzz.mk), then Python.
 test: deps
 	$(MAKE) all
 	$(MAKE) test-c
 	$(MAKE) test-examples
 	$(MAKE) test-asan
 	$(MAKE) test-valgrind
+	$(MAKE) test-fuzz
 	$(MAKE) test-python
 
 test-c: tests

@@ -120,9 +120,12 @@ def _header(data: bytes, path: str):
                            f"{header} bytes, file has {len(data)}")
     dims = tuple(int(d) for d in np.frombuffer(data, dtype=">u4", count=ndim, offset=4))
     dtype, tname = _IDX_TYPES[code]
-    count = 1
+    count, span = 1, dtype.itemsize
     for d in dims:
         count *= d
+        span *= max(d, 1)  # numpy refuses shapes it could not address, even empty ones
+    if span >= 1 << 63:
+        raise DatasetError(f"{path}: IDX header says {tname} {list(dims)}: too large to address")
     return dtype, tname, dims, header, header + count * dtype.itemsize
 
 

@@ -100,6 +100,8 @@ static oc_status parse_default(parser *ps, oc_schema_arg *arg)
         double v = strtod(s, &end);
         if (end == s) return fail(ps, "expected a number as default");
         bool is_int = strcspn(s, ".eE") >= (size_t)(end - s);
+        if (arg->type == OC_ARG_SCALAR && is_int && !(v >= -0x1p63 && v < 0x1p63)) /* found by fuzzing */
+            return fail(ps, "an integer Scalar default must fit in int64");
         if (arg->type == OC_ARG_SCALAR)
             arg->default_value = oc_value_scalar(is_int ? oc_scalar_int((int64_t)v) : oc_scalar_float(v));
         else
