@@ -78,7 +78,7 @@ typedef struct oc_core {
     volatile int fault_pid;         /* the sender, when sent */
     void *volatile fault_addr;
     void *volatile fault_sp;        /* the stack pointer at the fault */
-    const char *label;        /* OC_MODE_LIBRARY: "library 'x' (path)" */
+    const char *label;        /* OC_MODE_LIBRARY: "the OC_LIBRARY block of library 'x' (path)" */
 
     bool failed;
     oc_status fail_status;

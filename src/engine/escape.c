@@ -222,7 +222,7 @@ oc_status oc__library_run_init(const oc_library_decl *decl, oc_library_builder *
         st = oc_set_error(OC_ERROR, "libffi could not describe an OC_LIBRARY block");
     } else {
         char label[4096 + 2 * OC_MAX_NAME];
-        snprintf(label, sizeof label, "library '%s' (%s): its OC_LIBRARY block", decl->name, path);
+        snprintf(label, sizeof label, "the OC_LIBRARY block of library '%s' (%s)", decl->name, path);
         void *slot = m;
         void *values[1] = {&slot};
         oc_exec e = {.op = op, .fn = (oc_fn)decl->init, .ffi_values = values, .ncores = 1};

@@ -270,7 +270,8 @@ oc_status oc__elf_check_file(const char *path, const char *shown)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return oc_set_error(OC_ENOTFOUND, "cannot load op library %s: %s", shown, strerror(errno));
+        return oc_set_error(errno == ENOENT ? OC_ENOTFOUND : OC_EIO, "cannot load op library %s: %s", shown,
+                            strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);

@@ -50,6 +50,13 @@ static const iso_case cases[] = {
 
 static int tried, survived;
 
+/* Under valgrind a real bad access is what valgrind reports (an error exit);
+ * the cases that make one are left to the plain and ASan runs. */
+static bool faults_ok(int how)
+{
+    return !getenv("OC_UNDER_VALGRIND") || (how != ISO_SEGV && how != ISO_BIG_FRAME);
+}
+
 static const char *build_iso(const char *name, bool multicore, bool debug)
 {
     static char paths[4][512];
@@ -140,6 +147,7 @@ static void test_kernels(void **state)
     (void)state;
     reassert_handlers();
     for (int i = 0; i < NUM_CASES; i++) {
+        if (!faults_ok(cases[i].how)) continue;
         expect("iso", cases[i].how, cases[i].arg, &cases[i], false);
         expect("iso_multi", cases[i].how, cases[i].arg, &cases[i], false);
     }
@@ -151,8 +159,10 @@ static void test_kernels(void **state)
     expect("iso_multi", ISO_LONGJMP_OTHER, 0, &out, false);
     /* a frame larger than the stack's guard region */
     const iso_case big = {0, 0, OC_ESTACK, "stack overflow"};
-    expect("iso", ISO_BIG_FRAME, 0, &big, false);
-    expect("iso_multi", ISO_BIG_FRAME, 0, &big, false);
+    if (faults_ok(ISO_BIG_FRAME)) {
+        expect("iso", ISO_BIG_FRAME, 0, &big, false);
+        expect("iso_multi", ISO_BIG_FRAME, 0, &big, false);
+    }
     /* a failure opcore raises in a kernel is the kernel's (OC_EKERNEL) */
     const iso_case tcm = {0, 0, OC_EKERNEL, "out of range"};
     expect("iso", ISO_TCM_RANGE, 0, &tcm, false);
@@ -192,6 +202,7 @@ static void test_shape_functions(void **state)
     (void)state;
     reassert_handlers();
     for (int i = 0; i < NUM_CASES; i++) {
+        if (!faults_ok(cases[i].how)) continue;
         /* a store near NULL in a shape function reads as touching meta data */
         const iso_case meta = {ISO_SEGV, 0, OC_EMETA, "touched tensor data"};
         expect("iso", 100 + cases[i].how, cases[i].arg, cases[i].how == ISO_SEGV ? &meta : &cases[i], true);
@@ -214,7 +225,7 @@ static void test_debug_build_catches_overrun(void **state)
     /* 1 and 6 floats past the end: into the alignment slack (canaries);
      * 5000: into the guard page */
     const int64_t past[] = {1, 6, 5000};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < (getenv("OC_UNDER_VALGRIND") ? 2 : 3); i++) {
         tried++;
         oc_value a[] = {oc_value_tensor(&x), oc_value_int(past[i])};
         assert_int_equal(oc_op_invoke(op, a, 2, &y), OC_EFAULT);
@@ -247,6 +258,7 @@ static void test_library_block(void **state)
         {ISO_CHECK, 0, OC_EKERNEL, "arg is 0, not 42"},
     };
     for (size_t i = 0; i < sizeof reg / sizeof reg[0]; i++) {
+        if (!faults_ok(reg[i].how)) continue;
         char how[16];
         snprintf(how, sizeof how, "%d", reg[i].how);
         setenv("OC_ISO_REGISTER", how, 1);
