@@ -69,37 +69,19 @@ __attribute__((format(printf, 2, 3))) static _Noreturn void escape(oc_core *c, c
 #define NOT_YOURS "; a kernel, shape function or OC_LIBRARY block must not end the process " \
                   "(return, or fail with OC_CHECK)"
 
-_Noreturn void __wrap_exit(int status);
-_Noreturn void __wrap_exit(int status)
-{
-    oc_core *c = guarded_core();
-    if (c) escape(c, "called exit(%d)" NOT_YOURS, status);
-    exit(status);
-}
-
-_Noreturn void __wrap__exit(int status);
-_Noreturn void __wrap__exit(int status)
-{
-    oc_core *c = guarded_core();
-    if (c) escape(c, "called _exit(%d)" NOT_YOURS, status);
-    _exit(status);
-}
-
-_Noreturn void __wrap__Exit(int status);
-_Noreturn void __wrap__Exit(int status)
-{
-    oc_core *c = guarded_core();
-    if (c) escape(c, "called _Exit(%d)" NOT_YOURS, status);
-    _Exit(status);
-}
-
-_Noreturn void __wrap_quick_exit(int status);
-_Noreturn void __wrap_quick_exit(int status)
-{
-    oc_core *c = guarded_core();
-    if (c) escape(c, "called quick_exit(%d)" NOT_YOURS, status);
-    quick_exit(status);
-}
+/* __wrap_exit, __wrap__exit, __wrap__Exit, __wrap_quick_exit. */
+#define OC_WRAP_EXIT(name)                                                  \
+    _Noreturn void __wrap_##name(int status);                              \
+    _Noreturn void __wrap_##name(int status)                               \
+    {                                                                      \
+        oc_core *c = guarded_core();                                       \
+        if (c) escape(c, "called " #name "(%d)" NOT_YOURS, status);        \
+        name(status);                                                      \
+    }
+OC_WRAP_EXIT(exit)
+OC_WRAP_EXIT(_exit)
+OC_WRAP_EXIT(_Exit)
+OC_WRAP_EXIT(quick_exit)
 
 _Noreturn void __wrap_abort(void);
 _Noreturn void __wrap_abort(void)
@@ -174,34 +156,19 @@ static void check_jump(const struct __jmp_buf_tag *env, const char *fn)
 #endif
 }
 
-_Noreturn void __wrap_longjmp(struct __jmp_buf_tag *env, int val);
-_Noreturn void __wrap_longjmp(struct __jmp_buf_tag *env, int val)
-{
-    check_jump(env, "longjmp");
-    longjmp(env, val);
-}
-
-_Noreturn void __wrap__longjmp(struct __jmp_buf_tag *env, int val);
-_Noreturn void __wrap__longjmp(struct __jmp_buf_tag *env, int val)
-{
-    check_jump(env, "_longjmp");
-    longjmp(env, val);
-}
-
-_Noreturn void __wrap_siglongjmp(struct __jmp_buf_tag *env, int val);
-_Noreturn void __wrap_siglongjmp(struct __jmp_buf_tag *env, int val)
-{
-    check_jump(env, "siglongjmp");
-    siglongjmp(env, val);
-}
-
-/* longjmp under _FORTIFY_SOURCE. */
-_Noreturn void __wrap___longjmp_chk(struct __jmp_buf_tag *env, int val);
-_Noreturn void __wrap___longjmp_chk(struct __jmp_buf_tag *env, int val)
-{
-    check_jump(env, "longjmp");
-    siglongjmp(env, val);
-}
+/* __wrap_<name>: check the jump, then make it (`shown` names it in the
+ * message; __longjmp_chk is longjmp under _FORTIFY_SOURCE). */
+#define OC_WRAP_JUMP(name, shown)                                           \
+    _Noreturn void __wrap_##name(struct __jmp_buf_tag *env, int val);      \
+    _Noreturn void __wrap_##name(struct __jmp_buf_tag *env, int val)       \
+    {                                                                      \
+        check_jump(env, shown);                                            \
+        siglongjmp(env, val);                                              \
+    }
+OC_WRAP_JUMP(longjmp, "longjmp")
+OC_WRAP_JUMP(_longjmp, "_longjmp")
+OC_WRAP_JUMP(siglongjmp, "siglongjmp")
+OC_WRAP_JUMP(__longjmp_chk, "longjmp")
 
 /* ---- the OC_LIBRARY block ------------------------------------------------ */
 
