@@ -56,7 +56,7 @@ def _make_fake(op):
     name_to_dtype = _NAME_TO_DTYPE
 
     def fake(*args, **kwargs):
-        sizes, dtype = infer(*args, **kwargs)
+        (sizes, dtype), = infer(*args, **kwargs)
         device = next((a.device for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), "cpu")
         return torch.empty(sizes, dtype=name_to_dtype[dtype], device=device)
 

@@ -26,14 +26,25 @@ static int num_libraries, cap_libraries;
 static ffi_type *scalar_elements[] = {&ffi_type_sint64, &ffi_type_sint64, NULL};
 static ffi_type scalar_ffi_type = {0, 0, FFI_TYPE_STRUCT, scalar_elements};
 
-static ffi_type *ffi_type_of(oc_arg_type t)
+/* The list structs of args.h: {int64_t count; pointer items;}. */
+static ffi_type *list_elements[] = {&ffi_type_sint64, &ffi_type_pointer, NULL};
+static ffi_type list_ffi_type = {0, 0, FFI_TYPE_STRUCT, list_elements};
+
+static ffi_type *ffi_type_of(const oc_schema_arg *a)
 {
-    switch (t) {
-    case OC_ARG_TENSOR: return &ffi_type_pointer;
+    if (a->optional) return &ffi_type_pointer; /* const T *, NULL for None */
+    switch (a->type) {
+    case OC_ARG_TENSOR:
+    case OC_ARG_STR: return &ffi_type_pointer;
     case OC_ARG_FLOAT: return &ffi_type_double;
     case OC_ARG_INT: return &ffi_type_sint64;
     case OC_ARG_BOOL: return &ffi_type_uint8;
     case OC_ARG_SCALAR: return &scalar_ffi_type;
+    case OC_ARG_DTYPE: return &ffi_type_sint; /* an enum is an int */
+    case OC_ARG_TENSOR_LIST:
+    case OC_ARG_INT_LIST:
+    case OC_ARG_FLOAT_LIST: return &list_ffi_type;
+    case OC_ARG_NONE: break;
     }
     return &ffi_type_void;
 }
@@ -70,8 +81,15 @@ static oc_status bind_ops(oc_library *lib, const oc_library_defs *defs)
         char proto[2048];
         op->def = defs->defs[i];
         op->lib = lib;
-        op->multicore = lib->multicore;
-        op->stack_size = lib->stack_size;
+        op->multicore = op->def.options.multicore || (lib->multicore && !op->def.options.single_core);
+        op->stack_size = op->def.options.stack_size ? op->def.options.stack_size : lib->stack_size;
+        op->num_results = op->def.schema.num_results;
+        op->fresh_results = oc__schema_fresh_results(&op->def.schema);
+        op->returns_tensor = oc__schema_returns_tensor(&op->def.schema);
+        for (int a = 0; a < op->def.schema.num_args; a++) {
+            oc_arg_type t = op->def.schema.args[a].type;
+            op->has_lists |= t == OC_ARG_TENSOR_LIST || t == OC_ARG_INT_LIST || t == OC_ARG_FLOAT_LIST;
+        }
         snprintf(op->name, sizeof op->name, "%s", op->def.schema.name);
         snprintf(op->qualname, sizeof op->qualname, "%s::%s", lib->name, op->name);
         op->kernel_fn = (oc_fn)dlsym(lib->handle, op->def.kernel_name);
@@ -83,9 +101,9 @@ static oc_status bind_ops(oc_library *lib, const oc_library_defs *defs)
                                 op->qualname, op->def.kernel_name, lib->path, proto);
         }
         for (int a = 0; a < op->def.schema.num_args; a++)
-            op->ffi_args[a] = ffi_type_of(op->def.schema.args[a].type);
+            op->ffi_args[a] = ffi_type_of(&op->def.schema.args[a]);
         if (ffi_prep_cif(&op->cif, FFI_DEFAULT_ABI, (unsigned)op->def.schema.num_args,
-                         &ffi_type_pointer, op->ffi_args) != FFI_OK)
+                         op->returns_tensor ? &ffi_type_pointer : &ffi_type_void, op->ffi_args) != FFI_OK)
             return oc_set_error(OC_ERROR, "op '%s': libffi could not describe its signature",
                                 op->qualname);
         lib->num_ops++;
@@ -256,21 +274,44 @@ const oc_library *oc_op_library(const oc_op *op) { return op->lib; }
 const char *oc_op_kernel_name(const oc_op *op) { return op->def.kernel_name; }
 const char *oc_op_shape_fn_name(const oc_op *op) { return op->def.shape_fn_name; }
 bool oc_op_multicore(const oc_op *op) { return op->multicore; }
+size_t oc_op_stack_size(const oc_op *op) { return op->stack_size; }
 int oc_op_num_args(const oc_op *op) { return op->def.schema.num_args; }
 
-oc_arg_type oc_op_arg_type(const oc_op *op, int index)
+/* Out-of-range indices read argument 0's fields: the getters never crash
+ * on a caller's off-by-one (and no op has 0 arguments and a caller asking). */
+static const oc_schema_arg *arg_at(const oc_op *op, int index)
 {
-    return op->def.schema.args[index].type;
+    static const oc_schema_arg none;
+    if (index < 0 || index >= op->def.schema.num_args) return &none;
+    return &op->def.schema.args[index];
 }
 
-const char *oc_op_arg_name(const oc_op *op, int index)
-{
-    return op->def.schema.args[index].name;
-}
+oc_arg_type oc_op_arg_type(const oc_op *op, int index) { return arg_at(op, index)->type; }
+const char *oc_op_arg_name(const oc_op *op, int index) { return arg_at(op, index)->name; }
+const char *oc_op_arg_schema_type(const oc_op *op, int index) { return arg_at(op, index)->type_text; }
+bool oc_op_arg_optional(const oc_op *op, int index) { return arg_at(op, index)->optional; }
+bool oc_op_arg_mutable(const oc_op *op, int index) { return arg_at(op, index)->is_mutable; }
+int64_t oc_op_arg_list_len(const oc_op *op, int index) { return arg_at(op, index)->list_len; }
+bool oc_op_arg_keyword_only(const oc_op *op, int index) { return arg_at(op, index)->keyword_only; }
 
 bool oc_op_arg_default(const oc_op *op, int index, oc_value *out)
 {
-    const oc_schema_arg *arg = &op->def.schema.args[index];
-    if (arg->has_default && out) *out = arg->default_value;
-    return arg->has_default;
+    oc_value v;
+    bool has = oc__schema_default(arg_at(op, index), &v);
+    if (has && out) *out = v;
+    return has;
+}
+
+int oc_op_num_results(const oc_op *op) { return op->num_results; }
+
+int oc_op_result_alias(const oc_op *op, int index)
+{
+    if (index < 0 || index >= op->num_results) return -1;
+    return op->def.schema.results[index].alias_arg;
+}
+
+const char *oc_op_result_name(const oc_op *op, int index)
+{
+    if (index < 0 || index >= op->num_results) return "";
+    return op->def.schema.results[index].name;
 }

@@ -65,7 +65,7 @@ def test_direct_op_object(relu_libs):
     assert op.args == [("x", "Tensor", False, None)]
     x = torch.randn(3, 4)
     assert torch.equal(op(x), torch.relu(x))
-    assert op.infer(torch.empty(3, 4, device="meta")) == ((3, 4), "float32")
+    assert op.infer(torch.empty(3, 4, device="meta")) == [((3, 4), "float32")]
 
 
 def test_scalars_defaults_kwargs_and_other_dtypes(test_ops):
