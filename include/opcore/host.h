@@ -192,7 +192,8 @@ oc_status oc_op_invoke(const oc_op *op, const oc_value *args, int nargs, oc_tens
 
 typedef enum oc_dim_op {
     OC_DIM_CONST = 0,    /* value */
-    OC_DIM_INPUT = 1,    /* size `dim` of argument `arg` (list item `item`) */
+    OC_DIM_INPUT = 1,    /* size `dim` of tensor argument `arg` (list item `item`);
+                            dim -1: the value of int argument `arg` (int[] item `item`) */
     OC_DIM_ADD = 2,      /* lhs + rhs */
     OC_DIM_SUB = 3,      /* lhs - rhs */
     OC_DIM_MUL = 4,      /* lhs * rhs */

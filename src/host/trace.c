@@ -52,9 +52,35 @@ static const oc_tensor *input(const tracer *t, int r, int arg, int item)
     return NULL;
 }
 
+/* The value of int argument `arg` (or item `item` of an int list) in run r;
+ * false if it has none (None, or past the end). */
+static bool int_value(const tracer *t, int r, int arg, int item, int64_t *out)
+{
+    const call_frame *f = &t->runs[r].frame;
+    const oc_schema_arg *a = &t->op->def.schema.args[arg];
+    const call_value *v = a->optional ? f->optional_ptrs[arg] : &f->values[arg];
+    if (!v) return false;
+    if (a->type == OC_ARG_INT && item == 0) *out = v->i;
+    else if (a->type == OC_ARG_INT_LIST && item < v->ints.count) *out = v->ints.values[item];
+    else return false;
+    return true;
+}
+
 static int leaf(tracer *t, const int64_t *vals)
 {
     const oc_schema *s = &t->op->def.schema;
+    /* an int argument (SymInt, SymInt[] items): dim -1 */
+    for (int a = 0; a < s->num_args; a++) {
+        int64_t v0;
+        for (int item = 0; int_value(t, 0, a, item, &v0); item++) {
+            bool match = true;
+            for (int r = 0; r < t->nruns && match; r++) {
+                int64_t v;
+                match = int_value(t, r, a, item, &v) && v == vals[r];
+            }
+            if (match) return add_node(t, (oc_dim_node){.op = OC_DIM_INPUT, .arg = a, .item = item, .dim = -1});
+        }
+    }
     for (int a = 0; a < s->num_args; a++)
         for (int item = 0; input(t, 0, a, item); item++) {
             const oc_tensor *x0 = input(t, 0, a, item);
