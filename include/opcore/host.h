@@ -87,6 +87,12 @@ static inline oc_value oc_value_ints(const int64_t *values, int64_t count)
 static inline oc_value oc_value_floats(const double *values, int64_t count)
 { oc_value v; v.type = OC_ARG_FLOAT_LIST; v.v.floats.values = values; v.v.floats.count = count; return v; }
 
+/* Check `schema` as oc_def will: OC_OK, or OC_EINVAL with the reason in
+ * oc_errmsg(). On success `prototype` (if not NULL) receives the C
+ * prototype the op's kernel must have, named after the op. Everything it
+ * accepts, torch.library accepts and registers the same way. */
+oc_status oc_schema_check(const char *schema, char *prototype, size_t len);
+
 /* The schema spelling of a base type: "Tensor", "float", "int[]", ... */
 const char *oc_arg_type_name(oc_arg_type type);
 

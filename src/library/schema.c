@@ -563,3 +563,13 @@ void oc__schema_prototype(const oc_schema *s, const char *fn_name, char *buf, si
     if (n < len && s->num_args == 0) n += (size_t)snprintf(buf + n, len - n, "void");
     if (n < len) snprintf(buf + n, len - n, ")");
 }
+
+oc_status oc_schema_check(const char *schema, char *prototype, size_t len)
+{
+    oc_schema *s = malloc(sizeof *s); /* large: keep it off small stacks */
+    if (!s) return oc_set_error(OC_ENOMEM, "oc_schema_check: out of memory");
+    oc_status st = oc__schema_parse(schema, s);
+    if (st == OC_OK && prototype && len) oc__schema_prototype(s, s->name, prototype, len);
+    free(s);
+    return st;
+}

@@ -138,6 +138,16 @@ static PyObject *py_find_op(PyObject *self, PyObject *arg)
     return ocpy_op_new(op);
 }
 
+static PyObject *py_check_schema(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *text = PyUnicode_AsUTF8(arg);
+    if (!text) return NULL;
+    char proto[4096];
+    if (oc_schema_check(text, proto, sizeof proto) != OC_OK) return ocpy_raise_status(OC_EINVAL, NULL);
+    return PyUnicode_FromString(proto);
+}
+
 /* ---- building --------------------------------------------------------------- */
 
 /* A list of str/PathLike -> NULL-terminated array of fs-encoded bytes objects. */
@@ -291,6 +301,9 @@ static PyMethodDef methods[] = {
      "load_library(path) -> dict\nLoad an op library built by opcore (loading the same file again is a "
      "no-op); returns {name, path, multicore, stack_size, cflags, ops: [Op]}."},
     {"find_op", py_find_op, METH_O, "find_op('library::op') -> Op"},
+    {"check_schema", py_check_schema, METH_O,
+     "check_schema(schema) -> str\nCheck an op schema as oc_def will; returns the C prototype its kernel must "
+     "have, or raises OpArgumentError saying what is wrong where."},
     {"build", (PyCFunction)(void (*)(void))py_build, METH_VARARGS | METH_KEYWORDS,
      "build(name, compute_srcs, shape_srcs, out_dir=None, multicore=False, stack_size=0, cflags=(), "
      "include_dirs=(), debug=False, verbose=False, force=False) -> (path, cached, seconds)\n"
