@@ -1,25 +1,18 @@
-/* Concatenation of a Tensor[] along one dim. */
-#include <string.h>
-
+/* Concatenation of a Tensor[] along one dim: each input is copied into its
+ * slice of the output (a view: the output's strides, a shifted start), so
+ * inputs of any strides work. */
 #include <opcore/kernel.h>
 
 oc_tensor *concat(oc_tensor_list xs, int64_t dim)
 {
     oc_tensor *out = oc_dst_tensor();
     if (dim < 0) dim += out->ndim;
+    oc_tensor slice = *out;
     size_t elem = oc_dtype_size(out->dtype);
-    int64_t outer = 1, inner = 1;
-    for (int64_t d = 0; d < dim; d++) outer *= out->sizes[d];
-    for (int64_t d = dim + 1; d < out->ndim; d++) inner *= out->sizes[d];
-    int64_t row = out->sizes[dim] * inner, offset = 0; /* elements per outer index */
     for (int64_t i = 0; i < xs.count; i++) {
-        const oc_tensor *x = &xs.items[i];
-        OC_CHECK(oc_is_contiguous(x), "tensor %lld must be contiguous", (long long)i);
-        int64_t chunk = x->sizes[dim] * inner;
-        for (int64_t o = 0; o < outer; o++)
-            memcpy((char *)out->data + (size_t)(o * row + offset) * elem,
-                   (const char *)x->data + (size_t)(o * chunk) * elem, (size_t)chunk * elem);
-        offset += chunk;
+        slice.sizes[dim] = xs.items[i].sizes[dim];
+        oc_copy_(&slice, &xs.items[i]);
+        slice.data = (char *)slice.data + (size_t)(slice.sizes[dim] * out->strides[dim]) * elem;
     }
     return out;
 }

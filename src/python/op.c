@@ -50,6 +50,7 @@ typedef struct {
 typedef struct arena {
     void *blocks[MAX_ARGS];
     int n;
+    PyObject *keep; /* DLPack capsules of the call's non-torch arrays */
 } arena;
 
 static void *arena_alloc(arena *a, size_t bytes)
@@ -67,6 +68,7 @@ static void arena_free(arena *a)
 {
     for (int i = 0; i < a->n; i++) PyMem_Free(a->blocks[i]);
     a->n = 0;
+    Py_CLEAR(a->keep);
 }
 
 /* ---- binding arguments ---------------------------------------------------- */
@@ -215,7 +217,7 @@ static int convert_list(OpObject *o, int i, PyObject *a, int meta, oc_value *val
     if (ty == OC_ARG_TENSOR_LIST) {
         oc_tensor *items = arena_alloc(ar, (size_t)n * sizeof *items);
         for (Py_ssize_t k = 0; items && k < n && rc == 0; k++)
-            rc = ocpy_view_tensor(op, i, PySequence_Fast_GET_ITEM(seq, k), meta, &items[k]);
+            rc = ocpy_view_tensor(op, i, PySequence_Fast_GET_ITEM(seq, k), meta, &items[k], &ar->keep);
         if (!items) rc = -1;
         *val = oc_value_tensors(items, n);
     } else if (ty == OC_ARG_INT_LIST) {
@@ -258,7 +260,7 @@ static int convert(OpObject *o, PyObject **bound, int meta, oc_value *vals, oc_t
         vals[i].type = ty;
         switch (ty) {
         case OC_ARG_TENSOR:
-            if (ocpy_view_tensor(op, i, a, meta, &tensors[i]) < 0) return -1;
+            if (ocpy_view_tensor(op, i, a, meta, &tensors[i], &ar->keep) < 0) return -1;
             vals[i].v.tensor = &tensors[i];
             break;
         case OC_ARG_TENSOR_LIST:
@@ -313,11 +315,18 @@ static int arguments(OpObject *o, PyObject *const *args, size_t nargsf, PyObject
 
 /* ---- the output allocator --------------------------------------------------- */
 
+/* Results are made in the caller's kind: torch tensors for torch inputs
+ * (and when nothing says otherwise and torch is there), NumPy arrays for
+ * NumPy and other DLPack inputs (then converted back, e.g. to JAX arrays,
+ * by `convert`). */
+typedef enum { ALLOC_TORCH, ALLOC_NUMPY } alloc_kind;
+
 typedef struct {
     PyThreadState *tstate; /* the caller's, saved while the GIL is released */
     pthread_t thread;      /* the caller's thread */
     const oc_op *op;
-    PyObject *results[OC_MAX_RESULTS];       /* the torch tensors made */
+    alloc_kind kind;
+    PyObject *results[OC_MAX_RESULTS];       /* the tensors or arrays made */
     PyObject *exc_type, *exc_value, *exc_tb; /* a Python error inside the allocator */
 } alloc_ctx;
 
@@ -336,8 +345,35 @@ static PyObject *sizes_tuple(const oc_tensor *t)
     return tup;
 }
 
+static oc_status alloc_numpy(alloc_ctx *c, int index, const oc_tensor *meta, oc_tensor *out)
+{
+    if (ocpy_numpy_init() < 0) return OC_ERROR;
+    if (!ocpy_np_dtypes[meta->dtype]) {
+        PyErr_Format(PyExc_TypeError, "opcore: op '%s': a %s result needs NumPy support for that dtype "
+                     "(bfloat16: pip install ml_dtypes)", oc_op_qualname(c->op), oc_dtype_name(meta->dtype));
+        return OC_ERROR;
+    }
+    PyObject *sizes = sizes_tuple(meta);
+    PyObject *arr = sizes ? PyObject_CallFunctionObjArgs(ocpy_np_empty, sizes, ocpy_np_dtypes[meta->dtype], NULL) : NULL;
+    Py_XDECREF(sizes);
+    if (!arr) return OC_ERROR;
+    void *data = oc_numel(meta) ? ocpy_numpy_data(arr) : NULL;
+    if (!data && oc_numel(meta)) {
+        Py_DECREF(arr);
+        return OC_ERROR;
+    }
+    oc_status st = oc_tensor_init(out, data, meta->dtype, meta->ndim, meta->sizes);
+    if (st != OC_OK) {
+        Py_DECREF(arr);
+        return st;
+    }
+    c->results[index] = arr;
+    return OC_OK;
+}
+
 static oc_status alloc_locked(alloc_ctx *c, int index, const oc_tensor *meta, oc_tensor *out)
 {
+    if (c->kind == ALLOC_NUMPY) return alloc_numpy(c, index, meta, out);
     if (!ocpy_empty_fn || !ocpy_dtypes[meta->dtype]) {
         PyErr_SetString(PyExc_RuntimeError, "opcore: torch is not registered (import opcore.torch)");
         return OC_ERROR;
@@ -448,6 +484,42 @@ static PyObject *results_object(OpObject *o, alloc_ctx *ctx, PyObject **bound)
     return tup;
 }
 
+/* The first array-like argument decides the kind of the results, and for
+ * non-NumPy DLPack arrays (JAX...) how to convert them back: *convert is
+ * set to a new reference to that converter, or NULL. */
+static alloc_kind result_kind(OpObject *o, PyObject **bound, PyObject **convert)
+{
+    *convert = NULL;
+    for (int i = 0; i < o->nargs; i++) {
+        PyObject *a = bound[i];
+        if (!a || a == Py_None || (o->types[i] != OC_ARG_TENSOR && o->types[i] != OC_ARG_TENSOR_LIST)) continue;
+        if (o->types[i] == OC_ARG_TENSOR_LIST) {
+            if (!PySequence_Check(a) || PySequence_Size(a) < 1) continue;
+            a = PySequence_GetItem(a, 0);
+            if (!a) {
+                PyErr_Clear();
+                continue;
+            }
+            Py_DECREF(a); /* the list holds it */
+        }
+        if (ocpy_is_tensor(a)) return ALLOC_TORCH;
+        /* a JAX array: results go back through jax.numpy.asarray */
+        PyObject *mod = PyObject_GetAttrString((PyObject *)Py_TYPE(a), "__module__");
+        const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+        bool jax = m && strncmp(m, "jax", 3) == 0;
+        Py_XDECREF(mod);
+        PyErr_Clear();
+        if (jax) {
+            PyObject *jnp = PyImport_ImportModule("jax.numpy");
+            *convert = jnp ? PyObject_GetAttrString(jnp, "asarray") : NULL;
+            Py_XDECREF(jnp);
+            PyErr_Clear();
+        }
+        return ALLOC_NUMPY;
+    }
+    return ocpy_empty_fn ? ALLOC_TORCH : ALLOC_NUMPY;
+}
+
 static PyObject *op_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     OpObject *o = (OpObject *)self;
@@ -459,7 +531,9 @@ static PyObject *op_vectorcall(PyObject *self, PyObject *const *args, size_t nar
         arena_free(&ar);
         return NULL;
     }
+    PyObject *convert = NULL;
     alloc_ctx ctx = {.thread = pthread_self(), .op = o->op};
+    ctx.kind = result_kind(o, bound, &convert);
     oc_tensor outs[OC_MAX_RESULTS];
     /* The GIL is released while the op runs (kernels may run long); the
      * allocator callback re-takes it for torch.empty. */
@@ -467,6 +541,23 @@ static PyObject *op_vectorcall(PyObject *self, PyObject *const *args, size_t nar
     oc_status st = oc_op_run(o->op, vals, o->nargs, alloc_cb, &ctx, outs);
     PyEval_RestoreThread(ctx.tstate);
     arena_free(&ar);
+    if (st == OC_OK && convert) { /* back to the caller's framework (e.g. JAX) */
+        for (int i = 0; i < o->nresults; i++) {
+            if (!ctx.results[i]) continue;
+            PyObject *c = PyObject_CallOneArg(convert, ctx.results[i]);
+            if (!c) {
+                st = OC_ERROR;
+                break;
+            }
+            Py_SETREF(ctx.results[i], c);
+        }
+        Py_DECREF(convert);
+        if (st != OC_OK) {
+            for (int i = 0; i < o->nresults; i++) Py_XDECREF(ctx.results[i]);
+            return NULL;
+        }
+    }
+    Py_XDECREF(convert);
     if (st == OC_OK) return results_object(o, &ctx, bound);
     for (int i = 0; i < o->nresults; i++) Py_XDECREF(ctx.results[i]);
     if (ctx.exc_type) {
