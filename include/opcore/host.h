@@ -107,11 +107,20 @@ uint64_t oc_registry_generation(void);
 
 /* Load an op library built by `opcore build` and register its ops. Fails
  * with OC_EABI for a library built for another ABI, OC_EEXIST if its name
- * is taken by a loaded library (the message names both files). */
+ * is taken by a library loaded from another file (the message names both
+ * files). Loading the same file again is a no-op; loading a path whose
+ * file was rebuilt since it was loaded replaces that library: oc_op_find
+ * then finds the new ops, while pointers to the old ones stay valid (their
+ * code stays mapped) -- the edit, rebuild, reload loop. */
 oc_status oc_library_load(const char *path, oc_library **out);
 
 /* Unregister the library's ops and unload it. No call may be running. */
 oc_status oc_library_unload(oc_library *lib);
+
+/* Unregister the library's ops but keep its code mapped and its op
+ * pointers valid until the process ends: for when calls may still be
+ * running or references held (frameworks, other threads). */
+oc_status oc_library_forget(oc_library *lib);
 
 /* The loaded library called `name`, or NULL. */
 oc_library *oc_library_find(const char *name);

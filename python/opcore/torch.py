@@ -38,7 +38,8 @@ import torch
 from opcore import _C
 from opcore._C import OpArgumentError
 
-__all__ = ["register_library", "register_op", "register_autograd", "to_torch_dtype", "registered_ops"]
+__all__ = ["register_library", "unregister_library", "register_op", "register_autograd", "to_torch_dtype",
+           "registered_ops"]
 
 # torch dtypes in oc_dtype order (include/opcore/dtype.h)
 _DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16,
@@ -325,6 +326,17 @@ def register_library(lib):
     """Register every op of a loaded opcore Library with torch."""
     for op in lib.ops.values():
         register_op(op)
+
+
+def unregister_library(name):
+    """Remove every op of library `name` from torch (before a reload or on
+    unload): the torch.library fragment that defined them is destroyed."""
+    with _lock:
+        tlib = _torch_libs.pop(name, None)
+        if tlib is not None:
+            tlib._destroy()
+        for qualname in [q for q in _registered if q.split("::", 1)[0] == name]:
+            del _registered[qualname]
 
 
 def _resolve(op):

@@ -2,12 +2,15 @@
  * op's kernel by name and prepares its libffi call descriptor once, so a
  * call only has to fill argument slots. */
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/core.h"
 #include "library/registry.h"
@@ -15,6 +18,10 @@
 #include "opcore/host.h"
 
 static pthread_rwlock_t registry_lock = PTHREAD_RWLOCK_INITIALIZER;
+/* Libraries taken out of the table while calls may still hold their ops:
+ * kept mapped and allocated until the process ends (one per reload). */
+static oc_library **retired;
+static int num_retired;
 static _Atomic uint64_t registry_generation = 1;
 
 uint64_t oc_registry_generation(void) { return registry_generation; }
@@ -111,6 +118,29 @@ static oc_status bind_ops(oc_library *lib, const oc_library_defs *defs)
     return OC_OK;
 }
 
+/* A new name for `path` (a hard link beside it, else a copy in the temp
+ * directory) that the dynamic loader has never seen. */
+static bool fresh_link(const char *path, char *out, size_t len)
+{
+    static _Atomic unsigned counter;
+    snprintf(out, len, "%s.reload-%d-%u", path, (int)getpid(), atomic_fetch_add(&counter, 1));
+    if (link(path, out) == 0) return true;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(out, len, "%s/opcore-reload-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int dst = mkstemp(out), src = open(path, O_RDONLY | O_CLOEXEC);
+    bool ok = dst >= 0 && src >= 0;
+    char buf[65536];
+    ssize_t n;
+    while (ok && (n = read(src, buf, sizeof buf)) > 0) ok = write(dst, buf, (size_t)n) == n;
+    if (src >= 0) close(src);
+    if (dst >= 0) close(dst);
+    if (!ok) {
+        if (dst >= 0) unlink(out);
+        oc_set_error(OC_EIO, "cannot make a fresh copy of %s: %s", path, strerror(errno));
+    }
+    return ok;
+}
+
 static void library_free(oc_library *lib)
 {
     if (!lib) return;
@@ -119,9 +149,30 @@ static void library_free(oc_library *lib)
     free(lib);
 }
 
-static oc_status register_locked(oc_library *lib)
+static bool retire_locked(oc_library *lib)
+{
+    oc_library **grown = realloc(retired, (size_t)(num_retired + 1) * sizeof *grown);
+    if (!grown) return false;
+    retired = grown;
+    retired[num_retired++] = lib;
+    for (int i = 0; i < num_libraries; i++)
+        if (libraries[i] == lib) {
+            libraries[i] = libraries[--num_libraries];
+            break;
+        }
+    registry_generation++;
+    return true;
+}
+
+/* `replacing`: a library of the same name from the same path (an older
+ * build of this file), which the new one takes over from. */
+static oc_status register_locked(oc_library *lib, oc_library *replacing)
 {
     oc_library *other = find_locked(lib->name);
+    if (other && other == replacing) {
+        if (!retire_locked(other)) return oc_set_error(OC_ENOMEM, "out of memory");
+        other = NULL;
+    }
     if (other)
         return oc_set_error(OC_EEXIST,
                             "library '%s' from %s clashes with library '%s' already loaded from %s "
@@ -148,16 +199,24 @@ oc_status oc_library_load(const char *path, oc_library **out)
     if (!realpath(path, real) || stat(real, &st) != 0)
         return oc_set_error(OC_ENOTFOUND, "cannot load op library %s: no such file", path);
 
-    /* Loading the same file again is a no-op, as with torch.ops.load_library. */
+    /* Loading the same file again is a no-op, as with torch.ops.load_library;
+     * a new file at the same path (rebuilt) replaces the library loaded from
+     * it. */
+    oc_library *replacing = NULL;
     pthread_rwlock_rdlock(&registry_lock);
     for (int i = 0; i < num_libraries; i++) {
         oc_library *lib = libraries[i];
-        if (strcmp(lib->path, real) == 0 && lib->dev == st.st_dev && lib->ino == st.st_ino) {
+        if (strcmp(lib->path, real) != 0) continue;
+        if (lib->dev == st.st_dev && lib->ino == st.st_ino) {
             *out = lib;
             pthread_rwlock_unlock(&registry_lock);
             return OC_OK;
         }
+        replacing = lib;
     }
+    /* the loader still maps every retired library under its path */
+    bool seen = replacing != NULL;
+    for (int i = 0; i < num_retired && !seen; i++) seen = strcmp(retired[i]->path, real) == 0;
     pthread_rwlock_unlock(&registry_lock);
 
     oc_library *lib = calloc(1, sizeof *lib);
@@ -165,7 +224,21 @@ oc_status oc_library_load(const char *path, oc_library **out)
     snprintf(lib->path, sizeof lib->path, "%s", real);
     lib->dev = st.st_dev;
     lib->ino = st.st_ino;
-    lib->handle = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+    /* The dynamic loader hands back an already loaded object for a path it
+     * has seen, even if the file was replaced: a rebuilt library is opened
+     * through a link of its own. */
+    char fresh[4096 + 64];
+    const char *open_path = real;
+    if (seen) {
+        if (!fresh_link(real, fresh, sizeof fresh)) {
+            oc_set_error(OC_EIO, "cannot reload op library %s: %s", path, oc_errmsg());
+            library_free(lib);
+            return OC_EIO;
+        }
+        open_path = fresh;
+    }
+    lib->handle = dlopen(open_path, RTLD_NOW | RTLD_LOCAL);
+    if (seen) unlink(fresh); /* the mapping stays; the name is not needed */
     if (!lib->handle) {
         oc_set_error(OC_ENOTFOUND, "cannot load op library %s: %s", path, dlerror());
         library_free(lib);
@@ -183,7 +256,7 @@ oc_status oc_library_load(const char *path, oc_library **out)
     oc__library_defs_free(&defs);
     if (status == OC_OK) {
         pthread_rwlock_wrlock(&registry_lock);
-        status = register_locked(lib);
+        status = register_locked(lib, replacing);
         pthread_rwlock_unlock(&registry_lock);
     }
     if (status != OC_OK) {
@@ -215,6 +288,18 @@ oc_status oc_library_unload(oc_library *lib)
     pthread_rwlock_unlock(&registry_lock);
     library_free(lib);
     return OC_OK;
+}
+
+oc_status oc_library_forget(oc_library *lib)
+{
+    if (!lib) return oc_set_error(OC_EINVAL, "oc_library_forget: library is NULL");
+    pthread_rwlock_wrlock(&registry_lock);
+    bool loaded = false;
+    for (int i = 0; i < num_libraries && !loaded; i++) loaded = libraries[i] == lib;
+    oc_status st = !loaded ? oc_set_error(OC_ENOTFOUND, "oc_library_forget: library is not loaded")
+                 : retire_locked(lib) ? OC_OK : oc_set_error(OC_ENOMEM, "out of memory");
+    pthread_rwlock_unlock(&registry_lock);
+    return st;
 }
 
 oc_library *oc_library_find(const char *name)

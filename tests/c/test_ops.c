@@ -421,6 +421,53 @@ static void test_trace_shapes(void **state)
     oc_library_unload(lib);
 }
 
+/* ---- rebuild and reload in place ------------------------------------------------ */
+
+static float bump_once(const oc_op *o)
+{
+    float a = 0;
+    oc_tensor x, *y;
+    oc_tensor_init(&x, &a, OC_FLOAT32, 1, (int64_t[]){1});
+    oc_value v[] = {oc_value_tensor(&x)};
+    if (oc_op_invoke(o, v, 1, &y) != OC_OK) fail_msg("%s", oc_errmsg());
+    float r = *(float *)y->data;
+    oc_tensor_free(y);
+    return r;
+}
+
+static void test_reload(void **state)
+{
+    (void)state;
+    const char *shape = "#include <opcore/library.h>\n"
+                        "static oc_tensor *same(const oc_tensor *x) { return oc_empty_like(x); }\n"
+                        "OC_LIBRARY(rl, m) { oc_def(m, \"bump(Tensor x) -> Tensor\", same, \"bump\"); }\n";
+    char kernel[512];
+    const char *fmt = "#include <opcore/kernel.h>\noc_tensor *bump(const oc_tensor *x) { oc_tensor *y = oc_dst_tensor();\n"
+                      "  ((float *)y->data)[0] = ((const float *)x->data)[0] + %d; return y; }\n";
+    oc_status st;
+    snprintf(kernel, sizeof kernel, fmt, 1);
+    const char *path = test_build("rl", kernel, shape, (test_lib_options){0}, &st);
+    char saved[512];
+    snprintf(saved, sizeof saved, "%s", path);
+    oc_library *l1, *l2, *l3;
+    assert_int_equal(oc_library_load(saved, &l1), OC_OK);
+    const oc_op *old = op("rl::bump");
+    assert_true(bump_once(old) == 1.0f);
+    snprintf(kernel, sizeof kernel, fmt, 5);
+    assert_non_null(test_build("rl", kernel, shape, (test_lib_options){0}, &st)); /* rebuilt in place */
+    assert_int_equal(oc_library_load(saved, &l2), OC_OK);                        /* replaces l1 */
+    assert_ptr_not_equal(l1, l2);
+    assert_true(bump_once(op("rl::bump")) == 5.0f);
+    assert_true(bump_once(old) == 1.0f); /* an old op pointer stays valid and runs its code */
+    assert_int_equal(oc_library_load(saved, &l3), OC_OK); /* unchanged file: a no-op */
+    assert_ptr_equal(l2, l3);
+    assert_int_equal(oc_library_forget(l2), OC_OK);
+    assert_null(oc_op_find("rl::bump"));
+    assert_int_equal(oc_library_load(saved, &l3), OC_OK); /* again after forgetting: current code */
+    assert_true(bump_once(op("rl::bump")) == 5.0f);
+    assert_int_equal(oc_library_unload(l3), OC_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -430,6 +477,7 @@ int main(void)
         cmocka_unit_test(test_collectives_every_core_count),
         cmocka_unit_test(test_results_and_misuse),
         cmocka_unit_test(test_trace_shapes),
+        cmocka_unit_test(test_reload),
     };
     return cmocka_run_group_tests(tests, setup_nn_ops, teardown_nn_ops);
 }
