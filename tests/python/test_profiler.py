@@ -200,7 +200,7 @@ def test_demo_runs_end_to_end(tmp_path):
     logdir = tmp_path / "logs"
     r = subprocess.run(
         [sys.executable, os.path.join(REPO, "examples", "profiler", "demo.py"), "--logdir", str(logdir),
-         "--run-name", "demo", "--epochs", "3", "--build-directory", str(tmp_path / "build")],
+         "--run-name", "demo", "--epochs", "3", "--build-directory", str(tmp_path / "build"), "--torch"],
         capture_output=True, text=True, timeout=300, env=env, cwd=str(tmp_path))
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     assert "End Training" in r.stdout
@@ -214,3 +214,4 @@ def test_demo_runs_end_to_end(tmp_path):
     assert blocks["model_build"] == blocks["loss_backward"] == blocks["optimizer_step"] == 3
     ops = {o["op"]: o for o in s["ops"]}
     assert ops[FWD]["calls"] == 6 and ops[BWD]["calls"] == 6  # two ReLUs per step
+    assert ops["aten::addmm"]["source"] == "torch" and ops["aten::addmm"]["calls"] == 9  # --torch: 3 Linear
