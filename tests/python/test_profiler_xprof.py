@@ -118,3 +118,28 @@ def test_op_profile_per_core(run):
             m = per_core[f"{path}/core {i}"]["metrics"]
             assert m["occurrences"] == STEPS
             assert m["rawTime"] / 1e9 == pytest.approx(o[op]["core_ms"][i], abs=1e-6)  # ps vs ms
+
+
+def test_overview_without_engine_kernels(tmp_path):
+    """No opcore kernel ran (PyTorch's ops only, imported): no engine plane,
+    so xprof takes the profile as CPU-only and breaks each step into host
+    compute from the host step markers."""
+    torch = pytest.importorskip("torch")
+    m = torch.nn.Linear(64, 64)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    mp = quiet_env()
+    try:
+        with profiler.profile(logdir=str(tmp_path), run_name="cpu", torch=True) as p:
+            for i in range(STEPS):
+                profiler.step(i)
+                m(torch.randn(8, 64)).sum().backward()
+                opt.step()
+    finally:
+        mp.undo()
+    assert p.summary["engine_cores"] == 0
+    tables = xprof_tool(p.xplane_path, "overview_page")
+    steps = next(datatable(t) for t in tables if any(c["id"] == "stepTimeMs" for c in t.get("cols", [])))
+    assert [s["stepnum"] for s in steps] == [f"step {i}" for i in range(STEPS)]
+    assert all(0 < s["hostComputeTimeMs"] <= s["stepTimeMs"] and s["deviceComputeTimeMs"] == 0 for s in steps)
+    rows = datatable(xprof_tool(p.xplane_path, "framework_op_stats")[0])
+    assert any(r["host_or_device"] == "Host" and r["operation"] == "aten/addmm" for r in rows)
