@@ -381,7 +381,7 @@ void oc__psummary_print(const oc__pdata *d, FILE *out)
         }
     }
     if (nimp) {
-        fprintf(out, "%-40s %7s %10s %10s %10s %10s\n", "imported op", "calls", "total ms", "mean us", "min us",
+        fprintf(out, "%-60s %7s %10s %10s %10s %10s\n", "imported op", "calls", "total ms", "mean us", "min us",
                 "max us");
         uint32_t shown = 0;
         for (uint32_t i = 0; i < d->nops && shown < PRINT_MAX_IMPORTED; i++) {
@@ -389,7 +389,7 @@ void oc__psummary_print(const oc__pdata *d, FILE *out)
             if (op->source == UINT32_MAX) continue;
             char nm[64];
             snprintf(nm, sizeof nm, "%s: %s", oc__pname(d, op->source), oc__pname(d, op->name));
-            fprintf(out, "%-40.40s %7llu %10.3f %10.2f %10.2f %10.2f\n", nm, (unsigned long long)op->calls,
+            fprintf(out, "%-60.60s %7llu %10.3f %10.2f %10.2f %10.2f\n", nm, (unsigned long long)op->calls,
                     ms(op->call_ns), op->calls ? us(op->call_ns) / (double)op->calls : 0.0, us(op->min_ns),
                     us(op->max_ns));
             shown++;
