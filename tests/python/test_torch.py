@@ -318,7 +318,7 @@ def test_error_wrong_arity(relu_libs):
 
 def test_error_wrong_argument_type(relu_libs, test_ops):
     op = relu_libs["elementwise"].relu_forward
-    with pytest.raises(TypeError, match="relu_forward.*argument 1 'x': expected a Tensor, got float"):
+    with pytest.raises(TypeError, match="relu_forward.*argument 1 'x': expected a Tensor .*got float"):
         op(1.5)
     with pytest.raises(opcore.OpArgumentError, match="scale.*argument 3 'neg': expected bool"):
         test_ops.scale(torch.randn(2), 2.0, neg=3)
