@@ -421,6 +421,37 @@ static void test_trace_shapes(void **state)
     oc_library_unload(lib);
 }
 
+/* ---- messages ------------------------------------------------------------------- */
+
+static void test_messages(void **state)
+{
+    (void)state;
+    /* a shape function returning a tensor with an invalid dtype: one clear message */
+    oc_library *lib = test_build_and_load(
+        "baddt", "#include <opcore/kernel.h>\noc_tensor *f(const oc_tensor *x) { (void)x; return oc_dst_tensor(); }\n",
+        "#include <opcore/library.h>\n"
+        "static oc_tensor t;\n"
+        "static oc_tensor *bad(const oc_tensor *x) { t = *x; t.dtype = (oc_dtype)77; return &t; }\n"
+        "OC_LIBRARY(baddt, m) { oc_def(m, \"f(Tensor x) -> Tensor\", bad, \"f\"); }\n",
+        (test_lib_options){0});
+    float a = 1;
+    oc_tensor x, *y;
+    oc_tensor_init(&x, &a, OC_FLOAT32, 1, (int64_t[]){1});
+    oc_value v[] = {oc_value_tensor(&x)};
+    assert_int_equal(oc_op_invoke(op("baddt::f"), v, 1, &y), OC_ESHAPE);
+    assert_string_equal(oc_errmsg(), "op 'baddt::f': shape function 'bad' returned a bad tensor: invalid dtype 77");
+    oc_library_unload(lib);
+    /* a bad schema: the library is named once */
+    oc_status st;
+    assert_null(test_build("badschema", "#include <opcore/kernel.h>\n",
+                           "#include <opcore/library.h>\nstatic oc_tensor *s(const oc_tensor *x) { return (oc_tensor *)x; }\n"
+                           "OC_LIBRARY(badschema, m) { oc_def(m, \"f(Tensr x) -> Tensor\", s, \"f\"); }\n",
+                           (test_lib_options){0}, &st));
+    assert_int_equal(st, OC_EBUILD);
+    assert_non_null(strstr(oc_errmsg(), "opcore build: library 'badschema': schema \"f(Tensr x) -> Tensor\": unknown type 'Tensr'"));
+    assert_null(strstr(oc_errmsg(), "library 'badschema': library"));
+}
+
 /* ---- rebuild and reload in place ------------------------------------------------ */
 
 static float bump_once(const oc_op *o)
@@ -477,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_collectives_every_core_count),
         cmocka_unit_test(test_results_and_misuse),
         cmocka_unit_test(test_trace_shapes),
+        cmocka_unit_test(test_messages),
         cmocka_unit_test(test_reload),
     };
     return cmocka_run_group_tests(tests, setup_nn_ops, teardown_nn_ops);
