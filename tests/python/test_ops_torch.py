@@ -426,3 +426,28 @@ def test_shape_and_kernel_misuse(tmp_path):
     torch._dynamo.reset()
     with pytest.raises(Exception, match="C arithmetic opcore cannot follow; compute it with the oc_dim_"):
         torch.compile(lambda x: torch.ops.misuse_ops.flat(x), fullgraph=True, dynamic=True)(torch.randn(5, 4))
+
+
+def test_cross_core_reduction_at_every_core_count(ops, opcore_build_dir):
+    """global_sum (oc_all_sum) and layer_norm at OC_NUM_CORES = 1 .. 2 x CPUs:
+    the same results in every process."""
+    script = textwrap.dedent(f"""
+        import sys, torch
+        sys.path.insert(0, {str(REPO / "examples" / "ops")!r})
+        import nn_ops
+        nn_ops.load(build_directory={str(opcore_build_dir / "nn_ops")!r})
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(100003, generator=g)
+        s = torch.ops.nn_ops.global_sum(x)
+        out = torch.ops.nn_ops.layer_norm(x[:98000].reshape(-1, 7), [7])[0]
+        print(repr(s.item()), float(out.abs().sum()))
+    """)
+    results = set()
+    for cores in range(1, 2 * (os.cpu_count() or 1) + 1):
+        p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "OC_NUM_CORES": str(cores)})
+        assert p.returncode == 0, p.stderr[-2000:]
+        total, ln = p.stdout.split()
+        assert abs(float(total) - float(torch.randn(100003, generator=torch.Generator().manual_seed(0)).double().sum())) < 1e-2
+        results.add(ln)
+    assert len(results) == 1  # layer norm rows do not depend on the split
