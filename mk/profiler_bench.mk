@@ -1,4 +1,6 @@
-# The profiler's "off costs nothing" benchmark (bench/profiler_bench.py):
+# The profiler's benchmarks: `make bench-profiler` runs the overhead bench
+# (bench/profiler_bench.py) and the HTML report's (bench/html_report_bench.py:
+# 100k events in headless Chromium). The overhead bench's "off costs nothing" part:
 # the same C loop linked to a normal libopcore and to one built with the
 # profiler hooks compiled out:
 #   make build/bench/profiler_overhead
@@ -11,3 +13,4 @@ $(BUILD)/bench/profiler_overhead: bench/profiler_overhead.c $(BUILD)/libopcore.s
 
 bench-profiler: lib python
 	$(PYTHON) bench/profiler_bench.py
+	$(PYTHON) bench/html_report_bench.py

@@ -30,6 +30,7 @@ test-c: tests
 
 test-examples: lib cli
 	examples/relu/run.sh
+	examples/ops/run.sh
 	@# install into a staging prefix and build a host program with pkg-config
 	rm -rf $(BUILD)/stage
 	$(MAKE) install PREFIX=$(abspath $(BUILD)/stage)

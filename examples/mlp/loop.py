@@ -55,13 +55,26 @@ class Progress:
             sys.stderr.flush()
 
 
+def make_optimizer(params, lr=LR, momentum=0.0, optimizer="torch"):
+    """torch.optim.SGD, or 'opcore': the same SGD as one fused opcore op
+    (fused_sgd.FusedSGD, examples/ops' nn_ops::sgd_momentum_)."""
+    if optimizer == "opcore":
+        from fused_sgd import FusedSGD
+
+        return FusedSGD(params, lr=lr, momentum=momentum)
+    if optimizer != "torch":
+        raise ValueError(f"unknown optimizer {optimizer!r} (torch or opcore)")
+    return torch.optim.SGD(params, lr=lr, momentum=momentum)
+
+
 def train(model, batches, epochs=EPOCHS, lr=LR, warmup=WARMUP_STEPS, max_steps=None,
-          progress=None, record_losses=False, desc="train"):
+          progress=None, record_losses=False, desc="train", momentum=0.0, optimizer="torch"):
     """Train `model` in place. Returns a dict: throughput (iter/s of the last
     epoch, warm-up steps excluded, as the seeds compute it), final_loss,
     steps, seconds (whole run), losses (every step's loss when record_losses).
-    max_steps caps the steps of each epoch (for tests and quick runs)."""
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    max_steps caps the steps of each epoch (for tests and quick runs);
+    optimizer/momentum pick the SGD (see make_optimizer)."""
+    optimizer = make_optimizer(model.parameters(), lr, momentum, optimizer)
     loss_fn = torch.nn.NLLLoss()
     steps_per_epoch = len(batches) if max_steps is None else min(max_steps, len(batches))
     if steps_per_epoch <= warmup:
@@ -206,6 +219,9 @@ def common_args(description, epochs=EPOCHS):
     ap.add_argument("--progress", dest="progress", action="store_const", const=True,
                     help="progress bars even when stderr is not a terminal")
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
+    ap.add_argument("--optimizer", choices=("torch", "opcore"), default="torch",
+                    help="torch.optim.SGD, or the same SGD as one fused opcore op (examples/ops)")
+    ap.add_argument("--momentum", type=float, default=0.0, help="SGD momentum (default 0)")
     return ap
 
 
@@ -239,7 +255,7 @@ def run_training(args, relu=None, label="baseline", extra=None):
     model = MLP(relu=relu)
     print("----------Training ---------------", flush=True)
     r = train(model, train_b, epochs=args.epochs, max_steps=args.max_steps,
-              progress=args.progress, desc=label)
+              progress=args.progress, desc=label, momentum=args.momentum, optimizer=args.optimizer)
     print("Train throughput (iter/sec): {}".format(r["throughput"]))
     print("Final loss is {:0.4f}".format(r["final_loss"]))
     if getattr(args, "save", None):
@@ -250,6 +266,7 @@ def run_training(args, relu=None, label="baseline", extra=None):
     print("Test accuracy: {:.2f}% ({}/{})".format(100 * acc, correct, total), flush=True)
     res = dict(label=label, throughput=r["throughput"], final_loss=r["final_loss"],
                accuracy=acc, epochs=args.epochs, steps=r["steps"], seconds=r["seconds"],
-               threads=torch.get_num_threads(), **(extra or {}))
+               threads=torch.get_num_threads(), optimizer=args.optimizer, momentum=args.momentum,
+               **(extra or {}))
     write_json(args.json, res)
     return res

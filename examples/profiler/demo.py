@@ -7,7 +7,11 @@ and optimizer_step, and a step marker per iteration (the seed's
 xm.mark_step()).
 
     python examples/profiler/demo.py [--logdir logs] [--profile-type trace|operator]
-                                     [--ms-duration 15000] [--multicore]
+                                     [--ms-duration 15000] [--multicore] [--torch]
+
+--torch also runs torch.profiler and puts PyTorch's own operators (the
+Linear layers' addmm, the loss, autograd, the optimizer) on the same
+timeline as opcore's kernels.
 
 See README.md beside this file for opening what it writes.
 """
@@ -80,6 +84,8 @@ def main(argv=None):
     ap.add_argument("--run-name", default=None)
     ap.add_argument("--epochs", type=int, default=EPOCHS)
     ap.add_argument("--multicore", action="store_true", help="use the multicore ReLU kernel")
+    ap.add_argument("--torch", action="store_true",
+                    help="also record PyTorch's operators (torch.profiler) on the same timeline")
     ap.add_argument("--build-directory", default=os.path.join(REPO, "build", "profiler_demo"))
     args = ap.parse_args(argv)
 
@@ -88,7 +94,7 @@ def main(argv=None):
 
     # Start the profiler context-manager
     with profiler.profile(logdir=args.logdir, profile_type=args.profile_type,
-                          ms_duration=args.ms_duration, run_name=args.run_name) as prof:
+                          ms_duration=args.ms_duration, run_name=args.run_name, torch=args.torch) as prof:
         # the ReLU library is built inside the profile, so the build shows too
         load_relu(args.multicore, args.build_directory)
         model = MLP()

@@ -9,6 +9,11 @@
  *     if (oc_op_invoke(relu, args, 1, &y) != OC_OK) ...
  *     oc_tensor_free(y);
  *
+ * Arguments are oc_values in schema order (oc_value_tensor, oc_value_int,
+ * oc_value_ints, oc_value_none for an optional's None...); missing trailing
+ * arguments take their schema defaults. Results come back one tensor per
+ * schema result.
+ *
  * Every call returns an oc_status; on failure oc_errmsg() says what went
  * wrong, naming the op and the argument. All calls are thread-safe; ops may
  * be called from any number of threads at once.
@@ -20,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "args.h"
 #include "scalar.h"
 #include "status.h"
 #include "tensor.h"
@@ -31,16 +37,25 @@ extern "C" {
 typedef struct oc_library oc_library;
 typedef struct oc_op oc_op;
 
-/* Argument types of a schema. */
+/* Argument types of a schema (the base type; optional, mutable and list
+ * length are properties of the argument, see oc_op_arg_*). */
 typedef enum oc_arg_type {
-    OC_ARG_TENSOR = 0, /* Tensor  -> const oc_tensor *  */
-    OC_ARG_FLOAT = 1,  /* float   -> double             */
-    OC_ARG_INT = 2,    /* int     -> int64_t            */
-    OC_ARG_BOOL = 3,   /* bool    -> bool               */
-    OC_ARG_SCALAR = 4  /* Scalar  -> oc_scalar          */
+    OC_ARG_TENSOR = 0,      /* Tensor, Tensor?, Tensor(a!)  -> const oc_tensor * (oc_tensor *) */
+    OC_ARG_FLOAT = 1,       /* float          -> double                          */
+    OC_ARG_INT = 2,         /* int, SymInt    -> int64_t                         */
+    OC_ARG_BOOL = 3,        /* bool           -> bool                            */
+    OC_ARG_SCALAR = 4,      /* Scalar         -> oc_scalar                       */
+    OC_ARG_STR = 5,         /* str            -> const char *                    */
+    OC_ARG_DTYPE = 6,       /* ScalarType     -> oc_dtype                        */
+    OC_ARG_TENSOR_LIST = 7, /* Tensor[]       -> oc_tensor_list (_mut for (a!))  */
+    OC_ARG_INT_LIST = 8,    /* int[], int[N]  -> oc_int_list                     */
+    OC_ARG_FLOAT_LIST = 9,  /* float[]        -> oc_float_list                   */
+    OC_ARG_NONE = 10        /* a value only: None, for an optional argument      */
 } oc_arg_type;
 
-/* One argument value for a call. */
+/* One argument value for a call. Lists point at the caller's arrays, which
+ * must stay valid for the call. A mutable (Tensor(a!)) argument's tensor is
+ * written in place, even though it is reached through a const pointer. */
 typedef struct oc_value {
     oc_arg_type type;
     union {
@@ -49,6 +64,11 @@ typedef struct oc_value {
         int64_t i;
         bool b;
         oc_scalar scalar;
+        const char *s;
+        oc_dtype dtype;
+        oc_tensor_list tensors;
+        oc_int_list ints;
+        oc_float_list floats;
     } v;
 } oc_value;
 
@@ -57,9 +77,27 @@ static inline oc_value oc_value_float(double f) { oc_value v; v.type = OC_ARG_FL
 static inline oc_value oc_value_int(int64_t i) { oc_value v; v.type = OC_ARG_INT; v.v.i = i; return v; }
 static inline oc_value oc_value_bool(bool b) { oc_value v; v.type = OC_ARG_BOOL; v.v.b = b; return v; }
 static inline oc_value oc_value_scalar(oc_scalar s) { oc_value v; v.type = OC_ARG_SCALAR; v.v.scalar = s; return v; }
+static inline oc_value oc_value_str(const char *s) { oc_value v; v.type = OC_ARG_STR; v.v.s = s; return v; }
+static inline oc_value oc_value_dtype(oc_dtype d) { oc_value v; v.type = OC_ARG_DTYPE; v.v.dtype = d; return v; }
+static inline oc_value oc_value_none(void) { oc_value v; v.type = OC_ARG_NONE; v.v.i = 0; return v; }
+static inline oc_value oc_value_tensors(const oc_tensor *items, int64_t count)
+{ oc_value v; v.type = OC_ARG_TENSOR_LIST; v.v.tensors.items = items; v.v.tensors.count = count; return v; }
+static inline oc_value oc_value_ints(const int64_t *values, int64_t count)
+{ oc_value v; v.type = OC_ARG_INT_LIST; v.v.ints.values = values; v.v.ints.count = count; return v; }
+static inline oc_value oc_value_floats(const double *values, int64_t count)
+{ oc_value v; v.type = OC_ARG_FLOAT_LIST; v.v.floats.values = values; v.v.floats.count = count; return v; }
 
-/* The schema spelling of an argument type: "Tensor", "float", ... */
+/* Check `schema` as oc_def will: OC_OK, or OC_EINVAL with the reason in
+ * oc_errmsg(). On success `prototype` (if not NULL) receives the C
+ * prototype the op's kernel must have, named after the op. Everything it
+ * accepts, torch.library accepts and registers the same way. */
+oc_status oc_schema_check(const char *schema, char *prototype, size_t len);
+
+/* The schema spelling of a base type: "Tensor", "float", "int[]", ... */
 const char *oc_arg_type_name(oc_arg_type type);
+
+/* Most results an op may have. */
+#define OC_MAX_RESULTS 16
 
 /* ---- libraries ----------------------------------------------------------- */
 
@@ -69,11 +107,20 @@ uint64_t oc_registry_generation(void);
 
 /* Load an op library built by `opcore build` and register its ops. Fails
  * with OC_EABI for a library built for another ABI, OC_EEXIST if its name
- * is taken by a loaded library (the message names both files). */
+ * is taken by a library loaded from another file (the message names both
+ * files). Loading the same file again is a no-op; loading a path whose
+ * file was rebuilt since it was loaded replaces that library: oc_op_find
+ * then finds the new ops, while pointers to the old ones stay valid (their
+ * code stays mapped) -- the edit, rebuild, reload loop. */
 oc_status oc_library_load(const char *path, oc_library **out);
 
 /* Unregister the library's ops and unload it. No call may be running. */
 oc_status oc_library_unload(oc_library *lib);
+
+/* Unregister the library's ops but keep its code mapped and its op
+ * pointers valid until the process ends: for when calls may still be
+ * running or references held (frameworks, other threads). */
+oc_status oc_library_forget(oc_library *lib);
 
 /* The loaded library called `name`, or NULL. */
 oc_library *oc_library_find(const char *name);
@@ -98,30 +145,102 @@ const oc_library *oc_op_library(const oc_op *op);
 const char *oc_op_kernel_name(const oc_op *op);   /* C function run as the kernel */
 const char *oc_op_shape_fn_name(const oc_op *op); /* C function run as the shape function */
 bool oc_op_multicore(const oc_op *op);            /* runs on every core */
+size_t oc_op_stack_size(const oc_op *op);         /* its kernel stack, bytes */
+
 int oc_op_num_args(const oc_op *op);
 oc_arg_type oc_op_arg_type(const oc_op *op, int index);
 const char *oc_op_arg_name(const oc_op *op, int index);
+/* The argument's type as the schema spells it: "Tensor(a!)", "int[2]". */
+const char *oc_op_arg_schema_type(const oc_op *op, int index);
+bool oc_op_arg_optional(const oc_op *op, int index);  /* T?: may be None */
+bool oc_op_arg_mutable(const oc_op *op, int index);   /* Tensor(a!): written in place */
+int64_t oc_op_arg_list_len(const oc_op *op, int index); /* int[N]: N; else 0 */
+bool oc_op_arg_keyword_only(const oc_op *op, int index);
 /* The default of an optional argument; false if it has none. */
 bool oc_op_arg_default(const oc_op *op, int index, oc_value *out);
 
-/* Run the shape function: fills `out_meta` with the output's shape and
- * dtype (a meta tensor). Arguments may be meta or real tensors. */
+/* Results: how many (0 for `-> ()`), and for each, the argument it aliases
+ * (a `Tensor(a!)` result: the mutated argument, returned as is) or -1 for a
+ * fresh tensor the caller allocates. Names come from `-> (Tensor out, ...)`
+ * ("" when unnamed). */
+int oc_op_num_results(const oc_op *op);
+int oc_op_result_alias(const oc_op *op, int index);
+const char *oc_op_result_name(const oc_op *op, int index);
+
+/* ---- calling ----------------------------------------------------------- */
+/* `outs` below is an array of oc_op_num_results(op) tensors, one per
+ * result (NULL is allowed for an op without results). An aliased result's
+ * entry is filled with the mutated argument's tensor. */
+
+/* Run the shape function: fills `out_meta` with each result's shape and
+ * dtype (meta tensors). Arguments may be meta or real tensors. */
 oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tensor *out_meta);
 
-/* Run the op writing into `out`, which the caller allocated with the shape
- * and dtype oc_op_infer gave (any strides). */
-oc_status oc_op_call(const oc_op *op, const oc_value *args, int nargs, oc_tensor *out);
+/* Run the op writing into `outs`, which the caller allocated with the
+ * shapes and dtypes oc_op_infer gave (any strides). */
+oc_status oc_op_call(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs);
 
-/* Output allocator: given the inferred meta tensor, make `out` a real
- * tensor of that shape and dtype (e.g. backed by a framework's memory). */
-typedef oc_status (*oc_alloc_fn)(void *ctx, const oc_tensor *meta, oc_tensor *out);
+/* Output allocator: given result `index`'s inferred meta tensor, make `out`
+ * a real tensor of that shape and dtype (e.g. backed by a framework's
+ * memory). Called once per fresh result, in order. */
+typedef oc_status (*oc_alloc_fn)(void *ctx, int index, const oc_tensor *meta, oc_tensor *out);
 
 /* Infer, allocate through `alloc`, then call: the frameworks' path. */
 oc_status oc_op_run(const oc_op *op, const oc_value *args, int nargs,
-                    oc_alloc_fn alloc, void *alloc_ctx, oc_tensor *out);
+                    oc_alloc_fn alloc, void *alloc_ctx, oc_tensor *outs);
 
-/* Infer, allocate with malloc, call; free *out with oc_tensor_free. */
-oc_status oc_op_invoke(const oc_op *op, const oc_value *args, int nargs, oc_tensor **out);
+/* Infer, allocate with malloc, call. `outs` receives one pointer per
+ * result: free the fresh ones (oc_op_result_alias(op, i) < 0) with
+ * oc_tensor_free; an aliased one points at the caller's argument. */
+oc_status oc_op_invoke(const oc_op *op, const oc_value *args, int nargs, oc_tensor **outs);
+
+/* ---- dynamic shapes ------------------------------------------------------ */
+/* Frameworks with symbolic sizes (torch.compile(dynamic=True), torch.export,
+ * jax.export) need each result size as an expression of the input sizes,
+ * not a number. oc_op_trace_shapes runs the shape function once per `runs`
+ * entry (the same arguments with different concrete sizes for the dynamic
+ * dims: real values and probe values) and explains every result size that
+ * changes between runs as an input size, a constant, or oc_dim_* arithmetic
+ * (include/opcore/dim.h) on those. A size computed by plain C arithmetic on
+ * a dynamic size cannot be explained: OC_ESHAPE, with a message saying how
+ * to write it. */
+
+typedef enum oc_dim_op {
+    OC_DIM_CONST = 0,    /* value */
+    OC_DIM_INPUT = 1,    /* size `dim` of tensor argument `arg` (list item `item`);
+                            dim -1: the value of int argument `arg` (int[] item `item`) */
+    OC_DIM_ADD = 2,      /* lhs + rhs */
+    OC_DIM_SUB = 3,      /* lhs - rhs */
+    OC_DIM_MUL = 4,      /* lhs * rhs */
+    OC_DIM_DIV = 5,      /* floor(lhs / rhs) */
+    OC_DIM_CEIL_DIV = 6, /* ceil(lhs / rhs) */
+    OC_DIM_MOD = 7,      /* lhs mod rhs (floor) */
+    OC_DIM_MIN = 8,      /* min(lhs, rhs) */
+    OC_DIM_MAX = 9       /* max(lhs, rhs) */
+} oc_dim_op;
+
+typedef struct oc_dim_node {
+    oc_dim_op op;
+    int64_t value;        /* OC_DIM_CONST */
+    int32_t arg, item, dim; /* OC_DIM_INPUT (item: 0 unless a Tensor[]) */
+    int32_t lhs, rhs;     /* operands: indices into nodes[] */
+} oc_dim_node;
+
+#define OC_MAX_DIM_NODES 256
+
+typedef struct oc_shape_trace {
+    int num_results;                           /* fresh and aliased */
+    oc_dtype dtypes[OC_MAX_RESULTS];
+    int32_t ndims[OC_MAX_RESULTS];
+    int32_t sizes[OC_MAX_RESULTS][OC_MAX_DIMS]; /* node index of each size */
+    int num_nodes;
+    oc_dim_node nodes[OC_MAX_DIM_NODES];
+} oc_shape_trace;
+
+/* `runs[r]` is the r-th argument array (nargs values each); every run must
+ * give the same arguments apart from tensor sizes. At least 2 runs. */
+oc_status oc_op_trace_shapes(const oc_op *op, const oc_value *const *runs, int nruns, int nargs,
+                             oc_shape_trace *out);
 
 #ifdef __cplusplus
 }

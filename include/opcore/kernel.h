@@ -1,13 +1,23 @@
 /* opcore/kernel.h — everything a kernel (compute source) may use.
  *
- * A kernel is a plain C function whose signature follows its op's schema:
+ * A kernel is a plain C function whose signature follows its op's schema
+ * (the C type of each schema type is listed in args.h):
  *
  *     schema                              kernel prototype
  *     relu(Tensor x) -> Tensor            oc_tensor *relu(const oc_tensor *x);
  *     scale(Tensor x, float s) -> Tensor  oc_tensor *scale(const oc_tensor *x, double s);
- *     f(Tensor x, int n, bool b, Scalar v)
- *                                         oc_tensor *f(const oc_tensor *x, int64_t n,
- *                                                      bool b, oc_scalar v);
+ *     linear(Tensor x, Tensor w, Tensor? b) -> Tensor
+ *                                         oc_tensor *linear(const oc_tensor *x, const oc_tensor *w,
+ *                                                           const oc_tensor *b);   (b NULL: None)
+ *     pool(Tensor x, int[2] k) -> Tensor  oc_tensor *pool(const oc_tensor *x, oc_int_list k);
+ *     norm(Tensor x) -> (Tensor, Tensor)  void norm(const oc_tensor *x);
+ *     sgd_(Tensor(a!) p, Tensor g, float lr) -> ()
+ *                                         void sgd_(oc_tensor *p, const oc_tensor *g, double lr);
+ *
+ * An op with exactly one fresh `Tensor` result has a kernel returning
+ * oc_tensor *; every other op (several results, `()`, `Tensor(a!)`) has a
+ * kernel returning void that writes its results through
+ * oc_dst_tensor_at(i) and its `Tensor(a!)` arguments in place.
  *
  * It runs on an opcore engine core, on an engine-owned stack of the op's
  * configured size, with that core's TCM (a private scratch arena):
@@ -15,9 +25,11 @@
  *   - single-core op: one core runs it; it may create and return its result
  *     (copied into the caller's output) or write into oc_dst_tensor() and
  *     return that;
- *   - multicore op (built with --multicore): every core runs it at once;
- *     each writes its share of oc_dst_tensor(), split by oc_cpu_id() and
- *     oc_cpu_count(). The return value is ignored.
+ *   - multicore op (built with --multicore, or `.multicore = true` in its
+ *     oc_def): every core runs it at once; each writes its share of the
+ *     results, split by oc_cpu_id() and oc_cpu_count(). The return value is
+ *     ignored. Cores combine values with oc_barrier() and the oc_all_*
+ *     collectives below (a global sum, a softmax over all elements).
  *
  * Accessors (all allowed in single-core and multicore ops):
  *   - element-wise:  oc_acc a = oc_accessor(t, OC_FLOAT32, 2); OC_AT(a, float, i, j)
@@ -39,7 +51,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "args.h"
 #include "check.h"
+#include "dim.h"
 #include "scalar.h"
 #include "tensor.h"
 #include "tensor_ops.h"
@@ -57,13 +71,41 @@ uint32_t oc_cpu_id(void);
 uint32_t oc_cpu_count(void);
 
 /* The op's output, allocated by the caller from the shape function's
- * answer. Every core sees the same tensor. */
+ * answer. Every core sees the same tensor. Same as oc_dst_tensor_at(0). */
 oc_tensor *oc_dst_tensor(void);
+
+/* Result `index` of the op (0-based, in schema order): a fresh result's
+ * output, or the mutated argument of a `Tensor(a!)` result. An index the
+ * op does not have fails the kernel. */
+oc_tensor *oc_dst_tensor_at(int index);
+
+/* Number of results of the running op. */
+int oc_num_results(void);
 
 /* Split [0, n) into oc_cpu_count() near-equal contiguous parts and give
  * this core's part as [*lo, *hi). Multiples of `align` elements per part
  * (except the last) keep cores off each other's cache lines; use 1 for none. */
 void oc_core_range(int64_t n, int64_t align, int64_t *lo, int64_t *hi);
+
+/* ---- combining across cores (multicore ops) -------------------------------
+ *
+ * Every core of the launch must make the same sequence of these calls; each
+ * returns once all cores have made it. They are safe whatever the scheduling
+ * (any oc_cpu_count(), more cores than CPUs included): waiting cores sleep
+ * instead of spinning when it takes long. If a core fails (OC_CHECK, a
+ * fault) or returns while others wait, the waiting cores fail too and the
+ * call reports the first failure. In a single-core op they return at once.
+ *
+ * The oc_all_* collectives combine one value per core in core order (0, 1,
+ * ...), so the result is the same on every run and every core. */
+
+/* Wait until every core of this launch has reached this barrier. */
+void oc_barrier(void);
+
+double oc_all_sum(double v);
+double oc_all_max(double v);
+double oc_all_min(double v);
+int64_t oc_all_sum_i64(int64_t v);
 
 /* ---- element-wise accessor --------------------------------------------- */
 

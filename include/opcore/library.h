@@ -8,17 +8,36 @@
  *
  *     OC_LIBRARY(my_ops, m) {
  *         oc_def(m, "relu_forward(Tensor x) -> Tensor", relu_fwd_shape, "relu_forward");
+ *         oc_def(m, "sum_all(Tensor x) -> Tensor", sum_shape, "sum_all", .multicore = true);
  *     }
  *
- * The schema is PyTorch's op-schema grammar (a subset): argument types
- * Tensor, float, int, bool, Scalar; defaults (`float alpha=1.0`) and the
- * keyword-only marker `*` are accepted; the result is `Tensor`. The same
- * string defines the op in torch.library and in JAX.
+ * The schema is PyTorch's op-schema grammar, the same string torch.library
+ * and opcore.jax use:
  *
- * A shape function has the kernel's signature. It runs on the host on meta
- * tensors (shapes and dtypes, no data) and returns a meta tensor describing
- * the output, usually from the factories in tensor_ops.h (oc_empty_like,
- * oc_empty, ...). Touching tensor data there is reported as an error.
+ *   arguments  Tensor, Tensor?, Tensor[], Tensor(a!), Tensor(a!)[], int,
+ *              SymInt, int[], int[N], float, float[], bool, Scalar, str,
+ *              ScalarType, and T? for the others; defaults (`float eps=1e-05`,
+ *              `int[2] stride=1`, `str reduction="mean"`, `Tensor? bias=None`)
+ *              and the keyword-only marker `*`;
+ *   results    `Tensor`, `(Tensor, Tensor, ...)` (names allowed:
+ *              `(Tensor out, Tensor mean)`), `()` for an op that only
+ *              mutates, and `Tensor(a!)` to return a mutated argument.
+ *
+ * The C types are in args.h. A `Tensor(a!)` argument is written in place by
+ * the kernel (PyTorch functionalizes it under torch.compile; JAX gets the
+ * updated value as a result).
+ *
+ * A shape function has the kernel's signature and runs on the host on meta
+ * tensors (shapes and dtypes, no data):
+ *   - an op with one fresh `Tensor` result: the shape function returns a
+ *     meta tensor describing it, usually from the factories in
+ *     tensor_ops.h (oc_empty_like, oc_empty, ...);
+ *   - any other op (several results, `()`, `Tensor(a!)`): it returns void
+ *     and describes each fresh result with oc_set_result(i, meta). An op
+ *     without fresh results may pass NULL as its shape function.
+ * Touching tensor data there is reported as an error. Sizes computed from
+ * input sizes with the oc_dim_* helpers (dim.h) stay symbolic under
+ * torch.compile(dynamic=True), torch.export and jax.export.
  *
  * The library's name is the namespace of its ops: torch.ops.my_ops.relu_forward,
  * "my_ops::relu_forward" in the host API. One OC_LIBRARY per built library;
@@ -27,10 +46,13 @@
 #ifndef OPCORE_LIBRARY_H
 #define OPCORE_LIBRARY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "args.h"
 #include "check.h"
+#include "dim.h"
 #include "scalar.h"
 #include "status.h"
 #include "tensor.h"
@@ -42,7 +64,7 @@ extern "C" {
 
 /* ABI version of the library <-> runtime contract. A library built for
  * another version is refused at load time ("rebuild it"). */
-#define OC_ABI_VERSION 2
+#define OC_ABI_VERSION 3
 
 typedef struct oc_library_builder oc_library_builder;
 typedef void (*oc_fn)(void);
@@ -72,13 +94,30 @@ typedef struct oc_build_info {
         OC_ABI_VERSION, #name, oc__library_init_##name};                     \
     static void oc__library_init_##name(oc_library_builder *m)
 
+/* Per-op options, given to oc_def as designated initializers after the
+ * kernel name: oc_def(m, schema, shape, "kernel", .multicore = true). */
+typedef struct oc_op_options {
+    uint32_t struct_size; /* set by oc_def */
+    bool multicore;       /* run on every core (else: the library's default) */
+    bool single_core;     /* run on one core even in a --multicore library */
+    size_t stack_size;    /* kernel stack bytes (0: the library's) */
+} oc_op_options;
+
 /* Define an op: its schema, its shape function and the name of its kernel
- * (a non-static function in a compute source; NULL means "the op's name"). */
-#define oc_def(m, schema, shape_fn, kernel_name)                             \
-    oc__def((m), (schema), (oc_fn)(shape_fn), #shape_fn, (kernel_name))
+ * (a non-static function in a compute source; NULL means "the op's name"),
+ * then any options. */
+#define oc_def(m, schema, shape_fn, kernel_name, ...)                         \
+    oc__def((m), (schema), (oc_fn)(shape_fn), #shape_fn, (kernel_name),       \
+            &(const oc_op_options){sizeof(oc_op_options), __VA_ARGS__})
 
 void oc__def(oc_library_builder *m, const char *schema, oc_fn shape_fn,
-             const char *shape_fn_name, const char *kernel_name);
+             const char *shape_fn_name, const char *kernel_name, const oc_op_options *options);
+
+/* In a shape function of an op whose results are not a single fresh Tensor:
+ * result `index` (0-based, in schema order) has the shape and dtype of
+ * `meta`. Every fresh result must be described; aliased (`Tensor(a!)`)
+ * results are the arguments themselves and must not be. */
+void oc_set_result(int index, const oc_tensor *meta);
 
 #ifdef __cplusplus
 }

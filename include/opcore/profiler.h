@@ -128,9 +128,59 @@ oc_status oc_profiler_step(int64_t step);
 bool oc_profiler_enabled(void);
 
 /* The machine's memory bandwidth in GB/s (10^9 bytes per second) used by
- * the summary: OPCORE_MEMBW_GBPS if set, else the cached measurement, else
- * measured now (copying a large buffer on all CPUs) and cached. */
+ * the summary: OPCORE_MEMBW_GBPS if set, else the cached measurement if it
+ * was taken on this machine (same CPU model, CPU count and kernel) less than
+ * 30 days ago, else measured now and cached: memcpy of a 128 MiB buffer on
+ * one CPU and on all CPUs, several tries each, the best (about half a
+ * second). */
 double oc_profiler_membw_gbps(void);
+
+/* How the bandwidth of oc_profiler_membw_gbps() was obtained, in words:
+ * "OPCORE_MEMBW_GBPS", or the measurement (method, machine, date) and where
+ * it is cached. Valid until the next call of either function. */
+const char *oc_profiler_membw_source(void);
+
+/* ---- spans from other profilers -------------------------------------------- */
+
+/* The clock of imported timestamps. */
+typedef enum oc_profiler_clock {
+    OC_PROFILER_CLOCK_MONOTONIC = 0, /* CLOCK_MONOTONIC ns: opcore's own clock */
+    OC_PROFILER_CLOCK_REALTIME = 1   /* CLOCK_REALTIME ns since 1970 (PyTorch's and JAX's profilers) */
+} oc_profiler_clock;
+
+/* One span recorded by another profiler, e.g. a PyTorch operator. */
+typedef struct oc_profiler_span {
+    const char *name;     /* what ran, e.g. "aten::addmm" */
+    const char *category; /* its category there, e.g. "cpu_op" (the Chrome trace's "cat"); NULL: none */
+    const char *thread;   /* name of its thread, for a thread opcore saw nothing on; NULL: "thread" */
+    int64_t tid;          /* OS thread id: the span joins the track of that thread */
+    int64_t t0_ns, t1_ns; /* start and end on the clock passed to oc_profiler_import */
+    bool op;              /* an operator: a row of the summary and of xprof's op tables */
+} oc_profiler_span;
+
+/* Add `n` spans recorded by another profiler (`source`: "torch", "jax") to
+ * the running profile: they show beside opcore's events, on one clock, in
+ * every output. A span goes on the track of the host thread with OS id
+ * `tid` (so a PyTorch operator and the opcore op call it made nest on one
+ * track), or on a track of its own for a thread opcore saw nothing on.
+ * Spans outside the profile (or after its ms_duration) are dropped or
+ * clipped like opcore's own. The strings are copied.
+ * Returns OC_OK; OC_EINVAL if no profile is running or a span has no name
+ * or ends before it starts (nothing is imported then); OC_ENOMEM. */
+oc_status oc_profiler_import(const char *source, oc_profiler_clock clock, const oc_profiler_span *spans,
+                             size_t n);
+
+/* Import the host-thread spans of an XSpace (the bytes of an .xplane.pb,
+ * such as jax.profiler writes): every event of its "/host:CPU" plane, on a
+ * track per line, at the absolute time the XSpace gives it (its line
+ * timestamps plus the profile start time of its "Task Environment" plane,
+ * if any). Events carrying an "hlo_op" or "tf_op" stat count as operators.
+ * Returns what oc_profiler_import returns, or OC_EINVAL if the bytes are
+ * not an XSpace. */
+oc_status oc_profiler_import_xspace(const char *source, const void *data, size_t len);
+
+/* Now on opcore's clock (CLOCK_MONOTONIC ns), and on `clock`. */
+int64_t oc_profiler_now_ns(oc_profiler_clock clock);
 
 #ifdef __cplusplus
 }

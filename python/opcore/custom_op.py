@@ -17,7 +17,8 @@ import threading
 from opcore import _C
 from opcore._C import BuildError
 
-__all__ = ["Library", "load", "load_library", "build", "cache_dir", "default_build_directory", "loaded_libraries"]
+__all__ = ["Library", "load", "load_library", "unload", "build", "cache_dir", "default_build_directory",
+           "loaded_libraries"]
 
 _lock = threading.RLock()
 _libraries = {}  # name -> Library
@@ -29,6 +30,7 @@ class Library:
     attributes (lib.relu_forward(x) calls the C op directly)."""
 
     def __init__(self, info):
+        self.handle = info["handle"]  # identifies this load: a rebuilt file loads as a new handle
         self.name = info["name"]
         self.path = info["path"]
         self.multicore = info["multicore"]
@@ -127,15 +129,33 @@ def load(name, compute_srcs, shape_srcs, build_directory=None, multicore=False, 
     return lib
 
 
+def _frameworks_forget(name):
+    """Drop the frameworks' registrations of library `name` (those already
+    imported: this never imports torch or jax)."""
+    import sys
+
+    if "opcore.torch" in sys.modules:
+        sys.modules["opcore.torch"].unregister_library(name)
+    if "opcore.jax" in sys.modules:
+        sys.modules["opcore.jax"].forget_ops()
+
+
 def load_library(path):
     """Load an op library built by opcore (load() or `opcore build`) and
     register its ops with torch when torch is importable. Loading the same
-    file again is a no-op. Returns the Library."""
+    file again is a no-op; loading a file rebuilt since (load() after editing
+    a kernel) replaces the library in place: torch.ops and opcore.jax see the
+    new ops, and torch.compile's caches are reset so compiled graphs
+    re-trace. Returns the Library."""
     path = os.fspath(path)
     with _lock:
         info = _C.load_library(path)
         lib = _libraries.get(info["name"])
-        if lib is None or lib.path != info["path"]:
+        if lib is not None and lib.handle != info["handle"]:
+            _frameworks_forget(lib.name)  # a rebuilt file replaced it
+            _reset_compiled()
+            lib = None
+        if lib is None:
             lib = Library(info)
             _libraries[lib.name] = lib
         if _want_torch():
@@ -143,6 +163,25 @@ def load_library(path):
 
             _torch_glue.register_library(lib)
         return lib
+
+
+def _reset_compiled():
+    import sys
+
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is not None:
+        dynamo.reset()
+
+
+def unload(name):
+    """Unregister library `name` (its OC_LIBRARY name) from opcore, torch and
+    JAX. Its code stays mapped until the process ends, so objects still
+    holding its ops do not crash; load it (or a new build) again at will."""
+    with _lock:
+        _C.forget_library(name)  # KeyError if no such library is loaded
+        _libraries.pop(name, None)
+        _frameworks_forget(name)
+        _reset_compiled()
 
 
 def loaded_libraries():

@@ -374,7 +374,7 @@ def _infer(qualname: str, tensor_meta: tuple, statics: tuple) -> jax.ShapeDtypeS
         else:
             args.append(static_map[info.name].item())
     try:
-        sizes, dtype_name = op.infer(*args)
+        (sizes, dtype_name), = op.infer(*args)
     except OpError as e:
         msg = str(e) if qualname in str(e) else f"op '{qualname}': {e}"
         raise ValueError(f"opcore: shape function failed: {msg}") from None

@@ -24,19 +24,56 @@ On exit it writes, under ``logdir``:
   printed as a table unless ``OPCORE_PROFILE_QUIET=1``)
 * ``RUN.report.html`` — a self-contained report: timeline per core + table
 
+``profile(..., torch=True)`` runs ``torch.profiler`` alongside and puts
+PyTorch's own operators (``aten::addmm``, the optimizer, autograd) on the
+same timeline, on the same host-thread tracks as the opcore calls they made;
+``jax=True`` does the same with ``jax.profiler``'s host trace.
+
 See docs/profiler.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
+import shutil
+import tempfile
 from typing import Any, Optional
 
 from opcore import _C
 
-__all__ = ["profile", "trace", "Trace", "step", "enabled", "membw_gbps"]
+__all__ = ["profile", "trace", "Trace", "step", "enabled", "membw_gbps", "membw_source"]
+
+_CLOCK_REALTIME = 1  # oc_profiler_clock
+
+
+def torch_spans(torch_profile) -> list:
+    """The host events of a finished ``torch.profiler.profile`` as spans for
+    ``_C.profiler_import`` (name, category, thread, OS tid, t0, t1 in
+    CLOCK_REALTIME ns, is-an-operator). PyTorch stamps its events with
+    CLOCK_REALTIME (c10::getTime); its Chrome trace gives them in us from
+    ``baseTimeNanoseconds``, with the OS thread ids."""
+    with tempfile.TemporaryDirectory(prefix="opcore-torch-") as tmp:
+        path = os.path.join(tmp, "torch.json")
+        torch_profile.export_chrome_trace(path)
+        with open(path, encoding="utf-8") as f:
+            trace = json.load(f)
+    base = int(trace.get("baseTimeNanoseconds", 0))
+    events = trace.get("traceEvents", [])
+    threads = {(e.get("pid"), e.get("tid")): e.get("args", {}).get("name")
+               for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    spans = []
+    for e in events:
+        tid = e.get("tid")
+        if e.get("ph") != "X" or not isinstance(tid, int) or not isinstance(e.get("pid"), int):
+            continue  # counters, flows, the profiler's own "Spans"/"Traces" rows
+        t0 = base + round(e["ts"] * 1000)
+        cat = e.get("cat")
+        spans.append((e["name"], cat, threads.get((e["pid"], tid)) or "torch thread", tid, t0,
+                      t0 + round(e.get("dur", 0) * 1000), cat == "cpu_op"))
+    return spans
 
 
 class profile(contextlib.ContextDecorator):
@@ -53,6 +90,11 @@ class profile(contextlib.ContextDecorator):
         run_name: name of the run (letters, digits, ``.``, ``_``, ``-``);
             ``None`` means a timestamp. An existing run is never overwritten:
             ``_1``, ``_2``, ... is appended.
+        torch: also run ``torch.profiler`` (CPU activities) and put its
+            events (``aten::`` operators, autograd, the optimizer) on the same
+            timeline, in every output; ``torch_profiler`` is that profiler.
+        jax: also run ``jax.profiler`` and put its host events (Python
+            functions, XLA's CPU thunks) on the same timeline.
 
     After the block, the object has ``run_name``, ``logdir``, ``run_dir``
     (``logdir/plugins/profile/RUN``, what TensorBoard lists), ``trace_path``,
@@ -61,7 +103,8 @@ class profile(contextlib.ContextDecorator):
     """
 
     def __init__(self, logdir: str | os.PathLike = "logs", profile_type: str = "trace",
-                 ms_duration: Optional[float] = None, run_name: Optional[str] = None):
+                 ms_duration: Optional[float] = None, run_name: Optional[str] = None,
+                 torch: bool = False, jax: bool = False):
         if profile_type not in ("trace", "operator"):
             raise ValueError(f"profile_type is {profile_type!r}; expected 'trace' or 'operator'")
         if ms_duration is not None and not ms_duration > 0:
@@ -78,18 +121,61 @@ class profile(contextlib.ContextDecorator):
         self.html_path: Optional[str] = None
         self._summary: Optional[dict] = None
         self._running = False
+        self.torch = bool(torch)
+        self.jax = bool(jax)
+        self.torch_profiler = None
+        self._jax_dir: Optional[str] = None
 
     def start(self) -> "profile":
-        _C.profiler_start(self.logdir, self.profile_type,
-                          float(self.ms_duration) if self.ms_duration else 0.0, self.run_name)
+        # the other profilers start first: their own start-up stays outside
+        # opcore's window, and a failure leaves nothing running
+        try:
+            if self.torch:
+                import torch.profiler as tp
+                self.torch_profiler = tp.profile(activities=[tp.ProfilerActivity.CPU])
+                self.torch_profiler.__enter__()
+            if self.jax:
+                import jax.profiler as jp
+                self._jax_dir = tempfile.mkdtemp(prefix="opcore-jax-")
+                jp.start_trace(self._jax_dir)
+            _C.profiler_start(self.logdir, self.profile_type,
+                              float(self.ms_duration) if self.ms_duration else 0.0, self.run_name)
+        except BaseException:
+            self._stop_others(import_spans=False)
+            raise
         self._running = True
         return self
+
+    def _stop_others(self, import_spans: bool) -> None:
+        """Stop torch.profiler / jax.profiler; import their spans into the
+        running opcore profile."""
+        try:
+            if self.torch_profiler is not None:
+                self.torch_profiler.__exit__(None, None, None)
+                if import_spans:
+                    _C.profiler_import("torch", _CLOCK_REALTIME, torch_spans(self.torch_profiler))
+        finally:
+            if self._jax_dir is not None:
+                try:
+                    import jax.profiler as jp
+                    jp.stop_trace()
+                    for path in glob.glob(os.path.join(self._jax_dir, "plugins", "profile", "*", "*.xplane.pb")):
+                        with open(path, "rb") as f:
+                            data = f.read()
+                        if import_spans:
+                            _C.profiler_import_xspace("jax", data)
+                finally:
+                    shutil.rmtree(self._jax_dir, ignore_errors=True)
+                    self._jax_dir = None
 
     def stop(self) -> "profile":
         if not self._running:
             raise RuntimeError("this profile is not running")
         self._running = False
-        out = _C.profiler_stop()
+        try:
+            self._stop_others(import_spans=True)
+        finally:
+            out = _C.profiler_stop()
         self.run_name = out["run_name"]
         self.logdir = out["logdir"]
         self.run_dir = out["run_dir"]
@@ -157,5 +243,12 @@ def enabled() -> bool:
 
 
 def membw_gbps() -> float:
-    """The machine's memory bandwidth in GB/s (measured once, cached on disk)."""
+    """The machine's memory bandwidth in GB/s that the summary compares
+    against: ``OPCORE_MEMBW_GBPS``, else measured (best of several tries)
+    and cached per machine, re-measured when stale or on another machine."""
     return float(_C.profiler_membw_gbps())
+
+
+def membw_source() -> str:
+    """How ``membw_gbps()`` was obtained, in words."""
+    return str(_C.profiler_membw_source())

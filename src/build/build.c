@@ -635,7 +635,7 @@ static oc_status check_library(build *b, const char *tmp_lib)
         char msg[4096];
         snprintf(msg, sizeof msg, "%s", oc_errmsg());
         dlclose(h);
-        return oc_set_error(OC_EBUILD, "opcore build: library '%s': %s", name, msg);
+        return oc_set_error(OC_EBUILD, "opcore build: %s", msg);
     }
     Dl_info self;
     const void *entry = dlsym(h, "oc_library_entry");

@@ -200,6 +200,7 @@ oc_status oc__core_run(oc_core *c, oc_exec *e, oc_core_mode mode, uint32_t id, u
     c->fail_status = OC_OK;
     c->fault_signal = 0;
     c->ret = NULL;
+    c->barriers = 0;
     memset(&c->counters, 0, sizeof c->counters);
     tls_running = c;
 

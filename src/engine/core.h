@@ -29,14 +29,37 @@ typedef enum oc_core_mode {
     OC_MODE_LIBRARY = 3 /* running a library's OC_LIBRARY block (escape.c) */
 } oc_core_mode;
 
+struct oc_core;
+struct oc_exec;
+
+/* What the oc_dim_* helpers record while a shape function is traced for
+ * dynamic shapes (host/trace.c reads it back). */
+#define OC_DIM_LOG_MAX 256
+typedef struct oc_dim_entry {
+    int op; /* oc_dim_op */
+    int64_t a, b, r;
+} oc_dim_entry;
+typedef struct oc_dim_log {
+    int n;
+    bool overflow;
+    oc_dim_entry e[OC_DIM_LOG_MAX];
+} oc_dim_log;
+
+/* Runs share `id` of a multicore launch on `core`: handed down by the call
+ * path (the engine never calls up into it). */
+typedef void (*oc_share_fn)(struct oc_core *core, struct oc_exec *job, uint32_t id);
+
 /* One call of a kernel or shape function, shared by all cores running it. */
 typedef struct oc_exec {
     const struct oc_op *op;
     oc_fn fn;            /* kernel or shape function */
     void **ffi_values;   /* libffi argument slots */
-    oc_tensor *dst;      /* the output (NULL in shape mode) */
+    oc_tensor *dsts;     /* the results: outputs (kernel) or metas being described (shape) */
+    int ndst;            /* number of results */
+    uint32_t described;  /* shape mode: bit i set once result i is described */
     uint32_t ncores;     /* cores running it */
     uint64_t bytes_in;   /* total input bytes, for the profiler */
+    oc_share_fn run_share;           /* multicore: runs one share */
     struct oc_exec_failure *failure; /* multicore: where shares report */
 } oc_exec;
 
@@ -85,6 +108,8 @@ typedef struct oc_core {
     char fail_msg[4096];
 
     void *ret;                /* what the kernel returned */
+    struct oc_dim_log *dim_log; /* shape mode: where oc_dim_* record (NULL: off) */
+    uint32_t barriers;        /* oc_barrier calls of this share so far */
     oc_tensor_block temps;    /* list head of temporaries */
     oc_stream_impl *streams;  /* open streams */
     oc_prof_counters counters;

@@ -46,6 +46,13 @@ static struct {
     atomic_bool stopping;
     uint64_t spin_ns;
     uint32_t start_generation;   /* workers wait for the first job after it */
+    /* collectives of the running launch (kernel/collective.c) */
+    _Atomic uint32_t bar_count;  /* shares arrived at the current barrier */
+    _Atomic uint32_t bar_done;   /* barriers completed in this launch */
+    _Atomic uint32_t exited;     /* shares that have returned */
+    _Atomic uint32_t bar_seq;    /* futex word: bumped on any of the above */
+    atomic_int bar_sleepers;
+    uint64_t *slots;             /* exchange: one 8-byte value per share */
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static long futex(_Atomic uint32_t *addr, int op, uint32_t val)
@@ -139,7 +146,11 @@ static void run_claimed_shares(oc_core *core)
         oc_exec *job = pool.job;
         uint32_t id = (uint32_t)c;
         if (!job || id >= job->ncores) return;
-        oc__pool_run_share(core, job, id);
+        job->run_share(core, job, id);
+        /* Shares still waiting at a barrier learn that this one is gone. */
+        atomic_fetch_add(&pool.exited, 1);
+        atomic_fetch_add(&pool.bar_seq, 1);
+        if (atomic_load(&pool.bar_sleepers) > 0) futex(&pool.bar_seq, FUTEX_WAKE_PRIVATE, INT32_MAX);
         if (atomic_fetch_sub_explicit(&pool.pending, 1, memory_order_acq_rel) == 1 &&
             atomic_load(&pool.waiter_sleeping))
             futex(&pool.pending, FUTEX_WAKE_PRIVATE, 1);
@@ -173,7 +184,8 @@ static oc_status start_locked(void)
     pool.spin_ns = env_size("OC_SPIN_US", 50) * 1000;
     pool.cores = calloc(n, sizeof *pool.cores);
     pool.threads = calloc(n, sizeof *pool.threads);
-    if (!pool.cores || !pool.threads) goto nomem;
+    pool.slots = calloc(n, sizeof *pool.slots);
+    if (!pool.cores || !pool.threads || !pool.slots) goto nomem;
     atomic_store(&pool.stopping, false);
     for (uint32_t i = 1; i < n; i++) {
         pool.cores[i] = oc__core_create(tcm);
@@ -194,8 +206,10 @@ nomem:
     for (uint32_t i = 1; pool.cores && i < n; i++) oc__core_destroy(pool.cores[i]);
     free(pool.cores);
     free(pool.threads);
+    free(pool.slots);
     pool.cores = NULL;
     pool.threads = NULL;
+    pool.slots = NULL;
     return oc_set_error(OC_ENOMEM, "cannot start the engine: out of memory for %u cores", n);
 }
 
@@ -231,6 +245,8 @@ uint32_t oc_engine_num_cores(void)
     return pool.ncores;
 }
 
+uint32_t oc__pool_size(void) { return oc_engine_num_cores(); }
+
 size_t oc_engine_tcm_size(void) { return oc__engine_default_tcm(); }
 
 void oc_engine_shutdown(void)
@@ -244,8 +260,10 @@ void oc_engine_shutdown(void)
         for (uint32_t i = 1; i < pool.ncores; i++) oc__core_destroy(pool.cores[i]);
         free(pool.cores);
         free(pool.threads);
+        free(pool.slots);
         pool.cores = NULL;
         pool.threads = NULL;
+        pool.slots = NULL;
         pool.ncores = 0;
         atomic_store(&pool.started, false);
     }
@@ -260,6 +278,9 @@ oc_status oc__pool_launch(oc_core *caller, oc_exec *job)
     uint32_t n = pool.ncores;
     job->ncores = n;
     atomic_store(&pool.pending, n);
+    atomic_store(&pool.bar_count, 0);
+    atomic_store(&pool.bar_done, 0);
+    atomic_store(&pool.exited, 0);
     pool.job = job;
     uint32_t gen = atomic_load(&pool.generation) + 1;
     atomic_store_explicit(&pool.claim, (uint64_t)gen << 32, memory_order_release);
@@ -290,3 +311,70 @@ oc_status oc__pool_launch(oc_core *caller, oc_exec *job)
     return OC_OK;
 }
 
+
+/* ---- collectives --------------------------------------------------------------
+ *
+ * A barrier counts arrivals; the last share to arrive completes it. Waiting
+ * shares spin briefly, then sleep on bar_seq, which changes whenever a
+ * barrier completes or a share returns: a share that failed (or returned
+ * without reaching the barrier) can never arrive, so the waiters fail
+ * instead of hanging. More shares than CPUs is fine: every share is held by
+ * its own thread while it waits, so the others get claimed and run. */
+
+static _Noreturn void barrier_fail(oc_core *core, const char *why)
+{
+    const struct oc_op *op = core->exec->op;
+    char msg[512];
+    snprintf(msg, sizeof msg, "op '%s': kernel '%s' on core %u: %s (at oc_barrier #%u)", op->qualname,
+             op->def.kernel_name, core->id, why, core->barriers + 1);
+    oc__core_fail(core, OC_EKERNEL, msg);
+}
+
+void oc__pool_barrier(oc_core *core)
+{
+    oc_exec *job = core->exec;
+    uint32_t n = job->ncores, target = core->barriers + 1;
+    if (n <= 1) {
+        core->barriers = target;
+        return;
+    }
+    if (atomic_fetch_add(&pool.bar_count, 1) + 1 == n) {
+        atomic_store(&pool.bar_count, 0);
+        atomic_store(&pool.bar_done, target);
+        atomic_fetch_add(&pool.bar_seq, 1);
+        if (atomic_load(&pool.bar_sleepers) > 0) futex(&pool.bar_seq, FUTEX_WAKE_PRIVATE, INT32_MAX);
+        core->barriers = target;
+        return;
+    }
+    uint64_t deadline = 0;
+    for (unsigned i = 0;; i++) {
+        uint32_t seq = atomic_load(&pool.bar_seq);
+        if (atomic_load(&pool.bar_done) >= target) break;
+        if (atomic_load(&job->failure->failed)) barrier_fail(core, "stopped: another core failed");
+        if (atomic_load(&pool.exited)) {
+            if (atomic_load(&pool.bar_done) >= target) break;
+            barrier_fail(core, "another core returned from the kernel without reaching this "
+                               "barrier (every core must make the same oc_barrier/oc_all_* calls)");
+        }
+        if ((i & 63) == 63) {
+            uint64_t t = now_ns();
+            if (!deadline) deadline = t + pool.spin_ns;
+            else if (t > deadline) {
+                atomic_fetch_add(&pool.bar_sleepers, 1);
+                futex(&pool.bar_seq, FUTEX_WAIT_PRIVATE, seq);
+                atomic_fetch_sub(&pool.bar_sleepers, 1);
+            }
+        }
+        cpu_relax();
+    }
+    core->barriers = target;
+}
+
+void oc__pool_allreduce(oc_core *core, const void *mine, oc_combine_fn combine, void *out)
+{
+    memcpy(&pool.slots[core->id], mine, sizeof *pool.slots);
+    oc__pool_barrier(core);
+    memcpy(out, &pool.slots[0], sizeof *pool.slots);
+    for (uint32_t i = 1; i < core->exec->ncores; i++) combine(out, &pool.slots[i]);
+    oc__pool_barrier(core); /* nobody overwrites a slot before all have read */
+}

@@ -7,12 +7,21 @@
 /* Start the worker threads if they are not running. */
 oc_status oc__pool_start(void);
 
-/* Run every share of `job` (one per core in the pool), the caller taking
- * part; returns when all are done. A failing share records itself in the
- * job (oc__exec_fail); the first failure wins. */
+/* Run every share of `job` (one per core in the pool) through
+ * job->run_share, the caller taking part; returns when all are done. A
+ * failing share records itself in job->failure; the first failure wins. */
 oc_status oc__pool_launch(oc_core *caller, oc_exec *job);
 
-/* Run share `id` of a job on `core` (defined by the call path). */
-void oc__pool_run_share(oc_core *core, oc_exec *job, uint32_t id);
+/* Cores of the pool (starts it). */
+uint32_t oc__pool_size(void);
+
+/* Collectives for the running share of `core` (kernel/collective.c's
+ * engine side): wait for every share at a barrier; reduce one 8-byte value
+ * per share: *out = combine over shares 0, 1, ... in order (the first
+ * share's value is copied, then combine(out, value) for each next one).
+ * Fail the calling kernel when another share failed or returned instead. */
+typedef void (*oc_combine_fn)(void *acc, const void *value);
+void oc__pool_barrier(oc_core *core);
+void oc__pool_allreduce(oc_core *core, const void *mine, oc_combine_fn combine, void *out);
 
 #endif /* OPCORE_ENGINE_POOL_H */

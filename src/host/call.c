@@ -1,186 +1,368 @@
-/* Calling an op: check the arguments against the schema, run the shape
- * function, allocate the output, run the kernel on one core or all. */
+/* Calling an op: bind the arguments to the schema, run the shape function,
+ * allocate the results, run the kernel on one core or all. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/internal.h"
-#include "engine/core.h"
 #include "engine/pool.h"
 #include "engine/redzone.h"
-#include "opcore/host.h"
+#include "host/call_internal.h"
 #include "opcore/tensor_ops.h"
 
-/* Argument storage for one call: the kernel gets pointers into it. */
-typedef struct call_frame {
-    int nargs;
-    oc_tensor tensors[OC_MAX_ARGS];
-    const oc_tensor *tensor_ptrs[OC_MAX_ARGS];
-    union {
-        double f;
-        int64_t i;
-        uint8_t b;
-        oc_scalar s;
-    } values[OC_MAX_ARGS];
-    void *slots[OC_MAX_ARGS];
-} call_frame;
+/* ---- binding -------------------------------------------------------------- */
 
-static oc_status arg_error(const struct oc_op *op, int i, const char *fmt, const char *detail)
+__attribute__((format(printf, 4, 5))) static oc_status arg_error(const struct oc_op *op, int i, int item,
+                                                                 const char *fmt, ...)
 {
-    char msg[512];
-    snprintf(msg, sizeof msg, fmt, detail);
-    return oc_set_error(OC_EINVAL, "op '%s': argument %d '%s': %s", op->qualname, i + 1,
-                        op->def.schema.args[i].name, msg);
+    char msg[512], where[64] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (item >= 0) snprintf(where, sizeof where, " item %d", item);
+    return oc_set_error(OC_EINVAL, "op '%s': argument %d '%s'%s: %s", op->qualname, i + 1,
+                        op->def.schema.args[i].name, where, msg);
 }
 
-static oc_status check_tensor(const struct oc_op *op, int i, const oc_tensor *t, bool need_data)
+static oc_status check_tensor(const struct oc_op *op, int i, int item, const oc_tensor *t, bool need_data)
 {
-    char buf[64];
-    if (!t) return arg_error(op, i, "expected a Tensor, got NULL%s", "");
-    if (!oc_dtype_is_valid(t->dtype)) {
-        snprintf(buf, sizeof buf, "%d", (int)t->dtype);
-        return arg_error(op, i, "has an invalid dtype (%s)", buf);
-    }
-    if (t->ndim < 0 || t->ndim > OC_MAX_DIMS) {
-        snprintf(buf, sizeof buf, "%d", t->ndim);
-        return arg_error(op, i, "has %s dims (0 to 16 allowed)", buf);
-    }
+    if (!t) return arg_error(op, i, item, "expected a Tensor, got NULL (pass oc_value_none() for None)");
+    if (!oc_dtype_is_valid(t->dtype)) return arg_error(op, i, item, "has an invalid dtype (%d)", (int)t->dtype);
+    if (t->ndim < 0 || t->ndim > OC_MAX_DIMS)
+        return arg_error(op, i, item, "has %d dims (0 to %d allowed)", t->ndim, OC_MAX_DIMS);
     for (int d = 0; d < t->ndim; d++)
-        if (t->sizes[d] < 0) return arg_error(op, i, "has a negative size%s", "");
-    if (need_data && !t->data && oc_numel(t) > 0)
-        return arg_error(op, i, "is a meta tensor (no data)%s", "");
+        if (t->sizes[d] < 0) return arg_error(op, i, item, "has a negative size (dim %d: %lld)", d, (long long)t->sizes[d]);
+    if (need_data && !t->data && oc_numel(t) > 0) return arg_error(op, i, item, "is a meta tensor (no data)");
     return OC_OK;
 }
 
-/* Fill the frame from `args`, applying defaults. `need_data`: tensors must
- * have data (a call), or may be meta (shape inference only). */
-static oc_status bind_args(const struct oc_op *op, const oc_value *args, int nargs, bool need_data,
-                           call_frame *f)
+/* A copy of the caller's tensor for the kernel: inputs read-only, in-place
+ * arguments writable, never owned by the frame. */
+static oc_status copy_tensor(const struct oc_op *op, int i, int item, const oc_tensor *t, bool writable,
+                             oc_tensor *out)
+{
+    if (writable && (t->flags & OC_TENSOR_READONLY))
+        return arg_error(op, i, item, "is written in place (%s) but the tensor given is read-only",
+                         op->def.schema.args[i].type_text);
+    *out = *t;
+    out->flags &= ~(uint32_t)OC_TENSOR_OWNED;
+    if (!writable) out->flags |= OC_TENSOR_READONLY;
+    return OC_OK;
+}
+
+static void *frame_alloc(call_frame *f, size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (p) f->heap[f->nheap++] = p;
+    else oc_set_error(OC_ENOMEM, "out of memory binding a list argument of %zu bytes", bytes);
+    return p;
+}
+
+void oc__frame_release(call_frame *f)
+{
+    for (int i = 0; i < f->nheap; i++) free(f->heap[i]);
+    f->nheap = 0;
+}
+
+static oc_status bind_tensor_list(const struct oc_op *op, int i, const oc_schema_arg *a, oc_tensor_list l,
+                                  bool need_data, call_frame *f)
+{
+    if (l.count < 0 || (l.count > 0 && !l.items))
+        return arg_error(op, i, -1, "a list of %lld tensors with no items", (long long)l.count);
+    size_t n = (size_t)l.count;
+    /* one block: the tensor copies, then their data pointers for the shape pass */
+    oc_tensor *items = frame_alloc(f, n * (sizeof(oc_tensor) + sizeof(void *)));
+    if (!items) return OC_ENOMEM;
+    for (int64_t k = 0; k < l.count; k++) {
+        oc_status st = check_tensor(op, i, (int)k, &l.items[k], need_data);
+        if (!st) st = copy_tensor(op, i, (int)k, &l.items[k], a->is_mutable, &items[k]);
+        if (st) return st;
+    }
+    f->saved_data[i] = (void **)(items + n);
+    f->values[i].tensors = (oc_tensor_list){l.count, items};
+    f->slots[i] = &f->values[i];
+    return OC_OK;
+}
+
+/* int[] / int[N] (a single int fills an int[N], as in torch). */
+static oc_status bind_int_list(const struct oc_op *op, int i, const oc_schema_arg *a, oc_value v,
+                               oc_int_list *out, call_frame *f)
+{
+    if (v.type == OC_ARG_INT && a->list_len) {
+        int64_t *vals = frame_alloc(f, (size_t)a->list_len * sizeof *vals);
+        if (!vals) return OC_ENOMEM;
+        for (int64_t k = 0; k < a->list_len; k++) vals[k] = v.v.i;
+        *out = (oc_int_list){a->list_len, vals};
+        return OC_OK;
+    }
+    if (v.type != OC_ARG_INT_LIST)
+        return arg_error(op, i, -1, "expected %s, got %s", a->type_text, oc__arg_schema_type(v.type));
+    if (v.v.ints.count < 0 || (v.v.ints.count > 0 && !v.v.ints.values))
+        return arg_error(op, i, -1, "a list of %lld ints with no values", (long long)v.v.ints.count);
+    if (a->list_len && v.v.ints.count != a->list_len)
+        return arg_error(op, i, -1, "expected %lld ints (%s), got a list of %lld", (long long)a->list_len,
+                         a->type_text, (long long)v.v.ints.count);
+    *out = v.v.ints;
+    return OC_OK;
+}
+
+/* float[] / float[N]: ints convert, a single number fills a float[N]. */
+static oc_status bind_float_list(const struct oc_op *op, int i, const oc_schema_arg *a, oc_value v,
+                                 oc_float_list *out, call_frame *f)
+{
+    bool single = v.type == OC_ARG_FLOAT || v.type == OC_ARG_INT;
+    if (single && a->list_len) {
+        double x = v.type == OC_ARG_INT ? (double)v.v.i : v.v.f;
+        double *vals = frame_alloc(f, (size_t)a->list_len * sizeof *vals);
+        if (!vals) return OC_ENOMEM;
+        for (int64_t k = 0; k < a->list_len; k++) vals[k] = x;
+        *out = (oc_float_list){a->list_len, vals};
+        return OC_OK;
+    }
+    int64_t count;
+    if (v.type == OC_ARG_FLOAT_LIST) count = v.v.floats.count;
+    else if (v.type == OC_ARG_INT_LIST) count = v.v.ints.count;
+    else return arg_error(op, i, -1, "expected %s, got %s", a->type_text, oc__arg_schema_type(v.type));
+    const void *src = v.type == OC_ARG_FLOAT_LIST ? (const void *)v.v.floats.values : (const void *)v.v.ints.values;
+    if (count < 0 || (count > 0 && !src)) return arg_error(op, i, -1, "a list of %lld numbers with no values", (long long)count);
+    if (a->list_len && count != a->list_len)
+        return arg_error(op, i, -1, "expected %lld floats (%s), got a list of %lld", (long long)a->list_len,
+                         a->type_text, (long long)count);
+    if (v.type == OC_ARG_FLOAT_LIST) {
+        *out = v.v.floats;
+        return OC_OK;
+    }
+    double *vals = frame_alloc(f, (size_t)count * sizeof *vals);
+    if (!vals) return OC_ENOMEM;
+    for (int64_t k = 0; k < count; k++) vals[k] = (double)v.v.ints.values[k];
+    *out = (oc_float_list){count, vals};
+    return OC_OK;
+}
+
+/* A by-value argument: its storage is values[i], or optional[i] behind a
+ * pointer for a T?. */
+static call_value *value_slot(call_frame *f, int i, bool optional)
+{
+    if (!optional) {
+        f->slots[i] = &f->values[i];
+        return &f->values[i];
+    }
+    f->optional_ptrs[i] = &f->optional[i];
+    f->slots[i] = &f->optional_ptrs[i];
+    return &f->optional[i];
+}
+
+static oc_status bind_arg(const struct oc_op *op, int i, oc_value v, bool need_data, call_frame *f)
+{
+    const oc_schema_arg *a = &op->def.schema.args[i];
+    if (v.type == OC_ARG_NONE) {
+        if (!a->optional)
+            return arg_error(op, i, -1, "expected %s, got None (only %s? arguments take None)", a->type_text,
+                             a->type_text);
+        f->optional_ptrs[i] = NULL;
+        f->slots[i] = &f->optional_ptrs[i];
+        return OC_OK;
+    }
+    bool compatible = v.type == a->type || (a->type == OC_ARG_FLOAT && v.type == OC_ARG_INT) ||
+                      (a->type == OC_ARG_SCALAR && (v.type == OC_ARG_FLOAT || v.type == OC_ARG_INT ||
+                                                    v.type == OC_ARG_BOOL)) ||
+                      a->type == OC_ARG_INT_LIST || a->type == OC_ARG_FLOAT_LIST; /* checked below */
+    if (!compatible) return arg_error(op, i, -1, "expected %s, got %s", a->type_text, oc__arg_schema_type(v.type));
+    oc_status st = OC_OK;
+    call_value *cv;
+    switch (a->type) {
+    case OC_ARG_TENSOR:
+        st = check_tensor(op, i, -1, v.v.tensor, need_data);
+        if (!st) st = copy_tensor(op, i, -1, v.v.tensor, a->is_mutable, &f->tensors[i]);
+        f->tensor_ptrs[i] = &f->tensors[i];
+        f->slots[i] = &f->tensor_ptrs[i];
+        break;
+    case OC_ARG_TENSOR_LIST:
+        st = bind_tensor_list(op, i, a, v.v.tensors, need_data, f);
+        break;
+    case OC_ARG_INT_LIST:
+        cv = value_slot(f, i, a->optional);
+        st = bind_int_list(op, i, a, v, &cv->ints, f);
+        break;
+    case OC_ARG_FLOAT_LIST:
+        cv = value_slot(f, i, a->optional);
+        st = bind_float_list(op, i, a, v, &cv->floats, f);
+        break;
+    case OC_ARG_FLOAT:
+        value_slot(f, i, a->optional)->f = v.type == OC_ARG_INT ? (double)v.v.i : v.v.f;
+        break;
+    case OC_ARG_INT:
+        value_slot(f, i, a->optional)->i = v.v.i;
+        break;
+    case OC_ARG_BOOL:
+        value_slot(f, i, a->optional)->b = v.v.b;
+        break;
+    case OC_ARG_SCALAR:
+        value_slot(f, i, a->optional)->s = v.type == OC_ARG_SCALAR ? v.v.scalar
+                                         : v.type == OC_ARG_FLOAT  ? oc_scalar_float(v.v.f)
+                                         : v.type == OC_ARG_INT    ? oc_scalar_int(v.v.i)
+                                                                   : oc_scalar_bool(v.v.b);
+        break;
+    case OC_ARG_STR:
+        if (!v.v.s) return arg_error(op, i, -1, "expected a str, got NULL (pass oc_value_none() for None)");
+        f->values[i].str = v.v.s;
+        f->slots[i] = &f->values[i];
+        break;
+    case OC_ARG_DTYPE:
+        if (!oc_dtype_is_valid(v.v.dtype)) return arg_error(op, i, -1, "invalid dtype %d", (int)v.v.dtype);
+        value_slot(f, i, a->optional)->dtype = (int)v.v.dtype;
+        break;
+    case OC_ARG_NONE:
+        break;
+    }
+    return st;
+}
+
+oc_status oc__frame_bind(const struct oc_op *op, const oc_value *args, int nargs, bool need_data, call_frame *f)
 {
     const oc_schema *s = &op->def.schema;
-    if (nargs > s->num_args || (nargs > 0 && !args))
+    f->nheap = 0;
+    f->nargs = s->num_args;
+    if (nargs < 0 || nargs > s->num_args || (nargs > 0 && !args))
         return oc_set_error(OC_EINVAL, "op '%s' takes %d argument%s, got %d (schema: %s)", op->qualname,
                             s->num_args, s->num_args == 1 ? "" : "s", nargs, op->def.schema_text);
-    f->nargs = s->num_args;
     for (int i = 0; i < s->num_args; i++) {
-        const oc_schema_arg *a = &s->args[i];
         oc_value v;
+        f->saved_data[i] = NULL;
         if (i < nargs) v = args[i];
-        else if (a->has_default) v = a->default_value;
-        else
-            return oc_set_error(OC_EINVAL, "op '%s': missing argument %d '%s' (schema: %s)", op->qualname,
-                                i + 1, a->name, op->def.schema_text);
-        bool ok = v.type == a->type || (a->type == OC_ARG_SCALAR && v.type != OC_ARG_TENSOR) ||
-                  (a->type == OC_ARG_FLOAT && v.type == OC_ARG_INT);
-        if (!ok) {
-            char msg[128];
-            snprintf(msg, sizeof msg, "expected %s, got %s", oc__arg_schema_type(a->type),
-                     oc__arg_schema_type(v.type));
-            return arg_error(op, i, "%s", msg);
-        }
-        switch (a->type) {
-        case OC_ARG_TENSOR: {
-            oc_status st = check_tensor(op, i, v.v.tensor, need_data);
-            if (st) return st;
-            f->tensors[i] = *v.v.tensor;
-            f->tensors[i].flags |= OC_TENSOR_READONLY;
-            f->tensors[i].flags &= ~(uint32_t)OC_TENSOR_OWNED;
-            f->tensor_ptrs[i] = &f->tensors[i];
-            f->slots[i] = &f->tensor_ptrs[i];
-            break;
-        }
-        case OC_ARG_FLOAT:
-            f->values[i].f = v.type == OC_ARG_INT ? (double)v.v.i : v.v.f;
-            f->slots[i] = &f->values[i].f;
-            break;
-        case OC_ARG_INT:
-            f->values[i].i = v.v.i;
-            f->slots[i] = &f->values[i].i;
-            break;
-        case OC_ARG_BOOL:
-            f->values[i].b = v.v.b;
-            f->slots[i] = &f->values[i].b;
-            break;
-        case OC_ARG_SCALAR:
-            f->values[i].s = v.type == OC_ARG_SCALAR ? v.v.scalar
-                           : v.type == OC_ARG_FLOAT  ? oc_scalar_float(v.v.f)
-                           : v.type == OC_ARG_INT    ? oc_scalar_int(v.v.i)
-                                                     : oc_scalar_bool(v.v.b);
-            f->slots[i] = &f->values[i].s;
-            break;
-        }
+        else if (!oc__schema_default(&s->args[i], &v))
+            return oc_set_error(OC_EINVAL, "op '%s': missing argument %d '%s' (schema: %s)", op->qualname, i + 1,
+                                s->args[i].name, op->def.schema_text);
+        oc_status st = bind_arg(op, i, v, need_data, f);
+        if (st) return st;
     }
     return OC_OK;
 }
 
-static oc_status core_error(const oc_core *c)
+/* ---- the shape pass ---------------------------------------------------------- */
+
+static oc_status core_error(const oc_core *c) { return oc_set_error(c->fail_status, "%s", c->fail_msg); }
+
+/* The shape function sees meta views of the frame's tensors: the same
+ * structs with their data hidden, restored afterwards for the kernel. */
+static void hide_data(const struct oc_op *op, call_frame *f, void **data, bool hide)
 {
-    return oc_set_error(c->fail_status, "%s", c->fail_msg);
+    for (int i = 0; i < f->nargs; i++) {
+        oc_arg_type t = op->def.schema.args[i].type;
+        if (t == OC_ARG_TENSOR && f->slots[i] == &f->tensor_ptrs[i]) {
+            oc_tensor *x = &f->tensors[i];
+            if (hide) {
+                data[i] = x->data;
+                x->data = NULL;
+                x->flags |= OC_TENSOR_META;
+            } else {
+                x->data = data[i];
+                if (data[i]) x->flags &= ~(uint32_t)OC_TENSOR_META;
+            }
+        } else if (t == OC_ARG_TENSOR_LIST && f->saved_data[i]) {
+            oc_tensor_list *l = &f->values[i].tensors;
+            oc_tensor *items = (oc_tensor *)l->items;
+            for (int64_t k = 0; k < l->count; k++) {
+                if (hide) {
+                    f->saved_data[i][k] = items[k].data;
+                    items[k].data = NULL;
+                    items[k].flags |= OC_TENSOR_META;
+                } else {
+                    items[k].data = f->saved_data[i][k];
+                    if (items[k].data) items[k].flags &= ~(uint32_t)OC_TENSOR_META;
+                }
+            }
+        }
+    }
 }
 
-static oc_status infer(const struct oc_op *op, call_frame *f, oc_tensor *out_meta)
+/* After the shape function: every fresh result described, each valid. */
+static oc_status collect_results(const struct oc_op *op, oc_core *core, oc_exec *e, oc_tensor *metas)
 {
+    const char *fn = op->def.shape_fn_name;
+    if (op->returns_tensor && !(e->described & 1u)) {
+        const oc_tensor *r = core->ret;
+        if (!r)
+            return oc_set_error(OC_ESHAPE, "op '%s': shape function '%s' returned NULL (return e.g. "
+                                "oc_empty_like(x))", op->qualname, fn);
+        if (oc_tensor_init(&metas[0], NULL, r->dtype, r->ndim, r->sizes) != OC_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", oc_errmsg()); /* the message is rewritten below */
+            return oc_set_error(OC_ESHAPE, "op '%s': shape function '%s' returned a bad tensor: %s",
+                                op->qualname, fn, why);
+        }
+        return OC_OK;
+    }
+    for (int i = 0; i < op->num_results; i++) {
+        if (op->def.schema.results[i].alias_arg >= 0 || (e->described & (1u << i))) continue;
+        const char *rname = op->def.schema.results[i].name;
+        return oc_set_error(OC_ESHAPE,
+                            "op '%s': shape function '%s' did not describe result %d%s%s%s (the op has "
+                            "%d result%s: %s): call oc_set_result(%d, meta) for each new result",
+                            op->qualname, fn, i, rname[0] ? " '" : "", rname, rname[0] ? "'" : "",
+                            op->num_results, op->num_results == 1 ? "" : "s", op->def.schema_text, i);
+    }
+    (void)metas;
+    return OC_OK;
+}
+
+oc_status oc__frame_infer(const struct oc_op *op, call_frame *f, oc_tensor *metas, oc_dim_log *log)
+{
+    /* Aliased results are their arguments. */
+    for (int i = 0; i < op->num_results; i++) {
+        int a = op->def.schema.results[i].alias_arg;
+        if (a >= 0) {
+            const oc_tensor *t = &f->tensors[a];
+            oc_tensor_init_strided(&metas[i], NULL, t->dtype, t->ndim, t->sizes, t->strides);
+        }
+    }
+    if (!op->def.shape_fn) return OC_OK;
     oc_core *core = oc__thread_core();
     if (!core) return oc_errcode();
-    oc_exec e = {.op = op, .fn = op->def.shape_fn, .ffi_values = f->slots, .ncores = 1};
+    oc_exec e = {.op = op, .fn = op->def.shape_fn, .ffi_values = f->slots, .dsts = metas,
+                 .ndst = op->num_results, .ncores = 1};
     uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
-    /* The shape function sees meta views of the frame's tensors: the same
-     * structs with the data hidden, restored afterwards for the kernel. */
     void *data[OC_MAX_ARGS];
-    uint32_t flags[OC_MAX_ARGS];
-    for (int i = 0; i < f->nargs; i++)
-        if (op->def.schema.args[i].type == OC_ARG_TENSOR) {
-            data[i] = f->tensors[i].data;
-            flags[i] = f->tensors[i].flags;
-            f->tensors[i].data = NULL;
-            f->tensors[i].flags |= OC_TENSOR_META;
-        }
+    hide_data(op, f, data, true);
+    core->dim_log = log;
     oc_status st = oc__core_run(core, &e, OC_MODE_SHAPE, 0, 1);
-    for (int i = 0; i < f->nargs; i++)
-        if (op->def.schema.args[i].type == OC_ARG_TENSOR) {
-            f->tensors[i].data = data[i];
-            f->tensors[i].flags = flags[i];
-        }
-    if (st != OC_OK) {
-        st = core_error(core);
-    } else if (!core->ret) {
-        st = oc_set_error(OC_ESHAPE, "op '%s': shape function '%s' returned NULL (return e.g. "
-                          "oc_empty_like(x))", op->qualname, op->def.shape_fn_name);
-    } else {
-        const oc_tensor *r = core->ret;
-        st = oc_tensor_init(out_meta, NULL, r->dtype, r->ndim, r->sizes);
-        if (st != OC_OK)
-            st = oc_set_error(st, "op '%s': shape function '%s' returned a bad tensor: %s", op->qualname,
-                              op->def.shape_fn_name, oc_errmsg());
-    }
+    core->dim_log = NULL;
+    hide_data(op, f, data, false);
+    st = st != OC_OK ? core_error(core) : collect_results(op, core, &e, metas);
     oc__core_release(core);
     if (t0) oc__prof_host(OC_PROF_SHAPE, op->qualname, t0, oc__prof_now());
     return st;
 }
 
-static oc_status check_out(const struct oc_op *op, const oc_tensor *meta, const oc_tensor *out,
+/* ---- running the kernel -------------------------------------------------------- */
+
+static oc_status check_out(const struct oc_op *op, int i, const oc_tensor *meta, const oc_tensor *out,
                            const char *who)
 {
-    char want[256], got[256];
+    char want[256], got[256], which[32] = "";
+    if (op->num_results > 1) snprintf(which, sizeof which, " result %d", i);
     if (!out || (!out->data && oc_numel(meta) > 0))
-        return oc_set_error(OC_EINVAL, "op '%s': %s gave no output data", op->qualname, who);
+        return oc_set_error(OC_EINVAL, "op '%s': %s%s output has no data", op->qualname, who, which);
     if (out->dtype != meta->dtype || !oc_same_shape(out, meta))
-        return oc_set_error(OC_ESHAPE,
-                            "op '%s': %s output is %s %s but the shape function says %s %s",
-                            op->qualname, who, oc_dtype_name(out->dtype), oc_shape_str(out, got, sizeof got),
+        return oc_set_error(OC_ESHAPE, "op '%s': %s%s output is %s %s but the shape function says %s %s",
+                            op->qualname, who, which, oc_dtype_name(out->dtype), oc_shape_str(out, got, sizeof got),
                             oc_dtype_name(meta->dtype), oc_shape_str(meta, want, sizeof want));
     return OC_OK;
 }
 
 static void record_kernel(oc_core *c, oc_exec *job, uint64_t t0)
 {
-    uint64_t n = job->ncores ? job->ncores : 1;
+    uint64_t n = job->ncores ? job->ncores : 1, out = 0;
+    for (int i = 0; i < job->ndst; i++) out += (uint64_t)oc_nbytes(&job->dsts[i]);
     c->counters.bytes_in = job->bytes_in / n;
-    c->counters.bytes_out = (uint64_t)oc_nbytes(job->dst) / n;
+    c->counters.bytes_out = out / n;
     oc__prof_kernel(job->op->qualname, c->id, (uint32_t)n, t0, oc__prof_now(), &c->counters);
 }
 
-void oc__pool_run_share(oc_core *core, oc_exec *job, uint32_t id)
+/* One share of a multicore launch (handed to the engine as job->run_share). */
+static void run_share(oc_core *core, oc_exec *job, uint32_t id)
 {
     uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
     oc__core_run(core, job, OC_MODE_KERNEL, id, job->ncores);
@@ -203,13 +385,16 @@ static oc_status run_single(const struct oc_op *op, oc_exec *e)
     if (t0) record_kernel(core, e, t0);
     if (st != OC_OK) {
         st = core_error(core);
-    } else if (!core->ret) {
-        st = oc_set_error(OC_EKERNEL, "op '%s': kernel '%s' returned NULL (return oc_dst_tensor() "
-                          "or the tensor it made)", op->qualname, op->def.kernel_name);
-    } else if (core->ret != e->dst) {
-        st = check_out(op, e->dst, core->ret, "the kernel's returned");
-        /* an empty output may have no data pointer at all: nothing to copy */
-        if (st == OC_OK && oc_numel(e->dst) > 0 && !oc_copy_(e->dst, core->ret)) st = oc_errcode();
+    } else if (op->returns_tensor) {
+        oc_tensor *dst = &e->dsts[0];
+        if (!core->ret) {
+            st = oc_set_error(OC_EKERNEL, "op '%s': kernel '%s' returned NULL (return oc_dst_tensor() "
+                              "or the tensor it made)", op->qualname, op->def.kernel_name);
+        } else if (core->ret != dst) {
+            st = check_out(op, 0, dst, core->ret, "the kernel's returned");
+            /* an empty output may have no data pointer at all: nothing to copy */
+            if (st == OC_OK && oc_numel(dst) > 0 && !oc_copy_(dst, core->ret)) st = oc_errcode();
+        }
     }
     oc__core_release(core);
     return st;
@@ -222,6 +407,7 @@ static oc_status run_multi(const struct oc_op *op, oc_exec *e)
     oc_exec_failure failure;
     atomic_init(&failure.failed, 0);
     e->failure = &failure;
+    e->run_share = run_share;
     uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
     oc_status st = oc__pool_launch(caller, e);
     if (st == OC_OK && atomic_load(&failure.failed)) st = oc_set_error(failure.status, "%s", failure.msg);
@@ -233,87 +419,141 @@ static oc_status run_multi(const struct oc_op *op, oc_exec *e)
 static uint64_t input_bytes(const struct oc_op *op, const call_frame *f)
 {
     uint64_t bytes = 0;
-    for (int i = 0; i < f->nargs; i++)
-        if (op->def.schema.args[i].type == OC_ARG_TENSOR) bytes += (uint64_t)oc_nbytes(&f->tensors[i]);
+    for (int i = 0; i < f->nargs; i++) {
+        oc_arg_type t = op->def.schema.args[i].type;
+        if (t == OC_ARG_TENSOR && f->slots[i] == &f->tensor_ptrs[i]) bytes += (uint64_t)oc_nbytes(&f->tensors[i]);
+        else if (t == OC_ARG_TENSOR_LIST)
+            for (int64_t k = 0; k < f->values[i].tensors.count; k++)
+                bytes += (uint64_t)oc_nbytes(&f->values[i].tensors.items[k]);
+    }
     return bytes;
 }
 
-static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *out)
+static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *outs)
 {
-    oc_tensor dst = *out; /* the kernel may not disturb the caller's struct */
-    dst.flags &= ~(uint32_t)(OC_TENSOR_READONLY | OC_TENSOR_OWNED);
-    oc_exec e = {.op = op, .fn = op->kernel_fn, .ffi_values = f->slots, .dst = &dst,
+    /* The kernel may not disturb the caller's structs: it gets copies. */
+    oc_tensor dsts[OC_MAX_RESULTS];
+    for (int i = 0; i < op->num_results; i++) {
+        int a = op->def.schema.results[i].alias_arg;
+        dsts[i] = a >= 0 ? f->tensors[a] : outs[i];
+        dsts[i].flags &= ~(uint32_t)(OC_TENSOR_READONLY | OC_TENSOR_OWNED);
+    }
+    oc_exec e = {.op = op, .fn = op->kernel_fn, .ffi_values = f->slots, .dsts = dsts, .ndst = op->num_results,
                  .ncores = 1, .bytes_in = oc__prof_on() ? input_bytes(op, f) : 0};
-    oc__redzone rz; /* debug builds: a guarded shadow of the output */
-    oc_status st = oc__redzone_begin(op, 0, &dst, &rz);
-    if (st == OC_OK) st = oc__redzone_end(&dst, &rz, op->multicore ? run_multi(op, &e) : run_single(op, &e));
+    /* Debug builds: each fresh result in a guarded shadow (redzone.c). */
+    oc__redzone rz[OC_MAX_RESULTS];
+    oc_status st = OC_OK;
+    int nrz = 0;
+    for (; st == OC_OK && nrz < op->num_results; nrz++)
+        st = op->def.schema.results[nrz].alias_arg >= 0 ? (rz[nrz].map = NULL, OC_OK)
+                                                         : oc__redzone_begin(op, nrz, &dsts[nrz], &rz[nrz]);
+    if (st == OC_OK) st = op->multicore ? run_multi(op, &e) : run_single(op, &e);
+    while (nrz-- > 0) st = oc__redzone_end(&dsts[nrz], &rz[nrz], st);
+    /* The caller sees each aliased result as the argument it passed. */
+    for (int i = 0; st == OC_OK && outs && i < op->num_results; i++) {
+        int a = op->def.schema.results[i].alias_arg;
+        if (a >= 0) {
+            outs[i] = f->tensors[a];
+            outs[i].flags &= ~(uint32_t)OC_TENSOR_READONLY;
+        }
+    }
     return st;
 }
+
+static oc_status need_outs(const struct oc_op *op, const oc_tensor *outs, const char *fn)
+{
+    if (!outs && op->fresh_results > 0)
+        return oc_set_error(OC_EINVAL, "%s: op '%s' has %d result%s: `outs` is required", fn, op->qualname,
+                            op->fresh_results, op->fresh_results == 1 ? "" : "s");
+    return OC_OK;
+}
+
+/* ---- the host API ----------------------------------------------------------------- */
 
 oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tensor *out_meta)
 {
     call_frame f;
-    if (!op || !out_meta) return oc_set_error(OC_EINVAL, "oc_op_infer: op and out_meta are required");
-    oc_status st = bind_args(op, args, nargs, false, &f);
-    return st ? st : infer(op, &f, out_meta);
+    if (!op) return oc_set_error(OC_EINVAL, "oc_op_infer: op is required");
+    oc_tensor scratch[OC_MAX_RESULTS];
+    f.nheap = 0;
+    oc_status st = need_outs(op, out_meta, "oc_op_infer");
+    if (!st) st = oc__frame_bind(op, args, nargs, false, &f);
+    if (!st) st = oc__frame_infer(op, &f, out_meta ? out_meta : scratch, NULL);
+    oc__frame_release(&f);
+    return st;
 }
 
-oc_status oc_op_call(const oc_op *op, const oc_value *args, int nargs, oc_tensor *out)
+oc_status oc_op_call(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs)
 {
     call_frame f;
-    oc_tensor meta;
-    if (!op || !out) return oc_set_error(OC_EINVAL, "oc_op_call: op and out are required");
+    oc_tensor metas[OC_MAX_RESULTS];
+    if (!op) return oc_set_error(OC_EINVAL, "oc_op_call: op is required");
     uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
-    oc_status st = bind_args(op, args, nargs, true, &f);
-    if (!st) st = infer(op, &f, &meta);
-    if (!st) st = check_out(op, &meta, out, "the caller's");
-    if (!st) st = execute(op, &f, out);
+    f.nheap = 0;
+    oc_status st = need_outs(op, outs, "oc_op_call");
+    if (!st) st = oc__frame_bind(op, args, nargs, true, &f);
+    if (!st) st = oc__frame_infer(op, &f, metas, NULL);
+    for (int i = 0; !st && i < op->num_results; i++)
+        if (op->def.schema.results[i].alias_arg < 0) st = check_out(op, i, &metas[i], &outs[i], "the caller's");
+    if (!st) st = execute(op, &f, outs);
+    oc__frame_release(&f);
     if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());
     return st;
 }
 
-oc_status oc_op_run(const oc_op *op, const oc_value *args, int nargs, oc_alloc_fn alloc,
-                    void *alloc_ctx, oc_tensor *out)
+oc_status oc_op_run(const oc_op *op, const oc_value *args, int nargs, oc_alloc_fn alloc, void *alloc_ctx,
+                    oc_tensor *outs)
 {
     call_frame f;
-    oc_tensor meta;
-    if (!op || !alloc || !out) return oc_set_error(OC_EINVAL, "oc_op_run: op, alloc and out are required");
+    oc_tensor metas[OC_MAX_RESULTS];
+    if (!op || !alloc) return oc_set_error(OC_EINVAL, "oc_op_run: op and alloc are required");
     uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
-    oc_status st = bind_args(op, args, nargs, true, &f);
-    if (!st) st = infer(op, &f, &meta);
-    if (!st) {
+    f.nheap = 0;
+    oc_status st = need_outs(op, outs, "oc_op_run");
+    if (!st) st = oc__frame_bind(op, args, nargs, true, &f);
+    if (!st) st = oc__frame_infer(op, &f, metas, NULL);
+    if (!st && op->fresh_results > 0) {
         uint64_t ta = t0 ? oc__prof_now() : 0;
-        st = alloc(alloc_ctx, &meta, out);
-        if (st && oc_errcode() == OC_OK) oc_set_error(st, "op '%s': the output allocator failed", op->qualname);
-        if (st) st = oc_errcode();
+        for (int i = 0; !st && i < op->num_results; i++) {
+            if (op->def.schema.results[i].alias_arg >= 0) continue;
+            oc_clear_error();
+            st = alloc(alloc_ctx, i, &metas[i], &outs[i]);
+            if (st && oc_errcode() == OC_OK) oc_set_error(st, "op '%s': the output allocator failed", op->qualname);
+            if (st) st = oc_errcode();
+            if (!st) st = check_out(op, i, &metas[i], &outs[i], "the allocator's");
+        }
         if (ta) oc__prof_host(OC_PROF_ALLOC, op->qualname, ta, oc__prof_now());
     }
-    if (!st) st = check_out(op, &meta, out, "the allocator's");
-    if (!st) st = execute(op, &f, out);
+    if (!st) st = execute(op, &f, outs);
+    oc__frame_release(&f);
     if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());
     return st;
 }
 
-static oc_status malloc_alloc(void *ctx, const oc_tensor *meta, oc_tensor *out)
+static oc_status malloc_alloc(void *ctx, int index, const oc_tensor *meta, oc_tensor *out)
 {
-    oc_tensor **result = ctx;
-    *result = oc__tensor_new(meta->dtype, meta->ndim, meta->sizes);
-    if (!*result) return oc_errcode();
-    *out = **result;
+    oc_tensor **results = ctx;
+    results[index] = oc__tensor_new(meta->dtype, meta->ndim, meta->sizes);
+    if (!results[index]) return oc_errcode();
+    *out = *results[index];
     return OC_OK;
 }
 
-oc_status oc_op_invoke(const oc_op *op, const oc_value *args, int nargs, oc_tensor **out)
+oc_status oc_op_invoke(const oc_op *op, const oc_value *args, int nargs, oc_tensor **outs)
 {
-    oc_tensor view;
-    oc_tensor *result = NULL;
-    if (!out) return oc_set_error(OC_EINVAL, "oc_op_invoke: out is required");
-    *out = NULL;
-    oc_status st = oc_op_run(op, args, nargs, malloc_alloc, &result, &view);
-    if (st != OC_OK) {
-        oc_tensor_free(result);
-        return st;
+    oc_tensor views[OC_MAX_RESULTS];
+    oc_tensor *made[OC_MAX_RESULTS] = {0};
+    if (!op) return oc_set_error(OC_EINVAL, "oc_op_invoke: op is required");
+    if (!outs && op->num_results > 0) return oc_set_error(OC_EINVAL, "oc_op_invoke: outs is required");
+    oc_status st = oc_op_run(op, args, nargs, malloc_alloc, made, views);
+    for (int i = 0; i < op->num_results; i++) {
+        int a = op->def.schema.results[i].alias_arg;
+        if (st != OC_OK) {
+            oc_tensor_free(made[i]);
+            outs[i] = NULL;
+        } else {
+            outs[i] = a >= 0 ? (oc_tensor *)args[a].v.tensor : made[i];
+        }
     }
-    *out = result;
-    return OC_OK;
+    return st;
 }

@@ -1,5 +1,6 @@
 /* Collecting a library's oc_def() calls by running its OC_LIBRARY block. */
 #include <dlfcn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,49 +15,71 @@ struct oc_library_builder {
     char message[2048];
 };
 
-void oc__def(oc_library_builder *m, const char *schema, oc_fn shape_fn,
-             const char *shape_fn_name, const char *kernel_name)
+__attribute__((format(printf, 2, 3))) static void def_error(oc_library_builder *m, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->message, sizeof m->message, fmt, ap);
+    va_end(ap);
+}
+
+void oc__def(oc_library_builder *m, const char *schema, oc_fn shape_fn, const char *shape_fn_name,
+             const char *kernel_name, const oc_op_options *options)
 {
     if (!m || m->error) return;
     oc_library_defs *defs = m->defs;
     oc_op_def def;
     memset(&def, 0, sizeof def);
+    m->error = OC_EINVAL;
     if (!schema || strlen(schema) >= sizeof def.schema_text) {
-        m->error = OC_EINVAL;
-        snprintf(m->message, sizeof m->message, "oc_def: missing or overlong schema");
+        def_error(m, "library '%s': oc_def: missing or overlong schema", defs->name);
         return;
     }
     snprintf(def.schema_text, sizeof def.schema_text, "%s", schema);
     if (oc__schema_parse(schema, &def.schema) != OC_OK) {
-        m->error = OC_EINVAL;
-        snprintf(m->message, sizeof m->message, "library '%s': %s", defs->name, oc_errmsg());
+        def_error(m, "library '%s': %s", defs->name, oc_errmsg());
         return;
     }
-    if (!shape_fn) {
-        m->error = OC_EINVAL;
-        snprintf(m->message, sizeof m->message, "library '%s', op '%s': the shape function is NULL",
-                 defs->name, def.schema.name);
+    const char *op = def.schema.name;
+    if (options) { /* an older or newer oc_def: take the fields both know */
+        size_t n = options->struct_size < sizeof def.options ? options->struct_size : sizeof def.options;
+        memcpy(&def.options, options, n);
+        def.options.struct_size = sizeof def.options;
+    }
+    if (def.options.multicore && def.options.single_core) {
+        def_error(m, "library '%s', op '%s': .multicore and .single_core are both set", defs->name, op);
+        return;
+    }
+    if (!shape_fn && oc__schema_fresh_results(&def.schema) > 0) {
+        def_error(m, "library '%s', op '%s': the shape function is NULL, but the op has %d new "
+                     "result%s to describe", defs->name, op, oc__schema_fresh_results(&def.schema),
+                  oc__schema_fresh_results(&def.schema) == 1 ? "" : "s");
         return;
     }
     for (int i = 0; i < defs->num_defs; i++) {
-        if (strcmp(defs->defs[i].schema.name, def.schema.name) == 0) {
+        if (strcmp(defs->defs[i].schema.name, op) == 0) {
             m->error = OC_EEXIST;
-            snprintf(m->message, sizeof m->message, "library '%s': op '%s' is defined twice",
-                     defs->name, def.schema.name);
+            def_error(m, "library '%s': op '%s' is defined twice", defs->name, op);
             return;
         }
     }
     def.shape_fn = shape_fn;
-    snprintf(def.shape_fn_name, sizeof def.shape_fn_name, "%s", shape_fn_name ? shape_fn_name : "?");
-    snprintf(def.kernel_name, sizeof def.kernel_name, "%s", kernel_name ? kernel_name : def.schema.name);
+    snprintf(def.shape_fn_name, sizeof def.shape_fn_name, "%s",
+             shape_fn && shape_fn_name ? shape_fn_name : shape_fn ? "?" : "");
+    snprintf(def.kernel_name, sizeof def.kernel_name, "%s", kernel_name ? kernel_name : op);
     if (defs->num_defs == m->capacity) {
         int cap = m->capacity ? 2 * m->capacity : 16;
         oc_op_def *grown = realloc(defs->defs, (size_t)cap * sizeof *grown);
-        if (!grown) { m->error = OC_ENOMEM; snprintf(m->message, sizeof m->message, "out of memory"); return; }
+        if (!grown) {
+            m->error = OC_ENOMEM;
+            def_error(m, "library '%s': out of memory", defs->name);
+            return;
+        }
         defs->defs = grown;
         m->capacity = cap;
     }
     defs->defs[defs->num_defs++] = def;
+    m->error = OC_OK;
 }
 
 oc_status oc__library_read_defs(void *handle, const char *path, oc_library_defs *out)

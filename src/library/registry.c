@@ -2,12 +2,15 @@
  * op's kernel by name and prepares its libffi call descriptor once, so a
  * call only has to fill argument slots. */
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/core.h"
 #include "library/elfcheck.h"
@@ -16,6 +19,10 @@
 #include "opcore/host.h"
 
 static pthread_rwlock_t registry_lock = PTHREAD_RWLOCK_INITIALIZER;
+/* Libraries taken out of the table while calls may still hold their ops:
+ * kept mapped and allocated until the process ends (one per reload). */
+static oc_library **retired;
+static int num_retired;
 static _Atomic uint64_t registry_generation = 1;
 
 uint64_t oc_registry_generation(void) { return registry_generation; }
@@ -27,14 +34,25 @@ static int num_libraries, cap_libraries;
 static ffi_type *scalar_elements[] = {&ffi_type_sint64, &ffi_type_sint64, NULL};
 static ffi_type scalar_ffi_type = {0, 0, FFI_TYPE_STRUCT, scalar_elements};
 
-static ffi_type *ffi_type_of(oc_arg_type t)
+/* The list structs of args.h: {int64_t count; pointer items;}. */
+static ffi_type *list_elements[] = {&ffi_type_sint64, &ffi_type_pointer, NULL};
+static ffi_type list_ffi_type = {0, 0, FFI_TYPE_STRUCT, list_elements};
+
+static ffi_type *ffi_type_of(const oc_schema_arg *a)
 {
-    switch (t) {
-    case OC_ARG_TENSOR: return &ffi_type_pointer;
+    if (a->optional) return &ffi_type_pointer; /* const T *, NULL for None */
+    switch (a->type) {
+    case OC_ARG_TENSOR:
+    case OC_ARG_STR: return &ffi_type_pointer;
     case OC_ARG_FLOAT: return &ffi_type_double;
     case OC_ARG_INT: return &ffi_type_sint64;
     case OC_ARG_BOOL: return &ffi_type_uint8;
     case OC_ARG_SCALAR: return &scalar_ffi_type;
+    case OC_ARG_DTYPE: return &ffi_type_sint; /* an enum is an int */
+    case OC_ARG_TENSOR_LIST:
+    case OC_ARG_INT_LIST:
+    case OC_ARG_FLOAT_LIST: return &list_ffi_type;
+    case OC_ARG_NONE: break;
     }
     return &ffi_type_void;
 }
@@ -72,8 +90,15 @@ static oc_status bind_ops(oc_library *lib, const oc_library_defs *defs)
         char proto[2048];
         op->def = defs->defs[i];
         op->lib = lib;
-        op->multicore = lib->multicore;
-        op->stack_size = lib->stack_size;
+        op->multicore = op->def.options.multicore || (lib->multicore && !op->def.options.single_core);
+        op->stack_size = op->def.options.stack_size ? op->def.options.stack_size : lib->stack_size;
+        op->num_results = op->def.schema.num_results;
+        op->fresh_results = oc__schema_fresh_results(&op->def.schema);
+        op->returns_tensor = oc__schema_returns_tensor(&op->def.schema);
+        for (int a = 0; a < op->def.schema.num_args; a++) {
+            oc_arg_type t = op->def.schema.args[a].type;
+            op->has_lists |= t == OC_ARG_TENSOR_LIST || t == OC_ARG_INT_LIST || t == OC_ARG_FLOAT_LIST;
+        }
         snprintf(op->name, sizeof op->name, "%s", op->def.schema.name);
         snprintf(op->qualname, sizeof op->qualname, "%s::%s", lib->name, op->name);
         op->kernel_fn = (oc_fn)dlsym(lib->handle, op->def.kernel_name);
@@ -85,14 +110,37 @@ static oc_status bind_ops(oc_library *lib, const oc_library_defs *defs)
                                 op->qualname, op->def.kernel_name, lib->path, proto);
         }
         for (int a = 0; a < op->def.schema.num_args; a++)
-            op->ffi_args[a] = ffi_type_of(op->def.schema.args[a].type);
+            op->ffi_args[a] = ffi_type_of(&op->def.schema.args[a]);
         if (ffi_prep_cif(&op->cif, FFI_DEFAULT_ABI, (unsigned)op->def.schema.num_args,
-                         &ffi_type_pointer, op->ffi_args) != FFI_OK)
+                         op->returns_tensor ? &ffi_type_pointer : &ffi_type_void, op->ffi_args) != FFI_OK)
             return oc_set_error(OC_ERROR, "op '%s': libffi could not describe its signature",
                                 op->qualname);
         lib->num_ops++;
     }
     return OC_OK;
+}
+
+/* A new name for `path` (a hard link beside it, else a copy in the temp
+ * directory) that the dynamic loader has never seen. */
+static bool fresh_link(const char *path, char *out, size_t len)
+{
+    static _Atomic unsigned counter;
+    snprintf(out, len, "%s.reload-%d-%u", path, (int)getpid(), atomic_fetch_add(&counter, 1));
+    if (link(path, out) == 0) return true;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(out, len, "%s/opcore-reload-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int dst = mkstemp(out), src = open(path, O_RDONLY | O_CLOEXEC);
+    bool ok = dst >= 0 && src >= 0;
+    char buf[65536];
+    ssize_t n;
+    while (ok && (n = read(src, buf, sizeof buf)) > 0) ok = write(dst, buf, (size_t)n) == n;
+    if (src >= 0) close(src);
+    if (dst >= 0) close(dst);
+    if (!ok) {
+        if (dst >= 0) unlink(out);
+        oc_set_error(OC_EIO, "cannot make a fresh copy of %s: %s", path, strerror(errno));
+    }
+    return ok;
 }
 
 static void library_free(oc_library *lib)
@@ -103,9 +151,30 @@ static void library_free(oc_library *lib)
     free(lib);
 }
 
-static oc_status register_locked(oc_library *lib)
+static bool retire_locked(oc_library *lib)
+{
+    oc_library **grown = realloc(retired, (size_t)(num_retired + 1) * sizeof *grown);
+    if (!grown) return false;
+    retired = grown;
+    retired[num_retired++] = lib;
+    for (int i = 0; i < num_libraries; i++)
+        if (libraries[i] == lib) {
+            libraries[i] = libraries[--num_libraries];
+            break;
+        }
+    registry_generation++;
+    return true;
+}
+
+/* `replacing`: a library of the same name from the same path (an older
+ * build of this file), which the new one takes over from. */
+static oc_status register_locked(oc_library *lib, oc_library *replacing)
 {
     oc_library *other = find_locked(lib->name);
+    if (other && other == replacing) {
+        if (!retire_locked(other)) return oc_set_error(OC_ENOMEM, "out of memory");
+        other = NULL;
+    }
     if (other)
         return oc_set_error(OC_EEXIST,
                             "library '%s' from %s clashes with library '%s' already loaded from %s "
@@ -132,16 +201,24 @@ oc_status oc_library_load(const char *path, oc_library **out)
     if (!realpath(path, real) || stat(real, &st) != 0)
         return oc_set_error(OC_ENOTFOUND, "cannot load op library %s: no such file", path);
 
-    /* Loading the same file again is a no-op, as with torch.ops.load_library. */
+    /* Loading the same file again is a no-op, as with torch.ops.load_library;
+     * a new file at the same path (rebuilt) replaces the library loaded from
+     * it. */
+    oc_library *replacing = NULL;
     pthread_rwlock_rdlock(&registry_lock);
     for (int i = 0; i < num_libraries; i++) {
         oc_library *lib = libraries[i];
-        if (strcmp(lib->path, real) == 0 && lib->dev == st.st_dev && lib->ino == st.st_ino) {
+        if (strcmp(lib->path, real) != 0) continue;
+        if (lib->dev == st.st_dev && lib->ino == st.st_ino) {
             *out = lib;
             pthread_rwlock_unlock(&registry_lock);
             return OC_OK;
         }
+        replacing = lib;
     }
+    /* the loader still maps every retired library under its path */
+    bool seen = replacing != NULL;
+    for (int i = 0; i < num_retired && !seen; i++) seen = strcmp(retired[i]->path, real) == 0;
     pthread_rwlock_unlock(&registry_lock);
 
     if (oc__elf_check_file(real, path) != OC_OK) return oc_errcode(); /* before dlopen trusts it */
@@ -150,7 +227,21 @@ oc_status oc_library_load(const char *path, oc_library **out)
     snprintf(lib->path, sizeof lib->path, "%s", real);
     lib->dev = st.st_dev;
     lib->ino = st.st_ino;
-    lib->handle = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+    /* The dynamic loader hands back an already loaded object for a path it
+     * has seen, even if the file was replaced: a rebuilt library is opened
+     * through a link of its own. */
+    char fresh[4096 + 64];
+    const char *open_path = real;
+    if (seen) {
+        if (!fresh_link(real, fresh, sizeof fresh)) {
+            oc_set_error(OC_EIO, "cannot reload op library %s: %s", path, oc_errmsg());
+            library_free(lib);
+            return OC_EIO;
+        }
+        open_path = fresh;
+    }
+    lib->handle = dlopen(open_path, RTLD_NOW | RTLD_LOCAL);
+    if (seen) unlink(fresh); /* the mapping stays; the name is not needed */
     if (!lib->handle) {
         oc_set_error(OC_ENOTFOUND, "cannot load op library %s: %s", path, dlerror());
         library_free(lib);
@@ -168,7 +259,7 @@ oc_status oc_library_load(const char *path, oc_library **out)
     oc__library_defs_free(&defs);
     if (status == OC_OK) {
         pthread_rwlock_wrlock(&registry_lock);
-        status = register_locked(lib);
+        status = register_locked(lib, replacing);
         pthread_rwlock_unlock(&registry_lock);
     }
     if (status != OC_OK) {
@@ -200,6 +291,18 @@ oc_status oc_library_unload(oc_library *lib)
     pthread_rwlock_unlock(&registry_lock);
     library_free(lib);
     return OC_OK;
+}
+
+oc_status oc_library_forget(oc_library *lib)
+{
+    if (!lib) return oc_set_error(OC_EINVAL, "oc_library_forget: library is NULL");
+    pthread_rwlock_wrlock(&registry_lock);
+    bool loaded = false;
+    for (int i = 0; i < num_libraries && !loaded; i++) loaded = libraries[i] == lib;
+    oc_status st = !loaded ? oc_set_error(OC_ENOTFOUND, "oc_library_forget: library is not loaded")
+                 : retire_locked(lib) ? OC_OK : oc_set_error(OC_ENOMEM, "out of memory");
+    pthread_rwlock_unlock(&registry_lock);
+    return st;
 }
 
 oc_library *oc_library_find(const char *name)
@@ -259,21 +362,44 @@ const oc_library *oc_op_library(const oc_op *op) { return op->lib; }
 const char *oc_op_kernel_name(const oc_op *op) { return op->def.kernel_name; }
 const char *oc_op_shape_fn_name(const oc_op *op) { return op->def.shape_fn_name; }
 bool oc_op_multicore(const oc_op *op) { return op->multicore; }
+size_t oc_op_stack_size(const oc_op *op) { return op->stack_size; }
 int oc_op_num_args(const oc_op *op) { return op->def.schema.num_args; }
 
-oc_arg_type oc_op_arg_type(const oc_op *op, int index)
+/* Out-of-range indices read argument 0's fields: the getters never crash
+ * on a caller's off-by-one (and no op has 0 arguments and a caller asking). */
+static const oc_schema_arg *arg_at(const oc_op *op, int index)
 {
-    return op->def.schema.args[index].type;
+    static const oc_schema_arg none;
+    if (index < 0 || index >= op->def.schema.num_args) return &none;
+    return &op->def.schema.args[index];
 }
 
-const char *oc_op_arg_name(const oc_op *op, int index)
-{
-    return op->def.schema.args[index].name;
-}
+oc_arg_type oc_op_arg_type(const oc_op *op, int index) { return arg_at(op, index)->type; }
+const char *oc_op_arg_name(const oc_op *op, int index) { return arg_at(op, index)->name; }
+const char *oc_op_arg_schema_type(const oc_op *op, int index) { return arg_at(op, index)->type_text; }
+bool oc_op_arg_optional(const oc_op *op, int index) { return arg_at(op, index)->optional; }
+bool oc_op_arg_mutable(const oc_op *op, int index) { return arg_at(op, index)->is_mutable; }
+int64_t oc_op_arg_list_len(const oc_op *op, int index) { return arg_at(op, index)->list_len; }
+bool oc_op_arg_keyword_only(const oc_op *op, int index) { return arg_at(op, index)->keyword_only; }
 
 bool oc_op_arg_default(const oc_op *op, int index, oc_value *out)
 {
-    const oc_schema_arg *arg = &op->def.schema.args[index];
-    if (arg->has_default && out) *out = arg->default_value;
-    return arg->has_default;
+    oc_value v;
+    bool has = oc__schema_default(arg_at(op, index), &v);
+    if (has && out) *out = v;
+    return has;
+}
+
+int oc_op_num_results(const oc_op *op) { return op->num_results; }
+
+int oc_op_result_alias(const oc_op *op, int index)
+{
+    if (index < 0 || index >= op->num_results) return -1;
+    return op->def.schema.results[index].alias_arg;
+}
+
+const char *oc_op_result_name(const oc_op *op, int index)
+{
+    if (index < 0 || index >= op->num_results) return "";
+    return op->def.schema.results[index].name;
 }

@@ -13,9 +13,10 @@
 typedef struct oc_op_def {
     char schema_text[1024];
     oc_schema schema;
-    oc_fn shape_fn;
+    oc_fn shape_fn;                /* NULL: an op without fresh results */
     char shape_fn_name[OC_MAX_NAME];
     char kernel_name[OC_MAX_NAME];
+    oc_op_options options;         /* as given to oc_def */
 } oc_op_def;
 
 /* All defs of one library, read by running its OC_LIBRARY block. */
@@ -36,8 +37,12 @@ struct oc_op {
     oc_op_def def;
     oc_fn kernel_fn;
     oc_library *lib;
-    bool multicore;
-    size_t stack_size;
+    bool multicore;      /* resolved: the op's option, else the library's */
+    size_t stack_size;   /* resolved likewise */
+    int num_results;
+    int fresh_results;   /* results the caller allocates */
+    bool returns_tensor; /* kernel and shape function return oc_tensor * */
+    bool has_lists;      /* some argument is a list (the frame needs item storage) */
     ffi_cif cif; /* the kernel's (and shape function's) C signature */
     ffi_type *ffi_args[OC_MAX_ARGS];
 };

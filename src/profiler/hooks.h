@@ -24,7 +24,8 @@ typedef enum oc_prof_kind {
     OC_PROF_WAIT = 5,     /* waiting for the other cores */
     OC_PROF_BUILD = 6,    /* an op library build */
     OC_PROF_BLOCK = 7,    /* a named block (user scope) */
-    OC_PROF_STEP = 8      /* a step marker (instant) */
+    OC_PROF_STEP = 8,     /* a step marker (instant) */
+    OC_PROF_EXTERNAL = 9  /* a span imported from another profiler (oc_profiler_import) */
 } oc_prof_kind;
 
 /* Per-kernel counters, kept by each core while its kernel runs. */

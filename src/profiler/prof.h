@@ -24,10 +24,11 @@
 /* One recorded event (64 bytes). */
 typedef struct oc__pev {
     uint64_t t0, t1;        /* ns, CLOCK_MONOTONIC; t1 == t0 for instants */
-    uint64_t a, b, c, d;    /* kernel: bytes_in, bytes_out, tcm, stream; step: number */
+    uint64_t a, b, c, d;    /* kernel: bytes_in, bytes_out, tcm, stream; step: number;
+                             * external: category id + 1 (0: none), source id */
     uint32_t name;          /* interned name id */
     uint32_t core;          /* kernel: engine core */
-    uint32_t ncores;        /* kernel: cores running the op */
+    uint32_t ncores;        /* kernel: cores running the op; external: 1 if an operator */
     uint8_t kind;           /* oc_prof_kind */
     uint8_t pad[3];
 } oc__pev;
@@ -44,6 +45,7 @@ typedef struct oc__ptrack {
 
 typedef struct oc__pop {
     uint32_t name;          /* interned op name */
+    uint32_t source;        /* UINT32_MAX: an opcore op; else the profiler it came from */
     uint64_t calls;         /* CALL spans, or kernel launches if none */
     uint64_t call_ns;       /* sum of CALL spans (or kernel wall time) */
     uint64_t min_ns, max_ns;
@@ -85,11 +87,39 @@ typedef struct oc__pdata {
     oc__pop *ops;       uint32_t nops;     /* sorted by kernel wall time, descending */
     oc__pblock *blocks; uint32_t nblocks;
     double membw_gbps;
+    char membw_how[512];    /* how membw_gbps was obtained (oc_profiler_membw_source) */
     uint64_t total_events;
+    uint64_t imported;      /* of which imported from other profilers */
 } oc__pdata;
 
 const char *oc__pname(const oc__pdata *d, uint32_t id);
 const char *oc__pkind_name(unsigned kind);
+/* The category an event is filed under in the Chrome trace: its kind, or
+ * for an imported span the category its profiler gave it. */
+const char *oc__pcat(const oc__pdata *d, const oc__pev *e);
+/* True for the op-level events: kernels, op calls, imported operators. */
+static inline bool oc__pis_op(const oc__pev *e)
+{
+    return e->kind == OC_PROF_KERNEL || e->kind == OC_PROF_CALL || (e->kind == OC_PROF_EXTERNAL && e->ncores);
+}
+
+/* ---- shared with import.c (record.c) ---------------------------------- */
+
+/* Intern `s` in the global name table: its id, or UINT32_MAX on OOM. */
+uint32_t oc__pintern(const char *s);
+/* The running profile's generation and realtime - monotonic offset (ns);
+ * false when no profile runs. */
+bool oc__psession(unsigned *gen, int64_t *real_offset_ns);
+/* Clip `e` to the profile's window; false if it lies outside. */
+bool oc__pkeep(const oc__pdata *d, oc__pev *e);
+
+/* ---- imported spans (import.c) ------------------------------------------ */
+
+/* Forget the spans imported into earlier profiles (at oc_profiler_start). */
+void oc__pimport_reset(unsigned gen);
+/* Put the spans imported into profile `gen` on the host tracks of `d` (the
+ * thread with the same OS id, else a new track). False on OOM. */
+bool oc__pimport_merge(oc__pdata *d, unsigned gen);
 
 /* growable byte buffer; with `gz` set it flushes to it when large */
 typedef struct oc__pw {
@@ -103,6 +133,7 @@ void oc__pw_put(oc__pw *s, const void *p, size_t n);
 void oc__pw_puts(oc__pw *s, const char *str);
 void oc__pw_printf(oc__pw *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void oc__pw_json_str(oc__pw *s, const char *str);   /* quoted, escaped */
+void oc__pw_json_str_html(oc__pw *s, const char *str); /* same, and '<' too: for JSON in <script> */
 void oc__pw_html(oc__pw *s, const char *str);       /* HTML-escaped */
 void oc__pw_flush(oc__pw *s);
 void oc__pw_free(oc__pw *s);
@@ -113,6 +144,7 @@ oc_status oc__pexport_xplane(const oc__pdata *d, const char *path);
 void oc__psummary_compute(oc__pdata *d);
 oc_status oc__pexport_summary(const oc__pdata *d, const char *json_path, const char *csv_path);
 void oc__psummary_print(const oc__pdata *d, FILE *out);
+const char *oc__pop_source(const oc__pdata *d, const oc__pop *op); /* "opcore", "torch" */
 oc_status oc__pexport_html(const oc__pdata *d, const char *path);
 
 /* Kernels overlapping on one core (two host threads acting as core 0 at

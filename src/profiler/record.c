@@ -106,12 +106,24 @@ uint64_t oc__prof_now(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* CLOCK_REALTIME - CLOCK_MONOTONIC, in ns: the realtime read bracketed by two
+ * monotonic reads, against their midpoint, the tightest of a few tries, so
+ * that spans imported on the realtime clock (oc_profiler_import) land
+ * within a few ns of where they belong. */
 static int64_t real_offset(void)
 {
-    struct timespec r, m;
-    clock_gettime(CLOCK_REALTIME, &r);
-    clock_gettime(CLOCK_MONOTONIC, &m);
-    return ((int64_t)r.tv_sec - (int64_t)m.tv_sec) * 1000000000 + ((int64_t)r.tv_nsec - (int64_t)m.tv_nsec);
+    int64_t best = 0, width = INT64_MAX;
+    for (int i = 0; i < 5; i++) {
+        struct timespec r;
+        uint64_t m0 = oc__prof_now();
+        clock_gettime(CLOCK_REALTIME, &r);
+        uint64_t m1 = oc__prof_now();
+        if ((int64_t)(m1 - m0) < width) {
+            width = (int64_t)(m1 - m0);
+            best = (int64_t)r.tv_sec * 1000000000 + r.tv_nsec - (int64_t)(m0 + (m1 - m0) / 2);
+        }
+    }
+    return best;
 }
 
 /* ---- names -------------------------------------------------------------- */
@@ -171,6 +183,15 @@ static uint32_t intern_locked(const char *s, const char **out)
     while (g_hash[i]) i = (i + 1) & (g_hash_cap - 1);
     g_hash[i] = id + 1;
     *out = copy;
+    return id;
+}
+
+uint32_t oc__pintern(const char *s)
+{
+    const char *str = NULL;
+    pthread_mutex_lock(&g_names_mu);
+    uint32_t id = intern_locked(s ? s : "?", &str);
+    pthread_mutex_unlock(&g_names_mu);
     return id;
 }
 
@@ -534,13 +555,13 @@ oc_status oc_profiler_start(const char *logdir, oc_profile_type type, double ms_
 
     unsigned mask;
     if (type == OC_PROFILE_TRACE) {
-        mask = 0x1ffu;
+        mask = (1u << (OC_PROF_EXTERNAL + 1)) - 1;
     } else {
         mask = (1u << OC_PROF_KERNEL) | (1u << OC_PROF_CALL) | (1u << OC_PROF_BUILD) |
-               (1u << OC_PROF_BLOCK) | (1u << OC_PROF_STEP);
+               (1u << OC_PROF_BLOCK) | (1u << OC_PROF_STEP) | (1u << OC_PROF_EXTERNAL);
     }
     atomic_store(&g_kind_mask, mask);
-    atomic_fetch_add(&g_gen, 1);
+    oc__pimport_reset(atomic_fetch_add(&g_gen, 1) + 1);
     g_sess.real_offset_ns = real_offset();
     g_sess.start_ns = oc__prof_now();
     uint64_t dl = UINT64_MAX;
@@ -568,8 +589,24 @@ const char *oc__pname(const oc__pdata *d, uint32_t id)
 const char *oc__pkind_name(unsigned kind)
 {
     static const char *const n[] = {"kernel", "call", "shape", "alloc", "dispatch",
-                                     "wait", "build", "block", "step"};
+                                     "wait", "build", "block", "step", "external"};
     return kind < sizeof n / sizeof n[0] ? n[kind] : "?";
+}
+
+const char *oc__pcat(const oc__pdata *d, const oc__pev *e)
+{
+    if (e->kind == OC_PROF_EXTERNAL) return e->a ? oc__pname(d, (uint32_t)(e->a - 1)) : oc__pname(d, (uint32_t)e->b);
+    return oc__pkind_name(e->kind);
+}
+
+bool oc__psession(unsigned *gen, int64_t *real_offset_ns)
+{
+    pthread_mutex_lock(&g_sess_mu);
+    bool running = atomic_load(&g_running) != 0;
+    *gen = atomic_load(&g_gen);
+    *real_offset_ns = g_sess.real_offset_ns;
+    pthread_mutex_unlock(&g_sess_mu);
+    return running;
 }
 
 static void pdata_free(oc__pdata *d)
@@ -585,7 +622,7 @@ static void pdata_free(oc__pdata *d)
     free(d->names);
 }
 
-static bool keep(const oc__pdata *d, oc__pev *e)
+bool oc__pkeep(const oc__pdata *d, oc__pev *e)
 {
     if (e->t0 > d->end_ns || e->t1 < d->start_ns) return false;
     if (e->t0 < d->start_ns) e->t0 = d->start_ns;
@@ -691,7 +728,7 @@ static bool snapshot(oc__pdata *d, unsigned gen)
                 if (e.kind == OC_PROF_STEP) {
                     if (e.t0 >= d->start_ns && e.t0 <= d->end_ns) d->steps.ev[d->steps.n++] = e;
                 }
-                if (!keep(d, &e)) continue;
+                if (!oc__pkeep(d, &e)) continue;
                 if (e.kind == OC_PROF_KERNEL) {
                     if (e.core < maxcore) d->cores[e.core].ev[d->cores[e.core].n++] = e;
                 } else {
@@ -712,7 +749,7 @@ static bool snapshot(oc__pdata *d, unsigned gen)
     free(counts);
     free(hostn);
     free(coren);
-    if (!ok) return false;
+    if (!ok || !oc__pimport_merge(d, gen)) return false;
 
     for (uint32_t c = 0; c < d->ncores; c++) qsort(d->cores[c].ev, d->cores[c].n, sizeof(oc__pev), cmp_ev);
     for (uint32_t i = 0; i < d->nhost; i++) qsort(d->host[i].ev, d->host[i].n, sizeof(oc__pev), cmp_ev);
@@ -778,6 +815,7 @@ oc_status oc_profiler_stop(char *run_dir_out, size_t len)
         return oc_set_error(OC_ENOMEM, "oc_profiler_stop: out of memory gathering the events");
     }
     d->membw_gbps = oc_profiler_membw_gbps();
+    snprintf(d->membw_how, sizeof d->membw_how, "%s", oc_profiler_membw_source());
     oc__psummary_compute(d);
 
     size_t L = strlen(d->logdir) + strlen(d->run) + strlen(d->hostname) + 64;

@@ -1,11 +1,25 @@
-/* src/profiler/report.c — a self-contained HTML report: a timeline (one row
- * per engine core, the steps and each host thread; an inline SVG) and the
- * operator summary table. Inline CSS and a few lines of inline JS (zoom with
- * the wheel, pan by dragging, hover for details); no network.
+/* src/profiler/report.c — a self-contained HTML report: a timeline (a row per
+ * engine core, the steps, each host thread) and the operator table. No
+ * network: inline CSS, JS and data.
  *
- * To bound the file size, spans narrower than a quarter of a pixel at full
- * zoom-out that follow each other on the same row and level are merged
- * into one rect ("N spans").
+ * The timeline is drawn on a <canvas> by a small script from the events,
+ * embedded as JSON: with 100,000 events an SVG (a DOM node per span) takes
+ * seconds to lay out and every zoom re-renders all of it, while a canvas
+ * redraw touches only the visible spans, and merges those narrower than a
+ * pixel, so a frame costs about the same at any zoom.
+ *
+ * It opens on the work: from the first step marker (or, without steps, the
+ * first op-level event: kernel, op call, imported operator) to the end of
+ * the last event that starts after it, library builds excepted -- not on
+ * the whole profile, where a build or an idle gap before the training can
+ * squeeze it into a few pixels. Buttons switch to the whole profile and
+ * back.
+ *
+ * The rows' labels and the table are plain HTML, so the page can be
+ * inspected without running its script; the script marks <body
+ * data-ready="1"> with the number of spans drawn once the canvas is drawn,
+ * and exposes window.ocReport (view, setView, draw) for tests and the
+ * benchmark (bench/html_report_bench.py).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +27,7 @@
 #include "opcore/status.h"
 #include "profiler/prof.h"
 
-#define TL_W 1600.0   /* SVG units across the whole profile */
-#define ROW_H 16      /* px per nesting level */
-#define RES 0.25      /* merge spans narrower than this (SVG units) */
+#define ROW_H 16      /* px per nesting level (H in the script) */
 
 static unsigned hue_of(const char *s)
 {
@@ -27,34 +39,85 @@ static unsigned hue_of(const char *s)
 static const char *CSS =
     "body{font:13px/1.4 system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:16px;color:#222}"
     "h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:20px 0 6px}.meta{color:#555}"
-    "#tl{display:flex;border:1px solid #ccc;user-select:none}#labels{flex:none;width:170px;background:#f7f7f7;"
+    "#tl{display:flex;border:1px solid #ccc;user-select:none}#labels{flex:none;width:190px;background:#f7f7f7;"
     "border-right:1px solid #ccc}#labels div{box-sizing:border-box;padding:0 6px;white-space:nowrap;overflow:hidden;"
-    "text-overflow:ellipsis;border-bottom:1px solid #e4e4e4;font-size:12px}#plot{flex:1;overflow:hidden;cursor:grab}"
-    "#plot svg{display:block;width:100%}rect.e{stroke:#0003;stroke-width:1;vector-effect:non-scaling-stroke}"
-    "rect.e:hover{stroke:#000}#tip{position:fixed;pointer-events:none;background:#222;color:#fff;padding:3px 6px;"
-    "border-radius:3px;font-size:12px;display:none;white-space:pre}"
+    "text-overflow:ellipsis;border-bottom:1px solid #e4e4e4;font-size:12px}#plot{flex:1;min-width:0;position:relative;"
+    "cursor:grab}#plot canvas{display:block}#axis{height:18px;font-size:11px;color:#555;position:relative;"
+    "margin-left:191px;white-space:nowrap}#tip{position:fixed;pointer-events:none;background:#222;color:#fff;"
+    "padding:3px 6px;border-radius:3px;font-size:12px;display:none;white-space:pre;z-index:2}"
     "table{border-collapse:collapse;margin-top:4px}th,td{border:1px solid #ddd;padding:3px 8px;text-align:right}"
     "th{background:#f0f0f0}td.l,th.l{text-align:left}.sw{display:inline-block;width:10px;height:10px;"
-    "margin-right:5px;border:1px solid #0003}.legend span{margin-right:14px;white-space:nowrap}"
-    ".hint{color:#777;font-size:12px}";
+    "margin-right:5px;border:1px solid #0003}.hint{color:#777;font-size:12px}button{font-size:12px}";
 
+/* The renderer. D: the data; rows are drawn level by level; within a level
+ * spans do not overlap and are sorted, so the first visible one is found by
+ * binary search and sub-pixel neighbours are merged into one rect. */
 static const char *JS =
-    "(function(){var svg=document.getElementById('svg'),plot=document.getElementById('plot'),"
-    "tip=document.getElementById('tip'),W=+svg.dataset.w,H=+svg.dataset.h,x0=0,w=W,drag=null;"
-    "function set(){if(w>W)w=W;if(w<W/1e6)w=W/1e6;if(x0<0)x0=0;if(x0+w>W)x0=W-w;"
-    "svg.setAttribute('viewBox',x0+' 0 '+w+' '+H);}"
+    "(function(){'use strict';"
+    "var D=JSON.parse(document.getElementById('oc-data').textContent),H=16,"
+    "plot=document.getElementById('plot'),cv=document.getElementById('cv'),ctx=cv.getContext('2d'),"
+    "tip=document.getElementById('tip'),axis=document.getElementById('axis'),W=1,v0=D.view[0],v1=D.view[1],"
+    "levels=[],y=0,drawn=0,pending=false,drag=null,lastMs=0;"
+    /* per row and level: typed arrays of the spans */
+    "D.rows.forEach(function(r){var e=r.e,n=e.length/5,cnt=new Array(r.n).fill(0),i,k;"
+    "for(i=0;i<n;i++)cnt[e[5*i+4]]++;"
+    "for(k=0;k<r.n;k++){var m=cnt[k];levels.push({y:y+k*H,row:r,t0:new Float64Array(m),t1:new Float64Array(m),"
+    "nm:new Int32Array(m),ct:new Int32Array(m),ix:new Int32Array(m),n:0});}"
+    "var base=levels.length-r.n;for(i=0;i<n;i++){var L=levels[base+e[5*i+4]],j=L.n++;L.t0[j]=e[5*i];"
+    "L.t1[j]=e[5*i]+e[5*i+1];L.nm[j]=e[5*i+2];L.ct[j]=e[5*i+3];L.ix[j]=i;}y+=r.n*H;});"
+    "var HT=Math.max(y,H);"
+    "function first(L,t){var lo=0,hi=L.n;while(lo<hi){var m=(lo+hi)>>1;if(L.t0[m]<t)lo=m+1;else hi=m;}"
+    "return lo>0&&L.t1[lo-1]>t?lo-1:lo;}"
+    "function fmt(ns){return ns>=1e9?(ns/1e9).toFixed(3)+' s':ns>=1e6?(ns/1e6).toFixed(3)+' ms':"
+    "ns>=1e3?(ns/1e3).toFixed(2)+' us':Math.round(ns)+' ns';}"
+    "function size(){var dpr=window.devicePixelRatio||1;W=Math.max(100,plot.clientWidth);"
+    "cv.width=Math.round(W*dpr);cv.height=Math.round(HT*dpr);cv.style.width=W+'px';cv.style.height=HT+'px';"
+    "ctx.setTransform(dpr,0,0,dpr,0,0);}"
+    "function draw(){pending=false;var T0=performance.now(),k=W/(v1-v0),nd=0;ctx.clearRect(0,0,W,HT);"
+    "ctx.font='11px sans-serif';"
+    "ctx.textBaseline='middle';"
+    "for(var li=0;li<levels.length;li++){var L=levels[li],i=first(L,v0),mx=-1,me=-1,mc=-1,last='';"
+    "for(;i<L.n&&L.t0[i]<=v1;i++){var x0=(L.t0[i]-v0)*k,x1=(L.t1[i]-v0)*k;if(x0<0)x0=0;if(x1>W)x1=W;"
+    "if(x1-x0<1){if(mx>=0&&x0<=me+1){if(x1>me)me=x1;continue;}"
+    "if(mx>=0){ctx.fillRect(mx,L.y+1,Math.max(1,me-mx),H-2);nd++;}"
+    "var c=D.color[L.nm[i]];if(c!==last){ctx.fillStyle=c;last=c;}mx=x0;me=Math.max(x1,x0+1);continue;}"
+    "if(mx>=0){ctx.fillRect(mx,L.y+1,Math.max(1,me-mx),H-2);nd++;mx=-1;}"
+    "var c2=D.color[L.nm[i]];if(c2!==last){ctx.fillStyle=c2;last=c2;}ctx.fillRect(x0,L.y+1,x1-x0,H-2);nd++;"
+    "if(x1-x0>40){ctx.fillStyle='#000';ctx.save();ctx.beginPath();ctx.rect(x0,L.y,x1-x0,H);ctx.clip();"
+    "ctx.fillText(D.names[L.nm[i]],x0+3,L.y+H/2);ctx.restore();last='';}}"
+    "if(mx>=0){ctx.fillRect(mx,L.y+1,Math.max(1,me-mx),H-2);nd++;}}"
+    "drawn=nd;var s='';for(var a=0;a<=4;a++){s+='<span style=\"position:absolute;left:'+(a*W/4-(a?40:0))+"
+    "'px\">'+fmt(v0+(v1-v0)*a/4)+'</span>';}axis.innerHTML=s;"
+    "var B=document.body;if(!B.hasAttribute('data-ready'))performance.mark('oc-first-draw');"
+    "B.setAttribute('data-ready','1');B.setAttribute('data-drawn',String(nd));"
+    "B.setAttribute('data-view',Math.round(v0)+','+Math.round(v1));lastMs=performance.now()-T0;}"
+    "function redraw(){if(!pending){pending=true;requestAnimationFrame(draw);}}"
+    "function setView(a,b){var w=b-a,min=1e3;if(w<min){a-=(min-w)/2;w=min;}if(w>D.dur){a=0;w=D.dur;}"
+    "if(a<0)a=0;if(a+w>D.dur)a=D.dur-w;v0=a;v1=a+w;redraw();}"
     "plot.addEventListener('wheel',function(ev){ev.preventDefault();var r=plot.getBoundingClientRect(),"
-    "f=(ev.clientX-r.left)/r.width,c=x0+f*w,k=ev.deltaY<0?0.8:1.25;w*=k;x0=c-f*w;set();},{passive:false});"
-    "plot.addEventListener('mousedown',function(ev){drag={x:ev.clientX,x0:x0};});"
-    "window.addEventListener('mouseup',function(){drag=null;});"
-    "window.addEventListener('mousemove',function(ev){if(drag){var r=plot.getBoundingClientRect();"
-    "x0=drag.x0-(ev.clientX-drag.x)/r.width*w;set();}});"
-    "svg.addEventListener('mousemove',function(ev){var t=ev.target;if(t.tagName==='rect'&&t.dataset.t){"
-    "tip.textContent=t.dataset.t;tip.style.display='block';tip.style.left=(ev.clientX+12)+'px';"
-    "tip.style.top=(ev.clientY+12)+'px';}else tip.style.display='none';});"
-    "svg.addEventListener('mouseleave',function(){tip.style.display='none';});"
-    "document.getElementById('reset').addEventListener('click',function(){x0=0;w=W;set();});set();"
-    "document.body.setAttribute('data-ready','1');})();";
+    "f=(ev.clientX-r.left)/r.width,c=v0+f*(v1-v0),z=ev.deltaY<0?0.8:1.25,w=(v1-v0)*z;setView(c-f*w,c-f*w+w);},"
+    "{passive:false});"
+    "plot.addEventListener('mousedown',function(ev){drag={x:ev.clientX,a:v0,b:v1};plot.style.cursor='grabbing';});"
+    "window.addEventListener('mouseup',function(){drag=null;plot.style.cursor='';});"
+    "window.addEventListener('mousemove',function(ev){if(drag){var d=(ev.clientX-drag.x)/W*(drag.b-drag.a);"
+    "setView(drag.a-d,drag.b-d);tip.style.display='none';return;}"
+    "var r=cv.getBoundingClientRect(),x=ev.clientX-r.left,yy=ev.clientY-r.top;"
+    "if(x<0||yy<0||x>W||yy>HT){tip.style.display='none';return;}"
+    "var L=null;for(var i=0;i<levels.length;i++)if(yy>=levels[i].y&&yy<levels[i].y+H)L=levels[i];"
+    "var t=v0+x/W*(v1-v0),slack=2*(v1-v0)/W,j=L?first(L,t-slack):0;"
+    "if(L&&j<L.n&&L.t0[j]<=t+slack){var r2=L.row,ix=L.ix[j],txt=D.names[L.nm[j]]+' ('+D.cats[L.ct[j]]+') '+"
+    "fmt(L.t1[j]-L.t0[j])+'\\n'+r2.l+', at '+fmt(L.t0[j]);if(r2.x)txt+='\\nin '+r2.x[4*ix]+' B, out '+"
+    "r2.x[4*ix+1]+' B, tcm '+r2.x[4*ix+2]+' B, stream '+r2.x[4*ix+3]+' B';tip.textContent=txt;"
+    "tip.style.display='block';tip.style.left=(ev.clientX+12)+'px';tip.style.top=(ev.clientY+12)+'px';}"
+    "else tip.style.display='none';});"
+    "document.getElementById('fit').addEventListener('click',function(){setView(D.work[0],D.work[1]);});"
+    "document.getElementById('all').addEventListener('click',function(){setView(0,D.dur);});"
+    "window.addEventListener('resize',function(){size();redraw();});"
+    "window.ocReport={view:function(){return[v0,v1];},setView:setView,draw:function(){draw();return drawn;},"
+    "work:D.work,dur:D.dur,lastDrawMs:function(){return lastMs;},spans:function(){return drawn;}};"
+    "size();draw();})();";
+
+/* ---- the data -------------------------------------------------------------- */
 
 typedef struct row {
     const char *label;
@@ -79,41 +142,152 @@ static void levels_nested(row *r)
         r->level[i] = (uint8_t)lv;
         if (lv + 1 > r->nlevels) r->nlevels = lv + 1;
         if (sp < 64) stack[sp++] = t->ev[i].t1;
+        else stack[63] = t->ev[i].t1 > stack[63] ? t->ev[i].t1 : stack[63];
     }
 }
 
-static void fmt_dur(char *b, size_t n, uint64_t ns)
+/* The window the report opens on (see the top); ns from the profile start. */
+static void work_window(const oc__pdata *d, uint64_t *lo_out, uint64_t *hi_out)
 {
-    if (ns >= 1000000) snprintf(b, n, "%.3f ms", (double)ns / 1e6);
-    else if (ns >= 1000) snprintf(b, n, "%.2f us", (double)ns / 1e3);
-    else snprintf(b, n, "%llu ns", (unsigned long long)ns);
+    uint64_t lo = UINT64_MAX, hi = 0;
+    if (d->steps.n) lo = d->steps.ev[0].t0;
+    for (uint32_t c = 0; !d->steps.n && c < d->ncores; c++)
+        if (d->cores[c].n && d->cores[c].ev[0].t0 < lo) lo = d->cores[c].ev[0].t0;
+    for (uint32_t h = 0; !d->steps.n && h < d->nhost; h++)
+        for (size_t i = 0; i < d->host[h].n; i++)
+            if (oc__pis_op(&d->host[h].ev[i])) {
+                if (d->host[h].ev[i].t0 < lo) lo = d->host[h].ev[i].t0;
+                break;  /* sorted by t0 */
+            }
+    if (lo == UINT64_MAX) lo = d->start_ns;
+    for (uint32_t c = 0; c < d->ncores; c++)
+        for (size_t i = 0; i < d->cores[c].n; i++)
+            if (d->cores[c].ev[i].t0 >= lo && d->cores[c].ev[i].t1 > hi) hi = d->cores[c].ev[i].t1;
+    for (uint32_t h = 0; h < d->nhost; h++)
+        for (size_t i = 0; i < d->host[h].n; i++) {
+            const oc__pev *e = &d->host[h].ev[i];
+            if (e->t0 >= lo && e->kind != OC_PROF_BUILD && e->t1 > hi) hi = e->t1;
+        }
+    if (d->steps.n && d->steps.ev[d->steps.n - 1].t0 > hi) hi = d->steps.ev[d->steps.n - 1].t0;
+    if (hi <= lo) {
+        lo = d->start_ns;
+        hi = d->end_ns;
+    }
+    uint64_t margin = (hi - lo) / 50;
+    lo = lo - d->start_ns > margin ? lo - margin : d->start_ns;
+    hi = d->end_ns - hi > margin ? hi + margin : d->end_ns;
+    *lo_out = lo - d->start_ns;
+    *hi_out = hi - d->start_ns;
 }
 
-static void emit_rect(oc__pw *s, double x, double w, int y, const char *name, unsigned kind,
-                      const oc__pev *e, size_t merged)
+static void emit_data(oc__pw *s, const oc__pdata *d, row *rows, uint32_t nr)
 {
-    char dur[32];
-    if (w < 0.02) w = 0.02;
-    oc__pw_printf(s, "<rect class=\"e\" x=\"%.3f\" y=\"%d\" width=\"%.3f\" height=\"%d\" fill=\"", x, y + 1, w,
-                  ROW_H - 2);
-    if (kind == OC_PROF_STEP) oc__pw_puts(s, "hsl(0,0%,85%)");
-    else if (kind != OC_PROF_KERNEL && kind != OC_PROF_CALL && kind != OC_PROF_BLOCK && kind != OC_PROF_BUILD)
-        oc__pw_puts(s, "hsl(210,10%,70%)");
-    else oc__pw_printf(s, "hsl(%u,%d%%,%d%%)", hue_of(name), kind == OC_PROF_BLOCK || kind == OC_PROF_BUILD ? 35 : 65,
-                       kind == OC_PROF_KERNEL ? 60 : 72);
-    oc__pw_puts(s, "\" data-t=\"");
-    if (merged > 1) {
-        oc__pw_printf(s, "%zu spans", merged);
-    } else {
-        fmt_dur(dur, sizeof dur, e->t1 - e->t0);
-        oc__pw_html(s, name);
-        oc__pw_printf(s, " (%s) %s", oc__pkind_name(kind), dur);
-        if (kind == OC_PROF_KERNEL)
-            oc__pw_printf(s, "&#10;core %u of %u, in %llu B, out %llu B, tcm %llu B, stream %llu B", e->core,
-                          e->ncores, (unsigned long long)e->a, (unsigned long long)e->b, (unsigned long long)e->c,
-                          (unsigned long long)e->d);
+    uint64_t lo, hi;
+    work_window(d, &lo, &hi);
+    uint64_t dur = d->end_ns > d->start_ns ? d->end_ns - d->start_ns : 1;
+    oc__pw_printf(s, "{\"dur\":%llu,\"work\":[%llu,%llu],\"view\":[%llu,%llu],\"names\":[", (unsigned long long)dur,
+                  (unsigned long long)lo, (unsigned long long)hi, (unsigned long long)lo, (unsigned long long)hi);
+    for (uint32_t i = 0; i < d->nnames; i++) {
+        if (i) oc__pw_puts(s, ",");
+        oc__pw_json_str_html(s, d->names[i]);
     }
-    oc__pw_puts(s, "\"></rect>");
+    for (size_t i = 0; i < d->steps.n; i++)  /* then the steps' names */
+        oc__pw_printf(s, "%s\"step %lld\"", i || d->nnames ? "," : "", (long long)d->steps.ev[i].a);
+    oc__pw_puts(s, "],\"color\":[");
+    for (uint32_t i = 0; i < d->nnames; i++)
+        oc__pw_printf(s, "%s\"hsl(%u,60%%,66%%)\"", i ? "," : "", hue_of(d->names[i]));
+    for (size_t i = 0; i < d->steps.n; i++) oc__pw_printf(s, "%s\"hsl(0,0%%,84%%)\"", i || d->nnames ? "," : "");
+    oc__pw_puts(s, "],\"cats\":[");
+    /* category ids: the kinds, then one per name (imported categories) */
+    for (unsigned k = 0; k <= OC_PROF_EXTERNAL; k++) oc__pw_printf(s, "%s\"%s\"", k ? "," : "", oc__pkind_name(k));
+    for (uint32_t i = 0; i < d->nnames; i++) {
+        oc__pw_puts(s, ",");
+        oc__pw_json_str_html(s, d->names[i]);
+    }
+    oc__pw_puts(s, "],\"rows\":[");
+    for (uint32_t r = 0; r < nr; r++) {
+        const row *w = &rows[r];
+        oc__pw_puts(s, r ? ",{\"l\":" : "{\"l\":");
+        oc__pw_json_str_html(s, w->label);
+        oc__pw_printf(s, ",\"n\":%d,\"e\":[", w->nlevels);
+        for (size_t i = 0; i < w->t->n && w->level; i++) {
+            const oc__pev *e = &w->t->ev[i];
+            uint32_t cat = e->kind == OC_PROF_EXTERNAL ? OC_PROF_EXTERNAL + 1 + (uint32_t)(e->a ? e->a - 1 : e->b)
+                                                       : e->kind;
+            oc__pw_printf(s, "%s%llu,%llu,%u,%u,%u", i ? "," : "", (unsigned long long)(e->t0 - d->start_ns),
+                          (unsigned long long)(e->t1 - e->t0), w->is_steps ? d->nnames + (uint32_t)i : e->name, cat,
+                          (unsigned)w->level[i]);
+        }
+        oc__pw_puts(s, "]");
+        if (w->is_core) {
+            oc__pw_puts(s, ",\"x\":[");
+            for (size_t i = 0; i < w->t->n; i++) {
+                const oc__pev *e = &w->t->ev[i];
+                oc__pw_printf(s, "%s%llu,%llu,%llu,%llu", i ? "," : "", (unsigned long long)e->a,
+                              (unsigned long long)e->b, (unsigned long long)e->c, (unsigned long long)e->d);
+            }
+            oc__pw_puts(s, "]");
+        }
+        oc__pw_puts(s, "}");
+    }
+    oc__pw_puts(s, "]}");
+}
+
+/* ---- the table ------------------------------------------------------------- */
+
+static void op_table(oc__pw *s, const oc__pdata *d)
+{
+    bool cores = d->ncores <= 64;
+    oc__pw_printf(s, "<h2>Operators</h2><table id=\"ops\"><thead><tr><th class=\"l\">op</th><th class=\"l\">source"
+                  "</th><th>calls</th><th>total ms</th><th>mean us</th><th>min us</th><th>max us</th><th>kernel ms"
+                  "</th><th>cores</th><th>balance</th><th>MB moved</th><th>GB/s</th><th>%% of %.1f GB/s</th>",
+                  d->membw_gbps);
+    for (uint32_t c = 0; cores && c < d->ncores; c++) oc__pw_printf(s, "<th>core %u ms</th>", c);
+    oc__pw_puts(s, "</tr></thead><tbody>\n");
+    for (uint32_t i = 0; i < d->nops; i++) {
+        const oc__pop *op = &d->ops[i];
+        const char *nm = oc__pname(d, op->name);
+        oc__pw_puts(s, "<tr class=\"op\" data-op=\"");
+        oc__pw_html(s, nm);
+        oc__pw_puts(s, "\" data-source=\"");
+        oc__pw_html(s, oc__pop_source(d, op));
+        oc__pw_printf(s, "\"><td class=\"l\"><i class=\"sw\" style=\"background:hsl(%u,60%%,66%%)\"></i>", hue_of(nm));
+        oc__pw_html(s, nm);
+        oc__pw_puts(s, "</td><td class=\"l\">");
+        oc__pw_html(s, oc__pop_source(d, op));
+        oc__pw_printf(s, "</td><td>%llu</td><td>%.3f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td>",
+                      (unsigned long long)op->calls, (double)op->call_ns / 1e6,
+                      op->calls ? (double)op->call_ns / 1e3 / (double)op->calls : 0.0, (double)op->min_ns / 1e3,
+                      (double)op->max_ns / 1e3);
+        if (op->source == UINT32_MAX)
+            oc__pw_printf(s, "<td>%.3f</td><td>%u</td><td>%.2f</td><td>%.2f</td><td>%.2f</td><td>%.1f</td>",
+                          (double)op->kernel_wall_ns / 1e6, op->ncores, op->balance, (double)op->bytes / 1e6,
+                          op->gbps, op->membw_frac * 100);
+        else
+            oc__pw_puts(s, "<td></td><td></td><td></td><td></td><td></td><td></td>");
+        for (uint32_t c = 0; cores && c < d->ncores; c++) {
+            if (op->source == UINT32_MAX) oc__pw_printf(s, "<td>%.3f</td>", op->core_ns ? (double)op->core_ns[c] / 1e6 : 0.0);
+            else oc__pw_puts(s, "<td></td>");
+        }
+        oc__pw_puts(s, "</tr>\n");
+    }
+    if (!d->nops) oc__pw_puts(s, "<tr><td class=\"l\" colspan=\"13\">no ops ran</td></tr>\n");
+    oc__pw_puts(s, "</tbody></table>\n");
+    if (d->nblocks) {
+        oc__pw_puts(s, "<h2>Named blocks and builds</h2><table id=\"blocks\"><thead><tr><th class=\"l\">name</th>"
+                       "<th class=\"l\">kind</th><th>count</th><th>total ms</th><th>mean us</th><th>min us</th>"
+                       "<th>max us</th></tr></thead><tbody>\n");
+        for (uint32_t i = 0; i < d->nblocks; i++) {
+            const oc__pblock *b = &d->blocks[i];
+            oc__pw_puts(s, "<tr><td class=\"l\">");
+            oc__pw_html(s, oc__pname(d, b->name));
+            oc__pw_printf(s, "</td><td class=\"l\">%s</td><td>%llu</td><td>%.3f</td><td>%.2f</td><td>%.2f</td>"
+                          "<td>%.2f</td></tr>\n", oc__pkind_name(b->kind), (unsigned long long)b->count,
+                          (double)b->total_ns / 1e6, b->count ? (double)b->total_ns / 1e3 / (double)b->count : 0.0,
+                          (double)b->min_ns / 1e3, (double)b->max_ns / 1e3);
+        }
+        oc__pw_puts(s, "</tbody></table>\n");
+    }
 }
 
 oc_status oc__pexport_html(const oc__pdata *d, const char *path)
@@ -147,9 +321,8 @@ oc_status oc__pexport_html(const oc__pdata *d, const char *path)
         r->t = &d->host[h];
         levels_nested(r);
     }
-    int H = 0;
-    for (uint32_t i = 0; i < nr; i++) H += rows[i].nlevels * ROW_H;
-    if (H == 0) H = ROW_H;
+    for (uint32_t i = 0; i < nr; i++)
+        if (!rows[i].level) s.failed = true;
 
     oc__pw_puts(&s, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>opcore profile ");
     oc__pw_html(&s, d->run);
@@ -159,144 +332,32 @@ oc_status oc__pexport_html(const oc__pdata *d, const char *path)
     oc__pw_html(&s, d->run);
     oc__pw_puts(&s, "</h1><div class=\"meta\">host ");
     oc__pw_html(&s, d->hostname);
-    oc__pw_printf(&s, " &middot; %s profile &middot; %.3f ms &middot; %u engine cores &middot; memory bandwidth "
-                  "%.1f GB/s &middot; %llu events",
+    oc__pw_printf(&s, " &middot; %s profile &middot; %.3f ms &middot; %u engine cores &middot; %llu events",
                   d->type == OC_PROFILE_OPERATOR ? "operator" : "trace", (double)(d->end_ns - d->start_ns) / 1e6,
-                  d->ncores, d->membw_gbps, (unsigned long long)d->total_events);
+                  d->ncores, (unsigned long long)d->total_events);
+    if (d->imported) oc__pw_printf(&s, " (%llu imported)", (unsigned long long)d->imported);
     if (d->dropped) oc__pw_printf(&s, " &middot; <b>%llu dropped</b>", (unsigned long long)d->dropped);
+    oc__pw_printf(&s, "<br>memory bandwidth %.1f GB/s: ", d->membw_gbps);
+    oc__pw_html(&s, d->membw_how);
     oc__pw_puts(&s, "</div>\n<h2>Timeline</h2><div class=\"hint\">wheel: zoom &middot; drag: pan &middot; "
-                    "hover: details &middot; <button id=\"reset\">reset zoom</button></div>\n");
-
-    /* legend: every op and block name with its colour */
-    oc__pw_puts(&s, "<div class=\"legend\" id=\"legend\">");
-    for (uint32_t i = 0; i < d->nops; i++) {
-        const char *nm = oc__pname(d, d->ops[i].name);
-        oc__pw_printf(&s, "<span><i class=\"sw\" style=\"background:hsl(%u,65%%,60%%)\"></i>", hue_of(nm));
-        oc__pw_html(&s, nm);
-        oc__pw_puts(&s, "</span>");
-    }
-    for (uint32_t i = 0; i < d->nblocks; i++) {
-        const char *nm = oc__pname(d, d->blocks[i].name);
-        oc__pw_printf(&s, "<span><i class=\"sw\" style=\"background:hsl(%u,35%%,72%%)\"></i>", hue_of(nm));
-        oc__pw_html(&s, nm);
-        oc__pw_puts(&s, "</span>");
-    }
-    oc__pw_puts(&s, "</div>\n<div id=\"tl\"><div id=\"labels\">");
+                    "hover: details &middot; <button id=\"fit\">the work</button> "
+                    "<button id=\"all\">whole profile</button></div>\n<div id=\"axis\"></div>"
+                    "<div id=\"tl\"><div id=\"labels\">");
     for (uint32_t i = 0; i < nr; i++) {
-        oc__pw_printf(&s, "<div style=\"height:%dpx;line-height:%dpx\">", rows[i].nlevels * ROW_H, ROW_H);
+        oc__pw_printf(&s, "<div class=\"lane%s\" style=\"height:%dpx;line-height:%dpx\"",
+                      rows[i].is_core ? " core" : rows[i].is_steps ? " steps" : " host", rows[i].nlevels * ROW_H,
+                      ROW_H);
+        if (rows[i].is_core) oc__pw_printf(&s, " data-core=\"%u\"", i);
+        oc__pw_puts(&s, ">");
         oc__pw_html(&s, rows[i].label);
         oc__pw_puts(&s, "</div>");
     }
-    oc__pw_printf(&s, "</div><div id=\"plot\"><svg id=\"svg\" xmlns=\"http://www.w3.org/2000/svg\" "
-                  "preserveAspectRatio=\"none\" viewBox=\"0 0 %.0f %d\" height=\"%d\" data-w=\"%.0f\" "
-                  "data-h=\"%d\">", TL_W, H, H, TL_W, H);
-
-    double span = (double)(d->end_ns > d->start_ns ? d->end_ns - d->start_ns : 1);
-    double k = TL_W / span;
-    int y0 = 0;
-    for (uint32_t i = 0; i < nr; i++) {
-        row *r = &rows[i];
-        oc__pw_printf(&s, "<line x1=\"0\" x2=\"%.0f\" y1=\"%d\" y2=\"%d\" stroke=\"#e4e4e4\" "
-                      "vector-effect=\"non-scaling-stroke\"/>", TL_W, y0 + r->nlevels * ROW_H,
-                      y0 + r->nlevels * ROW_H);
-        if (!r->level) {
-            y0 += r->nlevels * ROW_H;
-            continue;
-        }
-        for (int lv = 0; lv < r->nlevels; lv++) {
-            /* pending merged run on this level */
-            double px = 0, pend = -1;
-            size_t pn = 0;
-            const oc__pev *pe = NULL;
-            for (size_t j = 0; j <= r->t->n; j++) {
-                const oc__pev *e = j < r->t->n ? &r->t->ev[j] : NULL;
-                if (e && r->level[j] != lv) continue;
-                if (e && e->kind == OC_PROF_STEP && !r->is_steps) continue;
-                double x = 0, x1 = 0;
-                if (e) {
-                    x = (double)(e->t0 - d->start_ns) * k;
-                    x1 = (double)(e->t1 - d->start_ns) * k;
-                }
-                bool small = e && x1 - x < RES;
-                if (pn && (!e || !small || x - pend > RES || pn >= 1000000)) {
-                    if (pn == 1) {
-                        char nm[48];
-                        const char *name = oc__pname(d, pe->name);
-                        if (r->is_steps) {
-                            snprintf(nm, sizeof nm, "step %lld", (long long)pe->a);
-                            name = nm;
-                        }
-                        emit_rect(&s, px, pend - px, y0 + lv * ROW_H, name, pe->kind, pe, 1);
-                    } else {
-                        emit_rect(&s, px, pend - px, y0 + lv * ROW_H, "", pe->kind, pe, pn);
-                    }
-                    pn = 0;
-                }
-                if (!e) break;
-                if (small) {
-                    if (!pn) {
-                        px = x;
-                        pe = e;
-                    }
-                    pend = x1 > pend || !pn ? x1 : pend;
-                    pn++;
-                } else {
-                    char nm[48];
-                    const char *name = oc__pname(d, e->name);
-                    if (r->is_steps) {
-                        snprintf(nm, sizeof nm, "step %lld", (long long)e->a);
-                        name = nm;
-                    }
-                    emit_rect(&s, x, x1 - x, y0 + lv * ROW_H, name, e->kind, e, 1);
-                }
-            }
-        }
-        y0 += r->nlevels * ROW_H;
-    }
-    oc__pw_puts(&s, "</svg></div></div><div id=\"tip\"></div>\n");
-
-    /* summary table */
-    oc__pw_printf(&s, "<h2>Operators</h2><table id=\"ops\"><thead><tr><th class=\"l\">op</th><th>calls</th>"
-                  "<th>total ms</th><th>mean us</th><th>min us</th><th>max us</th><th>kernel ms</th>"
-                  "<th>cores</th><th>balance</th><th>MB moved</th><th>GB/s</th><th>%% of %.1f GB/s</th>",
-                  d->membw_gbps);
-    for (uint32_t c = 0; c < d->ncores && d->ncores <= 64; c++) oc__pw_printf(&s, "<th>core %u ms</th>", c);
-    oc__pw_puts(&s, "</tr></thead><tbody>\n");
-    for (uint32_t i = 0; i < d->nops; i++) {
-        const oc__pop *op = &d->ops[i];
-        const char *nm = oc__pname(d, op->name);
-        oc__pw_printf(&s, "<tr><td class=\"l\"><i class=\"sw\" style=\"background:hsl(%u,65%%,60%%)\"></i>",
-                      hue_of(nm));
-        oc__pw_html(&s, nm);
-        oc__pw_printf(&s, "</td><td>%llu</td><td>%.3f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td><td>%.3f</td>"
-                      "<td>%u</td><td>%.2f</td><td>%.2f</td><td>%.2f</td><td>%.1f</td>",
-                      (unsigned long long)op->calls, (double)op->call_ns / 1e6,
-                      op->calls ? (double)op->call_ns / 1e3 / (double)op->calls : 0.0, (double)op->min_ns / 1e3,
-                      (double)op->max_ns / 1e3, (double)op->kernel_wall_ns / 1e6, op->ncores, op->balance,
-                      (double)op->bytes / 1e6, op->gbps, op->membw_frac * 100);
-        for (uint32_t c = 0; c < d->ncores && d->ncores <= 64; c++)
-            oc__pw_printf(&s, "<td>%.3f</td>", op->core_ns ? (double)op->core_ns[c] / 1e6 : 0.0);
-        oc__pw_puts(&s, "</tr>\n");
-    }
-    if (!d->nops) oc__pw_puts(&s, "<tr><td class=\"l\" colspan=\"12\">no ops ran</td></tr>\n");
-    oc__pw_puts(&s, "</tbody></table>\n");
-    if (d->nblocks) {
-        oc__pw_puts(&s, "<h2>Named blocks and builds</h2><table id=\"blocks\"><thead><tr><th class=\"l\">name</th>"
-                        "<th class=\"l\">kind</th><th>count</th><th>total ms</th><th>mean us</th><th>min us</th>"
-                        "<th>max us</th></tr></thead><tbody>\n");
-        for (uint32_t i = 0; i < d->nblocks; i++) {
-            const oc__pblock *b = &d->blocks[i];
-            oc__pw_puts(&s, "<tr><td class=\"l\">");
-            oc__pw_html(&s, oc__pname(d, b->name));
-            oc__pw_printf(&s, "</td><td class=\"l\">%s</td><td>%llu</td><td>%.3f</td><td>%.2f</td><td>%.2f</td>"
-                          "<td>%.2f</td></tr>\n", oc__pkind_name(b->kind), (unsigned long long)b->count,
-                          (double)b->total_ns / 1e6, b->count ? (double)b->total_ns / 1e3 / (double)b->count : 0.0,
-                          (double)b->min_ns / 1e3, (double)b->max_ns / 1e3);
-        }
-        oc__pw_puts(&s, "</tbody></table>\n");
-    }
+    oc__pw_puts(&s, "</div><div id=\"plot\"><canvas id=\"cv\"></canvas></div></div><div id=\"tip\"></div>\n");
+    op_table(&s, d);
     if (d->steps.n) oc__pw_printf(&s, "<p class=\"meta\">%zu steps</p>\n", d->steps.n);
-    oc__pw_puts(&s, "<script>");
+    oc__pw_puts(&s, "<script id=\"oc-data\" type=\"application/json\">");
+    if (!s.failed) emit_data(&s, d, rows, nr);
+    oc__pw_puts(&s, "</script>\n<script>");
     oc__pw_puts(&s, JS);
     oc__pw_puts(&s, "</script></body></html>\n");
     oc__pw_flush(&s);

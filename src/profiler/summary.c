@@ -1,5 +1,4 @@
-/* src/profiler/summary.c — the per-operator summary and the machine's
- * memory bandwidth.
+/* src/profiler/summary.c — the per-operator summary.
  *
  * Per op (the name the runtime passes for its kernels and calls):
  *   calls      CALL spans of that name; without any (operator code called
@@ -13,7 +12,12 @@
  *                 over the cores the op used (1.0 = perfectly even)
  *   bytes         bytes_in + bytes_out over all cores; GB/s = bytes /
  *                 kernel wall; and that as a fraction of the memory
- *                 bandwidth measured by oc_profiler_membw_gbps()
+ *                 bandwidth of oc_profiler_membw_gbps() (membw.c)
+ *
+ * Operators imported from another profiler (PyTorch's aten ops) are rows
+ * too, with their calls and times and no kernel columns; a span of theirs
+ * named like an opcore op (PyTorch's record of the call into opcore) is left
+ * out: opcore's own record of that call counts.
  */
 #include <errno.h>
 #include <math.h>
@@ -27,155 +31,6 @@
 
 #include "opcore/status.h"
 #include "profiler/prof.h"
-
-/* ---- memory bandwidth ---------------------------------------------------- */
-
-typedef struct bw_ctx {
-    char *src, *dst;
-    size_t bytes;
-    unsigned nthreads;
-    atomic_int gate;    /* 1: nthreads and the barrier are set; -1: give up */
-    pthread_barrier_t bar;
-    uint64_t best_ns;
-} bw_ctx;
-
-typedef struct bw_arg {
-    bw_ctx *c;
-    unsigned id;
-} bw_arg;
-
-#define BW_REPS 5
-
-static void *bw_thread(void *p)
-{
-    bw_arg *a = p;
-    bw_ctx *c = a->c;
-    int g;
-    while ((g = atomic_load(&c->gate)) == 0) sched_yield();
-    if (g < 0) return NULL;
-    size_t lo = c->bytes * a->id / c->nthreads, hi = c->bytes * (a->id + 1) / c->nthreads;
-    memset(c->src + lo, 1, hi - lo); /* fault the pages in on this thread */
-    memset(c->dst + lo, 0, hi - lo);
-    for (int r = 0; r < BW_REPS; r++) {
-        uint64_t t0 = 0;
-        pthread_barrier_wait(&c->bar);
-        if (a->id == 0) t0 = oc__prof_now();
-        memcpy(c->dst + lo, c->src + lo, hi - lo);
-        pthread_barrier_wait(&c->bar);
-        if (a->id == 0) {
-            uint64_t dt = oc__prof_now() - t0;
-            if (dt && dt < c->best_ns) c->best_ns = dt;
-        }
-    }
-    return NULL;
-}
-
-/* GB/s of memcpy over 128 MiB split across all CPUs, counting read + write. */
-static double measure_membw(void)
-{
-    static bw_ctx c;
-    memset(&c, 0, sizeof c);
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    unsigned want = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (unsigned)ncpu;
-    c.bytes = (size_t)128 << 20;
-    c.best_ns = UINT64_MAX;
-    atomic_init(&c.gate, 0);
-    c.src = malloc(c.bytes);
-    c.dst = malloc(c.bytes);
-    double gbps = 0;
-    if (c.src && c.dst) {
-        pthread_t th[64];
-        bw_arg args[64];
-        unsigned started = 1;
-        for (unsigned i = 0; i < want; i++) {
-            args[i].c = &c;
-            args[i].id = i;
-        }
-        for (unsigned i = 1; i < want; i++) {
-            if (pthread_create(&th[i], NULL, bw_thread, &args[i]) != 0) break;
-            started++;
-        }
-        c.nthreads = started;
-        if (pthread_barrier_init(&c.bar, NULL, started) == 0) {
-            atomic_store(&c.gate, 1);
-            bw_thread(&args[0]);
-            for (unsigned i = 1; i < started; i++) pthread_join(th[i], NULL);
-            pthread_barrier_destroy(&c.bar);
-            if (c.best_ns != UINT64_MAX) gbps = 2.0 * (double)c.bytes / (double)c.best_ns;
-        } else {
-            atomic_store(&c.gate, -1);
-            for (unsigned i = 1; i < started; i++) pthread_join(th[i], NULL);
-        }
-    }
-    free(c.src);
-    free(c.dst);
-    return gbps;
-}
-
-/* opcore's cache root, as python/opcore/custom_op.py's cache_dir() finds it:
- * $OPCORE_CACHE_DIR, else $XDG_CACHE_HOME/opcore, else ~/.cache/opcore. */
-static bool cache_path(char *out, size_t n)
-{
-    const char *root = getenv("OPCORE_CACHE_DIR");
-    if (root && *root) {
-        snprintf(out, n, "%s", root);
-        return true;
-    }
-    const char *x = getenv("XDG_CACHE_HOME");
-    if (x && *x) {
-        snprintf(out, n, "%s/opcore", x);
-        return true;
-    }
-    const char *h = getenv("HOME");
-    if (h && *h) {
-        snprintf(out, n, "%s/.cache/opcore", h);
-        return true;
-    }
-    return false;
-}
-
-static pthread_mutex_t g_bw_mu = PTHREAD_MUTEX_INITIALIZER;
-static double g_bw;
-
-double oc_profiler_membw_gbps(void)
-{
-    const char *env = getenv("OPCORE_MEMBW_GBPS");
-    if (env && *env) {
-        double v = strtod(env, NULL);
-        if (v > 0) return v;
-    }
-    pthread_mutex_lock(&g_bw_mu);
-    double bw = g_bw;
-    if (bw <= 0) {
-        char dir[4096], file[4200];
-        bool have = cache_path(dir, sizeof dir);
-        if (have) {
-            snprintf(file, sizeof file, "%s/membw", dir);
-            FILE *f = fopen(file, "r");
-            if (f) {
-                if (fscanf(f, "%lf", &bw) != 1 || !(bw > 0) || !isfinite(bw)) bw = 0;
-                fclose(f);
-            }
-        }
-        if (bw <= 0) {
-            bw = measure_membw();
-            if (bw > 0 && have && oc__mkdirs(dir) == 0) {
-                char tmp[4300];
-                snprintf(tmp, sizeof tmp, "%s.%ld.tmp", file, (long)getpid());
-                FILE *f = fopen(tmp, "w");
-                if (f) {
-                    fprintf(f, "%.3f\n# GB/s: memcpy over 128 MiB on all CPUs, read+write; "
-                            "delete this file to measure again\n", bw);
-                    if (fclose(f) == 0) rename(tmp, file);
-                    else remove(tmp);
-                }
-            }
-        }
-        g_bw = bw;
-    }
-    pthread_mutex_unlock(&g_bw_mu);
-    return bw;
-}
 
 /* ---- computing the summary ---------------------------------------------- */
 
@@ -193,9 +48,11 @@ static int cmp_kspan(const void *x, const void *y)
     return 0;
 }
 
+/* opcore's ops first (by kernel time), then imported ones (by time) */
 static int cmp_op(const void *x, const void *y)
 {
     const oc__pop *a = x, *b = y;
+    if ((a->source == UINT32_MAX) != (b->source == UINT32_MAX)) return a->source == UINT32_MAX ? -1 : 1;
     uint64_t ka = a->kernel_wall_ns ? a->kernel_wall_ns : a->call_ns;
     uint64_t kb = b->kernel_wall_ns ? b->kernel_wall_ns : b->call_ns;
     if (ka != kb) return ka > kb ? -1 : 1;
@@ -215,6 +72,7 @@ static oc__pop *op_for(oc__pdata *d, int32_t *op_of, uint32_t id)
         oc__pop *op = &d->ops[d->nops];
         op_of[id] = (int32_t)d->nops++;
         op->name = id;
+        op->source = UINT32_MAX;
         op->min_ns = UINT64_MAX;
         op->core_ns = calloc(d->ncores ? d->ncores : 1, sizeof(uint64_t));
     }
@@ -257,14 +115,22 @@ void oc__psummary_compute(oc__pdata *d)
             nk++;
         }
     }
+    for (uint32_t h = 0; h < d->nhost; h++)  /* opcore's ops, before imported spans are counted */
+        for (size_t i = 0; i < d->host[h].n; i++)
+            if (d->host[h].ev[i].kind == OC_PROF_CALL && d->host[h].ev[i].name < nn)
+                (void)op_for(d, op_of, d->host[h].ev[i].name);
+    uint32_t nopcore = d->nops;
     for (uint32_t h = 0; h < d->nhost; h++) {
         const oc__ptrack *t = &d->host[h];
         for (size_t i = 0; i < t->n; i++) {
             const oc__pev *e = &t->ev[i];
             if (e->name >= nn) continue;
             uint64_t dt = e->t1 - e->t0;
-            if (e->kind == OC_PROF_CALL) {
+            bool imported_op = e->kind == OC_PROF_EXTERNAL && e->ncores &&
+                               (op_of[e->name] < 0 || (uint32_t)op_of[e->name] >= nopcore);
+            if (e->kind == OC_PROF_CALL || imported_op) {
                 oc__pop *op = op_for(d, op_of, e->name);
+                if (imported_op) op->source = (uint32_t)e->b;
                 op->calls++;
                 op->call_ns += dt;
                 if (dt < op->min_ns) op->min_ns = dt;
@@ -369,6 +235,11 @@ out:
 
 /* ---- writing it ------------------------------------------------------------ */
 
+const char *oc__pop_source(const oc__pdata *d, const oc__pop *op)
+{
+    return op->source == UINT32_MAX ? "opcore" : oc__pname(d, op->source);
+}
+
 static double ms(uint64_t ns) { return (double)ns / 1e6; }
 static double us(uint64_t ns) { return (double)ns / 1e3; }
 
@@ -403,10 +274,13 @@ oc_status oc__pexport_summary(const oc__pdata *d, const char *json_path, const c
     oc__pw_puts(&j, ",\n  \"host\": ");
     oc__pw_json_str(&j, d->hostname);
     oc__pw_printf(&j, ",\n  \"profile_type\": \"%s\",\n  \"duration_ms\": %.6f,\n  \"ms_duration\": %g,\n"
-                  "  \"engine_cores\": %u,\n  \"membw_gbps\": %.3f,\n  \"events\": %llu,\n"
-                  "  \"dropped_events\": %llu,\n  \"steps\": %zu,\n  \"ops\": [",
+                  "  \"engine_cores\": %u,\n  \"membw_gbps\": %.3f,\n  \"membw_source\": ",
                   d->type == OC_PROFILE_OPERATOR ? "operator" : "trace", ms(d->end_ns - d->start_ns),
-                  d->ms_duration, d->ncores, d->membw_gbps, (unsigned long long)d->total_events,
+                  d->ms_duration, d->ncores, d->membw_gbps);
+    oc__pw_json_str(&j, d->membw_how);
+    oc__pw_printf(&j, ",\n  \"events\": %llu,\n  \"imported_events\": %llu,\n"
+                  "  \"dropped_events\": %llu,\n  \"steps\": %zu,\n  \"ops\": [",
+                  (unsigned long long)d->total_events, (unsigned long long)d->imported,
                   (unsigned long long)d->dropped, d->steps.n);
     for (uint32_t i = 0; i < d->nops; i++) {
         const oc__pop *op = &d->ops[i];
@@ -421,9 +295,11 @@ oc_status oc__pexport_summary(const oc__pdata *d, const char *json_path, const c
         for (uint32_t c = 0; c < d->ncores; c++)
             oc__pw_printf(&j, "%s%.6f", c ? ", " : "", op->core_ns ? ms(op->core_ns[c]) : 0.0);
         oc__pw_printf(&j, "], \"balance\": %.4f, \"bytes\": %llu, \"tcm_bytes\": %llu, \"stream_bytes\": %llu, "
-                      "\"gbps\": %.4f, \"membw_fraction\": %.6f}",
+                      "\"gbps\": %.4f, \"membw_fraction\": %.6f, \"source\": ",
                       op->balance, (unsigned long long)op->bytes, (unsigned long long)op->tcm_bytes,
                       (unsigned long long)op->stream_bytes, op->gbps, op->membw_frac);
+        oc__pw_json_str(&j, oc__pop_source(d, op));
+        oc__pw_puts(&j, "}");
     }
     oc__pw_puts(&j, d->nops ? "\n  ],\n  \"blocks\": [" : "],\n  \"blocks\": [");
     for (uint32_t i = 0; i < d->nblocks; i++) {
@@ -441,7 +317,7 @@ oc_status oc__pexport_summary(const oc__pdata *d, const char *json_path, const c
 
     oc__pw c = {0};
     oc__pw_puts(&c, "op,calls,total_ms,mean_us,min_us,max_us,kernel_wall_ms,kernels,ncores,balance,bytes,"
-                    "tcm_bytes,stream_bytes,gbps,membw_fraction");
+                    "tcm_bytes,stream_bytes,gbps,membw_fraction,source");
     for (uint32_t k = 0; k < d->ncores; k++) oc__pw_printf(&c, ",core%u_ms", k);
     oc__pw_puts(&c, "\n");
     for (uint32_t i = 0; i < d->nops; i++) {
@@ -453,6 +329,8 @@ oc_status oc__pexport_summary(const oc__pdata *d, const char *json_path, const c
                       ms(op->kernel_wall_ns), (unsigned long long)op->kernels, op->ncores, op->balance,
                       (unsigned long long)op->bytes, (unsigned long long)op->tcm_bytes,
                       (unsigned long long)op->stream_bytes, op->gbps, op->membw_frac);
+        oc__pw_puts(&c, ",");
+        csv_field(&c, oc__pop_source(d, op));
         for (uint32_t k = 0; k < d->ncores; k++) oc__pw_printf(&c, ",%.6f", op->core_ns ? ms(op->core_ns[k]) : 0.0);
         oc__pw_puts(&c, "\n");
     }
@@ -461,20 +339,28 @@ oc_status oc__pexport_summary(const oc__pdata *d, const char *json_path, const c
     return st != OC_OK ? st : st2;
 }
 
+#define PRINT_MAX_IMPORTED 25
+
 void oc__psummary_print(const oc__pdata *d, FILE *out)
 {
-    fprintf(out, "\nopcore profile '%s' (%s): %.3f ms, %u engine cores, memory bandwidth %.1f GB/s\n",
-            d->run, d->type == OC_PROFILE_OPERATOR ? "operator" : "trace", ms(d->end_ns - d->start_ns),
-            d->ncores, d->membw_gbps);
+    fprintf(out, "\nopcore profile '%s' (%s): %.3f ms, %u engine cores\n", d->run,
+            d->type == OC_PROFILE_OPERATOR ? "operator" : "trace", ms(d->end_ns - d->start_ns), d->ncores);
+    fprintf(out, "memory bandwidth %.1f GB/s: %s\n", d->membw_gbps, d->membw_how);
     if (d->dropped) fprintf(out, "warning: %llu events dropped (OPCORE_PROFILE_MAX_EVENTS)\n",
                             (unsigned long long)d->dropped);
-    if (!d->nops) {
-        fprintf(out, "no ops ran\n");
+    uint32_t nown = 0, nimp = 0;
+    for (uint32_t i = 0; i < d->nops; i++) {
+        if (d->ops[i].source == UINT32_MAX) nown++;
+        else nimp++;
+    }
+    if (!nown) {
+        fprintf(out, "no opcore ops ran\n");
     } else {
         fprintf(out, "%-32s %7s %10s %10s %10s %10s %10s %5s %7s %10s %8s %6s\n", "op", "calls", "total ms",
                 "mean us", "min us", "max us", "kernel ms", "cores", "balance", "MB moved", "GB/s", "% bw");
         for (uint32_t i = 0; i < d->nops; i++) {
             const oc__pop *op = &d->ops[i];
+            if (op->source != UINT32_MAX) continue;
             fprintf(out, "%-32.32s %7llu %10.3f %10.2f %10.2f %10.2f %10.3f %5u %7.2f %10.2f %8.2f %6.1f\n",
                     oc__pname(d, op->name), (unsigned long long)op->calls, ms(op->call_ns),
                     op->calls ? us(op->call_ns) / (double)op->calls : 0.0, us(op->min_ns), us(op->max_ns),
@@ -493,6 +379,22 @@ void oc__psummary_print(const oc__pdata *d, FILE *out)
                 fprintf(out, "\n");
             }
         }
+    }
+    if (nimp) {
+        fprintf(out, "%-60s %7s %10s %10s %10s %10s\n", "imported op", "calls", "total ms", "mean us", "min us",
+                "max us");
+        uint32_t shown = 0;
+        for (uint32_t i = 0; i < d->nops && shown < PRINT_MAX_IMPORTED; i++) {
+            const oc__pop *op = &d->ops[i];
+            if (op->source == UINT32_MAX) continue;
+            char nm[64];
+            snprintf(nm, sizeof nm, "%s: %s", oc__pname(d, op->source), oc__pname(d, op->name));
+            fprintf(out, "%-60.60s %7llu %10.3f %10.2f %10.2f %10.2f\n", nm, (unsigned long long)op->calls,
+                    ms(op->call_ns), op->calls ? us(op->call_ns) / (double)op->calls : 0.0, us(op->min_ns),
+                    us(op->max_ns));
+            shown++;
+        }
+        if (nimp > shown) fprintf(out, "... and %u more imported ops (RUN.summary.json has all)\n", nimp - shown);
     }
     if (d->nblocks) {
         fprintf(out, "%-32s %7s %10s %10s %10s %10s\n", "block", "count", "total ms", "mean us", "min us", "max us");

@@ -50,8 +50,9 @@ static void meta(oc__pw *s, bool *first, int pid, long long tid, const char *wha
 
 static void span_head(oc__pw *s, const oc__pdata *d, int pid, long long tid, const oc__pev *e, const char *name)
 {
-    oc__pw_printf(s, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%lld,\"cat\":\"%s\",\"name\":", pid, tid,
-                  oc__pkind_name(e->kind));
+    oc__pw_printf(s, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%lld,\"cat\":", pid, tid);
+    oc__pw_json_str(s, oc__pcat(d, e));
+    oc__pw_puts(s, ",\"name\":");
     oc__pw_json_str(s, name);
     ts(s, d, "ts", e->t0);
     dur(s, e->t1 - e->t0);
@@ -144,7 +145,13 @@ oc_status oc__pexport_trace(const oc__pdata *d, const char *path)
                 continue;
             }
             span_head(&s, d, PID_HOST, tid, e, oc__pname(d, e->name));
-            oc__pw_printf(&s, ",\"args\":{\"kind\":\"%s\"}}", oc__pkind_name(e->kind));
+            if (e->kind == OC_PROF_EXTERNAL) {
+                oc__pw_puts(&s, ",\"args\":{\"source\":");
+                oc__pw_json_str(&s, oc__pname(d, (uint32_t)e->b));
+                oc__pw_printf(&s, ",\"op\":%s}}", e->ncores ? "true" : "false");
+            } else {
+                oc__pw_printf(&s, ",\"args\":{\"kind\":\"%s\"}}", oc__pkind_name(e->kind));
+            }
         }
     }
     oc__pw_puts(&s, "\n]}\n");

@@ -55,7 +55,7 @@ void oc__pw_printf(oc__pw *s, const char *fmt, ...)
     maybe_flush(s);
 }
 
-void oc__pw_json_str(oc__pw *s, const char *str)
+static void json_str(oc__pw *s, const char *str, bool lt)
 {
     oc__pw_put(s, "\"", 1);
     const char *run = str;
@@ -68,6 +68,7 @@ void oc__pw_json_str(oc__pw *s, const char *str)
         case '\n': esc = "\\n"; break;
         case '\r': esc = "\\r"; break;
         case '\t': esc = "\\t"; break;
+        case '<': esc = lt ? "\\u003c" : NULL; break;
         default:
             if (*p < 0x20) {
                 snprintf(u, sizeof u, "\\u%04x", *p);
@@ -83,6 +84,10 @@ void oc__pw_json_str(oc__pw *s, const char *str)
     oc__pw_puts(s, run);
     oc__pw_put(s, "\"", 1);
 }
+
+void oc__pw_json_str(oc__pw *s, const char *str) { json_str(s, str, false); }
+
+void oc__pw_json_str_html(oc__pw *s, const char *str) { json_str(s, str, true); }
 
 void oc__pw_html(oc__pw *s, const char *str)
 {

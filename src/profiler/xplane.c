@@ -1,4 +1,5 @@
-/* src/profiler/xplane.c — XSpace protobuf for TensorBoard's profile plugin.
+/* src/profiler/xplane.c — XSpace protobuf for TensorBoard's profile plugin
+ * (xprof), written so that its tools fill in, not only the trace viewer.
  *
  * The wire format is written by hand (varints and length-delimited fields)
  * following tsl/profiler/protobuf/xplane.proto:
@@ -9,16 +10,40 @@
  *   XLine          { id = 1; name = 2; timestamp_ns = 3; events = 4;
  *                    duration_ps = 9; display_id = 10; display_name = 11 }
  *   XEvent         { metadata_id = 1; offset_ps = 2; duration_ps = 3; stats = 4 }
- *   XStat          { metadata_id = 1; double = 2; uint64 = 3; int64 = 4; str = 5 }
+ *   XStat          { metadata_id = 1; double = 2; uint64 = 3; int64 = 4;
+ *                    str = 5; ref = 7 (the name of a stat metadata) }
  *   XEventMetadata { id = 1; name = 2; display_name = 4 }
  *   XStatMetadata  { id = 1; name = 2; description = 3 }
  *   map entries    { key = 1; value = 2 }
  *
- * Planes: "/host:CPU" (xprof's host-threads plane) has a "Steps" line and
- * one line per host thread; "/device:CUSTOM:0" is the opcore engine, one
- * line per core ("core 0".. in order). xprof's trace viewer shows host
- * threads and then the first of the GPU, TPU or CUSTOM device planes, so
- * the engine is a CUSTOM device.
+ * What xprof reads (xprof/convert: xplane_to_op_stats, xplane_to_step_events,
+ * xplane_to_op_metrics_db; tsl/profiler/utils: xplane_schema, tf_op_utils):
+ *
+ * - Op-level tools (op_profile, the device half of framework_op_stats, the
+ *   step breakdown) read only GPU or TPU planes; a CPU-only XSpace gets no
+ *   op profile at all. So the engine is the plane "/device:GPU:0" (its
+ *   "gpu_device_name" says what it really is): one line per engine core,
+ *   each kernel an event whose metadata is named "core N" and displayed as
+ *   the op's name, with stat "tf_op" = "<op path>:<type>" (how xprof files
+ *   a non-XLA op: op_profile shows op type -> op -> one entry per core),
+ *   "group_id" = its step and "correlation_id" (a device event needs both
+ *   to count as step time), and opcore's byte counters. The plane's stats
+ *   "core_count" and "memory_bandwidth" give xprof the machine's peak.
+ * - Steps: xprof groups events into steps by the "group_id" stat; an
+ *   XSpace that has one is taken as grouped already, so its own grouping
+ *   (which needs TensorFlow's root events) is skipped. Every event in
+ *   step i (from its step marker to the next) gets group_id i, and each
+ *   plane has a "Steps" line: on the device plane with xprof's line id for
+ *   step info (0xdeadbeef) — the device step markers —, on "/host:CPU" with
+ *   a "step_name" stat on each step — the host step markers.
+ * - Host ops: events of "/host:CPU" with a "tf_op" stat are the host half of
+ *   framework_op_stats (self time = time not spent in a nested op): opcore's
+ *   op calls and imported operators (PyTorch's aten ops).
+ *
+ * "tf_op" values are parsed by tsl's ParseTfOpFullname ("name:type"; name
+ * [A-Za-z0-9.][A-Za-z0-9_./>-]*, type a TF type [A-Z_]\w* or a JAX type
+ * [a-z_][a-z0-9_]*, or empty: derived from the name), so "my_ops::relu"
+ * becomes "my_ops/relu:relu".
  */
 #include <stdlib.h>
 #include <string.h>
@@ -26,18 +51,30 @@
 #include "opcore/status.h"
 #include "profiler/prof.h"
 
+#define ENGINE_PLANE "/device:GPU:0 (opcore engine)"
+#define STEP_INFO_LINE_ID ((int64_t)(int32_t)0xdeadbeefu) /* tsl kThreadIdStepInfo: an int */
+#define KIND_REF0 100                   /* stat metadata ids of kind names */
+#define NAME_REF0 1000                  /* ... of tf_op strings (2i) and names (2i+1) */
+
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2 };
 
 enum {
-    ST_BYTES_IN = 1, ST_BYTES_OUT, ST_TCM, ST_STREAM, ST_CORE, ST_NCORES, ST_KIND, ST_STEP,
-    ST_COUNT_ = ST_STEP
+    ST_BYTES_IN = 1, ST_BYTES_OUT, ST_TCM, ST_STREAM, ST_CORE, ST_NCORES, ST_KIND, ST_STEP_NUM,
+    ST_GROUP_ID, ST_STEP_NAME, ST_TF_OP, ST_CORRELATION_ID, ST_SOURCE, ST_CATEGORY, ST_CORE_COUNT,
+    ST_MEMBW, ST_DEVICE_NAME, ST_COUNT_ = ST_DEVICE_NAME
 };
 static const char *const stat_names[] = {
-    "", "bytes_in", "bytes_out", "tcm_bytes", "stream_bytes", "core", "ncores", "kind", "step_num"};
+    "", "bytes_in", "bytes_out", "tcm_bytes", "stream_bytes", "core", "ncores", "kind", "step_num",
+    "group_id", "step_name", "tf_op", "correlation_id", "source", "category", "core_count",
+    "memory_bandwidth", "gpu_device_name"};
 static const char *const stat_desc[] = {
     "", "bytes of the op's inputs read by this core", "bytes of the output written by this core",
-    "bytes moved between tensors and TCM", "bytes moved by streaming accessors",
-    "engine core", "cores running the op", "event kind", "step number"};
+    "bytes moved between tensors and TCM", "bytes moved by streaming accessors", "engine core",
+    "cores running the op", "event kind", "step number", "step (index of the step marker)", "step name",
+    "op path:type", "id of the kernel", "profiler the span came from", "category in that profiler",
+    "engine cores", "memory bandwidth, bytes/s", "what the device is"};
+
+/* ---- wire format -------------------------------------------------------- */
 
 static void pb_varint(oc__pw *s, uint64_t v)
 {
@@ -63,12 +100,6 @@ static void pb_int(oc__pw *s, unsigned field, int64_t v)
     pb_varint(s, (uint64_t)v);
 }
 
-static void pb_uint(oc__pw *s, unsigned field, uint64_t v)
-{
-    pb_tag(s, field, WT_VARINT);
-    pb_varint(s, v);
-}
-
 static void pb_str(oc__pw *s, unsigned field, const char *str)
 {
     size_t n = strlen(str);
@@ -87,7 +118,7 @@ static size_t pb_open(oc__pw *s, unsigned field)
 /* Close it: insert the body's length (varint) before the body. */
 static void pb_close(oc__pw *s, size_t start)
 {
-    if (s->failed) return;
+    if (s->failed || s->buf.oom) return;
     size_t len = s->buf.len - start;
     unsigned char b[10];
     size_t k = 0;
@@ -98,63 +129,147 @@ static void pb_close(oc__pw *s, size_t start)
     }
     b[k++] = (unsigned char)v;
     oc__pw_put(s, b, k);  /* grow by k */
-    if (s->failed) return;
+    if (s->failed || s->buf.oom) return;
     memmove(s->buf.s + start + k, s->buf.s + start, len);
     memcpy(s->buf.s + start, b, k);
 }
 
-static void stat_u(oc__pw *s, unsigned id, uint64_t v)
+/* XStat values are a oneof: always written, even when 0. `field` 4 is
+ * `stats` of XEvent and 6 of XPlane. */
+static void stat_val(oc__pw *s, unsigned field, unsigned id, unsigned vfield, uint64_t v)
 {
-    size_t m = pb_open(s, 4);
+    size_t m = pb_open(s, field);
     pb_int(s, 1, id);
-    pb_uint(s, 3, v);
+    pb_tag(s, vfield, WT_VARINT);
+    pb_varint(s, v);
     pb_close(s, m);
 }
+#define STAT_U(s, id, v) stat_val(s, 4, id, 3, (uint64_t)(v))
+#define STAT_I(s, id, v) stat_val(s, 4, id, 4, (uint64_t)(int64_t)(v))
+#define STAT_REF(s, id, ref) stat_val(s, 4, id, 7, (uint64_t)(ref))
 
-static void stat_i(oc__pw *s, unsigned id, int64_t v)
+static void stat_str(oc__pw *s, unsigned field, unsigned id, const char *v)
 {
-    size_t m = pb_open(s, 4);
-    pb_int(s, 1, id);
-    pb_tag(s, 4, WT_VARINT);
-    pb_varint(s, (uint64_t)v);
-    pb_close(s, m);
-}
-
-static void stat_str(oc__pw *s, unsigned id, const char *v)
-{
-    size_t m = pb_open(s, 4);
+    size_t m = pb_open(s, field);
     pb_int(s, 1, id);
     pb_str(s, 5, v);
     pb_close(s, m);
 }
 
-typedef struct plane_ctx {
-    const oc__pdata *d;
-    bool *used;          /* [nnames]: event metadata needed */
-    int64_t *step_ids;   /* metadata ids of step names */
-} plane_ctx;
-
-static void event(oc__pw *s, plane_ctx *pc, const oc__pev *e, int64_t md)
+/* An entry of a metadata map (`map` 4: events, 5: stats): {key; value =
+ * {id = 1; name = 2; `extra_field` = extra}} (display_name = 4 of an event,
+ * description = 3 of a stat). */
+static void md_entry(oc__pw *s, unsigned map, int64_t id, const char *name, unsigned extra_field,
+                     const char *extra)
 {
-    const oc__pdata *d = pc->d;
-    size_t m = pb_open(s, 4);
-    pb_int(s, 1, md);
-    pb_tag(s, 2, WT_VARINT);  /* offset_ps, always present (oneof) */
-    pb_varint(s, (e->t0 - d->start_ns) * 1000u);
-    pb_int(s, 3, (int64_t)((e->t1 - e->t0) * 1000u));
-    if (e->kind == OC_PROF_KERNEL) {
-        stat_u(s, ST_BYTES_IN, e->a);
-        stat_u(s, ST_BYTES_OUT, e->b);
-        stat_u(s, ST_TCM, e->c);
-        stat_u(s, ST_STREAM, e->d);
-        stat_u(s, ST_CORE, e->core);
-        stat_u(s, ST_NCORES, e->ncores);
-    } else if (e->kind == OC_PROF_STEP) {
-        stat_i(s, ST_STEP, (int64_t)e->a);
-    } else {
-        stat_str(s, ST_KIND, oc__pkind_name(e->kind));
-    }
+    size_t m = pb_open(s, map);
+    pb_int(s, 1, id);
+    size_t v = pb_open(s, 2);
+    pb_int(s, 1, id);
+    pb_str(s, 2, name);
+    if (extra) pb_str(s, extra_field, extra);
+    pb_close(s, v);
     pb_close(s, m);
+}
+#define event_md(s, id, name, display) md_entry(s, 4, id, name, 4, display)
+#define stat_md(s, id, name, desc) md_entry(s, 5, id, name, 3, desc)
+
+/* ---- what the events refer to -------------------------------------------- */
+
+typedef struct ctx {
+    const oc__pdata *d;
+    int64_t *gid;         /* [steps.n] group id of each step */
+    char **tf_op;         /* [nnames] "path:type", made on first use */
+    bool *opcore_op;      /* [nnames] names of opcore ops (kernels or calls) */
+    uint8_t *ref_used;    /* [nnames] bit 0: tf_op ref, bit 1: name ref */
+    bool kind_used[16];
+    bool *md_used;        /* event metadata used on the current plane */
+    size_t md_n;
+} ctx;
+
+static bool is_tf_type(const char *s)
+{
+    if (!((*s >= 'A' && *s <= 'Z') || *s == '_')) return false;
+    for (s++; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
+            return false;
+    return true;
+}
+
+static bool is_jax_type(const char *s)
+{
+    if (!((*s >= 'a' && *s <= 'z') || *s == '_')) return false;
+    for (s++; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_')) return false;
+    return true;
+}
+
+/* "my_ops::relu_forward" -> "my_ops/relu_forward:relu_forward" (see top). */
+static char *make_tf_op(const char *name)
+{
+    size_t n = strlen(name);
+    char *path = malloc(2 * n + 8), *out = malloc(3 * n + 12);
+    if (!path || !out) {
+        free(path);
+        free(out);
+        return NULL;
+    }
+    size_t k = 0;
+    if (!((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z') ||
+          (name[0] >= '0' && name[0] <= '9') || name[0] == '.')) {
+        memcpy(path, "op", 2);
+        k = 2;
+    }
+    for (const char *p = name; *p; p++) {
+        char c = *p;
+        if (c == ':' && p[1] == ':') {
+            path[k++] = '/';
+            p++;
+        } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                   c == '.' || c == '/' || c == '>' || c == '-') {
+            path[k++] = c;
+        } else {
+            path[k++] = '_';
+        }
+    }
+    path[k] = 0;
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(out, 3 * n + 12, "%s:%s", path, (is_tf_type(base) || is_jax_type(base)) ? base : "");
+    free(path);
+    return out;
+}
+
+/* The tf_op ref of an op-level event, or 0 for none. */
+static uint64_t tf_op_ref(ctx *c, const oc__pev *e)
+{
+    if (e->name >= c->d->nnames || !oc__pis_op(e)) return 0;
+    /* PyTorch's record of a call to an opcore op encloses opcore's own
+     * record of it: count the call once, as opcore's */
+    if (e->kind == OC_PROF_EXTERNAL && c->opcore_op[e->name]) return 0;
+    if (!c->tf_op[e->name] && !(c->tf_op[e->name] = make_tf_op(c->d->names[e->name]))) return 0;
+    c->ref_used[e->name] |= 1;
+    return NAME_REF0 + 2 * (uint64_t)e->name;
+}
+
+static uint64_t name_ref(ctx *c, uint32_t name)
+{
+    c->ref_used[name] |= 2;
+    return NAME_REF0 + 2 * (uint64_t)name + 1;
+}
+
+/* The step whose span holds time t (steps last until the next marker), or -1. */
+static int64_t step_of(const ctx *c, uint64_t t)
+{
+    const oc__ptrack *st = &c->d->steps;
+    if (!st->n || t < st->ev[0].t0) return -1;
+    size_t lo = 0, hi = st->n;  /* last step with t0 <= t */
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (st->ev[mid].t0 <= t) lo = mid;
+        else hi = mid;
+    }
+    return c->gid[lo];
 }
 
 static void line_head(oc__pw *s, const oc__pdata *d, int64_t id, int64_t display_id, const char *name)
@@ -167,121 +282,209 @@ static void line_head(oc__pw *s, const oc__pdata *d, int64_t id, int64_t display
     pb_str(s, 11, name);
 }
 
-static void metadata(oc__pw *s, plane_ctx *pc, bool with_steps)
+static void event_head(oc__pw *s, const oc__pdata *d, const oc__pev *e, int64_t md)
 {
-    const oc__pdata *d = pc->d;
-    for (uint32_t i = 0; i < d->nnames; i++) {
-        if (!pc->used[i]) continue;
+    pb_int(s, 1, md);
+    pb_tag(s, 2, WT_VARINT);  /* offset_ps, always present (oneof) */
+    pb_varint(s, (e->t0 - d->start_ns) * 1000u);
+    pb_int(s, 3, (int64_t)((e->t1 - e->t0) * 1000u));
+}
+
+static int64_t step_md(const ctx *c, size_t i) { return (int64_t)c->d->nnames + 1 + (int64_t)i; }
+
+static void steps_line(oc__pw *s, ctx *c, int64_t line_id, bool host)
+{
+    const oc__pdata *d = c->d;
+    size_t ln = pb_open(s, 3);
+    line_head(s, d, line_id, 0, "Steps");
+    for (size_t i = 0; i < d->steps.n; i++) {
+        const oc__pev *e = &d->steps.ev[i];
         size_t m = pb_open(s, 4);
-        pb_int(s, 1, (int64_t)i + 1);
-        size_t v = pb_open(s, 2);
-        pb_int(s, 1, (int64_t)i + 1);
-        pb_str(s, 2, d->names[i]);
-        pb_str(s, 4, d->names[i]);
-        pb_close(s, v);
-        pb_close(s, m);
-    }
-    if (with_steps) {
-        for (size_t i = 0; i < d->steps.n; i++) {
+        event_head(s, d, e, step_md(c, i));
+        STAT_I(s, ST_GROUP_ID, c->gid[i]);
+        if (host) {
             char nm[48];
-            snprintf(nm, sizeof nm, "step %lld", (long long)d->steps.ev[i].a);
-            size_t m = pb_open(s, 4);
-            pb_int(s, 1, pc->step_ids[i]);
-            size_t v = pb_open(s, 2);
-            pb_int(s, 1, pc->step_ids[i]);
-            pb_str(s, 2, nm);
-            pb_str(s, 4, nm);
-            pb_close(s, v);
-            pb_close(s, m);
+            snprintf(nm, sizeof nm, "step %lld", (long long)e->a);
+            STAT_I(s, ST_STEP_NUM, (int64_t)e->a);
+            stat_str(s, 4, ST_STEP_NAME, nm);
         }
-    }
-    for (unsigned i = 1; i <= ST_COUNT_; i++) {
-        size_t m = pb_open(s, 5);
-        pb_int(s, 1, i);
-        size_t v = pb_open(s, 2);
-        pb_int(s, 1, i);
-        pb_str(s, 2, stat_names[i]);
-        pb_str(s, 3, stat_desc[i]);
-        pb_close(s, v);
         pb_close(s, m);
     }
+    pb_close(s, ln);
+}
+
+static void host_event(oc__pw *s, ctx *c, const oc__pev *e)
+{
+    size_t m = pb_open(s, 4);
+    event_head(s, c->d, e, (int64_t)e->name + 1);
+    c->md_used[e->name] = true;
+    int64_t g = step_of(c, e->t0);
+    if (g >= 0) STAT_I(s, ST_GROUP_ID, g);
+    uint64_t tf = tf_op_ref(c, e);
+    if (tf) STAT_REF(s, ST_TF_OP, tf);
+    if (e->kind == OC_PROF_EXTERNAL) {
+        STAT_REF(s, ST_SOURCE, name_ref(c, (uint32_t)e->b));
+        if (e->a) STAT_REF(s, ST_CATEGORY, name_ref(c, (uint32_t)(e->a - 1)));
+    } else {
+        c->kind_used[e->kind] = true;
+        STAT_REF(s, ST_KIND, KIND_REF0 + e->kind);
+    }
+    pb_close(s, m);
+}
+
+static void kernel_event(oc__pw *s, ctx *c, const oc__pev *e, uint64_t seq)
+{
+    const oc__pdata *d = c->d;
+    size_t m = pb_open(s, 4);
+    size_t md = (size_t)e->name * d->ncores + e->core;
+    event_head(s, d, e, (int64_t)(d->nnames + d->steps.n + 1 + md));
+    c->md_used[md] = true;
+    STAT_U(s, ST_BYTES_IN, e->a);
+    STAT_U(s, ST_BYTES_OUT, e->b);
+    STAT_U(s, ST_TCM, e->c);
+    STAT_U(s, ST_STREAM, e->d);
+    STAT_U(s, ST_CORE, e->core);
+    STAT_U(s, ST_NCORES, e->ncores);
+    uint64_t tf = tf_op_ref(c, e);
+    if (tf) STAT_REF(s, ST_TF_OP, tf);
+    int64_t g = step_of(c, e->t0);
+    if (g >= 0) STAT_I(s, ST_GROUP_ID, g);
+    STAT_I(s, ST_CORRELATION_ID, (int64_t)seq);
+    pb_close(s, m);
+}
+
+/* Stat metadata: the fixed stats, then each string a ref stat points to. */
+static void stat_metadata(oc__pw *s, ctx *c)
+{
+    for (unsigned i = 1; i <= ST_COUNT_; i++) stat_md(s, i, stat_names[i], stat_desc[i]);
+    for (unsigned k = 0; k < 16; k++)
+        if (c->kind_used[k]) stat_md(s, KIND_REF0 + k, oc__pkind_name(k), NULL);
+    for (uint32_t i = 0; i < c->d->nnames; i++) {
+        if (c->ref_used[i] & 1) stat_md(s, NAME_REF0 + 2 * (int64_t)i, c->tf_op[i], NULL);
+        if (c->ref_used[i] & 2) stat_md(s, NAME_REF0 + 2 * (int64_t)i + 1, c->d->names[i], NULL);
+    }
+    memset(c->kind_used, 0, sizeof c->kind_used);
+    memset(c->ref_used, 0, c->d->nnames ? c->d->nnames : 1);
+}
+
+static void steps_metadata(oc__pw *s, const ctx *c)
+{
+    for (size_t i = 0; i < c->d->steps.n; i++) {
+        char nm[48];
+        snprintf(nm, sizeof nm, "step %lld", (long long)c->d->steps.ev[i].a);
+        event_md(s, step_md(c, i), nm, NULL);
+    }
+}
+
+static void host_plane(oc__pw *s, ctx *c)
+{
+    const oc__pdata *d = c->d;
+    size_t plane = pb_open(s, 1);
+    pb_int(s, 1, 0);
+    pb_str(s, 2, "/host:CPU");
+    if (d->steps.n) steps_line(s, c, 0, true);
+    for (uint32_t h = 0; h < d->nhost; h++) {
+        const oc__ptrack *t = &d->host[h];
+        size_t ln = pb_open(s, 3);
+        line_head(s, d, t->tid, (int64_t)h + 1, t->name);
+        for (size_t i = 0; i < t->n; i++)
+            if (t->ev[i].kind != OC_PROF_STEP) host_event(s, c, &t->ev[i]);  /* on the Steps line */
+        pb_close(s, ln);
+    }
+    for (uint32_t i = 0; i < d->nnames; i++)
+        if (c->md_used[i]) event_md(s, (int64_t)i + 1, d->names[i], NULL);
+    steps_metadata(s, c);
+    stat_metadata(s, c);
+    pb_close(s, plane);
+}
+
+static void engine_plane(oc__pw *s, ctx *c)
+{
+    const oc__pdata *d = c->d;
+    char nm[96];
+    size_t plane = pb_open(s, 1);
+    pb_int(s, 1, 1);
+    pb_str(s, 2, ENGINE_PLANE);
+    stat_val(s, 6, ST_CORE_COUNT, 3, d->ncores);
+    if (d->membw_gbps > 0) stat_val(s, 6, ST_MEMBW, 3, (uint64_t)(d->membw_gbps * 1e9));
+    snprintf(nm, sizeof nm, "opcore engine (%u CPU cores)", d->ncores);
+    stat_str(s, 6, ST_DEVICE_NAME, nm);
+    if (d->steps.n) steps_line(s, c, STEP_INFO_LINE_ID, false);
+    uint64_t seq = 0;
+    for (uint32_t k = 0; k < d->ncores; k++) {
+        const oc__ptrack *t = &d->cores[k];
+        int nl = 1;
+        uint8_t *lanes = oc__plane_assign(t, &nl);
+        if (!lanes) {
+            s->failed = true;
+            break;
+        }
+        for (int l = 0; l < nl; l++) {
+            if (l) snprintf(nm, sizeof nm, "%s #%d", t->name, l + 1);
+            else snprintf(nm, sizeof nm, "%s", t->name);
+            size_t ln = pb_open(s, 3);
+            line_head(s, d, (int64_t)k + (int64_t)l * 100000, (int64_t)k * OC__PMAX_LANES + l + 1, nm);
+            for (size_t i = 0; i < t->n; i++)
+                if (lanes[i] == l) kernel_event(s, c, &t->ev[i], seq++);
+            pb_close(s, ln);
+        }
+        free(lanes);
+    }
+    for (size_t md = 0; md < c->md_n; md++) {
+        if (!c->md_used[md]) continue;
+        snprintf(nm, sizeof nm, "core %u", (unsigned)(md % d->ncores));
+        event_md(s, (int64_t)(d->nnames + d->steps.n + 1 + md), nm, d->names[md / d->ncores]);
+    }
+    steps_metadata(s, c);
+    stat_metadata(s, c);
+    pb_close(s, plane);
+}
+
+/* Group ids: the step numbers if they rise and are >= 0 (the common case,
+ * so xprof's step numbers are the user's), else the markers' indices. */
+static void group_ids(ctx *c)
+{
+    const oc__ptrack *st = &c->d->steps;
+    bool own = true;
+    for (size_t i = 0; i < st->n; i++)
+        if ((int64_t)st->ev[i].a < 0 || (i && (int64_t)st->ev[i].a <= (int64_t)st->ev[i - 1].a)) own = false;
+    for (size_t i = 0; i < st->n; i++) c->gid[i] = own ? (int64_t)st->ev[i].a : (int64_t)i;
 }
 
 oc_status oc__pexport_xplane(const oc__pdata *d, const char *path)
 {
     oc__pw s = {0};
-    plane_ctx pc = {d, calloc(d->nnames ? d->nnames : 1, sizeof(bool)),
-                    calloc(d->steps.n ? d->steps.n : 1, sizeof(int64_t))};
-    if (!pc.used || !pc.step_ids) {
-        free(pc.used);
-        free(pc.step_ids);
-        return oc_set_error(OC_ENOMEM, "oc_profiler_stop: out of memory writing '%s'", path);
-    }
-    for (size_t i = 0; i < d->steps.n; i++) pc.step_ids[i] = (int64_t)d->nnames + 1 + (int64_t)i;
-
-    /* plane 0: host threads */
-    size_t plane = pb_open(&s, 1);
-    pb_int(&s, 1, 0);
-    pb_str(&s, 2, "/host:CPU");
-    if (d->steps.n) {
-        size_t ln = pb_open(&s, 3);
-        line_head(&s, d, 0, 0, "Steps");
-        for (size_t i = 0; i < d->steps.n; i++) event(&s, &pc, &d->steps.ev[i], pc.step_ids[i]);
-        pb_close(&s, ln);
-    }
-    for (uint32_t h = 0; h < d->nhost; h++) {
-        const oc__ptrack *t = &d->host[h];
-        size_t ln = pb_open(&s, 3);
-        line_head(&s, d, t->tid, (int64_t)h + 1, t->name);
-        for (size_t i = 0; i < t->n; i++) {
-            const oc__pev *e = &t->ev[i];
-            if (e->kind == OC_PROF_STEP) continue;  /* on the Steps line */
-            pc.used[e->name] = true;
-            event(&s, &pc, e, (int64_t)e->name + 1);
+    size_t nn = d->nnames ? d->nnames : 1;
+    size_t kmd = (size_t)d->nnames * (d->ncores ? d->ncores : 1);
+    ctx c = {.d = d, .gid = calloc(d->steps.n ? d->steps.n : 1, sizeof(int64_t)),
+             .tf_op = calloc(nn, sizeof(char *)), .opcore_op = calloc(nn, sizeof(bool)),
+             .ref_used = calloc(nn, 1), .md_used = calloc(kmd > nn ? kmd : nn, sizeof(bool))};
+    bool ok = c.gid && c.tf_op && c.opcore_op && c.ref_used && c.md_used;
+    if (ok) {
+        group_ids(&c);
+        for (uint32_t k = 0; k < d->ncores; k++)
+            for (size_t i = 0; i < d->cores[k].n; i++)
+                if (d->cores[k].ev[i].name < d->nnames) c.opcore_op[d->cores[k].ev[i].name] = true;
+        for (uint32_t h = 0; h < d->nhost; h++)
+            for (size_t i = 0; i < d->host[h].n; i++)
+                if (d->host[h].ev[i].kind == OC_PROF_CALL && d->host[h].ev[i].name < d->nnames)
+                    c.opcore_op[d->host[h].ev[i].name] = true;
+        c.md_n = d->nnames;
+        host_plane(&s, &c);
+        if (d->ncores) {
+            memset(c.md_used, 0, kmd * sizeof(bool));
+            c.md_n = kmd;
+            engine_plane(&s, &c);
         }
-        pb_close(&s, ln);
+        pb_str(&s, 4, d->hostname);
     }
-    metadata(&s, &pc, true);
-    pb_close(&s, plane);
-
-    /* plane 1: the engine */
-    if (d->ncores) {
-        memset(pc.used, 0, d->nnames * sizeof(bool));
-        plane = pb_open(&s, 1);
-        pb_int(&s, 1, 1);
-        pb_str(&s, 2, "/device:CUSTOM:0");
-        for (uint32_t c = 0; c < d->ncores; c++) {
-            const oc__ptrack *t = &d->cores[c];
-            int nl = 1;
-            uint8_t *lanes = oc__plane_assign(t, &nl);
-            if (!lanes) {
-                s.failed = true;
-                break;
-            }
-            for (int l = 0; l < nl; l++) {
-                char nm[80];
-                if (l) snprintf(nm, sizeof nm, "%s #%d", t->name, l + 1);
-                else snprintf(nm, sizeof nm, "%s", t->name);
-                size_t ln = pb_open(&s, 3);
-                int64_t id = (int64_t)c + (int64_t)l * 100000;
-                line_head(&s, d, id, (int64_t)c * OC__PMAX_LANES + l, nm);
-                for (size_t i = 0; i < t->n; i++) {
-                    if (lanes[i] != l) continue;
-                    pc.used[t->ev[i].name] = true;
-                    event(&s, &pc, &t->ev[i], (int64_t)t->ev[i].name + 1);
-                }
-                pb_close(&s, ln);
-            }
-            free(lanes);
-        }
-        metadata(&s, &pc, false);
-        pb_close(&s, plane);
-    }
-    pb_str(&s, 4, d->hostname);
-
-    free(pc.used);
-    free(pc.step_ids);
-    bool failed = s.failed || s.buf.oom;
+    for (size_t i = 0; c.tf_op && i < d->nnames; i++) free(c.tf_op[i]);
+    free(c.gid);
+    free(c.tf_op);
+    free(c.opcore_op);
+    free(c.ref_used);
+    free(c.md_used);
+    bool failed = !ok || s.failed || s.buf.oom;
     if (!failed) {
         FILE *f = fopen(path, "wb");
         if (!f || fwrite(s.buf.s, 1, s.buf.len, f) != s.buf.len) failed = true;

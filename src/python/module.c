@@ -97,11 +97,11 @@ static PyObject *library_info(const oc_library *lib)
         PyList_SET_ITEM(ops, i, op);
     }
     const char *cflags = oc_library_cflags(lib);
-    return Py_BuildValue("{s:s,s:N,s:O,s:K,s:s,s:N}", "name", oc_library_name(lib), "path",
+    return Py_BuildValue("{s:s,s:N,s:O,s:K,s:s,s:N,s:N}", "name", oc_library_name(lib), "path",
                          PyUnicode_DecodeFSDefault(oc_library_path(lib)), "multicore",
                          oc_library_multicore(lib) ? Py_True : Py_False, "stack_size",
                          (unsigned long long)oc_library_stack_size(lib), "cflags", cflags ? cflags : "", "ops",
-                         ops);
+                         ops, "handle", PyLong_FromVoidPtr((void *)lib));
 }
 
 static PyObject *py_load_library(PyObject *self, PyObject *arg)
@@ -125,6 +125,17 @@ static PyObject *py_load_library(PyObject *self, PyObject *arg)
     return library_info(lib);
 }
 
+static PyObject *py_forget_library(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name) return NULL;
+    oc_library *lib = oc_library_find(name);
+    if (!lib) return PyErr_Format(PyExc_KeyError, "no op library '%s' is loaded", name);
+    if (oc_library_forget(lib) != OC_OK) return ocpy_raise_status(oc_errcode(), NULL);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_find_op(PyObject *self, PyObject *arg)
 {
     (void)self;
@@ -136,6 +147,16 @@ static PyObject *py_find_op(PyObject *self, PyObject *arg)
         return NULL;
     }
     return ocpy_op_new(op);
+}
+
+static PyObject *py_check_schema(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *text = PyUnicode_AsUTF8(arg);
+    if (!text) return NULL;
+    char proto[4096];
+    if (oc_schema_check(text, proto, sizeof proto) != OC_OK) return ocpy_raise_status(OC_EINVAL, NULL);
+    return PyUnicode_FromString(proto);
 }
 
 /* ---- building --------------------------------------------------------------- */
@@ -291,6 +312,12 @@ static PyMethodDef methods[] = {
      "load_library(path) -> dict\nLoad an op library built by opcore (loading the same file again is a "
      "no-op); returns {name, path, multicore, stack_size, cflags, ops: [Op]}."},
     {"find_op", py_find_op, METH_O, "find_op('library::op') -> Op"},
+    {"forget_library", py_forget_library, METH_O,
+     "forget_library(name)\nUnregister a loaded library's ops; its code stays mapped, so Op objects and calls "
+     "in flight stay valid."},
+    {"check_schema", py_check_schema, METH_O,
+     "check_schema(schema) -> str\nCheck an op schema as oc_def will; returns the C prototype its kernel must "
+     "have, or raises OpArgumentError saying what is wrong where."},
     {"build", (PyCFunction)(void (*)(void))py_build, METH_VARARGS | METH_KEYWORDS,
      "build(name, compute_srcs, shape_srcs, out_dir=None, multicore=False, stack_size=0, cflags=(), "
      "include_dirs=(), debug=False, verbose=False, force=False) -> (path, cached, seconds)\n"

@@ -1,15 +1,23 @@
 /* src/python/op.c — the Op type: one op of a loaded library.
  *
- *   op(*args, **kwargs)    eager CPU call: inputs viewed in place, the output
- *                          allocated by torch.empty (through _set_torch) from
- *                          the shape function's answer; the GIL is released
- *                          while the kernel runs
- *   op.infer(*args, **kw)  shape function only: (sizes tuple, dtype name);
- *                          works on FakeTensors and meta tensors
- *   op.qualname, op.name, op.schema, op.library, op.args
+ *   op(*args, **kwargs)    eager CPU call: inputs viewed in place (zero
+ *                          copy), fresh results allocated by torch.empty
+ *                          (through _set_torch) from the shape function's
+ *                          answer, `Tensor(a!)` arguments written in place;
+ *                          returns the result, a tuple of results, or None
+ *                          for `-> ()`. The GIL is released while it runs.
+ *   op.infer(*args, **kw)  shape function only: [(sizes, dtype name), ...]
+ *                          per result; works on FakeTensors, meta tensors
+ *                          and shape specs (.shape + .dtype)
+ *   op.trace(runs)         dynamic shapes: the result sizes as expressions
+ *                          of the input sizes (see oc_op_trace_shapes)
+ *   op.qualname, .name, .schema, .library, .multicore, .args, .arg_info,
+ *   .results
  *
- * The call path is lean on purpose: vectorcall, interned attribute names,
- * argument values on the C stack, no Python objects beyond the output.
+ * Arguments convert from Python by the schema: tensors (torch.Tensor),
+ * None for optionals, lists/tuples for Tensor[] / int[] / float[] (a single
+ * number for int[N] / float[N]), str, and a dtype (torch.float32,
+ * numpy.float32 or "float32") for ScalarType.
  */
 #include "pyopcore.h"
 
@@ -19,19 +27,49 @@
 #include <stddef.h>
 #include <string.h>
 
-#define MAX_ARGS 32 /* the schema parser's limit */
+#define MAX_ARGS 64 /* the schema parser's limit */
 
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     const oc_op *op;
     int nargs;
+    int nresults;
     oc_arg_type types[MAX_ARGS];
+    bool optional[MAX_ARGS];
+    int64_t list_len[MAX_ARGS];
     bool has_default[MAX_ARGS];
     oc_value defaults[MAX_ARGS];
-    PyObject *argnames; /* tuple of interned str */
+    int alias[OC_MAX_RESULTS]; /* per result: the argument it returns, or -1 */
+    PyObject *argnames;        /* tuple of interned str */
     PyObject *qualname;
 } OpObject;
+
+/* ---- per-call storage for lists --------------------------------------------- */
+
+typedef struct arena {
+    void *blocks[MAX_ARGS];
+    int n;
+    PyObject *keep; /* DLPack capsules of the call's non-torch arrays */
+} arena;
+
+static void *arena_alloc(arena *a, size_t bytes)
+{
+    void *p = PyMem_Malloc(bytes ? bytes : 1);
+    if (!p) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    a->blocks[a->n++] = p;
+    return p;
+}
+
+static void arena_free(arena *a)
+{
+    for (int i = 0; i < a->n; i++) PyMem_Free(a->blocks[i]);
+    a->n = 0;
+    Py_CLEAR(a->keep);
+}
 
 /* ---- binding arguments ---------------------------------------------------- */
 
@@ -79,15 +117,128 @@ static int bind(OpObject *o, PyObject *const *args, Py_ssize_t n, PyObject *kwna
     return 0;
 }
 
-static int wrong_type(const oc_op *op, int i, oc_arg_type want, PyObject *got)
+static int wrong_type(const oc_op *op, int i, PyObject *got)
 {
     ocpy_arg_error(op, "argument %d '%s': expected %s, got %s", i + 1, oc_op_arg_name(op, i),
-                   oc_arg_type_name(want), Py_TYPE(got)->tp_name);
+                   oc_op_arg_schema_type(op, i), Py_TYPE(got)->tp_name);
     return -1;
 }
 
+/* An integer that fits int64, or an error naming the argument. */
+static int to_int64(const oc_op *op, int i, PyObject *a, int64_t *out)
+{
+    if (!PyLong_Check(a) && (ocpy_is_tensor(a) || !PyIndex_Check(a))) return wrong_type(op, i, a);
+    int overflow = 0;
+    PyObject *idx = PyNumber_Index(a);
+    if (!idx) return -1;
+    long long v = PyLong_AsLongLongAndOverflow(idx, &overflow);
+    Py_DECREF(idx);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (overflow) {
+        ocpy_arg_error(op, "argument %d '%s': %R does not fit in a 64-bit int", i + 1, oc_op_arg_name(op, i), a);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int to_double(const oc_op *op, int i, PyObject *a, double *out)
+{
+    if (PyFloat_Check(a)) {
+        *out = PyFloat_AS_DOUBLE(a);
+        return 0;
+    }
+    if (PyBool_Check(a) || ocpy_is_tensor(a) ||
+        !(PyLong_Check(a) || PyIndex_Check(a) || (Py_TYPE(a)->tp_as_number && Py_TYPE(a)->tp_as_number->nb_float)))
+        return wrong_type(op, i, a);
+    *out = PyFloat_AsDouble(a);
+    if (*out == -1.0 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            ocpy_arg_error(op, "argument %d '%s': %R does not fit in a float (double)", i + 1,
+                           oc_op_arg_name(op, i), a);
+        }
+        return -1;
+    }
+    return 0;
+}
+
+static int to_scalar(const oc_op *op, int i, PyObject *a, oc_scalar *out)
+{
+    if (PyBool_Check(a)) {
+        *out = oc_scalar_bool(a == Py_True);
+        return 0;
+    }
+    if (PyLong_Check(a)) {
+        int64_t v;
+        if (to_int64(op, i, a, &v) < 0) return -1;
+        *out = oc_scalar_int(v);
+        return 0;
+    }
+    if (PyFloat_Check(a)) {
+        *out = oc_scalar_float(PyFloat_AS_DOUBLE(a));
+        return 0;
+    }
+    return wrong_type(op, i, a);
+}
+
+/* A list argument: its items as a fast sequence (NULL + error if `a` is
+ * not a list or tuple). */
+static PyObject *as_sequence(const oc_op *op, int i, PyObject *a)
+{
+    if (!PyList_Check(a) && !PyTuple_Check(a) && !PySequence_Check(a)) {
+        wrong_type(op, i, a);
+        return NULL;
+    }
+    if (PyUnicode_Check(a) || PyBytes_Check(a) || ocpy_is_tensor(a)) {
+        wrong_type(op, i, a);
+        return NULL;
+    }
+    return PySequence_Fast(a, "expected a list");
+}
+
+static int convert_list(OpObject *o, int i, PyObject *a, int meta, oc_value *val, arena *ar)
+{
+    const oc_op *op = o->op;
+    oc_arg_type ty = o->types[i];
+    /* int[N] / float[N] take one number for all N */
+    if (ty != OC_ARG_TENSOR_LIST && o->list_len[i] && !PySequence_Check(a)) {
+        if (ty == OC_ARG_INT_LIST) {
+            val->type = OC_ARG_INT;
+            return to_int64(op, i, a, &val->v.i);
+        }
+        val->type = OC_ARG_FLOAT;
+        return to_double(op, i, a, &val->v.f);
+    }
+    PyObject *seq = as_sequence(op, i, a);
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int rc = 0;
+    if (ty == OC_ARG_TENSOR_LIST) {
+        oc_tensor *items = arena_alloc(ar, (size_t)n * sizeof *items);
+        for (Py_ssize_t k = 0; items && k < n && rc == 0; k++)
+            rc = ocpy_view_tensor(op, i, PySequence_Fast_GET_ITEM(seq, k), meta, &items[k], &ar->keep);
+        if (!items) rc = -1;
+        *val = oc_value_tensors(items, n);
+    } else if (ty == OC_ARG_INT_LIST) {
+        int64_t *v = arena_alloc(ar, (size_t)n * sizeof *v);
+        for (Py_ssize_t k = 0; v && k < n && rc == 0; k++)
+            rc = to_int64(op, i, PySequence_Fast_GET_ITEM(seq, k), &v[k]);
+        if (!v) rc = -1;
+        *val = oc_value_ints(v, n);
+    } else {
+        double *v = arena_alloc(ar, (size_t)n * sizeof *v);
+        for (Py_ssize_t k = 0; v && k < n && rc == 0; k++)
+            rc = to_double(op, i, PySequence_Fast_GET_ITEM(seq, k), &v[k]);
+        if (!v) rc = -1;
+        *val = oc_value_floats(v, n);
+    }
+    Py_DECREF(seq);
+    return rc;
+}
+
 /* Convert the bound arguments into oc_values; tensors land in `tensors`. */
-static int convert(OpObject *o, PyObject **bound, int meta, oc_value *vals, oc_tensor *tensors)
+static int convert(OpObject *o, PyObject **bound, int meta, oc_value *vals, oc_tensor *tensors, arena *ar)
 {
     const oc_op *op = o->op;
     for (int i = 0; i < o->nargs; i++) {
@@ -97,42 +248,56 @@ static int convert(OpObject *o, PyObject **bound, int meta, oc_value *vals, oc_t
             vals[i] = o->defaults[i];
             continue;
         }
+        if (a == Py_None) {
+            if (!o->optional[i]) {
+                ocpy_arg_error(op, "argument %d '%s': expected %s, got None", i + 1, oc_op_arg_name(op, i),
+                               oc_op_arg_schema_type(op, i));
+                return -1;
+            }
+            vals[i] = oc_value_none();
+            continue;
+        }
         vals[i].type = ty;
         switch (ty) {
         case OC_ARG_TENSOR:
-            if (ocpy_view_tensor(op, i, a, meta, &tensors[i]) < 0) return -1;
+            if (ocpy_view_tensor(op, i, a, meta, &tensors[i], &ar->keep) < 0) return -1;
             vals[i].v.tensor = &tensors[i];
             break;
+        case OC_ARG_TENSOR_LIST:
+        case OC_ARG_INT_LIST:
+        case OC_ARG_FLOAT_LIST:
+            if (convert_list(o, i, a, meta, &vals[i], ar) < 0) return -1;
+            break;
         case OC_ARG_FLOAT:
-            if (PyFloat_Check(a)) vals[i].v.f = PyFloat_AS_DOUBLE(a);
-            else if (PyLong_Check(a) ||
-                     (!ocpy_is_tensor(a) && (PyIndex_Check(a) || (Py_TYPE(a)->tp_as_number &&
-                                                                   Py_TYPE(a)->tp_as_number->nb_float)))) {
-                vals[i].v.f = PyFloat_AsDouble(a);
-                if (vals[i].v.f == -1.0 && PyErr_Occurred()) return -1;
-            } else
-                return wrong_type(op, i, ty, a);
+            if (to_double(op, i, a, &vals[i].v.f) < 0) return -1;
             break;
         case OC_ARG_INT:
-            if (PyLong_Check(a) || (!ocpy_is_tensor(a) && PyIndex_Check(a))) {
-                long long v = PyLong_AsLongLong(a);
-                if (v == -1 && PyErr_Occurred()) return -1;
-                vals[i].v.i = v;
-            } else
-                return wrong_type(op, i, ty, a);
+            if (PyBool_Check(a)) return wrong_type(op, i, a);
+            if (to_int64(op, i, a, &vals[i].v.i) < 0) return -1;
             break;
         case OC_ARG_BOOL:
-            if (PyBool_Check(a)) vals[i].v.b = a == Py_True;
-            else return wrong_type(op, i, ty, a);
+            if (!PyBool_Check(a)) return wrong_type(op, i, a);
+            vals[i].v.b = a == Py_True;
             break;
         case OC_ARG_SCALAR:
-            if (PyBool_Check(a)) vals[i].v.scalar = oc_scalar_bool(a == Py_True);
-            else if (PyLong_Check(a)) {
-                long long v = PyLong_AsLongLong(a);
-                if (v == -1 && PyErr_Occurred()) return -1;
-                vals[i].v.scalar = oc_scalar_int(v);
-            } else if (PyFloat_Check(a)) vals[i].v.scalar = oc_scalar_float(PyFloat_AS_DOUBLE(a));
-            else return wrong_type(op, i, ty, a);
+            if (to_scalar(op, i, a, &vals[i].v.scalar) < 0) return -1;
+            break;
+        case OC_ARG_STR:
+            if (!PyUnicode_Check(a)) return wrong_type(op, i, a);
+            vals[i].v.s = PyUnicode_AsUTF8(a); /* lives as long as `a`, which the caller holds */
+            if (!vals[i].v.s) return -1;
+            break;
+        case OC_ARG_DTYPE: {
+            int dt = ocpy_dtype_of(a);
+            if (dt < 0) {
+                ocpy_arg_error(op, "argument %d '%s': expected a dtype (torch.float32, numpy.float32 or "
+                               "'float32'), got %R", i + 1, oc_op_arg_name(op, i), a);
+                return -1;
+            }
+            vals[i].v.dtype = (oc_dtype)dt;
+            break;
+        }
+        case OC_ARG_NONE:
             break;
         }
     }
@@ -142,20 +307,26 @@ static int convert(OpObject *o, PyObject **bound, int meta, oc_value *vals, oc_t
 /* A call's arguments (positional and keyword) as oc_values in schema
  * order; `meta`: tensors are read for their shapes only. */
 static int arguments(OpObject *o, PyObject *const *args, size_t nargsf, PyObject *kwnames, int meta,
-                     oc_value *vals, oc_tensor *tensors)
+                     oc_value *vals, oc_tensor *tensors, arena *ar, PyObject **bound)
 {
-    PyObject *bound[MAX_ARGS];
     if (bind(o, args, PyVectorcall_NARGS(nargsf), kwnames, bound) < 0) return -1;
-    return convert(o, bound, meta, vals, tensors);
+    return convert(o, bound, meta, vals, tensors, ar);
 }
 
 /* ---- the output allocator --------------------------------------------------- */
+
+/* Results are made in the caller's kind: torch tensors for torch inputs
+ * (and when nothing says otherwise and torch is there), NumPy arrays for
+ * NumPy and other DLPack inputs (then converted back, e.g. to JAX arrays,
+ * by `convert`). */
+typedef enum { ALLOC_TORCH, ALLOC_NUMPY } alloc_kind;
 
 typedef struct {
     PyThreadState *tstate; /* the caller's, saved while the GIL is released */
     pthread_t thread;      /* the caller's thread */
     const oc_op *op;
-    PyObject *result;                     /* the torch tensor made */
+    alloc_kind kind;
+    PyObject *results[OC_MAX_RESULTS];       /* the tensors or arrays made */
     PyObject *exc_type, *exc_value, *exc_tb; /* a Python error inside the allocator */
 } alloc_ctx;
 
@@ -174,8 +345,35 @@ static PyObject *sizes_tuple(const oc_tensor *t)
     return tup;
 }
 
-static oc_status alloc_locked(alloc_ctx *c, const oc_tensor *meta, oc_tensor *out)
+static oc_status alloc_numpy(alloc_ctx *c, int index, const oc_tensor *meta, oc_tensor *out)
 {
+    if (ocpy_numpy_init() < 0) return OC_ERROR;
+    if (!ocpy_np_dtypes[meta->dtype]) {
+        PyErr_Format(PyExc_TypeError, "opcore: op '%s': a %s result needs NumPy support for that dtype "
+                     "(bfloat16: pip install ml_dtypes)", oc_op_qualname(c->op), oc_dtype_name(meta->dtype));
+        return OC_ERROR;
+    }
+    PyObject *sizes = sizes_tuple(meta);
+    PyObject *arr = sizes ? PyObject_CallFunctionObjArgs(ocpy_np_empty, sizes, ocpy_np_dtypes[meta->dtype], NULL) : NULL;
+    Py_XDECREF(sizes);
+    if (!arr) return OC_ERROR;
+    void *data = oc_numel(meta) ? ocpy_numpy_data(arr) : NULL;
+    if (!data && oc_numel(meta)) {
+        Py_DECREF(arr);
+        return OC_ERROR;
+    }
+    oc_status st = oc_tensor_init(out, data, meta->dtype, meta->ndim, meta->sizes);
+    if (st != OC_OK) {
+        Py_DECREF(arr);
+        return st;
+    }
+    c->results[index] = arr;
+    return OC_OK;
+}
+
+static oc_status alloc_locked(alloc_ctx *c, int index, const oc_tensor *meta, oc_tensor *out)
+{
+    if (c->kind == ALLOC_NUMPY) return alloc_numpy(c, index, meta, out);
     if (!ocpy_empty_fn || !ocpy_dtypes[meta->dtype]) {
         PyErr_SetString(PyExc_RuntimeError, "opcore: torch is not registered (import opcore.torch)");
         return OC_ERROR;
@@ -240,11 +438,11 @@ static oc_status alloc_locked(alloc_ctx *c, const oc_tensor *meta, oc_tensor *ou
         Py_DECREF(t);
         return st;
     }
-    c->result = t;
+    c->results[index] = t;
     return OC_OK;
 }
 
-static oc_status alloc_cb(void *vctx, const oc_tensor *meta, oc_tensor *out)
+static oc_status alloc_cb(void *vctx, int index, const oc_tensor *meta, oc_tensor *out)
 {
     alloc_ctx *c = vctx;
     /* Re-take the GIL: on the calling thread (always, today) by restoring
@@ -254,10 +452,10 @@ static oc_status alloc_cb(void *vctx, const oc_tensor *meta, oc_tensor *out)
     PyGILState_STATE g = PyGILState_UNLOCKED;
     if (same) PyEval_RestoreThread(c->tstate);
     else g = PyGILState_Ensure();
-    oc_status st = alloc_locked(c, meta, out);
+    oc_status st = alloc_locked(c, index, meta, out);
     if (st != OC_OK && PyErr_Occurred()) {
         PyErr_Fetch(&c->exc_type, &c->exc_value, &c->exc_tb);
-        oc_set_error(st, "op '%s': allocating the output failed (a Python exception)", oc_op_qualname(c->op));
+        oc_set_error(st, "op '%s': allocating result %d failed (a Python exception)", oc_op_qualname(c->op), index);
     }
     if (same) c->tstate = PyEval_SaveThread();
     else PyGILState_Release(g);
@@ -266,22 +464,102 @@ static oc_status alloc_cb(void *vctx, const oc_tensor *meta, oc_tensor *out)
 
 /* ---- calling --------------------------------------------------------------- */
 
+/* What the call returns: None, one result, or a tuple; aliased results are
+ * the argument objects the caller passed. Steals the fresh results. */
+static PyObject *results_object(OpObject *o, alloc_ctx *ctx, PyObject **bound)
+{
+    if (o->nresults == 0) Py_RETURN_NONE;
+    PyObject *items[OC_MAX_RESULTS];
+    for (int i = 0; i < o->nresults; i++) {
+        items[i] = o->alias[i] >= 0 ? Py_NewRef(bound[o->alias[i]]) : ctx->results[i];
+        ctx->results[i] = NULL;
+    }
+    if (o->nresults == 1) return items[0];
+    PyObject *tup = PyTuple_New(o->nresults);
+    if (!tup) {
+        for (int i = 0; i < o->nresults; i++) Py_XDECREF(items[i]);
+        return NULL;
+    }
+    for (int i = 0; i < o->nresults; i++) PyTuple_SET_ITEM(tup, i, items[i]);
+    return tup;
+}
+
+/* The first array-like argument decides the kind of the results, and for
+ * non-NumPy DLPack arrays (JAX...) how to convert them back: *convert is
+ * set to a new reference to that converter, or NULL. */
+static alloc_kind result_kind(OpObject *o, PyObject **bound, PyObject **convert)
+{
+    *convert = NULL;
+    for (int i = 0; i < o->nargs; i++) {
+        PyObject *a = bound[i];
+        if (!a || a == Py_None || (o->types[i] != OC_ARG_TENSOR && o->types[i] != OC_ARG_TENSOR_LIST)) continue;
+        if (o->types[i] == OC_ARG_TENSOR_LIST) {
+            if (!PySequence_Check(a) || PySequence_Size(a) < 1) continue;
+            a = PySequence_GetItem(a, 0);
+            if (!a) {
+                PyErr_Clear();
+                continue;
+            }
+            Py_DECREF(a); /* the list holds it */
+        }
+        if (ocpy_is_tensor(a)) return ALLOC_TORCH;
+        /* a JAX array: results go back through jax.numpy.asarray */
+        PyObject *mod = PyObject_GetAttrString((PyObject *)Py_TYPE(a), "__module__");
+        const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+        bool jax = m && strncmp(m, "jax", 3) == 0;
+        Py_XDECREF(mod);
+        PyErr_Clear();
+        if (jax) {
+            PyObject *jnp = PyImport_ImportModule("jax.numpy");
+            *convert = jnp ? PyObject_GetAttrString(jnp, "asarray") : NULL;
+            Py_XDECREF(jnp);
+            PyErr_Clear();
+        }
+        return ALLOC_NUMPY;
+    }
+    return ocpy_empty_fn ? ALLOC_TORCH : ALLOC_NUMPY;
+}
+
 static PyObject *op_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     OpObject *o = (OpObject *)self;
     oc_value vals[MAX_ARGS];
     oc_tensor tensors[MAX_ARGS];
-    if (arguments(o, args, nargsf, kwnames, 0, vals, tensors) < 0) return NULL;
-
-    alloc_ctx ctx = {NULL, pthread_self(), o->op, NULL, NULL, NULL, NULL};
-    oc_tensor out;
+    PyObject *bound[MAX_ARGS];
+    arena ar = {.n = 0};
+    if (arguments(o, args, nargsf, kwnames, 0, vals, tensors, &ar, bound) < 0) {
+        arena_free(&ar);
+        return NULL;
+    }
+    PyObject *convert = NULL;
+    alloc_ctx ctx = {.thread = pthread_self(), .op = o->op};
+    ctx.kind = result_kind(o, bound, &convert);
+    oc_tensor outs[OC_MAX_RESULTS];
     /* The GIL is released while the op runs (kernels may run long); the
      * allocator callback re-takes it for torch.empty. */
     ctx.tstate = PyEval_SaveThread();
-    oc_status st = oc_op_run(o->op, vals, o->nargs, alloc_cb, &ctx, &out);
+    oc_status st = oc_op_run(o->op, vals, o->nargs, alloc_cb, &ctx, outs);
     PyEval_RestoreThread(ctx.tstate);
-    if (st == OC_OK) return ctx.result;
-    Py_XDECREF(ctx.result);
+    arena_free(&ar);
+    if (st == OC_OK && convert) { /* back to the caller's framework (e.g. JAX) */
+        for (int i = 0; i < o->nresults; i++) {
+            if (!ctx.results[i]) continue;
+            PyObject *c = PyObject_CallOneArg(convert, ctx.results[i]);
+            if (!c) {
+                st = OC_ERROR;
+                break;
+            }
+            Py_SETREF(ctx.results[i], c);
+        }
+        Py_DECREF(convert);
+        if (st != OC_OK) {
+            for (int i = 0; i < o->nresults; i++) Py_XDECREF(ctx.results[i]);
+            return NULL;
+        }
+    }
+    Py_XDECREF(convert);
+    if (st == OC_OK) return results_object(o, &ctx, bound);
+    for (int i = 0; i < o->nresults; i++) Py_XDECREF(ctx.results[i]);
     if (ctx.exc_type) {
         PyErr_Restore(ctx.exc_type, ctx.exc_value, ctx.exc_tb);
         return NULL;
@@ -289,18 +567,127 @@ static PyObject *op_vectorcall(PyObject *self, PyObject *const *args, size_t nar
     return ocpy_raise_status(st, o->op);
 }
 
+static PyObject *metas_list(const oc_tensor *metas, int n)
+{
+    PyObject *list = PyList_New(n);
+    for (int i = 0; list && i < n; i++) {
+        PyObject *sizes = sizes_tuple(&metas[i]);
+        PyObject *item = sizes ? Py_BuildValue("(Ns)", sizes, oc_dtype_name(metas[i].dtype)) : NULL;
+        if (!item) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
 static PyObject *op_infer(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     OpObject *o = (OpObject *)self;
     oc_value vals[MAX_ARGS];
     oc_tensor tensors[MAX_ARGS];
-    if (arguments(o, args, nargsf, kwnames, 1, vals, tensors) < 0) return NULL;
-    oc_tensor meta;
-    oc_status st = oc_op_infer(o->op, vals, o->nargs, &meta);
+    PyObject *bound[MAX_ARGS];
+    arena ar = {.n = 0};
+    oc_tensor metas[OC_MAX_RESULTS];
+    oc_status st = OC_OK;
+    int rc = arguments(o, args, nargsf, kwnames, 1, vals, tensors, &ar, bound);
+    if (rc == 0) st = oc_op_infer(o->op, vals, o->nargs, metas);
+    arena_free(&ar);
+    if (rc < 0) return NULL;
     if (st != OC_OK) return ocpy_raise_status(st, o->op);
-    PyObject *sizes = sizes_tuple(&meta);
-    if (!sizes) return NULL;
-    return Py_BuildValue("(Ns)", sizes, oc_dtype_name(meta.dtype));
+    return metas_list(metas, o->nresults);
+}
+
+/* ---- dynamic shapes: op.trace(runs) ------------------------------------------ */
+
+static const char *const dim_op_names[] = {"const", "input", "add", "sub", "mul", "div", "ceil_div", "mod", "min", "max"};
+
+static PyObject *dim_expr(const oc_shape_trace *tr, int node)
+{
+    const oc_dim_node *n = &tr->nodes[node];
+    switch (n->op) {
+    case OC_DIM_CONST: return PyLong_FromLongLong(n->value);
+    case OC_DIM_INPUT: return Py_BuildValue("(siii)", "input", n->arg, n->item, n->dim);
+    default: {
+        PyObject *lhs = dim_expr(tr, n->lhs), *rhs = lhs ? dim_expr(tr, n->rhs) : NULL;
+        if (!rhs) {
+            Py_XDECREF(lhs);
+            return NULL;
+        }
+        return Py_BuildValue("(sNN)", dim_op_names[n->op], lhs, rhs);
+    }
+    }
+}
+
+/* op.trace(runs): runs is a list of (args tuple, kwargs dict), one per
+ * assignment of the dynamic sizes (tensors: anything with .shape and
+ * .dtype). Returns [(dtype name, [expr, ...]), ...] per result; an expr is
+ * an int, ("input", arg, item, dim) or (op, lhs, rhs). */
+static PyObject *op_trace(PyObject *self, PyObject *runs_obj)
+{
+    OpObject *o = (OpObject *)self;
+    PyObject *runs = PySequence_Fast(runs_obj, "trace(runs): runs must be a list of (args, kwargs)");
+    if (!runs) return NULL;
+    Py_ssize_t nruns = PySequence_Fast_GET_SIZE(runs);
+    if (nruns < 2 || nruns > 8) {
+        Py_DECREF(runs);
+        return PyErr_Format(PyExc_ValueError, "trace(runs): 2 to 8 runs, got %zd", nruns);
+    }
+    struct run {
+        oc_value vals[MAX_ARGS];
+        oc_tensor tensors[MAX_ARGS];
+        PyObject *bound[MAX_ARGS];
+        arena ar;
+    } *rs = PyMem_Calloc((size_t)nruns, sizeof *rs);
+    oc_shape_trace *tr = PyMem_Malloc(sizeof *tr);
+    const oc_value *argv[8];
+    PyObject *result = NULL;
+    if (!rs || !tr) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t r = 0; r < nruns; r++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(runs, r), *a, *kw;
+        if (!PyArg_ParseTuple(pair, "O!O!:trace run", &PyTuple_Type, &a, &PyDict_Type, &kw)) goto done;
+        /* keyword arguments after the positional ones, as vectorcall has them */
+        Py_ssize_t na = PyTuple_GET_SIZE(a), nk = PyDict_GET_SIZE(kw), pos = 0, k = 0;
+        PyObject *flat[MAX_ARGS], *key, *value;
+        if (na + nk > MAX_ARGS) {
+            ocpy_arg_error(o->op, "too many arguments");
+            goto done;
+        }
+        PyObject *kwnames = nk ? PyTuple_New(nk) : NULL;
+        for (Py_ssize_t i = 0; i < na; i++) flat[i] = PyTuple_GET_ITEM(a, i);
+        while (PyDict_Next(kw, &pos, &key, &value)) {
+            flat[na + k] = value;
+            PyTuple_SET_ITEM(kwnames, k++, Py_NewRef(key));
+        }
+        int rc = arguments(o, flat, (size_t)na, kwnames, 1, rs[r].vals, rs[r].tensors, &rs[r].ar, rs[r].bound);
+        Py_XDECREF(kwnames);
+        if (rc < 0) goto done;
+        argv[r] = rs[r].vals;
+    }
+    oc_status st = oc_op_trace_shapes(o->op, argv, (int)nruns, o->nargs, tr);
+    if (st != OC_OK) {
+        ocpy_raise_status(st, o->op);
+        goto done;
+    }
+    result = PyList_New(tr->num_results);
+    for (int i = 0; result && i < tr->num_results; i++) {
+        PyObject *dims = PyList_New(tr->ndims[i]);
+        for (int d = 0; dims && d < tr->ndims[i]; d++) {
+            PyObject *e = dim_expr(tr, tr->sizes[i][d]);
+            if (!e) Py_CLEAR(dims);
+            else PyList_SET_ITEM(dims, d, e);
+        }
+        PyObject *item = dims ? Py_BuildValue("(sN)", oc_dtype_name(tr->dtypes[i]), dims) : NULL;
+        if (!item) Py_CLEAR(result);
+        else PyList_SET_ITEM(result, i, item);
+    }
+done:
+    for (Py_ssize_t r = 0; rs && r < nruns; r++) arena_free(&rs[r].ar);
+    PyMem_Free(rs);
+    PyMem_Free(tr);
+    Py_DECREF(runs);
+    return result;
 }
 
 /* ---- attributes ------------------------------------------------------------ */
@@ -311,35 +698,90 @@ static PyObject *value_to_py(const oc_value *v)
     case OC_ARG_FLOAT: return PyFloat_FromDouble(v->v.f);
     case OC_ARG_INT: return PyLong_FromLongLong(v->v.i);
     case OC_ARG_BOOL: return PyBool_FromLong(v->v.b);
+    case OC_ARG_STR: return PyUnicode_FromString(v->v.s);
+    case OC_ARG_DTYPE: return PyUnicode_FromString(oc_dtype_name(v->v.dtype));
     case OC_ARG_SCALAR:
         switch (v->v.scalar.kind) {
         case OC_SCALAR_FLOAT: return PyFloat_FromDouble(v->v.scalar.value.f);
         case OC_SCALAR_INT: return PyLong_FromLongLong(v->v.scalar.value.i);
         default: return PyBool_FromLong(v->v.scalar.value.b);
         }
-    case OC_ARG_TENSOR: break;
+    case OC_ARG_INT_LIST:
+    case OC_ARG_FLOAT_LIST: {
+        int64_t n = v->type == OC_ARG_INT_LIST ? v->v.ints.count : v->v.floats.count;
+        PyObject *list = PyList_New((Py_ssize_t)n);
+        for (int64_t k = 0; list && k < n; k++) {
+            PyObject *x = v->type == OC_ARG_INT_LIST ? PyLong_FromLongLong(v->v.ints.values[k])
+                                                     : PyFloat_FromDouble(v->v.floats.values[k]);
+            if (!x) Py_CLEAR(list);
+            else PyList_SET_ITEM(list, (Py_ssize_t)k, x);
+        }
+        return list;
+    }
+    case OC_ARG_TENSOR:
+    case OC_ARG_TENSOR_LIST:
+    case OC_ARG_NONE: break;
     }
     Py_RETURN_NONE;
 }
 
-/* [(name, type, has_default, default), ...] */
+static PyObject *default_of(OpObject *o, int i)
+{
+    return o->has_default[i] ? value_to_py(&o->defaults[i]) : Py_NewRef(Py_None);
+}
+
+/* [(name, base type, has_default, default), ...] */
 static PyObject *op_get_args(PyObject *self, void *closure)
 {
     (void)closure;
     OpObject *o = (OpObject *)self;
     PyObject *list = PyList_New(o->nargs);
-    if (!list) return NULL;
-    for (int i = 0; i < o->nargs; i++) {
-        PyObject *dflt = o->has_default[i] ? value_to_py(&o->defaults[i]) : (Py_INCREF(Py_None), Py_None);
-        PyObject *item = dflt ? Py_BuildValue("(OsON)", PyTuple_GET_ITEM(o->argnames, i),
-                                              oc_arg_type_name(o->types[i]),
+    for (int i = 0; list && i < o->nargs; i++) {
+        PyObject *dflt = default_of(o, i);
+        PyObject *item = dflt ? Py_BuildValue("(OsON)", PyTuple_GET_ITEM(o->argnames, i), oc_arg_type_name(o->types[i]),
                                               o->has_default[i] ? Py_True : Py_False, dflt)
                               : NULL;
-        if (!item) {
-            Py_DECREF(list);
-            return NULL;
-        }
-        PyList_SET_ITEM(list, i, item);
+        if (!item) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
+/* [{name, type, schema_type, optional, mutable, list_len, keyword_only,
+ *   has_default, default}, ...] */
+static PyObject *op_get_arg_info(PyObject *self, void *closure)
+{
+    (void)closure;
+    OpObject *o = (OpObject *)self;
+    const oc_op *op = o->op;
+    PyObject *list = PyList_New(o->nargs);
+    for (int i = 0; list && i < o->nargs; i++) {
+        PyObject *dflt = default_of(o, i);
+        PyObject *item = dflt ? Py_BuildValue(
+                                    "{s:O,s:s,s:s,s:O,s:O,s:L,s:O,s:O,s:N}", "name", PyTuple_GET_ITEM(o->argnames, i),
+                                    "type", oc_arg_type_name(o->types[i]), "schema_type", oc_op_arg_schema_type(op, i),
+                                    "optional", o->optional[i] ? Py_True : Py_False, "mutable",
+                                    oc_op_arg_mutable(op, i) ? Py_True : Py_False, "list_len", (long long)o->list_len[i],
+                                    "keyword_only", oc_op_arg_keyword_only(op, i) ? Py_True : Py_False, "has_default",
+                                    o->has_default[i] ? Py_True : Py_False, "default", dflt)
+                              : NULL;
+        if (!item) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
+/* [(name, alias argument index or None), ...] */
+static PyObject *op_get_results(PyObject *self, void *closure)
+{
+    (void)closure;
+    OpObject *o = (OpObject *)self;
+    PyObject *list = PyList_New(o->nresults);
+    for (int i = 0; list && i < o->nresults; i++) {
+        PyObject *alias = o->alias[i] >= 0 ? PyLong_FromLong(o->alias[i]) : Py_NewRef(Py_None);
+        PyObject *item = alias ? Py_BuildValue("(sN)", oc_op_result_name(o->op, i), alias) : NULL;
+        if (!item) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, i, item);
     }
     return list;
 }
@@ -368,6 +810,12 @@ static PyObject *op_get_library(PyObject *self, void *c)
     return PyUnicode_FromString(oc_library_name(oc_op_library(((OpObject *)self)->op)));
 }
 
+static PyObject *op_get_multicore(PyObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(oc_op_multicore(((OpObject *)self)->op));
+}
+
 static PyObject *op_repr(PyObject *self)
 {
     return PyUnicode_FromFormat("<opcore op %s: %s>", oc_op_qualname(((OpObject *)self)->op),
@@ -384,8 +832,14 @@ static void op_dealloc(PyObject *self)
 
 static PyMethodDef op_methods[] = {
     {"infer", (PyCFunction)(void (*)(void))op_infer, METH_FASTCALL | METH_KEYWORDS,
-     "infer(*args, **kwargs) -> (sizes, dtype_name)\nRun the shape function on tensors' shapes and dtypes "
-     "only: FakeTensors, meta tensors and plain shape specs (.shape and .dtype, e.g. jax.ShapeDtypeStruct) work."},
+     "infer(*args, **kwargs) -> [(sizes, dtype_name), ...]\nRun the shape function on tensors' shapes and dtypes "
+     "only, one entry per result: FakeTensors, meta tensors and plain shape specs (.shape and .dtype, e.g. "
+     "jax.ShapeDtypeStruct) work."},
+    {"trace", op_trace, METH_O,
+     "trace(runs) -> [(dtype_name, [expr, ...]), ...]\nDynamic shapes: run the shape function once per "
+     "(args, kwargs) in runs (the same arguments with other values for the dynamic sizes) and explain each "
+     "result size as an int, ('input', arg, item, dim) or (op, lhs, rhs) with op in add, sub, mul, div, "
+     "ceil_div, mod, min, max."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef op_getset[] = {
@@ -393,7 +847,11 @@ static PyGetSetDef op_getset[] = {
     {"name", op_get_name, NULL, "the op's name", NULL},
     {"schema", op_get_schema, NULL, "the schema as written in oc_def", NULL},
     {"library", op_get_library, NULL, "the library's name (the namespace)", NULL},
+    {"multicore", op_get_multicore, NULL, "True if the kernel runs on every core", NULL},
     {"args", op_get_args, NULL, "[(name, type, has_default, default), ...]", NULL},
+    {"arg_info", op_get_arg_info, NULL, "one dict per argument: name, type, schema_type, optional, mutable, "
+     "list_len, keyword_only, has_default, default", NULL},
+    {"results", op_get_results, NULL, "[(name, index of the argument it returns or None), ...]", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 PyTypeObject ocpy_OpType = {
@@ -419,14 +877,18 @@ PyObject *ocpy_op_new(const oc_op *op)
     o->vectorcall = op_vectorcall;
     o->op = op;
     o->nargs = n;
+    o->nresults = oc_op_num_results(op);
     o->argnames = PyTuple_New(n);
     o->qualname = PyUnicode_FromString(oc_op_qualname(op));
     if (!o->argnames || !o->qualname) {
         Py_DECREF(o);
         return NULL;
     }
+    for (int i = 0; i < o->nresults; i++) o->alias[i] = oc_op_result_alias(op, i);
     for (int i = 0; i < n; i++) {
         o->types[i] = oc_op_arg_type(op, i);
+        o->optional[i] = oc_op_arg_optional(op, i);
+        o->list_len[i] = oc_op_arg_list_len(op, i);
         memset(&o->defaults[i], 0, sizeof o->defaults[i]);
         o->has_default[i] = oc_op_arg_default(op, i, &o->defaults[i]);
         PyObject *name = PyUnicode_InternFromString(oc_op_arg_name(op, i));

@@ -61,7 +61,20 @@ int ocpy_dtype_of(PyObject *dtype_obj);
  * anything with .data_ptr). */
 int ocpy_is_tensor(PyObject *obj);
 
-int ocpy_view_tensor(const oc_op *op, int index, PyObject *obj, int meta, oc_tensor *t);
+/* `keep`: where to hold objects that must outlive the call (DLPack
+ * capsules of non-torch arrays); a list made on first need. */
+int ocpy_view_tensor(const oc_op *op, int index, PyObject *obj, int meta, oc_tensor *t, PyObject **keep);
+
+/* ---- NumPy (tensor.c) ----------------------------------------------------- */
+
+/* numpy.empty and the numpy dtypes in oc_dtype order (bfloat16 from
+ * ml_dtypes when installed, else NULL), imported on first use; -1 with an
+ * ImportError naming what is missing. */
+int ocpy_numpy_init(void);
+extern PyObject *ocpy_np_empty, *ocpy_np_dtypes[OC_NUM_DTYPES];
+
+/* The data pointer of a NumPy array (NULL with an exception on failure). */
+void *ocpy_numpy_data(PyObject *arr);
 
 /* ---- the Op type (op.c) -------------------------------------------------- */
 

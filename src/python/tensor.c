@@ -1,12 +1,18 @@
-/* src/python/tensor.c — viewing torch tensors as oc_tensor, zero copy.
+/* src/python/tensor.c — viewing framework tensors as oc_tensor, zero copy.
  *
- * Only Python attributes are used, so real tensors, FakeTensors and meta
- * tensors all work: the shape pass (meta != 0) reads .shape, .stride() and
- * .dtype; the eager pass also checks .is_cpu and reads .data_ptr().
+ * torch tensors through Python attributes, so real tensors, FakeTensors and
+ * meta tensors all work: the shape pass (meta != 0) reads .shape, .stride()
+ * and .dtype; the eager pass also checks .is_cpu and reads .data_ptr().
+ * Anything else with __dlpack__ (NumPy and JAX arrays, CuPy, ...) through
+ * DLPack: its capsule is kept alive for the call, and released after it.
  */
 #include "pyopcore.h"
 
 #include <string.h>
+
+#include "opcore/dlpack.h"
+
+PyObject *ocpy_np_empty, *ocpy_np_dtypes[OC_NUM_DTYPES];
 
 static PyObject *descrs[OCPY_NUM_ATTRS]; /* borrowed from TensorBase's dict */
 
@@ -128,15 +134,152 @@ int ocpy_is_tensor(PyObject *obj)
     return PyObject_HasAttr(obj, ocpy_str_data_ptr);
 }
 
-int ocpy_view_tensor(const oc_op *op, int index, PyObject *obj, int meta, oc_tensor *t)
+int ocpy_numpy_init(void)
+{
+    if (ocpy_np_empty) return 0;
+    PyObject *np = PyImport_ImportModule("numpy");
+    if (!np) return -1;
+    PyObject *empty = PyObject_GetAttrString(np, "empty"), *dtype = PyObject_GetAttrString(np, "dtype");
+    Py_DECREF(np);
+    if (!empty || !dtype) {
+        Py_XDECREF(empty);
+        Py_XDECREF(dtype);
+        return -1;
+    }
+    for (int i = 0; i < OC_NUM_DTYPES; i++) {
+        const char *name = i == OC_BOOL ? "bool" : oc_dtype_name((oc_dtype)i);
+        PyObject *d = NULL;
+        if (i == OC_BFLOAT16) { /* NumPy has no bfloat16: ml_dtypes (which JAX uses) does */
+            PyObject *ml = PyImport_ImportModule("ml_dtypes");
+            PyObject *bf = ml ? PyObject_GetAttrString(ml, "bfloat16") : NULL;
+            d = bf ? PyObject_CallOneArg(dtype, bf) : NULL;
+            Py_XDECREF(ml);
+            Py_XDECREF(bf);
+            PyErr_Clear();
+        } else {
+            d = PyObject_CallFunction(dtype, "s", name);
+        }
+        Py_XSETREF(ocpy_np_dtypes[i], d);
+        if (!d && PyErr_Occurred()) {
+            Py_DECREF(empty);
+            Py_DECREF(dtype);
+            return -1;
+        }
+    }
+    Py_DECREF(dtype);
+    ocpy_np_empty = empty;
+    return 0;
+}
+
+void *ocpy_numpy_data(PyObject *arr)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arr, &view, PyBUF_SIMPLE | PyBUF_WRITABLE) == 0) {
+        void *p = view.buf;
+        PyBuffer_Release(&view);
+        return p;
+    }
+    /* dtypes the buffer protocol cannot describe: the array interface */
+    PyErr_Clear();
+    PyObject *ai = PyObject_GetAttrString(arr, "__array_interface__");
+    PyObject *data = ai ? PyDict_GetItemString(ai, "data") : NULL;
+    void *p = data && PyTuple_Check(data) ? PyLong_AsVoidPtr(PyTuple_GET_ITEM(data, 0)) : NULL;
+    Py_XDECREF(ai);
+    if (!p && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "opcore: cannot find the array's data");
+    return p;
+}
+
+/* A read-only NumPy array, which the DLPack version Debian ships cannot
+ * export: its array interface, marked read-only (zero copy too). */
+static int view_array_interface(const oc_op *op, int index, PyObject *obj, oc_tensor *t)
+{
+    PyObject *ai = PyObject_GetAttrString(obj, "__array_interface__");
+    PyObject *dt = PyObject_GetAttrString(obj, "dtype");
+    PyObject *shape = ai ? PyDict_GetItemString(ai, "shape") : NULL;
+    PyObject *strides = ai ? PyDict_GetItemString(ai, "strides") : NULL;
+    PyObject *data = ai ? PyDict_GetItemString(ai, "data") : NULL;
+    int dtype = dt ? ocpy_dtype_of(dt) : -1, rc = -1;
+    Py_ssize_t ndim = shape && PyTuple_Check(shape) ? PyTuple_GET_SIZE(shape) : -1;
+    if (dtype < 0 || ndim < 0 || ndim > OC_MAX_DIMS || !data || !PyTuple_Check(data)) {
+        PyErr_Clear();
+        ocpy_arg_error(op, "argument %d '%s': cannot view this %s (dtype %R)", index + 1, oc_op_arg_name(op, index),
+                       Py_TYPE(obj)->tp_name, dt ? dt : Py_None);
+        goto done;
+    }
+    int64_t sizes[OC_MAX_DIMS], elem_strides[OC_MAX_DIMS];
+    size_t item = oc_dtype_size((oc_dtype)dtype);
+    for (Py_ssize_t d = 0; d < ndim; d++) {
+        sizes[d] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, d));
+        if (strides && PyTuple_Check(strides)) elem_strides[d] = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, d)) / (int64_t)item;
+    }
+    void *ptr = PyLong_AsVoidPtr(PyTuple_GET_ITEM(data, 0));
+    if (PyErr_Occurred()) goto done;
+    if (strides && PyTuple_Check(strides)) oc_tensor_init_strided(t, ptr, (oc_dtype)dtype, (int)ndim, sizes, elem_strides);
+    else oc_tensor_init(t, ptr, (oc_dtype)dtype, (int)ndim, sizes);
+    t->flags = PyObject_IsTrue(PyTuple_GET_ITEM(data, 1)) ? OC_TENSOR_READONLY : 0;
+    rc = 0;
+done:
+    Py_XDECREF(ai);
+    Py_XDECREF(dt);
+    return rc;
+}
+
+/* A non-torch array through DLPack (zero copy). */
+static int view_dlpack(const oc_op *op, int index, PyObject *obj, oc_tensor *t, PyObject **keep)
+{
+    const char *argname = oc_op_arg_name(op, index);
+    PyObject *cap = PyObject_CallMethod(obj, "__dlpack__", NULL);
+    if (!cap && PyObject_HasAttrString(obj, "__array_interface__")) {
+        PyErr_Clear();
+        return view_array_interface(op, index, obj, t);
+    }
+    if (!cap) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        ocpy_arg_error(op, "argument %d '%s': %s.__dlpack__() failed: %S", index + 1, argname,
+                       Py_TYPE(obj)->tp_name, value ? value : Py_None);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        return -1;
+    }
+    DLManagedTensor *m = PyCapsule_IsValid(cap, "dltensor") ? PyCapsule_GetPointer(cap, "dltensor") : NULL;
+    if (!m) {
+        Py_DECREF(cap);
+        PyErr_Clear();
+        ocpy_arg_error(op, "argument %d '%s': %s.__dlpack__() did not return a DLPack capsule", index + 1,
+                       argname, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (oc_tensor_from_dlpack(&m->dl_tensor, t) != OC_OK) {
+        Py_DECREF(cap);
+        ocpy_arg_error(op, "argument %d '%s' (%s): %s", index + 1, argname, Py_TYPE(obj)->tp_name,
+                       oc_errmsg() + strlen("oc_tensor_from_dlpack: "));
+        return -1;
+    }
+    t->flags &= ~(uint32_t)OC_TENSOR_META;
+    /* The capsule owns the producer's reference: keep it until the call
+     * ends (its destructor then releases the array). */
+    if (!*keep && !(*keep = PyList_New(0))) {
+        Py_DECREF(cap);
+        return -1;
+    }
+    int rc = PyList_Append(*keep, cap);
+    Py_DECREF(cap);
+    return rc;
+}
+
+int ocpy_view_tensor(const oc_op *op, int index, PyObject *obj, int meta, oc_tensor *t, PyObject **keep)
 {
     const char *argname = oc_op_arg_name(op, index);
     /* The shape pass also takes plain shape specs (.shape and .dtype, like
      * jax.ShapeDtypeStruct or a numpy array): they describe row-major data. */
     int is_tensor = ocpy_is_tensor(obj);
+    if (!is_tensor && !meta && PyObject_HasAttrString(obj, "__dlpack__")) return view_dlpack(op, index, obj, t, keep);
     if (!is_tensor && !(meta && PyObject_HasAttr(obj, ocpy_str_shape) && PyObject_HasAttr(obj, ocpy_str_dtype))) {
         PyObject *tn = type_name_of(obj);
-        ocpy_arg_error(op, "argument %d '%s': expected a Tensor, got %U", index + 1, argname, tn);
+        ocpy_arg_error(op, "argument %d '%s': expected a Tensor (a torch tensor, or any array with __dlpack__ "
+                       "such as a NumPy or JAX array), got %U", index + 1, argname, tn);
         Py_XDECREF(tn);
         return -1;
     }

@@ -1,4 +1,4 @@
-/* Schema parsing, DLPack views, tensor basics, checked accessors in debug
+/* DLPack views, tensor basics, checked accessors in debug
  * builds, and shape functions written with the tensor library. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,7 +8,6 @@
 
 #include <cmocka.h>
 
-#include "library/schema.h"
 #include "opcore/dlpack.h"
 #include "opcore/engine.h"
 #include "opcore/host.h"
@@ -17,44 +16,6 @@
 static void assert_msg(const char *needle)
 {
     if (!strstr(oc_errmsg(), needle)) fail_msg("expected \"%s\" in: %s", needle, oc_errmsg());
-}
-
-static void test_schema_parse(void **state)
-{
-    (void)state;
-    oc_schema s;
-    assert_int_equal(oc__schema_parse("relu(Tensor x) -> Tensor", &s), OC_OK);
-    assert_string_equal(s.name, "relu");
-    assert_int_equal(s.num_args, 1);
-    assert_int_equal(oc__schema_parse("f(Tensor a, float b=1.5, int c=-3, bool d=True, *, Scalar e=2) -> Tensor", &s), OC_OK);
-    assert_int_equal(s.num_args, 5);
-    assert_true(s.args[1].has_default && s.args[1].default_value.v.f == 1.5);
-    assert_int_equal(s.args[2].default_value.v.i, -3);
-    assert_true(s.args[3].default_value.v.b);
-    assert_true(s.args[4].keyword_only);
-    assert_int_equal(s.args[4].default_value.v.scalar.kind, OC_SCALAR_INT);
-    assert_int_equal(oc__schema_parse("noargs() -> Tensor", &s), OC_OK);
-    char proto[256];
-    oc__schema_prototype(&s, "noargs", proto, sizeof proto);
-    assert_string_equal(proto, "oc_tensor *noargs(void)");
-    assert_int_equal(oc__schema_parse("g(Tensor x, float s, int n, bool b, Scalar v) -> Tensor", &s), OC_OK);
-    oc__schema_prototype(&s, "g", proto, sizeof proto);
-    assert_string_equal(proto, "oc_tensor *g(const oc_tensor *x, double s, int64_t n, bool b, oc_scalar v)");
-
-    assert_int_equal(oc__schema_parse("relu(Tensr x) -> Tensor", &s), OC_EINVAL);
-    assert_msg("unknown type 'Tensr'");
-    assert_int_equal(oc__schema_parse("relu(Tensor x)", &s), OC_EINVAL);
-    assert_msg("expected '->'");
-    assert_int_equal(oc__schema_parse("relu(Tensor x) -> float", &s), OC_EINVAL);
-    assert_msg("must be 'Tensor'");
-    assert_int_equal(oc__schema_parse("relu(Tensor x, Tensor x) -> Tensor", &s), OC_EINVAL);
-    assert_msg("duplicate");
-    assert_int_equal(oc__schema_parse("f(float a=1.0, float b) -> Tensor", &s), OC_EINVAL);
-    assert_int_equal(oc__schema_parse("f(Tensor x=1) -> Tensor", &s), OC_EINVAL);
-    assert_int_equal(oc__schema_parse("f(bool b=yes) -> Tensor", &s), OC_EINVAL);
-    assert_int_equal(oc__schema_parse("(Tensor x) -> Tensor", &s), OC_EINVAL);
-    assert_int_equal(oc__schema_parse("f(Tensor x) -> Tensor junk", &s), OC_EINVAL);
-    assert_msg("column");
 }
 
 static void test_dlpack_views(void **state)
@@ -163,7 +124,6 @@ static void test_debug_accessors_and_shape_ops(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_schema_parse),
         cmocka_unit_test(test_dlpack_views),
         cmocka_unit_test(test_tensor_basics),
         cmocka_unit_test(test_debug_accessors_and_shape_ops),

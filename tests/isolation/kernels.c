@@ -30,3 +30,20 @@ oc_tensor *overrun(const oc_tensor *x, int64_t arg)
         for (int64_t i = 0; i < n + arg; i++) o[i] = (float)i;
     return out;
 }
+
+/* Two results; writes `arg` floats past the end of result 1 (debug builds
+ * catch it per output). */
+void overrun2(const oc_tensor *x, int64_t arg)
+{
+    float *a = oc_dst_tensor_at(0)->data, *b = oc_dst_tensor_at(1)->data;
+    int64_t n = oc_numel(x);
+    for (int64_t i = 0; i < n; i++) a[i] = 1;
+    for (int64_t i = 0; i < n + arg; i++) b[i] = (float)i;
+}
+
+/* In place: x *= 2 (an aliased result is not shadowed). */
+void double_(oc_tensor *x)
+{
+    float *p = x->data;
+    for (int64_t i = 0; i < oc_numel(x); i++) p[i] *= 2;
+}

@@ -25,6 +25,13 @@ static oc_tensor *overrun_shape(const oc_tensor *x, int64_t arg)
     return oc_empty_like(x);
 }
 
+static void overrun2_shape(const oc_tensor *x, int64_t arg)
+{
+    (void)arg;
+    oc_set_result(0, oc_empty_like(x));
+    oc_set_result(1, oc_empty_like(x));
+}
+
 #ifndef ISO_NAME
 #define ISO_NAME iso
 #endif
@@ -36,4 +43,6 @@ ISO_LIBRARY(ISO_NAME, m)
     if (reg && *reg) iso_misbehave(atoi(reg), 0, iso_shape_buf, iso_kernel_buf);
     oc_def(m, "misbehave(Tensor x, int how, int arg=0) -> Tensor", misbehave_shape, "misbehave");
     oc_def(m, "overrun(Tensor x, int arg) -> Tensor", overrun_shape, "overrun");
+    oc_def(m, "overrun2(Tensor x, int arg) -> (Tensor a, Tensor b)", overrun2_shape, "overrun2");
+    oc_def(m, "double_(Tensor(a!) x) -> Tensor(a!)", NULL, "double_");
 }

@@ -146,6 +146,19 @@ def test_torch_debug_build_catches_overrun(iso_libs):
     assert "-DOC_DEBUG" in iso_libs["iso_debug"].cflags
 
 
+def test_torch_debug_build_guards_each_result(iso_libs):
+    x = torch.zeros(10)
+    for past in (1, 5000):
+        with pytest.raises(opcore.OpError, match=r"op 'iso_debug::overrun2'.*wrote past the end of output 1 "):
+            torch.ops.iso_debug.overrun2(x, past)
+    a, b = torch.ops.iso_debug.overrun2(x, 0)
+    assert torch.equal(a, torch.ones(10)) and torch.equal(b, torch.arange(10, dtype=torch.float32))
+    # an in-place result is the caller's own tensor, written directly
+    y = torch.arange(4, dtype=torch.float32)
+    torch.ops.iso_debug.double_(y)
+    assert torch.equal(y, torch.tensor([0.0, 2.0, 4.0, 6.0]))
+
+
 @pytest.mark.parametrize("how,status,text", [c for c in CASES if c[0] not in (3, 17, 14)])
 def test_library_block(opcore_build_dir, monkeypatch, how, status, text):
     """custom_op.load_library of a library whose OC_LIBRARY block misbehaves."""

@@ -1,34 +1,28 @@
 """opcore.profiler (issue 5): profile a torch training loop that uses an
-opcore op, then check every output — the gzipped Chrome trace, the XSpace
-read back by xprof's own conversion code, the summary, and the HTML report
-rendered by headless Chromium."""
-import gzip
-import importlib.util
+opcore op, then check the outputs -- the gzipped Chrome trace, the summary --
+and the Python API. xprof's tools: test_profiler_xprof.py; the HTML report
+in Chromium: test_profiler_html.py; PyTorch's and JAX's profilers on the same
+timeline: test_profiler_torch.py, test_profiler_jax.py."""
 import json
 import os
-import shutil
 import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
 torch = pytest.importorskip("torch")
 opcore = pytest.importorskip("opcore")
-custom_op = pytest.importorskip("opcore.custom_op")
 profiler = pytest.importorskip("opcore.profiler")
 from opcore import _C  # noqa: E402
+from test_profiler_support import BWD, FWD, REPO, load_trace, quiet_env, relu_ops, train  # noqa: E402,F401
 
 if not hasattr(_C, "profiler_start"):
     pytest.skip("opcore._C has no profiler methods (oc_py_profiler_methods not wired)",
                 allow_module_level=True)
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# examples/profiler/demo.py (seed 004's demo), by path: examples/mlp has a demo.py too
-_spec = importlib.util.spec_from_file_location("profiler_demo", os.path.join(REPO, "examples", "profiler", "demo.py"))
-demo = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(demo)
-FWD = "my_ops::relu_forward"
-BWD = "my_ops::relu_backward"
+STEPS = 5
 
 
 @pytest.fixture(autouse=True)
@@ -38,68 +32,17 @@ def _quiet_and_fixed_bw(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def relu_ops(tmp_path_factory):
-    try:  # another test module may have loaded a my_ops ReLU already
-        torch.ops.my_ops.relu_forward
-    except (AttributeError, RuntimeError):
-        demo.load_relu(multicore=True, build_directory=str(tmp_path_factory.mktemp("relu_build")))
-    return torch.ops.my_ops
-
-
-# The seed 004 demo's own ReLU (forward and backward are opcore ops).
-Relu = demo.Relu
-
-
-class MLP(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = torch.nn.Linear(64, 256)
-        self.fc2 = torch.nn.Linear(256, 10)
-
-    def forward(self, x):
-        return torch.log_softmax(self.fc2(Relu.apply(self.fc1(x))), dim=1)
-
-
-STEPS = 5
-
-
-def train(steps=STEPS):
-    torch.manual_seed(0)
-    with profiler.trace("model_setup"):
-        model = MLP()
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    for step in range(steps):
-        profiler.step(step)
-        x = torch.randn(32, 64)
-        y = torch.randint(0, 10, (32,))
-        opt.zero_grad()
-        with profiler.trace("model_build"):
-            loss = torch.nn.functional.nll_loss(model(x), y)
-        with profiler.trace("loss_backward"):
-            loss.backward()
-        with profiler.trace("optimizer_step"):
-            opt.step()
-
-
-@pytest.fixture(scope="module")
 def torch_profile(relu_ops, tmp_path_factory):
     logdir = tmp_path_factory.mktemp("logs")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("OPCORE_PROFILE_QUIET", "1")
-    mp.setenv("OPCORE_MEMBW_GBPS", "20")
+    mp = quiet_env()
     try:
         with profiler.profile(logdir=str(logdir), run_name="torch") as p:
             assert profiler.enabled()
-            train()
+            train(STEPS)
     finally:
         mp.undo()
     assert not profiler.enabled()
     return p
-
-
-def load_trace(p):
-    with gzip.open(p.trace_path, "rt", encoding="utf-8") as f:
-        return json.load(f)
 
 
 def test_outputs_exist(torch_profile):
@@ -150,6 +93,7 @@ def test_chrome_trace_has_every_core_steps_and_blocks(torch_profile):
 def test_summary(torch_profile):
     s = torch_profile.summary
     assert s["membw_gbps"] == 20.0
+    assert s["membw_source"] == "set by OPCORE_MEMBW_GBPS"
     ops = {o["op"]: o for o in s["ops"]}
     for op in (FWD, BWD):
         o = ops[op]
@@ -172,62 +116,6 @@ def test_summary(torch_profile):
     assert {r[0] for r in rows} >= {FWD, BWD}
 
 
-def test_xprof_reads_the_xplane(torch_profile):
-    raw_to_tool_data = pytest.importorskip("xprof.convert.raw_to_tool_data")
-    path = torch_profile.xplane_path
-    assert "trace_viewer" in ",".join(raw_to_tool_data.xspace_to_tool_names([path]))
-    data, content_type = raw_to_tool_data.xspace_to_tool_data([path], "trace_viewer", {})
-    assert content_type == "application/json"
-    tv = json.loads(data)
-    ev = tv["traceEvents"]
-    procs = {e["pid"]: e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "process_name"}
-    assert "/host:CPU" in procs.values() and "/device:CUSTOM:0" in procs.values()
-    engine = next(pid for pid, n in procs.items() if n == "/device:CUSTOM:0")
-    threads = {e["tid"]: e["args"]["name"] for e in ev
-               if e.get("ph") == "M" and e["name"] == "thread_name" and e["pid"] == engine}
-    ncores = torch_profile.summary["engine_cores"]
-    assert sorted(threads.values()) == sorted(f"core {i}" for i in range(ncores))
-    assert ncores >= 1
-    spans = [e for e in ev if e.get("ph") == "X"]
-    fwd = [e for e in spans if e["pid"] == engine and e["name"] == FWD]
-    assert len(fwd) == STEPS * int(fwd[0]["args"]["ncores"])
-    assert int(fwd[0]["args"]["bytes_in"]) > 0
-    names = {e["name"] for e in spans}
-    assert {BWD, "model_build", "loss_backward", "optimizer_step", "step 0"} <= names
-    # the other tools do not choke on it either
-    for tool in ("overview_page", "framework_op_stats"):
-        raw_to_tool_data.xspace_to_tool_data([path], tool, {})
-
-
-def _chromium():
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if shutil.which(name):
-            return shutil.which(name)
-    return None
-
-
-def test_html_report_renders_in_headless_chromium(torch_profile, tmp_path):
-    exe = _chromium()
-    if not exe:
-        pytest.skip("no chromium")
-    html = torch_profile.html_path
-    with open(html, encoding="utf-8") as f:
-        text = f.read()
-    assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")
-    assert "https://" not in text
-    r = subprocess.run(
-        [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-         f"--user-data-dir={tmp_path / 'chrome'}", "--dump-dom", "file://" + os.path.abspath(html)],
-        capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-2000:]
-    dom = r.stdout
-    assert FWD in dom and BWD in dom
-    assert "core 0" in dom
-    assert "<svg" in dom and "<rect" in dom
-    assert 'data-ready="1"' in dom  # the report's script ran without error
-    assert "loss_backward" in dom
-
-
 def test_operator_level_and_ms_duration(relu_ops, tmp_path):
     x = torch.randn(1000)
     with profiler.profile(logdir=str(tmp_path), profile_type="operator") as p:
@@ -238,7 +126,6 @@ def test_operator_level_and_ms_duration(relu_ops, tmp_path):
     assert not cats & {"shape", "alloc", "dispatch", "wait"}
     assert p.run_name  # a timestamp
 
-    import time
     with profiler.profile(logdir=str(tmp_path), ms_duration=50, run_name="short") as p:
         torch.ops.my_ops.relu_forward(x)
         time.sleep(0.15)
@@ -309,12 +196,11 @@ def test_jax_ops_are_recorded(relu_ops, tmp_path):
 
 def test_demo_runs_end_to_end(tmp_path):
     """examples/profiler/demo.py (seed 004's demo) with a tiny number of steps."""
-    import sys
     env = dict(os.environ, OPCORE_PROFILE_QUIET="1", OPCORE_MEMBW_GBPS="20")
     logdir = tmp_path / "logs"
     r = subprocess.run(
         [sys.executable, os.path.join(REPO, "examples", "profiler", "demo.py"), "--logdir", str(logdir),
-         "--run-name", "demo", "--epochs", "3", "--build-directory", str(tmp_path / "build")],
+         "--run-name", "demo", "--epochs", "3", "--build-directory", str(tmp_path / "build"), "--torch"],
         capture_output=True, text=True, timeout=300, env=env, cwd=str(tmp_path))
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     assert "End Training" in r.stdout
@@ -328,3 +214,4 @@ def test_demo_runs_end_to_end(tmp_path):
     assert blocks["model_build"] == blocks["loss_backward"] == blocks["optimizer_step"] == 3
     ops = {o["op"]: o for o in s["ops"]}
     assert ops[FWD]["calls"] == 6 and ops[BWD]["calls"] == 6  # two ReLUs per step
+    assert ops["aten::addmm"]["source"] == "torch" and ops["aten::addmm"]["calls"] == 9  # --torch: 3 Linear

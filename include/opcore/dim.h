@@ -1,0 +1,45 @@
+/* opcore/dim.h — size arithmetic that dynamic shapes can follow.
+ *
+ * Under torch.compile(dynamic=True), torch.export with a Dim and jax.export
+ * with a symbolic dimension, a size is a symbol, not a number. opcore still
+ * runs shape functions in plain C on numbers, then explains each result size
+ * in terms of the input sizes (see oc_op_trace_shapes in host.h):
+ *
+ *   - a size copied from an input (oc_empty_like(x), x->sizes[0]) stays
+ *     that input's symbol;
+ *   - a constant (OC_SHAPE(x->sizes[0], 10)) stays a constant;
+ *   - arithmetic on sizes must go through these helpers, which compute the
+ *     plain value and record how it was made:
+ *
+ *         int64_t rows = oc_dim_div(oc_numel(x), x->sizes[x->ndim - 1]);
+ *         int64_t out_h = oc_dim_add(oc_dim_div(oc_dim_sub(oc_dim_add(h, 2 * pad), k), stride), 1);
+ *
+ *     (2 * pad is fine: pad is not a size). oc_numel records its product.
+ *
+ * Plain C arithmetic on a dynamic size (x->sizes[0] * 2) gives the right
+ * number in eager calls, but under a dynamic-shape tracer it is an error
+ * that points here, never a silent constant. All helpers are ordinary
+ * functions in kernels too.
+ */
+#ifndef OPCORE_DIM_H
+#define OPCORE_DIM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int64_t oc_dim_add(int64_t a, int64_t b);      /* a + b */
+int64_t oc_dim_sub(int64_t a, int64_t b);      /* a - b */
+int64_t oc_dim_mul(int64_t a, int64_t b);      /* a * b */
+int64_t oc_dim_div(int64_t a, int64_t b);      /* floor(a / b); b > 0 */
+int64_t oc_dim_ceil_div(int64_t a, int64_t b); /* ceil(a / b); b > 0 */
+int64_t oc_dim_mod(int64_t a, int64_t b);      /* a mod b, in [0, b); b > 0 */
+int64_t oc_dim_min(int64_t a, int64_t b);
+int64_t oc_dim_max(int64_t a, int64_t b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OPCORE_DIM_H */

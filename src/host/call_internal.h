@@ -1,0 +1,51 @@
+/* src/host/call_internal.h — the call path's pieces, shared by call.c and
+ * the dynamic-shape tracer (trace.c). Internal. */
+#ifndef OPCORE_HOST_CALL_INTERNAL_H
+#define OPCORE_HOST_CALL_INTERNAL_H
+
+#include "engine/core.h"
+#include "library/registry.h"
+#include "opcore/host.h"
+
+/* Argument storage for one call: the kernel and shape function get
+ * pointers into it (libffi slots). Tensors are copies of the caller's
+ * structs (flags adjusted: inputs read-only), so the shape pass can hide
+ * their data and the caller's structs are never touched. */
+typedef union call_value {
+    double f;
+    int64_t i;
+    uint8_t b;
+    int dtype;
+    oc_scalar s;
+    const char *str;
+    oc_tensor_list tensors;
+    oc_int_list ints;
+    oc_float_list floats;
+} call_value;
+
+typedef struct call_frame {
+    int nargs;
+    oc_tensor tensors[OC_MAX_ARGS];          /* Tensor, Tensor?, Tensor(a!) */
+    const oc_tensor *tensor_ptrs[OC_MAX_ARGS];
+    call_value values[OC_MAX_ARGS];          /* by-value arguments */
+    call_value optional[OC_MAX_ARGS];        /* what a T? argument points at */
+    const void *optional_ptrs[OC_MAX_ARGS];  /* NULL for None */
+    void *slots[OC_MAX_ARGS];                /* libffi: one pointer per argument */
+    void **saved_data[OC_MAX_ARGS];          /* Tensor[]: items' data while hidden */
+    void *heap[OC_MAX_ARGS];                 /* list storage to free */
+    int nheap;
+} call_frame;
+
+/* Fill the frame from `args` in schema order, applying defaults and
+ * checking types. `need_data`: tensors must have data (a call) or may be
+ * meta (shape inference). Release with oc__frame_release even on failure. */
+oc_status oc__frame_bind(const struct oc_op *op, const oc_value *args, int nargs, bool need_data,
+                         call_frame *f);
+void oc__frame_release(call_frame *f);
+
+/* Run the shape function on the bound frame: out_meta[i] for each of the
+ * op's results (aliased ones from their arguments). `log`: where oc_dim_*
+ * record (NULL: nowhere). */
+oc_status oc__frame_infer(const struct oc_op *op, call_frame *f, oc_tensor *out_meta, oc_dim_log *log);
+
+#endif /* OPCORE_HOST_CALL_INTERNAL_H */

@@ -1,0 +1,67 @@
+/* Combining values across the cores of a multicore launch: oc_barrier and
+ * the oc_all_* collectives (kernel.h). The waiting is the engine's
+ * (pool.c); here, the kernel-facing entry points and the combine rules,
+ * applied in core order so the result does not depend on scheduling. */
+#include <math.h>
+
+#include "core/internal.h"
+#include "engine/core.h"
+#include "engine/pool.h"
+#include "opcore/kernel.h"
+
+void oc_barrier(void)
+{
+    oc_core *c = oc__kernel_core("oc_barrier");
+    if (c && c->count > 1) oc__pool_barrier(c);
+}
+
+static void sum_f64(void *acc, const void *x) { *(double *)acc += *(const double *)x; }
+
+/* NaN wins, as in torch.max / torch.min. */
+static void max_f64(void *acc, const void *x)
+{
+    double a = *(double *)acc, v = *(const double *)x;
+    if (isnan(v) || v > a) *(double *)acc = v;
+}
+
+static void min_f64(void *acc, const void *x)
+{
+    double a = *(double *)acc, v = *(const double *)x;
+    if (isnan(v) || v < a) *(double *)acc = v;
+}
+
+/* Unsigned: wraps like torch's int64 sum, without undefined behaviour. */
+static void sum_i64(void *acc, const void *x)
+{
+    *(int64_t *)acc = (int64_t)((uint64_t) * (int64_t *)acc + (uint64_t) * (const int64_t *)x);
+}
+
+static void all_reduce(const char *fn, void *value, oc_combine_fn combine)
+{
+    oc_core *c = oc__kernel_core(fn);
+    if (c && c->count > 1) oc__pool_allreduce(c, value, combine, value);
+}
+
+double oc_all_sum(double v)
+{
+    all_reduce("oc_all_sum", &v, sum_f64);
+    return v;
+}
+
+double oc_all_max(double v)
+{
+    all_reduce("oc_all_max", &v, max_f64);
+    return v;
+}
+
+double oc_all_min(double v)
+{
+    all_reduce("oc_all_min", &v, min_f64);
+    return v;
+}
+
+int64_t oc_all_sum_i64(int64_t v)
+{
+    all_reduce("oc_all_sum_i64", &v, sum_i64);
+    return v;
+}
