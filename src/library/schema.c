@@ -246,6 +246,9 @@ static oc_status list_default(parser *ps, oc_schema_arg *a)
             return failf(ps, "argument '%s': a %s default is a list such as [1, 1] (a single "
                              "number needs a fixed length: %s[2] %s=1)",
                          a->name, a->type_text, item == OC_ARG_INT ? "int" : "float", a->name);
+        if (a->list_len > OC_MAX_LIST_DEFAULT) /* found by fuzzing: int[404] s=2 overran the array */
+            return failf(ps, "argument '%s': a single-number default fills at most %d items, not %lld",
+                         a->name, OC_MAX_LIST_DEFAULT, (long long)a->list_len);
         oc_status st = number_default(ps, a, item, &v);
         if (st) return st;
         a->default_count = a->list_len;
