@@ -11,6 +11,9 @@
 FUZZ_CC        ?= clang-16
 FUZZ_TEST_TIME ?= 20
 FUZZ_TIME      ?= 600
+# make test fuzzes from a fixed seed (a run explores the same inputs every
+# time, so CI repeats what passed here); make fuzz from a random one (0).
+FUZZ_SEED      ?= 1
 FUZZ_DIR       := $(BUILD)/fuzz
 FUZZ_FLAGS     := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Iinclude -Isrc \
                   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
@@ -37,7 +40,7 @@ define run_fuzzer
 	        || { tail -40 $(FUZZ_DIR)/$(1)-regressions.log; exit 1; }; \
 	        echo "   $$(echo $$regs | wc -w) regression input(s) replayed: pass"; fi
 	@echo "== fuzz $(1): $(3) s from tests/fuzz/corpus/$(1)"
-	@$(FUZZ_ENV) $(2) -max_total_time=$(3) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	@$(FUZZ_ENV) $(2) -max_total_time=$(3) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -seed=$(FUZZ_SEED) \
 	    -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus-$(1) tests/fuzz/corpus/$(1) \
 	    > $(FUZZ_DIR)/$(1).log 2>&1 || { tail -40 $(FUZZ_DIR)/$(1).log; exit 1; }
 	@grep -E "^Done [0-9]+ runs" $(FUZZ_DIR)/$(1).log | sed "s/^/   /"
@@ -49,4 +52,4 @@ test-fuzz: fuzz-build
 	$(call run_fuzzer,idx,$(PYTHON) tests/fuzz/fuzz_idx.py,$(FUZZ_TEST_TIME))
 
 fuzz: deps fuzz-build
-	$(MAKE) test-fuzz FUZZ_TEST_TIME=$(FUZZ_TIME)
+	$(MAKE) test-fuzz FUZZ_TEST_TIME=$(FUZZ_TIME) FUZZ_SEED=0
