@@ -40,6 +40,7 @@
 #include <stdio.h>
 
 #include "check.h"
+#include "iter.h"
 #include "scalar.h"
 #include "tensor.h"
 #include "tensor_ops.h"
