@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "engine/core.h"
+#include "library/load_hint.h"
 #include "library/registry.h"
 #include "opcore/engine.h"
 #include "opcore/host.h"
@@ -147,7 +148,9 @@ oc_status oc_library_load(const char *path, oc_library **out)
     snprintf(lib->path, sizeof lib->path, "%s", real);
     lib->dev = st.st_dev;
     lib->ino = st.st_ino;
+    oc__loader_enter();
     lib->handle = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+    oc__loader_leave();
     if (!lib->handle) {
         oc_set_error(OC_ENOTFOUND, "cannot load op library %s: %s", path, dlerror());
         library_free(lib);
