@@ -62,6 +62,14 @@ typedef struct oc_build_result {
  * error saying so. */
 oc_status oc_build(const oc_build_options *opts, oc_build_result *result);
 
+/* Write a small op project called `name` into `dir` (NULL: ./name): a
+ * kernel (kernel.c), its shape function and registration (shape.c), a C
+ * test, a Python test, a Makefile (`make test` builds and runs both) and a
+ * README -- what `opcore new NAME` does. `name` must be a C identifier (it
+ * names lib<name>.so and the namespace). OC_EEXIST, with nothing written,
+ * if any of the files exists. */
+oc_status oc_new_project(const char *dir, const char *name);
+
 /* Directory of opcore's public headers and of libopcore, as the build uses
  * them (set OPCORE_INCLUDE_DIR / OPCORE_LIB_DIR to override). */
 const char *oc_build_include_dir(void);
