@@ -15,6 +15,8 @@ echo "== JAX custom call vs jnp"
 $PYTHON bench/jax_bench.py
 echo "== profiler overhead (off and on)"
 $PYTHON bench/profiler_bench.py
+echo "== broadcast add with the iterator vs torch.add"
+$PYTHON bench/iter_bench.py
 echo "== MLP training and inference"
 $PYTHON bench/mlp_bench.py --no-report "$@"
 $PYTHON bench/report.py --readme README.md

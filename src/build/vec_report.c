@@ -154,7 +154,10 @@ void oc__vec_report_format(const char *opt_info, const char *src, const char *sh
                 if (open >= 0 && text[19] == ':') add_reason(&ls.v[open], text + 21, strlen(text + 21));
             } else if (open >= 0 && !strncmp(text, "not vectorized: ", 16)) {
                 add_reason(&ls.v[open], text + 16, strlen(text + 16));
+            } else if (strncmp(text, "not vectorized: ", 16) != 0 && strncmp(text, "statement clobbers", 18) != 0) {
+                open = -1;
             } else if (!strncmp(text, "statement clobbers memory: ", 27) && ncalls < 64) {
+                open = -1;
                 /* gcc names a call this way, apart from the loop it blocks */
                 const char *call = strstr(text, " = ") ? strstr(text, " = ") + 3 : text + 27;
                 calls[ncalls].line = line;
@@ -162,7 +165,9 @@ void oc__vec_report_format(const char *opt_info, const char *src, const char *sh
                 sscanf(call, "%63[A-Za-z0-9_]", calls[ncalls].fn);
                 if (calls[ncalls].fn[0]) ncalls++;
             }
-        }
+        } else if (memmem(p, len, ": missed: ", 10) || memmem(p, len, ": optimized: ", 13) ||
+                 memmem(p, len, ": remark: ", 10))
+            open = -1; /* another file's diagnostic ends the reasons of `open` */
         p += len + (nl ? 1 : 0);
     }
     qsort(ls.v, (size_t)ls.n, sizeof *ls.v, by_line);

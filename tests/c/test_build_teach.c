@@ -17,6 +17,7 @@
 
 #include <dlfcn.h>
 
+#include "build/build_internal.h"
 #include "opcore/build.h"
 #include "opcore/host.h"
 #include "support/oplib.h"
@@ -204,6 +205,46 @@ static void test_vec_report(void **state)
     assert_null(r.vec_report);
 }
 
+/* The report's parser on canned compiler output (gcc 12 and clang 14
+ * wordings), independent of the compiler installed. */
+static void test_vec_report_parsing(void **state)
+{
+    (void)state;
+    const char *gcc =
+        "/s/k.c:7:12: missed: couldn't vectorize loop\n"
+        "/s/k.c:7:12: missed: not vectorized: loop nest containing two or more consecutive inner loops cannot be vectorized\n"
+        "/s/k.c:14:53: missed: couldn't vectorize loop\n"
+        "/s/k.c:14:53: missed: not vectorized: control flow in loop.\n"
+        "/s/k.c:11:35: optimized: loop vectorized using 32 byte vectors\n"
+        "/s/k.c:11:35: optimized:  loop versioned for vectorization because of possible aliasing\n"
+        "/s/k.c:11:35: optimized: loop vectorized using 16 byte vectors\n"
+        "/inc/opcore/vec.h:37:27: optimized: loop vectorized using 32 byte vectors\n"
+        "/s/k.c:20:27: missed: couldn't vectorize loop\n"
+        "/s/k.c:21:9: missed: statement clobbers memory: _5 = expf (_4);\n"
+        "/s/k.c:6:26: missed: not vectorized: vectorization is not profitable.\n";
+    oc__sb out = {0};
+    oc__vec_report_format(gcc, "/s/k.c", "k.c", &out);
+    const char *r = oc__sb_str(&out);
+    assert_contains(r, "k.c: 1 loop vectorized, 2 not\n");
+    assert_contains(r, "  k.c:11: vectorized (32-byte vectors, with a run-time overlap check)\n");
+    assert_contains(r, "  k.c:14: NOT vectorized: control flow in loop\n");
+    assert_contains(r, "  k.c:20: NOT vectorized: calls expf() (a function call in the loop)\n");
+    assert_null(strstr(r, "k.c:7:")); /* an outer loop: its inner loops are listed */
+    assert_null(strstr(r, "vec.h"));  /* not the user's source */
+    oc__sb_free(&out);
+    const char *clang =
+        "/s/k.c:9:5: remark: vectorized loop (vectorization width: 8, interleaved count: 4) [-Rpass=loop-vectorize]\n"
+        "/s/k.c:10:5: remark: loop not vectorized: could not determine number of loop iterations [-Rpass-analysis=loop-vectorize]\n"
+        "/s/k.c:10:5: remark: loop not vectorized [-Rpass-missed=loop-vectorize]\n";
+    memset(&out, 0, sizeof out);
+    oc__vec_report_format(clang, "/s/k.c", "k.c", &out);
+    r = oc__sb_str(&out);
+    assert_contains(r, "k.c: 1 loop vectorized, 1 not\n");
+    assert_contains(r, "  k.c:9: vectorized\n");
+    assert_contains(r, "  k.c:10: NOT vectorized: could not determine number of loop iterations\n");
+    oc__sb_free(&out);
+}
+
 /* dlopen in a child with stderr in a file: what did the library print? */
 static void child_dlopen_stderr(const char *lib, char *out, size_t len)
 {
@@ -267,6 +308,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lib_prefix_name, setup, NULL),
         cmocka_unit_test_setup_teardown(test_two_library_blocks, setup, NULL),
         cmocka_unit_test_setup_teardown(test_vec_report, setup, NULL),
+        cmocka_unit_test(test_vec_report_parsing),
         cmocka_unit_test_setup_teardown(test_plain_dlopen_hint, setup, NULL),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -506,6 +506,16 @@ static const char add_compute[] =
     "                o[i * it.stride[0]] = p[i * it.stride[1]] + a * q[i * it.stride[2]];\n"
     "    }\n"
     "    return out;\n"
+    "}\n"
+    "/* the iterator checks coherence like every accessor */\n"
+    "oc_tensor *coh(const oc_tensor *x, const oc_tensor *y, double alpha)\n"
+    "{\n"
+    "    (void)alpha;\n"
+    "    oc_stream *w = oc_write_stream(oc_dst_tensor());\n"
+    "    OC_STREAM_WRITE(w, float, 1.0f);\n"
+    "    oc_iter it;\n"
+    "    oc_iter_init(&it, 1, OC_TENSORS(oc_dst_tensor(), x, y), 0);\n"
+    "    return oc_dst_tensor();\n"
     "}\n";
 
 static const char add_shape[] =
@@ -517,6 +527,7 @@ static const char add_shape[] =
     "}\n"
     "OC_LIBRARY(iter_ops, m) {\n"
     "    oc_def(m, \"badd(Tensor x, Tensor y, float alpha=1.0) -> Tensor\", badd_shape, \"badd\");\n"
+    "    oc_def(m, \"coh(Tensor x, Tensor y, float alpha=1.0) -> Tensor\", badd_shape, \"coh\");\n"
     "}\n";
 
 static void test_multicore_shares(void **state)
@@ -558,6 +569,12 @@ static void test_multicore_shares(void **state)
     assert_int_not_equal(oc_op_invoke(op, args, 3, &out), OC_OK);
     assert_msg("shape function 'badd_shape'");
     assert_msg("tensor 0 of shape [67, 301] and tensor 1 of shape [7] do not broadcast");
+    /* an open write stream on the output: the iterator refuses, as accessors do */
+    const oc_op *coh = oc_op_find("iter_ops::coh");
+    assert_non_null(coh);
+    oc_value cargs[] = {oc_value_tensor(&xt), oc_value_tensor(&y), oc_value_float(1)};
+    assert_int_equal(oc_op_invoke(coh, cargs, 3, &out), OC_ECOHERENCE);
+    assert_msg("iterator overlaps an open write stream");
     oc_engine_shutdown();
     assert_int_equal(oc_engine_configure(0, 0), OC_OK);
     assert_int_equal(oc_library_unload(lib), OC_OK);
