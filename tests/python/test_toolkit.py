@@ -126,6 +126,9 @@ def test_vec_report_from_python(tmp_path, capsys):
     assert f"{k}:9: NOT vectorized: control flow in loop" in printed
     assert "kernel.h" not in printed
     assert custom_op.build("vec_ops", [str(k)], [str(shape)], build_directory=str(tmp_path / "out")).vec_report is None
+    lib = custom_op.load("vec_ops", [str(k)], [str(shape)], build_directory=str(tmp_path / "out"), vec_report=True)
+    assert lib.cached and lib.vec_report == printed
+    assert capsys.readouterr().out == printed
 
 
 @needs_cli
