@@ -12,6 +12,7 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 #endif
 
 int cli_build(int argc, char **argv);
+int cli_config(int argc, char **argv);
 int cli_info(int argc, char **argv);
 int cli_run(int argc, char **argv);
 int cli_version(int argc, char **argv);

@@ -4,6 +4,7 @@
  *   opcore info LIB.so
  *   opcore run LIB.so OP --shape 2,3 [options]
  *   opcore version
+ *   opcore config [--cflags] [--libs] ...
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@ static const char top_usage[] =
     "  info      show a library's ops, schemas, kernel prototypes and build settings\n"
     "  run       call an op of a library on generated inputs\n"
     "  version   print opcore's version and ABI\n"
+    "  config    print the compiler flags for a C host, and the build cache's place\n"
     "\n"
     "Run `opcore <command> --help` for a command's options.\n";
 
@@ -88,6 +90,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "info") == 0) return cli_info(argc, argv);
     if (strcmp(cmd, "run") == 0) return cli_run(argc, argv);
     if (strcmp(cmd, "version") == 0) return cli_version(argc, argv);
+    if (strcmp(cmd, "config") == 0) return cli_config(argc, argv);
     if (cmd[0] == '-') fprintf(stderr, "opcore: unrecognized option '%s'\n", cmd);
     else fprintf(stderr, "opcore: unknown command '%s'\n", cmd);
     fputs(top_usage, stderr);

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/internal.h"
 #include "opcore/status.h"
 #include "profiler/prof.h"
 
@@ -112,28 +113,6 @@ static double measure_membw(void)
     return gbps;
 }
 
-/* opcore's cache root, as python/opcore/custom_op.py's cache_dir() finds it:
- * $OPCORE_CACHE_DIR, else $XDG_CACHE_HOME/opcore, else ~/.cache/opcore. */
-static bool cache_path(char *out, size_t n)
-{
-    const char *root = getenv("OPCORE_CACHE_DIR");
-    if (root && *root) {
-        snprintf(out, n, "%s", root);
-        return true;
-    }
-    const char *x = getenv("XDG_CACHE_HOME");
-    if (x && *x) {
-        snprintf(out, n, "%s/opcore", x);
-        return true;
-    }
-    const char *h = getenv("HOME");
-    if (h && *h) {
-        snprintf(out, n, "%s/.cache/opcore", h);
-        return true;
-    }
-    return false;
-}
-
 static pthread_mutex_t g_bw_mu = PTHREAD_MUTEX_INITIALIZER;
 static double g_bw;
 
@@ -148,7 +127,7 @@ double oc_profiler_membw_gbps(void)
     double bw = g_bw;
     if (bw <= 0) {
         char dir[4096], file[4200];
-        bool have = cache_path(dir, sizeof dir);
+        bool have = oc__cache_root(dir, sizeof dir);
         if (have) {
             snprintf(file, sizeof file, "%s/membw", dir);
             FILE *f = fopen(file, "r");
