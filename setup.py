@@ -96,7 +96,8 @@ def prepare_native():
     cmd = [make, "-C", ROOT, f"-j{os.cpu_count() or 2}", f"BUILD={BUILD}", "package"]
     jax_inc = _jax_ffi_include()
     if jax_inc:
-        cmd.append(f"JAX_FFI_INCLUDE={jax_inc}")
+        import importlib.metadata
+        cmd += [f"JAX_FFI_INCLUDE={jax_inc}", f"JAXLIB_VERSION={importlib.metadata.version('jaxlib')}"]
     print("opcore: " + " ".join(cmd), flush=True)
     try:
         subprocess.check_call(cmd)

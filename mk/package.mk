@@ -6,11 +6,12 @@
 #   lib/libopcore.so      a one-line linker script, INPUT(libopcore.so.0), so
 #                         `-lopcore` links (a wheel cannot hold a symlink)
 #   lib/pkgconfig/opcore.pc   relative to itself (${pcfiledir})
-#   lib/opcore_jax_ffi-<hash>.so  the JAX FFI handler, when JAX_FFI_INCLUDE
-#                         names jaxlib's include directory (setup.py passes it
-#                         when jaxlib is importable); <hash> is that of the
-#                         c_api.h and handler source it was built from, which
-#                         opcore.jax checks before using it
+#   lib/opcore_jax_ffi-jaxlib<version>-<hash>.so  the JAX FFI handler, when
+#                         JAX_FFI_INCLUDE names jaxlib's include directory and
+#                         JAXLIB_VERSION its version (setup.py passes both when
+#                         jaxlib is importable); <hash> is that of the c_api.h
+#                         and handler source it was built from: opcore.jax uses
+#                         it only for that jaxlib and header
 #   bin/opcore            the CLI (rpath $ORIGIN/../lib), stripped
 #   include/opcore/*.h
 #
@@ -21,6 +22,7 @@
 
 PKG_DIR := $(BUILD)/pkg
 JAX_FFI_INCLUDE ?=
+JAXLIB_VERSION ?= unknown
 DIST ?= dist
 
 # A dependency links statically when its PIC-capable archive is installed
@@ -39,7 +41,7 @@ PKG_FILES := $(PKG_DIR)/lib/libopcore.so.0 $(PKG_DIR)/lib/libopcore.so $(PKG_DIR
 ifneq ($(strip $(JAX_FFI_INCLUDE)),)
 JAX_C_API := $(JAX_FFI_INCLUDE)/xla/ffi/api/c_api.h
 JAX_HANDLER_HASH := $(shell cat $(JAX_C_API) src/jax/ffi_handler.c | sha256sum | cut -c1-16)
-PKG_FILES += $(PKG_DIR)/lib/opcore_jax_ffi-$(JAX_HANDLER_HASH).so
+PKG_FILES += $(PKG_DIR)/lib/opcore_jax_ffi-jaxlib$(JAXLIB_VERSION)-$(JAX_HANDLER_HASH).so
 endif
 
 package: $(PKG_FILES)

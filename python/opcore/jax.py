@@ -166,12 +166,12 @@ def _handler_source() -> Path:
                        "nor src/jax/ffi_handler.c); reinstall opcore")
 
 
-def _prebuilt_handler(src: Path, c_api: Path) -> Path | None:
+def _prebuilt_handler(src: Path, c_api: Path, jaxlib_version: str) -> Path | None:
     """The handler built with the package (mk/package.mk, when jaxlib was
-    present), if it was built from this very c_api.h and handler source:
-    its name carries the hash of both."""
+    present), if it was built for this jaxlib from this very c_api.h and
+    handler source: its name carries the version and the hash of both."""
     tag = hashlib.sha256(c_api.read_bytes() + src.read_bytes()).hexdigest()[:16]
-    p = _lib_dir() / f"opcore_jax_ffi-{tag}.so"
+    p = _lib_dir() / f"opcore_jax_ffi-jaxlib{jaxlib_version}-{tag}.so"
     return p if p.exists() else None
 
 
@@ -197,7 +197,7 @@ def _build_handler() -> Path:
     c_api = jax_inc / "xla" / "ffi" / "api" / "c_api.h"
     if not c_api.exists():
         raise RuntimeError(f"opcore.jax: jaxlib ships no {c_api}; jaxlib {jaxlib.__version__} is too old")
-    prebuilt = _prebuilt_handler(src, c_api)
+    prebuilt = _prebuilt_handler(src, c_api, jaxlib.__version__)
     if prebuilt is not None:
         return prebuilt
     inc = _include_dir()
