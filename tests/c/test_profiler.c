@@ -607,7 +607,10 @@ static void test_membw_cache(void **state)
     char cache[512], file[600];
     snprintf(cache, sizeof cache, "%s/cache", g_tmp);
     char *saved = getenv("OPCORE_MEMBW_GBPS") ? strdup(getenv("OPCORE_MEMBW_GBPS")) : NULL;
+    /* OPCORE_CACHE_DIR would take precedence over XDG_CACHE_HOME */
+    char *saved_cache = getenv("OPCORE_CACHE_DIR") ? strdup(getenv("OPCORE_CACHE_DIR")) : NULL;
     unsetenv("OPCORE_MEMBW_GBPS");
+    unsetenv("OPCORE_CACHE_DIR");
     setenv("XDG_CACHE_HOME", cache, 1);
     double bw = oc_profiler_membw_gbps();
     assert_true(bw > 0.1);
@@ -620,7 +623,9 @@ static void test_membw_cache(void **state)
     setenv("OPCORE_MEMBW_GBPS", "123.5", 1);
     assert_true(oc_profiler_membw_gbps() == 123.5);
     if (saved) setenv("OPCORE_MEMBW_GBPS", saved, 1);
+    if (saved_cache) setenv("OPCORE_CACHE_DIR", saved_cache, 1);
     free(saved);
+    free(saved_cache);
 }
 
 /* the real engine: build the multicore ReLU of examples/relu and profile it */
