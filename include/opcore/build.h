@@ -29,7 +29,8 @@ typedef struct oc_build_options {
     int num_compute_srcs;
     const char *const *shape_srcs;    /* shape functions + OC_LIBRARY */
     int num_shape_srcs;
-    const char *out_dir;              /* where lib<name>.so goes (NULL: ".") */
+    const char *out_dir;              /* where lib<name>.so goes (NULL: the
+                                         cache, oc_build_cache_dir()/build/<name>) */
     bool multicore;                   /* run kernels on every core */
     size_t stack_size;                /* kernel stack bytes (0: default or
                                          -DSTACK_SIZE=N found in cflags) */
@@ -74,6 +75,13 @@ oc_status oc_new_project(const char *dir, const char *name);
  * them (set OPCORE_INCLUDE_DIR / OPCORE_LIB_DIR to override). */
 const char *oc_build_include_dir(void);
 const char *oc_build_lib_dir(void);
+
+/* opcore's cache directory: $OPCORE_CACHE_DIR, else $XDG_CACHE_HOME/opcore,
+ * else ~/.cache/opcore ("" when none of these is set). A build without
+ * out_dir goes to <cache>/build/<name>, where the Python package's
+ * custom_op.load() without build_directory builds too, so the CLI and
+ * Python share one cache. Read at each call (a per-thread buffer). */
+const char *oc_build_cache_dir(void);
 
 #ifdef __cplusplus
 }

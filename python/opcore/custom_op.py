@@ -59,8 +59,11 @@ class Library:
 
 def cache_dir(*parts):
     """opcore's cache root joined with `parts`: $OPCORE_CACHE_DIR, else
-    $XDG_CACHE_HOME/opcore, else ~/.cache/opcore (the C profiler uses the
-    same rule for its bandwidth measurement)."""
+    $XDG_CACHE_HOME/opcore, else ~/.cache/opcore. The C side uses the same
+    rule (oc_build_cache_dir(), `opcore config --cache-dir`): the CLI's
+    `opcore build` without -o and load() without build_directory both build
+    in cache_dir("build", name), one cache; the profiler keeps its bandwidth
+    measurement there and opcore.jax its compiled handler in cache_dir("jax")."""
     root = os.environ.get("OPCORE_CACHE_DIR")
     if not root:
         xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -69,7 +72,8 @@ def cache_dir(*parts):
 
 
 def default_build_directory(name):
-    """Where load() builds when no build_directory is given: cache_dir("build", name)."""
+    """Where load() builds when no build_directory is given, and `opcore
+    build` when given no -o: cache_dir("build", name)."""
     return cache_dir("build", name)
 
 

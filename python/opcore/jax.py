@@ -156,11 +156,23 @@ def _include_dir() -> Path:
 
 
 def _handler_source() -> Path:
+    # The source tree's file first (an editable install: edits take effect),
+    # then the copy an installed package ships (setup.py stages it).
     here = Path(__file__).resolve().parent
-    for p in (here / "_jax_ffi_handler.c", here / "jax_ffi_handler.c", _REPO / "src" / "jax" / "ffi_handler.c"):
+    for p in (_REPO / "src" / "jax" / "ffi_handler.c", here / "_jax_ffi_handler.c"):
         if p.exists():
             return p
-    raise RuntimeError("opcore.jax: the handler source (src/jax/ffi_handler.c) is missing")
+    raise RuntimeError(f"opcore.jax: the handler source is missing (neither {here / '_jax_ffi_handler.c'} "
+                       "nor src/jax/ffi_handler.c); reinstall opcore")
+
+
+def _prebuilt_handler(src: Path, c_api: Path, jaxlib_version: str) -> Path | None:
+    """The handler built with the package (mk/package.mk, when jaxlib was
+    present), if it was built for this jaxlib from this very c_api.h and
+    handler source: its name carries the version and the hash of both."""
+    tag = hashlib.sha256(c_api.read_bytes() + src.read_bytes()).hexdigest()[:16]
+    p = _lib_dir() / f"opcore_jax_ffi-jaxlib{jaxlib_version}-{tag}.so"
+    return p if p.exists() else None
 
 
 def _cache_dir() -> Path:
@@ -185,6 +197,9 @@ def _build_handler() -> Path:
     c_api = jax_inc / "xla" / "ffi" / "api" / "c_api.h"
     if not c_api.exists():
         raise RuntimeError(f"opcore.jax: jaxlib ships no {c_api}; jaxlib {jaxlib.__version__} is too old")
+    prebuilt = _prebuilt_handler(src, c_api, jaxlib.__version__)
+    if prebuilt is not None:
+        return prebuilt
     inc = _include_dir()
     lib = _lib_dir()
     cc = os.environ.get("CC", "cc")

@@ -285,8 +285,21 @@ static oc_status prepare(build *b)
         return oc_set_error(OC_EINVAL, "opcore build: library '%s': bad source, flag or include "
                                        "list (a count with no array)", name);
 
-    /* Output directory. */
-    const char *out = o->out_dir && *o->out_dir ? o->out_dir : ".";
+    /* Output directory: out_dir, else <cache>/build/<name>, the directory
+     * the Python package's load() uses too (one cache for CLI and Python). */
+    char cache_out[PATH_MAX];
+    const char *out = o->out_dir;
+    if (!out || !*out) {
+        const char *root = oc_build_cache_dir();
+        if (!root[0])
+            return oc_set_error(OC_EINVAL, "opcore build: library '%s': no output directory "
+                                           "given and no cache directory (set OPCORE_CACHE_DIR, "
+                                           "XDG_CACHE_HOME or HOME)", name);
+        if (snprintf(cache_out, sizeof cache_out, "%s/build/%s", root, name) >= (int)sizeof cache_out)
+            return oc_set_error(OC_EINVAL, "opcore build: library '%s': cache directory path too "
+                                           "long: %s", name, root);
+        out = cache_out;
+    }
     int err = mkdir_p(out);
     if (err || !realpath(out, b->out_dir))
         return oc_set_error(OC_EIO, "opcore build: library '%s': cannot create the output "

@@ -26,7 +26,9 @@ static const char usage[] =
     "                         -DSTACK_SIZE=N from --cflags, else 256k\n"
     "      --cflags \"FLAGS\"   extra compiler flags for both kinds (repeatable)\n"
     "  -I, --include DIR      extra include directory (repeatable)\n"
-    "  -o, --out-dir DIR      where libNAME.so goes (default: .)\n"
+    "  -o, --out-dir DIR      where libNAME.so goes (default: the build cache,\n"
+    "                         `opcore config --cache-dir`/build/NAME, shared with\n"
+    "                         Python's custom_op.load)\n"
     "  -g, --debug            -O0 -g -DOC_DEBUG: bounds-checked accessors\n"
     "      --vec-report       after building, list each loop of the compute sources:\n"
     "                         vectorized or not, with the compiler's reason\n"
@@ -35,7 +37,8 @@ static const char usage[] =
     "  -q, --quiet            print only the library's path\n"
     "  -h, --help             show this help\n"
     "\n"
-    "environment: CC (compiler, default cc), OPCORE_INCLUDE_DIR, OPCORE_LIB_DIR.\n";
+    "environment: CC (compiler, default cc), OPCORE_INCLUDE_DIR, OPCORE_LIB_DIR,\n"
+    "OPCORE_CACHE_DIR (the build cache).\n";
 
 static int parse_size(const char *s, size_t *out)
 {

@@ -39,36 +39,3 @@ int cli_new(int argc, char **argv)
     return CLI_OK;
 }
 
-static const char config_usage[] =
-    "usage: opcore config [--cflags] [--libs]\n"
-    "\n"
-    "Print the compiler flags for a C program that uses opcore's host API:\n"
-    "  --cflags   -I of opcore's headers\n"
-    "  --libs     -L, -rpath and -lopcore for libopcore\n"
-    "(both by default), like pkg-config, also for an uninstalled build or the\n"
-    "Python package's copy.\n";
-
-int cli_config(int argc, char **argv)
-{
-    bool cflags = false, libs = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--cflags")) cflags = true;
-        else if (!strcmp(argv[i], "--libs")) libs = true;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(config_usage, stdout);
-            return CLI_OK;
-        } else return cli_usage_error("config", "unrecognized option '%s'", argv[i]);
-    }
-    if (!cflags && !libs) cflags = libs = true;
-    const char *inc = oc_build_include_dir(), *lib = oc_build_lib_dir();
-    if (!inc[0] || !lib[0]) {
-        fprintf(stderr, "opcore config: cannot find opcore's headers or libopcore.so; set "
-                        "OPCORE_INCLUDE_DIR and OPCORE_LIB_DIR\n");
-        return CLI_FAIL;
-    }
-    if (cflags) printf("-I%s", inc);
-    if (cflags && libs) printf(" ");
-    if (libs) printf("-L%s -Wl,-rpath,%s -lopcore", lib, lib);
-    printf("\n");
-    return CLI_OK;
-}

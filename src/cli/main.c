@@ -5,8 +5,8 @@
  *   opcore run LIB.so OP --shape 2,3 [options]
  *   opcore bench LIB.so OP --shape 2,3 [options]
  *   opcore new NAME [DIR]
- *   opcore config --cflags --libs
  *   opcore version
+ *   opcore config [--cflags] [--libs] ...
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,8 +27,8 @@ static const char top_usage[] =
     "  run       call an op of a library on generated inputs\n"
     "  bench     time an op per call, in GB/s and against memcpy of the same bytes\n"
     "  new       write a small op project (kernel, shape function, C and Python tests)\n"
-    "  config    print the compiler flags for C programs that use opcore\n"
     "  version   print opcore's version and ABI\n"
+    "  config    print the compiler flags for a C host, and the build cache's place\n"
     "\n"
     "Run `opcore <command> --help` for a command's options.\n";
 
