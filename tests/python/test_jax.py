@@ -238,7 +238,7 @@ def test_with_vjp_static_args_and_arity(jt_ops):
     x = _x()
     np.testing.assert_allclose(jax.grad(lambda x: scale(x, 3.0).sum())(x), np.full_like(x, 3.0))
     with pytest.raises(TypeError, match="one backward per input"):
-        ojax.with_vjp("jax_test_ops::relu_backward", ojax.passthrough)
+        ojax.with_vjp("jax_test_ops::relu_backward", ojax.passthrough, None, None)
 
 
 # ---------------------------------------------------------------------------
