@@ -70,6 +70,7 @@ __all__ = [
     "register",
     "handler_path",
     "forget_ops",
+    "alias_copies",
 ]
 
 #: The custom-call target name every opcore op lowers to.

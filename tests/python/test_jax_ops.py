@@ -354,3 +354,24 @@ def test_gradient_shape_and_dtype_are_checked():
         ojax.with_vjp("jax_kinds::add_", None)
     with pytest.raises(TypeError, match="Tensor\\[\\]"):
         ojax.with_vjp("nn_ops::concat", "nn_ops::global_sum_backward")
+
+
+# ---------------------------------------------------------------------------
+# the example: a model of nn_ops trained with the fused SGD step
+
+def test_jax_demo_trains_like_jnp():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("jax_demo", jax_libs.OPS / "jax_demo.py")
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    r = demo.run(steps=8, verbose=False)
+    assert r["opcore"][-1] < r["opcore"][0] - 0.2  # it learns
+    np.testing.assert_allclose(r["opcore"], r["jnp"], rtol=1e-5)  # as the jnp model does
+    x, y = demo.data()
+    p = {k: jnp.asarray(v) for k, v in demo.init().items()}
+    _, loss, _ = demo.jnp_model()
+    _, ours, _ = demo.opcore_model()
+    per_example = jax.vmap(lambda xi, yi: jax.grad(ours)(p, xi[None], yi[None])["w1"])(x[:4], y[:4])
+    want = jax.vmap(lambda xi, yi: jax.grad(loss)(p, xi[None], yi[None])["w1"])(x[:4], y[:4])
+    _close(per_example, want, 1e-4)
+    assert r["exported"] == {3: 0.0, 17: 0.0}
