@@ -74,8 +74,8 @@ class BatchDims:
                                      f"argument or result '{k}' (tensor arguments: "
                                      f"{', '.join(a.name for a in meta.tensor_args)}; results: "
                                      f"{', '.join(names)})")
-            args = tuple(check(spec.get(a.name), a.name) for a in meta.tensor_args)
-            fresh = tuple(check(spec.get(names[i]), names[i]) for i in meta.fresh)
+            args = tuple(check(spec.get(a.name), f"'{a.name}'") for a in meta.tensor_args)
+            fresh = tuple(check(spec.get(names[i]), f"'{names[i]}'") for i in meta.fresh)
         else:
             raise TypeError(f"opcore.jax.op('{meta.qualname}', batch_dims=...): expected an int or a "
                             f"dict of argument/result names to dims, got {spec!r}")
@@ -101,6 +101,15 @@ def _result_dims(bd: BatchDims, meta, tensors) -> list:
         if a.mutable and t is not None:
             out += [d] * (len(t) if a.is_list else 1)
     return out
+
+
+def _check_results(op, leaves, rdims):
+    names = [n or f"result{i}" for i, (n, _) in enumerate(op._meta.results)]
+    names = [names[i] for i in op._meta.fresh] + [a.name for a in op._meta.mutated]
+    for k, (r, d) in enumerate(zip(leaves, rdims)):
+        if d is not None and d >= r.ndim:
+            raise ValueError(f"opcore.jax: op '{op.qualname}' (batch_dims): result "
+                             f"'{names[min(k, len(names) - 1)]}' has {r.ndim} dims, no batch dimension {d}")
 
 
 def _spec(ndim: int, dim, axes) -> P:
@@ -189,6 +198,7 @@ def _shard_mapped(op, key, tensors, flat, dims, mesh, axes):
     run = _plain(op, key, tensors)
     shapes = jax.eval_shape(run, *flat)  # result ranks, from the shape function
     leaves = jax.tree_util.tree_leaves(shapes)
+    _check_results(op, leaves, rdims)
     out_specs = [_spec(s.ndim, d, axes) for s, d in zip(leaves, rdims)]
 
     def local(*xs):
@@ -201,6 +211,11 @@ def _shard_mapped(op, key, tensors, flat, dims, mesh, axes):
 
 def _shapes(flat) -> tuple:
     return tuple((tuple(x.shape), np.dtype(x.dtype)) for x in flat)
+
+
+def forget():
+    """Drop the cached partitioned calls (after unloading a library)."""
+    _partitioned.cache_clear()
 
 
 @functools.lru_cache(maxsize=1024)
@@ -223,6 +238,7 @@ def _partitioned(op, key: tuple, shapes: tuple):
     out_struct = jax.eval_shape(run, *[jax.ShapeDtypeStruct(s, d) for s, d in shapes])
     leaves = jax.tree_util.tree_leaves(out_struct)
     rdims = _result_dims(op.batch_dims, meta, template)
+    _check_results(op, leaves, rdims)
 
     f = custom_partitioning(run)
 

@@ -359,6 +359,7 @@ def _op_info(qualname: str) -> _OpMeta:
 def _forget_python_caches():
     _op_info.cache_clear()
     _result_specs.cache_clear()
+    _jax_sharding.forget()
 
 
 # ---------------------------------------------------------------------------
@@ -717,7 +718,12 @@ class Op:
         call = jax.ffi.ffi_call(TARGET, results, vmap_method=self.vmap_method,
                                 input_output_aliases=aliases or None,
                                 has_side_effect=not results)
-        outs = list(call(*flat, **attrs))
+        try:
+            outs = list(call(*flat, **attrs))
+        except ValueError as e:
+            if "cannot be differentiated" not in str(e):
+                raise
+            raise ValueError(_no_gradient(meta)) from None
 
         # the functional form: fresh results, then each mutated argument's new value
         value = outs[:len(meta.fresh)]
@@ -733,6 +739,15 @@ class Op:
         """Values in schema order from a static key and the tensors."""
         it = iter(tensors)
         return [next(it) if a.is_tensor else k for a, k in zip(self._meta.args, key)]
+
+
+def _no_gradient(meta: _OpMeta) -> str:
+    if meta.mutated:
+        return (f"opcore op '{meta.qualname}' writes its arguments in place "
+                f"({', '.join(a.name for a in meta.mutated)}) and has no gradient: differentiate a "
+                "functional op, or keep the in-place op out of jax.grad (e.g. the optimiser step)")
+    return (f"opcore op '{meta.qualname}' has no gradient by itself: pair it with its backward, "
+            f"opcore.jax.with_vjp('{meta.qualname}', '<library>::<backward op>' or a callable)")
 
 
 def op(qualname: str, *, vmap_method: str = "sequential", batch_dims=None) -> Op:

@@ -173,6 +173,18 @@ def jit_sharded_grad_and_vmap():
 
 
 @case
+def batch_dims_on_a_scalar_result_is_an_error():
+    mesh = _mesh()
+    gsum = ojax.op("nn_ops::global_sum", batch_dims=0)  # a 0-dim result: not batch-separable
+    xs = jax.device_put(_x((8, 4)), NamedSharding(mesh, P("d")))
+    try:
+        jax.jit(gsum)(xs)
+    except ValueError as e:
+        return {"ok": "nn_ops::global_sum" in str(e) and "no batch dimension 0" in str(e), "error": str(e)}
+    return {"ok": False, "error": "accepted"}
+
+
+@case
 def export_sharded():
     mesh = _mesh()
     scale = ojax.op("jax_kinds::scale", batch_dims=0)

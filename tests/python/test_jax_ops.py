@@ -201,6 +201,22 @@ def test_results_and_mutated_arguments_order():
     _close(xn, x / np.linalg.norm(x))
 
 
+def test_op_without_results_runs_for_its_effect():
+    check = ojax.op("jax_kinds::check_finite")  # (Tensor x, str what="x") -> ()
+    assert check(_x()) is None
+
+    @jax.jit
+    def f(x):
+        check(x, "the input")  # no result: kept for its effect (an error on a bad input)
+        return x * 2
+
+    _close(f(_x()), 2 * _x())
+    bad = _x().copy()
+    bad[1, 2] = np.nan
+    with pytest.raises(Exception, match="jax_kinds::check_finite.*the input: element 7 is nan"):
+        np.asarray(f(bad))
+
+
 # ---------------------------------------------------------------------------
 # misuse: clear errors naming the op and the argument
 
@@ -234,6 +250,31 @@ def test_misuse_is_a_clear_error(call, words):
     for w in words:
         assert w in str(ei.value), (w, str(ei.value))
     assert isinstance(ei.value, TypeError) and isinstance(ei.value, ValueError)
+
+
+def test_differentiating_an_op_without_with_vjp_is_a_clear_error():
+    with pytest.raises(ValueError, match="'jax_kinds::scale' has no gradient by itself.*with_vjp"):
+        jax.grad(lambda x: ojax.op("jax_kinds::scale")(x).sum())(_x())
+    with pytest.raises(ValueError, match="'jax_kinds::add_' writes its arguments in place \\(x\\)"):
+        jax.grad(lambda x: ojax.op("jax_kinds::add_")(x, x).sum())(_x())
+
+
+def test_batch_dims_declaration_errors():
+    with pytest.raises(ValueError, match="nn_ops::linear.*no tensor argument or result 'w'.*x, weight, bias"):
+        ojax.op("nn_ops::linear", batch_dims={"w": 0})
+    with pytest.raises(ValueError, match="'x': expected a dimension"):
+        ojax.op("nn_ops::linear", batch_dims={"x": -1})
+    with pytest.raises(ValueError, match="no tensor argument is batched"):
+        ojax.op("nn_ops::linear", batch_dims={"result0": 0})
+    with pytest.raises(TypeError, match="expected an int or a dict"):
+        ojax.op("nn_ops::linear", batch_dims="x")
+    # on one device a batch_dims op is the plain custom call
+    linear = ojax.op("nn_ops::linear", batch_dims={"x": 0, "result0": 0})
+    x, w = _x((4, 5)), _x((3, 5), 1)
+    _close(jax.jit(linear)(x, w), x @ w.T)
+    assert len(_custom_calls(ojax.hlo(linear, x, w))) == 1
+    with pytest.raises(ValueError, match="disagree on the batch size"):
+        ojax.op("nn_ops::concat", batch_dims=0)([x, _x((3, 5))], dim=0)
 
 
 def test_shape_function_and_kernel_errors_name_the_op():

@@ -63,5 +63,9 @@ def test_sharded_grad_and_vmap(results):
     _check(results, "jit_sharded_grad_and_vmap")
 
 
+def test_batch_dims_beyond_a_results_rank(results):
+    _check(results, "batch_dims_on_a_scalar_result_is_an_error")
+
+
 def test_export_of_a_sharded_function(results):
     _check(results, "export_sharded")

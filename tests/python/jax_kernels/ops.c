@@ -109,3 +109,10 @@ oc_tensor *mul_grad(const oc_tensor *dy, const oc_tensor *inp, double factor)
     for (int64_t i = 0; i < oc_numel(dy); i++) put(out, i, get(dy, i) * (float)factor);
     return out;
 }
+
+/* No result, nothing written: a check that fails the call on a non-finite value. */
+void check_finite(const oc_tensor *x, const char *what)
+{
+    for (int64_t i = 0; i < oc_numel(x); i++)
+        OC_CHECK(isfinite(get(x, i)), "%s: element %lld is %g", what, (long long)i, (double)get(x, i));
+}

@@ -68,5 +68,6 @@ OC_LIBRARY(jax_kinds, m)
     oc_def(m, "scale(Tensor x, float s=2.0) -> Tensor", scale_shape, "scale");
     oc_def(m, "scale_backward_transposed(Tensor grad, Tensor x, float s=2.0) -> Tensor", transposed_shape,
            "scale_backward_transposed");
+    oc_def(m, "check_finite(Tensor x, str what=\"x\") -> ()", NULL, "check_finite");
     oc_def(m, "mul_grad(Tensor dy, Tensor inp, float factor=2.0) -> Tensor", mul_grad_shape, "mul_grad");
 }
