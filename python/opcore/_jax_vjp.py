@@ -144,13 +144,13 @@ def make(fwd, entries: list, missing):
             f"one backward per input (None for no gradient), got {len(entries)}")
     if not per_input and entries[0] is None:
         raise TypeError("opcore.jax.with_vjp: the backward is None")
-    for e in entries:
-        if isinstance(e, Op):
-            lists = [a.name for a in tensor_args if a.is_list]
-            if lists and (not per_input or e is entries[[a.is_list for a in tensor_args].index(True)]):
-                raise TypeError(f"opcore.jax.with_vjp: '{fm.qualname}' takes a Tensor[] ({lists[0]}): "
-                                "an op cannot return its gradients (a list); use a Python callable, "
-                                "or None for no gradient")
+    for i, e in enumerate(entries):
+        covers = [tensor_args[i]] if per_input else tensor_args
+        lists = [a.name for a in covers if a.is_list]
+        if isinstance(e, Op) and lists:
+            raise TypeError(f"opcore.jax.with_vjp: '{fm.qualname}' takes a Tensor[] ({lists[0]}): "
+                            "an op cannot return its gradients (a list); use a Python callable, "
+                            "or None for no gradient")
 
     def backward(vals, outs, cts):
         ctx = _Ctx(fwd, vals, outs, cts)

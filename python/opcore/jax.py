@@ -601,8 +601,8 @@ def _result_struct(shape, dtype, vma: frozenset, like=None):
     comes from `like`, an operand)."""
     if not vma:
         return jax.ShapeDtypeStruct(shape, dtype)
-    mesh = jax.typeof(like).sharding.mesh
-    return jax.ShapeDtypeStruct(shape, dtype, sharding=jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()),
+    sharding = jax.sharding.NamedSharding(jax.typeof(like).sharding.mesh, jax.sharding.PartitionSpec())
+    return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding,
                                 manual_axis_type=jax.sharding.ManualAxisType(varying=vma))
 
 
@@ -687,8 +687,8 @@ class Op:
         vma = frozenset().union(*(_vma(x) for x in flat)) if flat else frozenset()
         if vma:
             flat = [_to_varying(x, vma) for x in flat]
-        tmeta = tuple(_tensor_meta(vals) if a.is_tensor else None
-                      for a, vals in zip(meta.args, self._full(key, tensors)))
+        tmeta = tuple(_tensor_meta(v) if a.is_tensor else None
+                      for a, v in zip(meta.args, self._full(key, tensors)))
         specs = _result_specs(self.qualname, key, tmeta)
 
         # results: fresh ones, then one per mutated tensor (aliased to its operand)
@@ -729,7 +729,7 @@ class Op:
         value = outs[:len(meta.fresh)]
         rest = outs[len(meta.fresh):]
         for is_list, n in mutated_counts:
-            value.append(rest[:n] if is_list else rest[0])
+            value.append(rest[:n] if is_list else rest[0] if n else None)  # None: a Tensor(a!)? given None
             rest = rest[n:]
         if not value:
             return None
