@@ -3,8 +3,8 @@
 With ``jax.export.symbolic_shape("b, 4")`` an input size is a JAX dimension
 expression, not a number, but opcore's shape functions are plain C on
 numbers. So the shape function runs a few times on probe sizes (each symbol
-takes a different large prime per run; a size like ``2*b`` is evaluated
-from them), and ``opcore._C.Op.trace`` explains every result size as a
+takes different sizes per run, see _LARGE and _SMALL; a size like ``2*b``
+is evaluated from them), and ``opcore._C.Op.trace`` explains every result size as a
 constant, an input size, or ``oc_dim_*`` arithmetic on those. That
 explanation is rebuilt here with JAX's own dimension arithmetic, so the
 result sizes stay symbolic. A size the shape function computed with plain
@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import numpy as np
 
-# Distinct primes per run and symbol: shape functions see ordinary, large,
-# different sizes, and a size's origin cannot be confused with another's.
-_PROBES = (
-    (10007, 10009, 10037, 10039, 10061, 10067, 10069, 10079),
-    (20011, 20021, 20023, 20029, 20047, 20051, 20063, 20071),
-    (30011, 30013, 30029, 30047, 30059, 30071, 30089, 30091),
-)
+# Probe sizes. Symbol i takes P[i] * (r + 1) in large run r: ordinary, large
+# sizes, different per symbol, whose differences between runs are primes,
+# so no size mod a small number is the same in every run (n % 4 would be a
+# constant if every run had n = 3 mod 4). One more run gives the symbols
+# small sizes (2, 3, ...), so that min(n, k) and max(n, k) with a small k
+# differ between runs too; shape functions that refuse small sizes are
+# traced on the large runs alone.
+_PRIMES = (10007, 10009, 10037, 10039, 10061, 10067, 10069, 10079)
+_LARGE = tuple(tuple(p * (r + 1) for p in _PRIMES) for r in range(3))
+_SMALL = tuple(2 + i for i in range(len(_PRIMES)))
 
 
 class ListMeta(tuple):
@@ -94,20 +97,27 @@ def trace(meta, shape_kwargs, tmeta) -> list[tuple[tuple, str]]:
     arguments with every tensor shape mapped through `dims`; tmeta holds the
     tensor metadata in schema order (None for non-tensors)."""
     names = _symbols(tmeta)
-    if len(names) > len(_PROBES[0]):
-        raise ValueError(f"opcore.jax: op '{meta.qualname}': at most {len(_PROBES[0])} symbolic "
+    if len(names) > len(_PRIMES):
+        raise ValueError(f"opcore.jax: op '{meta.qualname}': at most {len(_PRIMES)} symbolic "
                          f"dimensions per call, got {len(names)} ({', '.join(names)})")
-    runs = []
-    for probe in _PROBES:
-        env = dict(zip(names, probe))
-        runs.append(((), shape_kwargs(lambda shape, env=env: tuple(_evaluate(d, env) for d in shape))))
+
+    def runs_for(probes):
+        runs = []
+        for probe in probes:
+            env = dict(zip(names, probe))
+            runs.append(((), shape_kwargs(lambda shape, env=env: tuple(_evaluate(d, env) for d in shape))))
+        return runs
+
     try:
-        traced = meta.op.trace(runs)
-    except Exception as e:
-        sizes = ", ".join(f"{n}={'/'.join(str(p[i]) for p in _PROBES)}" for i, n in enumerate(names))
-        e.args = (f"{e.args[0] if e.args else e} [opcore.jax: symbolic sizes: the shape function ran "
-                  f"with probe sizes {sizes}]",) + e.args[1:]
-        raise
+        traced = meta.op.trace(runs_for(_LARGE + (_SMALL,)))
+    except Exception:
+        try:
+            traced = meta.op.trace(runs_for(_LARGE))
+        except Exception as e:
+            sizes = ", ".join(f"{n}={'/'.join(str(p[i]) for p in _LARGE)}" for i, n in enumerate(names))
+            e.args = (f"{e.args[0] if e.args else e} [opcore.jax: symbolic sizes: the shape function "
+                      f"ran with probe sizes {sizes}]",) + e.args[1:]
+            raise
 
     def input_dim(arg, item, dim):
         return items(tmeta[arg])[item][0][dim]

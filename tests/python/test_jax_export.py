@@ -103,6 +103,22 @@ def test_grad_exports_too():
         np.testing.assert_allclose(np.asarray(exp.call(x)), np.asarray(loss(x)), rtol=1e-5, atol=1e-5)
 
 
+def test_every_size_operation_stays_symbolic():
+    dim_ops = ojax.op("jax_kinds::dim_ops")  # [ceil(n/k), n%k+1, min(n,k), max(n,k), 2n-1, n*k/3]
+    b, = jax.export.symbolic_shape("b")
+    exp = ojax.deserialize(ojax.export(lambda x: dim_ops(x, 4))(
+        jax.ShapeDtypeStruct((b, 2), jnp.float32)).serialize())
+    for n in (1, 3, 4, 9, 14):
+        want = (-(-n // 4), n % 4 + 1, min(n, 4), max(n, 4), 2 * n - 1, n * 4 // 3)
+        assert dim_ops(_x((n, 2)), 4).shape == want
+        assert exp.call(_x((n, 2))).shape == want
+    # a shape function that refuses small sizes is traced on large probes alone
+    pool = ojax.op("nn_ops::avg_pool2d")
+    h, = jax.export.symbolic_shape("h")
+    exp = ojax.export(lambda x: pool(x, 9, stride=2))(jax.ShapeDtypeStruct((1, 1, h, h), jnp.float32))
+    assert str(exp.out_avals[0].shape) == "(1, 1, floordiv(h - 9, 2) + 1, floordiv(h - 9, 2) + 1)"
+
+
 def test_plain_c_size_arithmetic_is_a_clear_error():
     rep = ojax.op("jax_kinds::repeat_rows_plain")  # rows * times in plain C
     b, = jax.export.symbolic_shape("b")

@@ -116,3 +116,12 @@ void check_finite(const oc_tensor *x, const char *what)
     for (int64_t i = 0; i < oc_numel(x); i++)
         OC_CHECK(isfinite(get(x, i)), "%s: element %lld is %g", what, (long long)i, (double)get(x, i));
 }
+
+/* Zeros shaped by every oc_dim_* operation on x's rows (dim_ops's shape). */
+oc_tensor *dim_ops(const oc_tensor *x, int64_t k)
+{
+    (void)x, (void)k;
+    oc_tensor *out = oc_dst_tensor();
+    oc_fill_(out, 0.0);
+    return out;
+}

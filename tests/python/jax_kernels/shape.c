@@ -55,6 +55,14 @@ static oc_tensor *mul_grad_shape(const oc_tensor *dy, const oc_tensor *inp, doub
     return oc_empty_like(dy);
 }
 
+/* [ceil(n/k), n mod k + 1, min(n, k), max(n, k), 2n - 1, n * k / 3] for n rows */
+static oc_tensor *dim_ops_shape(const oc_tensor *x, int64_t k)
+{
+    int64_t n = x->sizes[0];
+    return oc_empty(OC_FLOAT32, OC_SHAPE(oc_dim_ceil_div(n, k), oc_dim_add(oc_dim_mod(n, k), 1), oc_dim_min(n, k),
+                                         oc_dim_max(n, k), oc_dim_sub(oc_dim_mul(n, 2), 1), oc_dim_div(oc_dim_mul(n, k), 3)));
+}
+
 OC_LIBRARY(jax_kinds, m)
 {
     oc_def(m, "poly(Tensor x, float[] coeffs, str mode=\"horner\", *, bool negate=False, int? clip=None) -> Tensor",
@@ -69,5 +77,6 @@ OC_LIBRARY(jax_kinds, m)
     oc_def(m, "scale_backward_transposed(Tensor grad, Tensor x, float s=2.0) -> Tensor", transposed_shape,
            "scale_backward_transposed");
     oc_def(m, "check_finite(Tensor x, str what=\"x\") -> ()", NULL, "check_finite");
+    oc_def(m, "dim_ops(Tensor x, int k) -> Tensor", dim_ops_shape, "dim_ops");
     oc_def(m, "mul_grad(Tensor dy, Tensor inp, float factor=2.0) -> Tensor", mul_grad_shape, "mul_grad");
 }
