@@ -30,7 +30,7 @@ HEADERS := $(wildcard include/opcore/*.h) $(wildcard src/*/*.h)
 
 all: lib cli tests
 
-lib: $(BUILD)/libopcore.so $(BUILD)/libopcore.a $(BUILD)/opcore.pc
+lib: $(BUILD)/libopcore.so $(BUILD)/opcore.pc
 cli: $(BUILD)/opcore
 tests: $(TEST_BINS)
 
@@ -42,8 +42,10 @@ $(BUILD)/libopcore.so: $(LIB_OBJS)
 	$(CC) $(SAN) -shared -Wl,-soname,libopcore.so.0 -o $@.0 $^ $(LDLIBS_ALL)
 	ln -sf libopcore.so.0 $@
 
-$(BUILD)/libopcore.a: $(LIB_OBJS)
-	rm -f $@ && ar rcs $@ $^
+# No static libopcore: opcore is a runtime with process-wide state (the op
+# registry, the engine's cores, the fault handler) that the host and every op
+# library must share, and op libraries link the shared libopcore. A host
+# linked with a static copy would run two opcores (docs/c_api.md).
 
 $(BUILD)/opcore: $(CLI_OBJS) $(BUILD)/libopcore.so
 	$(CC) $(SAN) -o $@ $(CLI_OBJS) -L$(BUILD) -lopcore -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' $(LDLIBS_ALL)
@@ -61,7 +63,6 @@ install: lib cli
 	install -m 644 include/opcore/*.h $(DESTDIR)$(PREFIX)/include/opcore/
 	install -m 755 $(BUILD)/libopcore.so $(DESTDIR)$(PREFIX)/lib/libopcore.so.0
 	ln -sf libopcore.so.0 $(DESTDIR)$(PREFIX)/lib/libopcore.so
-	install -m 644 $(BUILD)/libopcore.a $(DESTDIR)$(PREFIX)/lib/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' opcore.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/opcore.pc
 	install -m 755 $(BUILD)/opcore $(DESTDIR)$(PREFIX)/bin/
 

@@ -1,13 +1,28 @@
 """Build of the opcore Python package.
 
-`pip install .` / `pip install -e .` run the project's own `make lib`, copy
-build/libopcore.so.0 (and a libopcore.so beside it) into python/opcore/lib/
-and include/opcore/*.h into python/opcore/include/opcore/, then build the C
-extension opcore._C from src/python/*.c against that libopcore (rpath
-$ORIGIN/lib). The lib/ and include/ folders are siblings, so the build tool
-inside libopcore (oc_build) finds the headers at <libdir>/../include.
+`pip install .`, `pip wheel .`, `pip install -e .` and a build from the sdist
+all run the project's own `make package` (mk/package.mk), which stages the
+native parts under build/pkg/ in the package's layout, and copy them into
+python/opcore/:
+
+    lib/libopcore.so.0        libopcore, its C dependencies linked in, stripped
+    lib/libopcore.so          linker script INPUT(libopcore.so.0): `-lopcore` works
+    lib/pkgconfig/opcore.pc   for C hosts (or `opcore config --cflags --libs`)
+    lib/opcore_jax_ffi-*.so   the JAX FFI handler, when jaxlib is importable here
+    bin/opcore                the CLI; the `opcore` command and `python -m opcore` run it
+    include/opcore/*.h        the C API
+    _jax_ffi_handler.c        the handler's source, compiled at first use when no
+                              prebuilt handler fits the installed jaxlib
+
+then build the C extension opcore._C from src/python/*.c against that
+libopcore (rpath $ORIGIN/lib). lib/ and include/ are siblings, so the build
+tool inside libopcore finds the headers at <libdir>/../include.
+
+Needs make, a C11 compiler and the -dev packages of libffi, libxxhash and
+zlib (scripts/install-deps.sh installs them on Debian).
 """
 import glob
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -19,16 +34,9 @@ from setuptools.command.build_py import build_py
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 PKG = os.path.join(ROOT, "python", "opcore")
-PKG_LIB = os.path.join(PKG, "lib")
-PKG_INC = os.path.join(PKG, "include", "opcore")
 BUILD = os.environ.get("OPCORE_BUILD_DIR", "build")  # make's BUILD (relative to ROOT)
-
-
-def _same_file(a, b):
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
+STAGED = ("lib", "bin", "include")  # the folders `make package` fills, copied whole
+HANDLER_SRC = os.path.join("src", "jax", "ffi_handler.c")
 
 
 def _copy_if_changed(src, dst):
@@ -41,26 +49,66 @@ def _copy_if_changed(src, dst):
     shutil.copy2(src, dst)
 
 
+def _sync_tree(src, dst):
+    """Make dst hold exactly src's files (copying only what changed, so an
+    editable install's running processes keep their mapped libopcore)."""
+    want = set()
+    for d, _, files in os.walk(src):
+        for f in files:
+            rel = os.path.relpath(os.path.join(d, f), src)
+            want.add(rel)
+            os.makedirs(os.path.join(dst, os.path.dirname(rel)), exist_ok=True)
+            _copy_if_changed(os.path.join(src, rel), os.path.join(dst, rel))
+    for d, _, files in os.walk(dst):
+        for f in files:
+            p = os.path.join(d, f)
+            if os.path.relpath(p, dst) not in want:
+                os.unlink(p)
+
+
+def _jax_ffi_include():
+    """jaxlib's include directory when jaxlib is importable in this build
+    environment and ships the XLA FFI C header, else None."""
+    if os.environ.get("OPCORE_NO_JAX_HANDLER", "") not in ("", "0"):
+        return None
+    try:
+        spec = importlib.util.find_spec("jaxlib")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for loc in spec.submodule_search_locations:
+        inc = os.path.join(loc, "include")
+        if os.path.isfile(os.path.join(inc, "xla", "ffi", "api", "c_api.h")):
+            return inc
+    return None
+
+
+_prepared = False
+
+
 def prepare_native():
-    """make lib; stage libopcore and the public headers inside the package."""
+    """make package; stage its output and the handler source in the package."""
+    global _prepared
+    if _prepared:
+        return
     make = os.environ.get("MAKE", "make")
-    jobs = str(os.cpu_count() or 2)
-    cmd = [make, "-C", ROOT, f"-j{jobs}", f"BUILD={BUILD}", "lib"]
+    cmd = [make, "-C", ROOT, f"-j{os.cpu_count() or 2}", f"BUILD={BUILD}", "package"]
+    jax_inc = _jax_ffi_include()
+    if jax_inc:
+        import importlib.metadata
+        cmd += [f"JAX_FFI_INCLUDE={jax_inc}", f"JAXLIB_VERSION={importlib.metadata.version('jaxlib')}"]
     print("opcore: " + " ".join(cmd), flush=True)
-    subprocess.check_call(cmd)
-    built = os.path.join(ROOT, BUILD, "libopcore.so.0")
-    if not os.path.exists(built):
-        sys.exit(f"opcore: `make lib` did not produce {built}")
-    os.makedirs(PKG_LIB, exist_ok=True)
-    _copy_if_changed(built, os.path.join(PKG_LIB, "libopcore.so.0"))
-    link = os.path.join(PKG_LIB, "libopcore.so")
-    if not (os.path.islink(link) and os.readlink(link) == "libopcore.so.0"):
-        if os.path.lexists(link):
-            os.unlink(link)
-        os.symlink("libopcore.so.0", link)
-    os.makedirs(PKG_INC, exist_ok=True)
-    for h in glob.glob(os.path.join(ROOT, "include", "opcore", "*.h")):
-        _copy_if_changed(h, os.path.join(PKG_INC, os.path.basename(h)))
+    try:
+        subprocess.check_call(cmd)
+    except (OSError, subprocess.CalledProcessError) as e:
+        sys.exit(f"opcore: `{' '.join(cmd)}` failed ({e}); building opcore needs make, a C11 "
+                 "compiler and the -dev packages of libffi, libxxhash and zlib")
+    staged = os.path.join(ROOT, BUILD, "pkg")
+    for sub in STAGED:
+        _sync_tree(os.path.join(staged, sub), os.path.join(PKG, sub))
+    _copy_if_changed(os.path.join(ROOT, HANDLER_SRC), os.path.join(PKG, "_jax_ffi_handler.c"))
+    _prepared = True
 
 
 class BuildPy(build_py):
@@ -83,7 +131,7 @@ ext = Extension(
     libraries=["opcore"],
     extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
                         "-Wno-cast-function-type"],
-    extra_link_args=["-Wl,-rpath,$ORIGIN/lib"],
+    extra_link_args=["-Wl,-rpath,$ORIGIN/lib", "-s"],
     depends=sorted(glob.glob("src/python/*.h") + glob.glob("include/opcore/*.h")),
 )
 

@@ -1,10 +1,19 @@
-"""Per-call time of an opcore op inside jax.jit vs jnp.maximum(x, 0).
+"""Per-call time of opcore ops inside jax.jit vs the same computation in jnp.
 
-Both run in the same process on the same inputs: a ReLU written as an
-opcore kernel (single-core element-wise, and multicore over TCM tiles),
-called through opcore.jax (one XLA custom call), against XLA's own fused
-jnp.maximum(x, 0). Each number is the median over repeats of the mean
-time of a batch of calls of a jitted function (blocking on the result).
+All in the same process on the same inputs:
+
+  * rows: a ReLU written as an opcore kernel (single-core element-wise, and
+    multicore over TCM tiles), called through opcore.jax (one XLA custom
+    call), against XLA's own fused jnp.maximum(x, 0);
+  * op_language: ops of the op language (examples/ops): layer_norm (three
+    results, Tensor? weight and bias, an int[] attribute) against a jnp
+    layer norm, and the fused SGD step (Tensor(a!)[] lists updated in place
+    through input_output_aliases, buffers donated) against the jnp formula.
+
+Timing is interleaved: each turn times a batch of calls of every function
+in turn (blocking on the result); a function's time is the median over
+turns, and each ratio is the median of the per-turn ratios (paired, so a
+slow moment of the machine hits both sides).
 
     python3 bench/jax_bench.py [--quick] [--out bench/results/jax.json]
 """
@@ -96,27 +105,106 @@ def build(build_root: str) -> None:
                        build_directory=os.path.join(d, "build"), multicore=mc)
 
 
-def time_per_call(fn, x, target_s: float, repeats: int) -> float:
-    """Median over `repeats` of the mean seconds per call in a batch."""
-    fn(x).block_until_ready()  # compile + warm
-    t0 = time.perf_counter()
-    fn(x).block_until_ready()
-    one = max(time.perf_counter() - t0, 1e-7)
-    batch = max(1, int(target_s / repeats / one))
-    samples = []
-    for _ in range(repeats):
+def time_interleaved(fns: dict, args: tuple, target_s: float, turns: int) -> dict:
+    """{name: [seconds per call, one per turn]}: every turn times a batch of
+    calls of each function in turn (batch sizes chosen once, per function,
+    so that a turn takes about target_s / turns)."""
+    import jax
+
+    def run(f, n):
+        out = None
+        for _ in range(n):
+            out = f(*args)
+        jax.block_until_ready(out)
+
+    batch = {}
+    for name, f in fns.items():
+        run(f, 1)  # compile + warm
         t0 = time.perf_counter()
-        for _ in range(batch):
-            y = fn(x)
-        y.block_until_ready()
-        samples.append((time.perf_counter() - t0) / batch)
-    return statistics.median(samples)
+        run(f, 1)
+        one = max(time.perf_counter() - t0, 1e-7)
+        batch[name] = max(1, int(target_s / turns / len(fns) / one))
+    samples = {name: [] for name in fns}
+    for _ in range(turns):
+        for name, f in fns.items():
+            t0 = time.perf_counter()
+            run(f, batch[name])
+            samples[name].append((time.perf_counter() - t0) / batch[name])
+    return samples
+
+
+def med_us(samples: dict, name: str) -> float:
+    return round(statistics.median(samples[name]) * 1e6, 2)
+
+
+def paired_ratio(samples: dict, name: str, base: str) -> float:
+    return round(statistics.median(a / b for a, b in zip(samples[name], samples[base])), 2)
+
+
+def op_language_rows(target: float, turns: int, quick: bool) -> list:
+    """layer_norm and the fused SGD step of examples/ops vs jnp."""
+    import jax
+    import jax.numpy as jnp
+    import opcore.jax as ojax
+    from opcore import custom_op
+
+    ops = os.path.join(REPO, "examples", "ops")
+    if "nn_ops" not in custom_op.loaded_libraries():
+        custom_op.load(name="nn_ops", compute_srcs=sorted(os.path.join(ops, f) for f in os.listdir(ops)
+                                                          if f.endswith(".c") and f != "shape.c"),
+                       shape_srcs=[os.path.join(ops, "shape.c")])
+    ln = ojax.op("nn_ops::layer_norm")
+    sgd = ojax.op("nn_ops::sgd_momentum_")
+
+    def jnp_ln(x, w, b):
+        m = x.mean(-1, keepdims=True)
+        v = ((x - m) ** 2).mean(-1, keepdims=True)
+        r = jax.lax.rsqrt(v + 1e-5)
+        return (x - m) * r * w + b, m[..., 0], r[..., 0]
+
+    def jnp_sgd(ps, bs, gs, lr, momentum):
+        bs = [b * momentum + g for b, g in zip(bs, gs)]
+        return [p - lr * b for p, b in zip(ps, bs)], bs
+
+    rows = []
+    rng = np.random.default_rng(0)
+    for rows_, cols in ([(64, 256)] if quick else [(64, 256), (4096, 256)]):
+        x = jnp.asarray(rng.standard_normal((rows_, cols), dtype=np.float32))
+        w = jnp.asarray(rng.standard_normal(cols, dtype=np.float32))
+        b = jnp.asarray(rng.standard_normal(cols, dtype=np.float32))
+        fns = {"jnp": jax.jit(jnp_ln), "opcore": jax.jit(lambda x, w, b: ln(x, [cols], w, b))}
+        got, want = fns["opcore"](x, w, b), fns["jnp"](x, w, b)
+        for g, r in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=2e-4, atol=2e-4)
+        t = time_interleaved(fns, (x, w, b), target, turns)
+        rows.append({"op": "layer_norm", "inputs": f"x {rows_}x{cols}", "jnp_us": med_us(t, "jnp"),
+                     "opcore_us": med_us(t, "opcore"), "opcore_vs_jnp": paired_ratio(t, "opcore", "jnp")})
+    for n in ([4096] if quick else [4096, 1 << 20]):
+        shapes = [(n,), (n // 4, 4), (16,), (n // 2,)]
+        ps = [jnp.asarray(rng.standard_normal(s, dtype=np.float32)) for s in shapes]
+        bs = [jnp.zeros(s, jnp.float32) for s in shapes]
+        gs = [jnp.asarray(rng.standard_normal(s, dtype=np.float32)) for s in shapes]
+        fns = {"jnp": jax.jit(lambda p, m, g: jnp_sgd(p, m, g, 0.1, 0.9)),
+               "opcore": jax.jit(lambda p, m, g: sgd(p, m, g, 0.1, momentum=0.9))}
+        for g, r in zip(jax.tree_util.tree_leaves(fns["opcore"](ps, bs, gs)),
+                        jax.tree_util.tree_leaves(fns["jnp"](ps, bs, gs))):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-5, atol=1e-6)
+        t = time_interleaved(fns, (ps, bs, gs), target, turns)
+        rows.append({"op": "sgd_momentum_",
+                     "inputs": f"{len(shapes)} params, {int(sum(np.prod(s) for s in shapes))} floats",
+                     "jnp_us": med_us(t, "jnp"), "opcore_us": med_us(t, "opcore"),
+                     "opcore_vs_jnp": paired_ratio(t, "opcore", "jnp")})
+    for r in rows:
+        print(json.dumps(r), flush=True)
+    return rows
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer sizes, shorter runs")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "jax.json"))
+    ap.add_argument("--ops-out", default=os.path.join(HERE, "results", "jax_ops.json"),
+                    help="where the op-language rows go")
     ap.add_argument("--build-dir", default=os.path.join(REPO, "build", "bench", "jax"))
     args = ap.parse_args(argv)
 
@@ -139,9 +227,9 @@ def main(argv=None) -> int:
     }
 
     sizes = [1, 1024, 65536, 262144, 1 << 22]
-    target, repeats = 1.0, 7
+    target, turns = 1.0, 7
     if args.quick:
-        sizes, target, repeats = [1, 65536, 262144], 0.3, 5
+        sizes, target, turns = [1, 65536, 262144], 0.3, 5
 
     rows = []
     for n in sizes:
@@ -149,28 +237,30 @@ def main(argv=None) -> int:
         want = np.maximum(np.asarray(x), 0)
         for name, f in fns.items():  # same answer first
             np.testing.assert_array_equal(np.asarray(f(x)), want * (2 if "in_graph" in name else 1))
-        t = {name: time_per_call(f, x, target, repeats) for name, f in fns.items()}
+        t = time_interleaved(fns, (x,), target, turns)
         row = {
             "elements": n,
             "bytes": 4 * n,
-            "jnp_maximum_us": round(t["jnp_maximum"] * 1e6, 2),
-            "opcore_us": round(t["opcore"] * 1e6, 2),
-            "opcore_multicore_us": round(t["opcore_multicore"] * 1e6, 2),
-            "opcore_vs_jnp": round(t["opcore"] / t["jnp_maximum"], 2),
-            "opcore_multicore_vs_jnp": round(t["opcore_multicore"] / t["jnp_maximum"], 2),
-            "in_graph_jnp_us": round(t["jnp_maximum_in_graph"] * 1e6, 2),
-            "in_graph_opcore_us": round(t["opcore_in_graph"] * 1e6, 2),
-            "in_graph_opcore_multicore_us": round(t["opcore_multicore_in_graph"] * 1e6, 2),
+            "jnp_maximum_us": med_us(t, "jnp_maximum"),
+            "opcore_us": med_us(t, "opcore"),
+            "opcore_multicore_us": med_us(t, "opcore_multicore"),
+            "opcore_vs_jnp": paired_ratio(t, "opcore", "jnp_maximum"),
+            "opcore_multicore_vs_jnp": paired_ratio(t, "opcore_multicore", "jnp_maximum"),
+            "in_graph_jnp_us": med_us(t, "jnp_maximum_in_graph"),
+            "in_graph_opcore_us": med_us(t, "opcore_in_graph"),
+            "in_graph_opcore_multicore_us": med_us(t, "opcore_multicore_in_graph"),
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
+    op_rows = op_language_rows(target, turns, args.quick)
 
     result = {
         "title": "opcore op inside jax.jit vs jnp.maximum(x, 0): time per call (float32 ReLU)",
         "rows": rows,
         "notes": (
-            "Same process, same inputs; each value is the median over repeats of the mean time "
-            "per call of a jitted function (block_until_ready after each batch). 'opcore' is a "
+            "Same process, same inputs; timing interleaved: each turn times a batch of calls of every "
+            "function in turn (block_until_ready after each batch); a time is the median over turns "
+            "of the mean time per call, a ratio the median of the per-turn ratios. 'opcore' is a "
             "single-core element-wise ReLU kernel, 'opcore_multicore' a multicore TCM-tiled "
             "one, both called through the single XLA FFI handler (custom_call_target=\"opcore\"); "
             "jnp_maximum is XLA's own fused op. The elements=1 row is the fixed per-call cost "
@@ -184,11 +274,22 @@ def main(argv=None) -> int:
             f"end {os.getloadavg()[0]:.2f} (other work on the machine makes the numbers noisy)."
         ),
     }
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=2)
-        f.write("\n")
-    print(f"wrote {args.out}")
+    ops_result = {
+        "title": "op-language ops inside jax.jit vs the same computation in jnp: time per call",
+        "rows": op_rows,
+        "notes": (
+            "nn_ops::layer_norm (three results, Tensor? weight and bias, an int[] attribute) vs a jnp "
+            "layer norm; nn_ops::sgd_momentum_ (Tensor(a!)[] params and momentum buffers updated in "
+            "place, aliased to their results) vs the jnp formula, on four parameters. Timing as in the "
+            "ReLU table (interleaved turns, medians, paired ratios); same machine and load."
+        ),
+    }
+    for path, obj in ((args.out, result), (args.ops_out, ops_result)):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(obj, f, indent=2)
+            f.write("\n")
+        print(f"wrote {path}")
     return 0
 
 

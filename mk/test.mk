@@ -37,6 +37,10 @@ test-examples: lib cli
 	PKG_CONFIG_PATH=$(abspath $(BUILD)/stage)/lib/pkgconfig sh -c '$(CC) examples/host/relu_host.c $$(pkg-config --cflags --libs opcore) -Wl,-rpath,$(abspath $(BUILD)/stage)/lib -o $(BUILD)/relu_host'
 	$(BUILD)/stage/bin/opcore build --name relu --compute examples/relu/tcm/relu.c --shape examples/relu/shape.c -o $(BUILD)/stage-out
 	$(BUILD)/relu_host $(BUILD)/stage-out/librelu.so
+	@# shared only: no libopcore.a, and `pkg-config --static` links the shared library too
+	test ! -e $(BUILD)/stage/lib/libopcore.a
+	PKG_CONFIG_PATH=$(abspath $(BUILD)/stage)/lib/pkgconfig sh -c '$(CC) examples/host/relu_host.c $$(pkg-config --static --cflags --libs opcore) -Wl,-rpath,$(abspath $(BUILD)/stage)/lib -o $(BUILD)/relu_host_static'
+	$(BUILD)/relu_host_static $(BUILD)/stage-out/librelu.so
 
 test-asan:
 	$(MAKE) BUILD=$(ASAN_BUILD) OPT="-O1 -g" SAN="$(SAN_FLAGS)" lib cli tests

@@ -23,31 +23,31 @@ BACKWARDS = {
 }
 
 _lib = None
+_autograd = False
+
+
+def _concat_backward(grad, xs, dim=0):
+    # the gradient of each input is its slice of grad (a Tensor[] input takes
+    # a list of gradients, so this backward is Python)
+    return (list(grad.split([x.shape[dim] for x in xs], dim)),)
 
 
 def load(build_directory=None, verbose=False):
-    """Build (a no-op when unchanged) and load the library; with torch,
-    register the autograd pairs and the concat backward. Returns the
-    opcore Library (with torch: torch.ops.nn_ops serves the ops too)."""
-    global _lib
-    if _lib is None:
-        from opcore import custom_op
+    """Build (a no-op when unchanged) and load the library -- or take the one
+    this process already loaded; with torch, register the autograd pairs and
+    the concat backward. Returns the opcore Library (with torch,
+    torch.ops.nn_ops serves the ops too)."""
+    global _lib, _autograd
+    from opcore import custom_op
 
-        _lib = custom_op.load(name="nn_ops", compute_srcs=COMPUTE_SRCS, shape_srcs=SHAPE_SRCS,
-                              build_directory=build_directory, verbose=verbose)
-        try:
-            import torch
-        except ImportError:
-            return _lib
+    _lib = custom_op.loaded_libraries().get("nn_ops") or custom_op.load(
+        name="nn_ops", compute_srcs=COMPUTE_SRCS, shape_srcs=SHAPE_SRCS, build_directory=build_directory,
+        verbose=verbose)
+    if not _autograd and "opcore.torch" in __import__("sys").modules:
         import opcore.torch
 
         for fwd, bwd in BACKWARDS.items():
             opcore.torch.register_autograd(fwd, bwd)
-
-        def concat_backward(grad, xs, dim=0):
-            # the gradient of each input is its slice of grad (a Tensor[] input
-            # takes a list of gradients, so the backward is Python here)
-            return (list(grad.split([x.shape[dim] for x in xs], dim)),)
-
-        opcore.torch.register_autograd("nn_ops::concat", concat_backward)
+        opcore.torch.register_autograd("nn_ops::concat", _concat_backward)
+        _autograd = True
     return _lib

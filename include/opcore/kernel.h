@@ -54,6 +54,7 @@
 #include "args.h"
 #include "check.h"
 #include "dim.h"
+#include "iter.h"
 #include "scalar.h"
 #include "tensor.h"
 #include "tensor_ops.h"
@@ -133,10 +134,17 @@ typedef struct oc_cacc {
 oc_acc oc_accessor_rw(oc_tensor *t, oc_dtype dtype, int ndim);
 oc_cacc oc_accessor_ro(const oc_tensor *t, oc_dtype dtype, int ndim);
 
-/* oc_accessor(t, dtype, ndim): oc_acc for oc_tensor *, oc_cacc for const. */
-#define oc_accessor(t, dtype, ndim)                                          \
-    _Generic((t), const oc_tensor *: oc_accessor_ro,                         \
-                  oc_tensor *: oc_accessor_rw)((t), (dtype), (ndim))
+/* oc_accessor(t, dtype, ndim): an oc_acc for an oc_tensor *, an oc_cacc
+ * (read-only) for a const oc_tensor *, such as a kernel's inputs:
+ *     oc_cacc in = oc_accessor(x, OC_FLOAT32, 2);       x: const oc_tensor *
+ *     oc_acc out = oc_accessor(oc_dst_tensor(), OC_FLOAT32, 2);
+ * `oc_acc a = oc_accessor(x, ...)` on a const tensor does not compile; the
+ * compiler's "invalid initializer" points at the line below and names the
+ * macro oc_accessor_of_a_const_tensor_is_an_oc_cacc: declare it oc_cacc.
+ * (oc_accessor_ro makes a read-only accessor of a writable tensor.) */
+#define oc_accessor(t, dtype, ndim) oc_accessor_of_a_const_tensor_is_an_oc_cacc(t)((t), (dtype), (ndim))
+#define oc_accessor_of_a_const_tensor_is_an_oc_cacc(t) \
+    _Generic((t), const oc_tensor *: oc_accessor_ro, oc_tensor *: oc_accessor_rw) /* const oc_tensor * gives an oc_cacc: write `oc_cacc a = oc_accessor(...)` */
 
 void oc__acc_out_of_bounds(int ndim, int dim, int64_t index, int64_t size);
 

@@ -108,7 +108,7 @@ typedef struct oc_op_options {
  * then any options. */
 #define oc_def(m, schema, shape_fn, kernel_name, ...)                         \
     oc__def((m), (schema), (oc_fn)(shape_fn), #shape_fn, (kernel_name),       \
-            &(const oc_op_options){sizeof(oc_op_options), __VA_ARGS__})
+            &(const oc_op_options){.struct_size = sizeof(oc_op_options), __VA_ARGS__})
 
 void oc__def(oc_library_builder *m, const char *schema, oc_fn shape_fn,
              const char *shape_fn_name, const char *kernel_name, const oc_op_options *options);

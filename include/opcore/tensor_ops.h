@@ -4,8 +4,9 @@
  * shape function every result is a meta tensor (shape and dtype only), so a
  * shape function can be written with the same calls as the kernel.
  *
- * Rules, as in the seeds: no broadcasting and no type promotion. Operands
- * must have the same shape and dtype; `_out` variants write into `out`,
+ * Rules of the element-wise ops, as in the seeds: no broadcasting and no
+ * type promotion (broadcast with oc_broadcast_shape and opcore/iter.h).
+ * Operands must have the same shape and dtype; `_out` variants write into `out`,
  * which must have that shape and dtype too. A violation fails the running
  * kernel with a message naming the op, the operand, expected and got (or,
  * outside a kernel, returns NULL with oc_errmsg set).
@@ -26,6 +27,30 @@ extern "C" {
 #define OC_SHAPE(...)                                                        \
     (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),               \
         (const int64_t[]) { __VA_ARGS__ }
+
+/* Tensor list literal: oc_empty_broadcast(OC_FLOAT32, OC_TENSORS(x, bias))
+ * passes the count and a `const oc_tensor *const[]` array. */
+#define OC_TENSORS(...)                                                      \
+    (int)(sizeof((const oc_tensor *[]){__VA_ARGS__}) / sizeof(const oc_tensor *)), \
+        (const oc_tensor *const[]) { __VA_ARGS__ }
+
+/* ---- broadcasting (for shape functions and kernels) ---------------------- */
+/* NumPy's rule: shapes are aligned at their last dim; in each dim the sizes
+ * must be equal or 1 (a missing dim counts as 1), and the result takes the
+ * larger. NULL tensors (an optional argument that is None) are skipped. */
+
+/* The broadcast shape of `n` tensors into *ndim and sizes[OC_MAX_DIMS].
+ * OC_EINVAL if two shapes do not broadcast; the message names both shapes
+ * and the dim ("tensor 0 of shape [4, 3] and tensor 1 of shape [5] do not
+ * broadcast: dim -1 is 3 vs 5"). Inside a shape function or kernel the
+ * failure ends it, as every opcore call does. */
+oc_status oc_broadcast_shape(int n, const oc_tensor *const *tensors, int *ndim,
+                             int64_t *sizes);
+
+/* A new tensor of the broadcast shape of `n` tensors and `dtype` (a meta
+ * tensor in a shape function): oc_empty_broadcast(x->dtype, OC_TENSORS(x, bias)).
+ * NULL if the shapes do not broadcast (outside a call: oc_errmsg says why). */
+oc_tensor *oc_empty_broadcast(oc_dtype dtype, int n, const oc_tensor *const *tensors);
 
 /* ---- factories ---------------------------------------------------------- */
 

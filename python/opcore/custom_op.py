@@ -18,7 +18,7 @@ from opcore import _C
 from opcore._C import BuildError
 
 __all__ = ["Library", "load", "load_library", "unload", "build", "cache_dir", "default_build_directory",
-           "loaded_libraries"]
+           "loaded_libraries", "new_project"]
 
 _lock = threading.RLock()
 _libraries = {}  # name -> Library
@@ -39,6 +39,7 @@ class Library:
         self.ops = {op.name: op for op in info["ops"]}
         self.build_seconds = None  # set by load(): wall time of the build
         self.cached = None         # set by load(): True if nothing was compiled
+        self.vec_report = None     # set by load(vec_report=True): the vectorisation report
 
     def __getattr__(self, name):
         ops = self.__dict__.get("ops", {})
@@ -58,8 +59,11 @@ class Library:
 
 def cache_dir(*parts):
     """opcore's cache root joined with `parts`: $OPCORE_CACHE_DIR, else
-    $XDG_CACHE_HOME/opcore, else ~/.cache/opcore (the C profiler uses the
-    same rule for its bandwidth measurement)."""
+    $XDG_CACHE_HOME/opcore, else ~/.cache/opcore. The C side uses the same
+    rule (oc_build_cache_dir(), `opcore config --cache-dir`): the CLI's
+    `opcore build` without -o and load() without build_directory both build
+    in cache_dir("build", name), one cache; the profiler keeps its bandwidth
+    measurement there and opcore.jax its compiled handler in cache_dir("jax")."""
     root = os.environ.get("OPCORE_CACHE_DIR")
     if not root:
         xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -68,7 +72,8 @@ def cache_dir(*parts):
 
 
 def default_build_directory(name):
-    """Where load() builds when no build_directory is given: cache_dir("build", name)."""
+    """Where load() builds when no build_directory is given, and `opcore
+    build` when given no -o: cache_dir("build", name)."""
     return cache_dir("build", name)
 
 
@@ -92,17 +97,32 @@ def _as_list(srcs, what):
         raise TypeError(f"{what} must be a list of paths") from None
 
 
+class BuildResult(tuple):
+    """(path, cached, seconds) from build(), with .vec_report: the
+    vectorisation report when build(vec_report=True) asked for one, else None."""
+
+    vec_report = None
+
+
 def build(name, compute_srcs, shape_srcs, build_directory=None, multicore=False, extra_cflags=None,
-          verbose=False, stack_size=0, include_dirs=None, debug=False, force=False):
+          verbose=False, stack_size=0, include_dirs=None, debug=False, force=False, vec_report=False):
     """Build lib<name>.so (reusing the content-hash cache shared with
     `opcore build`) without loading it. Returns (path, cached, seconds).
-    Raises BuildError carrying the compiler's output."""
+    Raises BuildError carrying the compiler's output. vec_report=True also
+    prints (and keeps in the result's .vec_report) which loops of the compute
+    sources the compiler vectorised and, for the others, its reason
+    (`opcore build --vec-report`)."""
     out = os.fspath(build_directory) if build_directory is not None else default_build_directory(name)
     os.makedirs(out, exist_ok=True)
-    return _C.build(name, _as_list(compute_srcs, "compute_srcs"), _as_list(shape_srcs, "shape_srcs"),
-                    out_dir=out, multicore=bool(multicore), stack_size=int(stack_size or 0),
-                    cflags=_as_list(extra_cflags, "extra_cflags"), include_dirs=_as_list(include_dirs, "include_dirs"),
-                    debug=bool(debug), verbose=bool(verbose), force=bool(force))
+    res = _C.build(name, _as_list(compute_srcs, "compute_srcs"), _as_list(shape_srcs, "shape_srcs"),
+                   out_dir=out, multicore=bool(multicore), stack_size=int(stack_size or 0),
+                   cflags=_as_list(extra_cflags, "extra_cflags"), include_dirs=_as_list(include_dirs, "include_dirs"),
+                   debug=bool(debug), verbose=bool(verbose), force=bool(force), vec_report=bool(vec_report))
+    result = BuildResult(res[:3])
+    if vec_report:
+        result.vec_report = res[3]
+        print(res[3], end="", flush=True)
+    return result
 
 
 def load(name, compute_srcs, shape_srcs, build_directory=None, multicore=False, extra_cflags=None,
@@ -116,16 +136,18 @@ def load(name, compute_srcs, shape_srcs, build_directory=None, multicore=False, 
     multicore: run kernels on every core. extra_cflags: more compiler flags
     (e.g. ['-DSTACK_SIZE=20000'] sets the kernel stack size). verbose: print
     the compiler commands. Further keywords (stack_size, include_dirs, debug,
-    force) go to build(). Returns the Library.
+    force, vec_report) go to build(). Returns the Library (with
+    .vec_report set when vec_report=True).
     """
-    path, cached, seconds = build(name, compute_srcs, shape_srcs, build_directory=build_directory,
-                                  multicore=multicore, extra_cflags=extra_cflags, verbose=verbose,
-                                  **build_options)
+    res = build(name, compute_srcs, shape_srcs, build_directory=build_directory, multicore=multicore,
+                extra_cflags=extra_cflags, verbose=verbose, **build_options)
+    path, cached, seconds = res
     if verbose:
         print(f"opcore: {path} ({'cached' if cached else f'built in {seconds:.2f}s'})", flush=True)
     lib = load_library(path)
     lib.build_seconds = seconds
     lib.cached = cached
+    lib.vec_report = res.vec_report
     return lib
 
 
@@ -188,3 +210,17 @@ def loaded_libraries():
     """{name: Library} of the libraries loaded through this module."""
     with _lock:
         return dict(_libraries)
+
+
+def new_project(path, name=None):
+    """Write a small op project into `path` (what `opcore new NAME DIR`
+    does): kernel.c, shape.c (shape function + OC_LIBRARY), test_<name>.c,
+    test_<name>.py, a Makefile whose `make test` builds the library and runs
+    both tests, and a README. `name` (default: the directory's name) must be
+    a C identifier: it names lib<name>.so and torch.ops.<name>. Nothing is
+    overwritten (FileExistsError). Returns the path."""
+    path = os.fspath(path)
+    if name is None:
+        name = os.path.basename(os.path.normpath(os.path.abspath(path)))
+    _C.new_project(path, name)
+    return path

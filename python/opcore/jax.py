@@ -16,9 +16,18 @@ after the schema's arguments::
 
     print(opcore.jax.hlo(f, a, b))      # HLO text with the custom-call
 
+Every schema type works (docs/jax.md): tensors, ``Tensor?`` (None),
+``Tensor[]`` (a list of arrays), ``int[]``/``int[N]``, ``float[]``, ``str``,
+``ScalarType`` (a dtype), ``T?``, several results, ``-> ()`` and in-place
+``Tensor(a!)`` arguments in their functional form (the new values are
+returned; XLA updates the buffers in place through input_output_aliases).
+
 Output shapes and dtypes come from the op's shape function (run on the
-host at trace time). Training: ``opcore.jax.with_vjp(fwd, bwd...)`` pairs a
-forward op with one backward per tensor input into a ``jax.custom_vjp``.
+host at trace time); with symbolic sizes (``jax.export``) they are traced
+into JAX dimension expressions. Training: ``opcore.jax.with_vjp(fwd, bwd)``
+pairs a forward op with its backward (bound by name) into a
+``jax.custom_vjp``. ``opcore.jax.export`` exports with the custom call
+allowed; ``batch_dims=`` makes an op split along its batch under sharding.
 
 The handler is compiled at first use with the system C compiler (``$CC``,
 default ``cc``) against the installed jaxlib's ``xla/ffi/api/c_api.h`` and
@@ -29,6 +38,7 @@ jaxlib version and a hash of the sources.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -45,6 +55,8 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
+from opcore import _jax_dims, _jax_sharding, _jax_vjp
+
 __all__ = [
     "TARGET",
     "Op",
@@ -52,16 +64,17 @@ __all__ = [
     "with_vjp",
     "passthrough",
     "hlo",
+    "export",
+    "deserialize",
+    "disabled_checks",
     "register",
     "handler_path",
     "forget_ops",
+    "alias_copies",
 ]
 
 #: The custom-call target name every opcore op lowers to.
 TARGET = "opcore"
-
-# argument types, as opcore._C.Op.args spells them (the schema's spelling)
-_ARG_TENSOR, _ARG_FLOAT, _ARG_INT, _ARG_BOOL, _ARG_SCALAR = "Tensor", "float", "int", "bool", "Scalar"
 
 # oc_dtype <-> numpy / jax dtypes
 _OC_DTYPES = [
@@ -78,6 +91,7 @@ _OC_DTYPES = [
 ]
 _DTYPE_TO_OC = {dt: i for i, dt in enumerate(_OC_DTYPES)}
 _DTYPE_BY_NAME = {dt.name: dt for dt in _OC_DTYPES}  # "float32", "bfloat16", "bool", ...
+_SUPPORTED = "float32/64, float16, bfloat16, int8/16/32/64, uint8, bool"
 
 
 # ---------------------------------------------------------------------------
@@ -156,11 +170,23 @@ def _include_dir() -> Path:
 
 
 def _handler_source() -> Path:
+    # The source tree's file first (an editable install: edits take effect),
+    # then the copy an installed package ships (setup.py stages it).
     here = Path(__file__).resolve().parent
-    for p in (here / "_jax_ffi_handler.c", here / "jax_ffi_handler.c", _REPO / "src" / "jax" / "ffi_handler.c"):
+    for p in (_REPO / "src" / "jax" / "ffi_handler.c", here / "_jax_ffi_handler.c"):
         if p.exists():
             return p
-    raise RuntimeError("opcore.jax: the handler source (src/jax/ffi_handler.c) is missing")
+    raise RuntimeError(f"opcore.jax: the handler source is missing (neither {here / '_jax_ffi_handler.c'} "
+                       "nor src/jax/ffi_handler.c); reinstall opcore")
+
+
+def _prebuilt_handler(src: Path, c_api: Path, jaxlib_version: str) -> Path | None:
+    """The handler built with the package (mk/package.mk, when jaxlib was
+    present), if it was built for this jaxlib from this very c_api.h and
+    handler source: its name carries the version and the hash of both."""
+    tag = hashlib.sha256(c_api.read_bytes() + src.read_bytes()).hexdigest()[:16]
+    p = _lib_dir() / f"opcore_jax_ffi-jaxlib{jaxlib_version}-{tag}.so"
+    return p if p.exists() else None
 
 
 def _cache_dir() -> Path:
@@ -185,6 +211,9 @@ def _build_handler() -> Path:
     c_api = jax_inc / "xla" / "ffi" / "api" / "c_api.h"
     if not c_api.exists():
         raise RuntimeError(f"opcore.jax: jaxlib ships no {c_api}; jaxlib {jaxlib.__version__} is too old")
+    prebuilt = _prebuilt_handler(src, c_api, jaxlib.__version__)
+    if prebuilt is not None:
+        return prebuilt
     inc = _include_dir()
     lib = _lib_dir()
     cc = os.environ.get("CC", "cc")
@@ -192,10 +221,8 @@ def _build_handler() -> Path:
     h = hashlib.sha256()
     h.update(src.read_bytes())
     h.update(c_api.read_bytes())
-    for name in ("host.h", "tensor.h", "dtype.h", "scalar.h", "status.h"):
-        p = inc / "opcore" / name
-        if p.exists():
-            h.update(p.read_bytes())
+    for p in sorted((inc / "opcore").glob("*.h")):  # host.h and what it includes
+        h.update(p.read_bytes())
     h.update(str(lib).encode())
     h.update(cc.encode())
     ver = jaxlib.__version__
@@ -257,6 +284,8 @@ def _load_handler() -> ctypes.CDLL:
             lib.oc_jax_handler_address.restype = ctypes.c_void_p
             lib.oc_jax_handler_address.argtypes = []
             lib.oc_jax_forget_ops.restype = None
+            lib.oc_jax_alias_copies.restype = ctypes.c_uint64
+            lib.oc_jax_alias_copies.argtypes = []
             _handler_lib, _handler_so = lib, so
         return _handler_lib
 
@@ -277,132 +306,363 @@ def forget_ops() -> None:
     """Drop the handler's cached op lookups (after unloading a library)."""
     if _handler_lib is not None:
         _handler_lib.oc_jax_forget_ops()
-    _op_info.cache_clear()
+    _forget_python_caches()
 
 
 # ---------------------------------------------------------------------------
-# Op metadata and shape inference (runs opcore's shape function).
+# Op metadata (from opcore._C.Op: arg_info, results).
 
-class _ArgInfo:
-    __slots__ = ("name", "type", "default")
+class _Arg:
+    """One schema argument, as opcore._C.Op.arg_info describes it."""
 
-    def __init__(self, name, type_, default):
-        self.name, self.type, self.default = name, type_, default
+    __slots__ = ("index", "name", "type", "schema_type", "optional", "mutable", "list_len",
+                 "keyword_only", "has_default", "default")
+
+    def __init__(self, index: int, info: dict):
+        self.index = index
+        for k in self.__slots__[1:]:
+            setattr(self, k, info[k])
+
+    @property
+    def is_tensor(self) -> bool:
+        """Tensor, Tensor?, Tensor(a!), Tensor[]: operands, not attributes."""
+        return self.type in ("Tensor", "Tensor[]")
+
+    @property
+    def is_list(self) -> bool:
+        return self.type == "Tensor[]"
 
     def __repr__(self):
-        return f"{self.type} {self.name}"
+        return f"{self.schema_type} {self.name}"
 
 
-_NO_DEFAULT = object()
+class _OpMeta:
+    """A loaded op's schema, read once: arguments, results, aliases."""
+
+    def __init__(self, cop):
+        self.op = cop
+        self.qualname = cop.qualname
+        self.schema = cop.schema
+        self.args = tuple(_Arg(i, d) for i, d in enumerate(cop.arg_info))
+        self.by_name = {a.name: a for a in self.args}
+        self.results = tuple((name, alias) for name, alias in cop.results)
+        self.fresh = tuple(i for i, (_, alias) in enumerate(self.results) if alias is None)
+        self.mutated = tuple(a for a in self.args if a.mutable)
+        self.tensor_args = tuple(a for a in self.args if a.is_tensor)
+        kw = [a.index for a in self.args if a.keyword_only]
+        self.positional = kw[0] if kw else len(self.args)
+
+    def error(self, msg: str, arg: _Arg | None = None):
+        from opcore import OpArgumentError
+        where = f"argument '{arg.name}' ({arg.schema_type}): " if arg is not None else ""
+        return OpArgumentError(f"opcore op '{self.qualname}': {where}{msg} (schema: {self.schema})")
 
 
 @functools.lru_cache(maxsize=None)
-def _op_info(qualname: str):
-    """(opcore._C.Op, argument infos, schema) of a loaded op."""
+def _op_info(qualname: str) -> _OpMeta:
     from opcore import _C
     try:
-        op = _C.find_op(qualname)
+        cop = _C.find_op(qualname)
     except KeyError as e:
         raise LookupError(
             f"opcore.jax: op '{qualname}' is not loaded ({e.args[0]}); load its library first "
             "(opcore.custom_op.load / load_library)"
         ) from None
-    args = tuple(_ArgInfo(name, type_, default if has_default else _NO_DEFAULT)
-                 for name, type_, has_default, default in op.args)
-    return op, args, op.schema
+    return _OpMeta(cop)
 
 
-def _oc_dtype(dtype, qualname, argname) -> int:
-    dt = np.dtype(dtype)
+def _forget_python_caches():
+    _op_info.cache_clear()
+    _result_specs.cache_clear()
+    _jax_sharding.forget()
+
+
+# ---------------------------------------------------------------------------
+# Arguments: binding a call to the schema, checking and normalising values.
+
+_MISSING = object()  # an argument left to its schema default
+
+
+def _is_array(v) -> bool:
+    return isinstance(v, (jax.Array, np.ndarray, np.generic)) or hasattr(v, "aval")
+
+
+def _static(meta: _OpMeta, a: _Arg, v):
+    """A concrete Python value for a non-tensor argument (arrays of rank 0
+    or 1 become numbers or lists; traced values are refused)."""
+    if isinstance(v, jax.core.Tracer):
+        raise meta.error("must be a static Python value, not a traced array (non-tensor arguments "
+                         "become attributes of the custom call; make it static, e.g. "
+                         "jax.jit(..., static_argnames=...))", a)
+    if isinstance(v, (jax.Array, np.ndarray, np.generic)) and np.ndim(v) <= 1:
+        v = np.asarray(v).tolist()
+    return v
+
+
+def _as_int(meta, a, v, what="an int"):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise meta.error(f"expected {what}, got {v!r}", a)
+    v = int(v)
+    if not -(1 << 63) <= v < (1 << 63):
+        raise meta.error(f"{v} does not fit in a 64-bit int", a)
+    return v
+
+
+def _as_float(meta, a, v, what="a float"):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise meta.error(f"expected {what}, got {v!r}", a)
+    return float(v)
+
+
+def _as_list(meta, a, v, item, what):
+    """int[] / float[]: a list or tuple; int[N] / float[N] also take one
+    number for all N items."""
+    if a.list_len and not isinstance(v, (list, tuple)):
+        return (item(meta, a, v, what),) * a.list_len
+    if not isinstance(v, (list, tuple)):
+        raise meta.error(f"expected a list of {what}s, got {type(v).__name__}", a)
+    out = tuple(item(meta, a, x, what) for x in v)
+    if a.list_len and len(out) != a.list_len:
+        raise meta.error(f"expected {a.list_len} {what}s, got a list of {len(out)}", a)
+    return out
+
+
+def _dtype_name(meta, a, v) -> str:
     try:
-        return _DTYPE_TO_OC[dt]
-    except KeyError:
-        raise TypeError(
-            f"opcore op '{qualname}': argument '{argname}' has dtype {dt}, which opcore does not "
-            "support (float32/64, float16, bfloat16, int8/16/32/64, uint8, bool)"
-        ) from None
+        dt = np.dtype(v)
+    except TypeError:
+        dt = None
+    if dt is None or dt not in _DTYPE_TO_OC:
+        raise meta.error(f"expected a dtype opcore supports ({_SUPPORTED}; e.g. jnp.float32 or "
+                         f"'float32'), got {v!r}", a)
+    return dt.name
 
 
-def _static_value(info: _ArgInfo, value, qualname):
-    """A non-tensor argument as the numpy scalar passed as an attribute."""
-    if isinstance(value, (jax.Array, np.ndarray)) and getattr(value, "ndim", 0) == 0:
+def _norm_static(meta: _OpMeta, a: _Arg, v):
+    """A non-tensor argument's value, checked and normalised: int, float,
+    bool, str, a dtype name (ScalarType), a tuple (int[], float[]) or None."""
+    if v is None:
+        if not a.optional:
+            raise meta.error(f"got None; only optional ({a.schema_type}?) arguments take None", a)
+        return None
+    v = _static(meta, a, v)
+    t = a.type
+    if t == "int":
+        return _as_int(meta, a, v)
+    if t == "float":
+        return _as_float(meta, a, v)
+    if t == "bool":
+        if not isinstance(v, (bool, np.bool_)):
+            raise meta.error(f"expected a bool, got {v!r}", a)
+        return bool(v)
+    if t == "Scalar":
+        if isinstance(v, (bool, np.bool_)):
+            return bool(v)
+        if isinstance(v, (int, np.integer)):
+            return _as_int(meta, a, v)
+        return _as_float(meta, a, v, "a number")
+    if t == "str":
+        if not isinstance(v, str):
+            raise meta.error(f"expected a str, got {type(v).__name__}", a)
+        return v
+    if t == "ScalarType":
+        return _dtype_name(meta, a, v)
+    if t == "int[]":
+        return _as_list(meta, a, v, _as_int, "int")
+    if t == "float[]":
+        return _as_list(meta, a, v, _as_float, "float")
+    raise meta.error(f"has type {t}, which opcore.jax does not know", a)
+
+
+def _norm_array(meta: _OpMeta, a: _Arg, v, item: int | None = None):
+    where = f"item {item} " if item is not None else ""
+    if not _is_array(v):
+        if isinstance(v, (list, tuple)):  # as jnp functions do: a list is not an array
+            raise meta.error(f"{where}expected an array, got a {type(v).__name__}" +
+                             ("" if a.is_list else " (only Tensor[] arguments take lists)"), a)
         try:
-            value = value.item()
+            v = jnp.asarray(v)
         except Exception:
-            raise TypeError(
-                f"opcore op '{qualname}': argument '{info.name}' ({info.type}) "
-                "must be a static Python number, not a traced value"
-            ) from None
-    if info.type == _ARG_FLOAT:
-        if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
-            raise TypeError(f"opcore op '{qualname}': argument '{info.name}' (float) got {value!r}")
-        return np.float64(value)
-    if info.type == _ARG_INT:
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-            raise TypeError(f"opcore op '{qualname}': argument '{info.name}' (int) got {value!r}")
-        return np.int64(value)
-    if info.type == _ARG_BOOL:
-        if not isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"opcore op '{qualname}': argument '{info.name}' (bool) got {value!r}")
-        return np.bool_(value)
-    if info.type == _ARG_SCALAR:
-        if isinstance(value, (bool, np.bool_)):
-            return np.bool_(value)
-        if isinstance(value, (int, np.integer)):
-            return np.int64(value)
-        if isinstance(value, (float, np.floating)):
-            return np.float64(value)
-        raise TypeError(f"opcore op '{qualname}': argument '{info.name}' (Scalar) got {value!r}")
-    raise TypeError(f"opcore op '{qualname}': argument '{info.name}' has an unknown type")
+            raise meta.error(f"{where}expected an array, got {type(v).__name__}", a) from None
+    dt = np.dtype(v.dtype)
+    if dt not in _DTYPE_TO_OC:
+        raise meta.error(f"{where}has dtype {dt}, which opcore does not support ({_SUPPORTED})", a)
+    return v
+
+
+def _norm_tensor(meta: _OpMeta, a: _Arg, v):
+    """A tensor argument: an array, None (Tensor?) or a list of arrays (Tensor[])."""
+    if v is None:
+        if not a.optional:
+            raise meta.error("got None; only Tensor? arguments take None", a)
+        return None
+    if a.is_list:
+        if _is_array(v) or not isinstance(v, (list, tuple)):
+            raise meta.error(f"expected a list of arrays, got {type(v).__name__}", a)
+        return [_norm_array(meta, a, x, k) for k, x in enumerate(v)]
+    return _norm_array(meta, a, v)
+
+
+def _bind(meta: _OpMeta, args: tuple, kwargs: dict) -> list:
+    """The call's values in schema order (normalised; _MISSING where the
+    schema default applies)."""
+    n = len(meta.args)
+    if len(args) > meta.positional:
+        if len(args) > n:
+            raise meta.error(f"takes {n} argument{'s' if n != 1 else ''}, got {len(args)}")
+        raise meta.error(f"takes {meta.positional} positional arguments, got {len(args)}; "
+                         f"'{meta.args[meta.positional].name}' and later are keyword-only")
+    vals = list(args) + [_MISSING] * (n - len(args))
+    for k, v in kwargs.items():
+        a = meta.by_name.get(k)
+        if a is None:
+            raise meta.error(f"has no argument '{k}'")
+        if vals[a.index] is not _MISSING:
+            raise meta.error(f"argument '{k}' given twice")
+        vals[a.index] = v
+    for a in meta.args:
+        v = vals[a.index]
+        if v is _MISSING:
+            if not a.has_default:
+                raise meta.error(f"missing argument '{a.name}' ({a.schema_type})")
+            if a.is_tensor:
+                vals[a.index] = None  # Tensor? = None: an explicit None keeps the operand count clear
+            continue
+        vals[a.index] = _norm_tensor(meta, a, v) if a.is_tensor else _norm_static(meta, a, v)
+    return vals
+
+
+def _static_key(meta: _OpMeta, vals: list) -> tuple:
+    """What of a call is static: non-tensor values and the tensors' structure
+    (None, or a list's length). Hashable; equal keys lower alike."""
+    key = []
+    for a in meta.args:
+        v = vals[a.index]
+        if a.is_tensor:
+            key.append(None if v is None else len(v) if a.is_list else -1)
+        else:
+            key.append(v)
+    return tuple(key)
+
+
+# ---------------------------------------------------------------------------
+# Result shapes: the op's shape function, run on shapes and dtypes only.
+
+class _Spec:
+    """A shape and a dtype, as opcore._C.Op.infer / trace read them."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+
+
+def _tensor_meta(v):
+    if v is None:
+        return None
+    if isinstance(v, list):
+        return _jax_dims.ListMeta((tuple(x.shape), np.dtype(x.dtype)) for x in v)
+    return (tuple(v.shape), np.dtype(v.dtype))
+
+
+def _shape_kwargs(meta: _OpMeta, key: tuple, tmeta: tuple, dims=None) -> dict:
+    """Keyword arguments for op.infer / op.trace: shape specs for tensors
+    (sizes mapped through `dims`, for probe runs), static values as given."""
+    kw = {}
+    for a, k, m in zip(meta.args, key, tmeta):
+        if a.is_tensor:
+            if m is None:
+                kw[a.name] = None
+            elif a.is_list:
+                kw[a.name] = [_Spec(dims(s) if dims else s, d) for s, d in m]
+            else:
+                kw[a.name] = _Spec(dims(m[0]) if dims else m[0], m[1])
+        elif k is not _MISSING:
+            kw[a.name] = list(k) if isinstance(k, tuple) else k
+    return kw
 
 
 @functools.lru_cache(maxsize=4096)
-def _infer(qualname: str, tensor_meta: tuple, statics: tuple) -> jax.ShapeDtypeStruct:
-    """Run the op's shape function on shapes and dtypes only: the result's
-    shape/dtype. tensor_meta: ((shape, np dtype), ...) in schema order;
-    statics: ((name, numpy scalar), ...)."""
-    from opcore.errors import OpError
-    op, infos, _ = _op_info(qualname)
-    static_map = dict(statics)
-    metas = iter(tensor_meta)
-    args = []
-    for info in infos:
-        if info.type == _ARG_TENSOR:
-            shape, dt = next(metas)
-            _oc_dtype(dt, qualname, info.name)  # a clear error for dtypes opcore lacks
-            args.append(jax.ShapeDtypeStruct(shape, dt))
-        else:
-            args.append(static_map[info.name].item())
-    try:
-        (sizes, dtype_name), = op.infer(*args)
-    except OpError as e:
-        msg = str(e) if qualname in str(e) else f"op '{qualname}': {e}"
-        raise ValueError(f"opcore: shape function failed: {msg}") from None
-    return jax.ShapeDtypeStruct(tuple(sizes), _DTYPE_BY_NAME[dtype_name])
+def _result_specs(qualname: str, key: tuple, tmeta: tuple) -> tuple:
+    """((shape, numpy dtype), ...) for every result of the op (aliased ones
+    included). Symbolic sizes (jax.export) go through op.trace."""
+    meta = _op_info(qualname)
+    if all(_jax_dims.is_static(s) for m in tmeta for s, _ in _jax_dims.items(m)):
+        got = meta.op.infer(**_shape_kwargs(meta, key, tmeta))
+        return tuple((tuple(sizes), _DTYPE_BY_NAME[dt]) for sizes, dt in got)
+    traced = _jax_dims.trace(meta, lambda dims: _shape_kwargs(meta, key, tmeta, dims), tmeta)
+    return tuple((shape, _DTYPE_BY_NAME[dt]) for shape, dt in traced)
+
+
+# ---------------------------------------------------------------------------
+# Varying manual axes (jax.shard_map): results vary over the axes any input
+# varies over, so out_specs are checked the way they are for jnp ops.
+
+def _vma(x) -> frozenset:
+    aval = jax.typeof(x)
+    mat = getattr(aval, "mat", None)
+    if mat is not None:
+        return frozenset(mat.varying)
+    return frozenset(getattr(aval, "vma", ()))
+
+
+def _to_varying(x, axes: frozenset):
+    missing = axes - _vma(x)
+    return jax.lax.pcast(x, tuple(sorted(missing)), to="varying") if missing else x
+
+
+def _result_struct(shape, dtype, vma: frozenset, like=None):
+    """A result's type; inside shard_map it varies over `vma` (the mesh
+    comes from `like`, an operand)."""
+    if not vma:
+        return jax.ShapeDtypeStruct(shape, dtype)
+    sharding = jax.sharding.NamedSharding(jax.typeof(like).sharding.mesh, jax.sharding.PartitionSpec())
+    return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding,
+                                manual_axis_type=jax.sharding.ManualAxisType(varying=vma))
 
 
 # ---------------------------------------------------------------------------
 # The JAX callable.
 
+def _attr(a: _Arg, v):
+    """A normalised non-tensor value of argument `a` as a custom-call attribute."""
+    if v is None:
+        return {}  # None (the handler reads an empty dictionary as None)
+    if isinstance(v, bool):
+        return np.bool_(v)
+    if isinstance(v, int):
+        return np.int64(v)
+    if isinstance(v, float):
+        return np.float64(v)
+    if isinstance(v, tuple):  # int[] / float[]: a dense array
+        return np.asarray(v, dtype=np.int64 if a.type == "int[]" else np.float64).reshape(len(v))
+    return v  # str (and ScalarType by name)
+
+
 class Op:
     """A JAX callable for one loaded opcore op (see :func:`op`).
 
-    Call it like the schema: tensors positionally (jax/numpy arrays),
-    non-tensor arguments positionally or by name as static Python numbers
-    (they become attributes of the custom call; a changed value retraces).
+    Call it like the schema: tensors as JAX or numpy arrays (``None`` for a
+    ``Tensor?``, a list for a ``Tensor[]``), non-tensor arguments as static
+    Python values (they become attributes of the custom call; a changed
+    value retraces). It returns the op's functional form: its fresh results
+    followed by the new value of every mutated argument; one value alone,
+    several as a tuple, ``None`` for none.
     """
 
-    def __init__(self, qualname: str, vmap_method: str = "sequential"):
+    def __init__(self, qualname: str, vmap_method: str = "sequential", batch_dims=None):
         if "::" not in qualname:
             raise ValueError(f"opcore.jax.op: expected 'library::op', got {qualname!r}")
         register()
         self.qualname = qualname
         self.vmap_method = vmap_method
-        _, self._args, self.schema = _op_info(qualname)
-        self.tensor_args = tuple(a.name for a in self._args if a.type == _ARG_TENSOR)
-        if any(a.name == "op" for a in self._args if a.type != _ARG_TENSOR):
-            raise ValueError(f"opcore.jax: op '{qualname}' has a non-tensor argument named 'op', "
-                             "which clashes with the custom call's op-name attribute")
+        self._meta = meta = _op_info(qualname)
+        self.schema = meta.schema
+        if "op" in meta.by_name:
+            raise ValueError(f"opcore.jax: op '{qualname}' has an argument named 'op', which clashes "
+                             "with the custom call's op-name attribute")
+        self.tensor_args = tuple(a.name for a in meta.tensor_args)
+        self.batch_dims = _jax_sharding.BatchDims.parse(meta, batch_dims) if batch_dims is not None else None
         self.__name__ = qualname.split("::", 1)[1]
         self.__qualname__ = self.__name__
         self.__doc__ = f"opcore op {qualname}: {self.schema}"
@@ -410,141 +670,200 @@ class Op:
     def __repr__(self):
         return f"opcore.jax.op({self.qualname!r})  # {self.schema}"
 
-    def bind(self, args: tuple, kwargs: dict):
-        """Split a call's arguments: (tensors in schema order, static attrs dict)."""
-        infos = self._args
-        if len(args) > len(infos):
-            raise TypeError(f"opcore op '{self.qualname}' ({self.schema}) takes {len(infos)} "
-                            f"arguments, got {len(args)}")
-        bound: dict[str, Any] = {}
-        for info, a in zip(infos, args):
-            bound[info.name] = a
-        names = {i.name for i in infos}
-        for k, v in kwargs.items():
-            if k not in names:
-                raise TypeError(f"opcore op '{self.qualname}' ({self.schema}) has no argument '{k}'")
-            if k in bound:
-                raise TypeError(f"opcore op '{self.qualname}': argument '{k}' given twice")
-            bound[k] = v
-        tensors, statics = [], {}
-        for info in infos:
-            if info.name not in bound:
-                if info.default is _NO_DEFAULT:
-                    raise TypeError(f"opcore op '{self.qualname}' ({self.schema}): missing "
-                                    f"argument '{info.name}'")
-                if info.type == _ARG_TENSOR:
-                    raise TypeError(f"opcore op '{self.qualname}': missing tensor '{info.name}'")
-                bound[info.name] = info.default
-            v = bound[info.name]
-            if info.type == _ARG_TENSOR:
-                tensors.append(v)
-            else:
-                statics[info.name] = _static_value(info, v, self.qualname)
-        return tensors, statics
+    def bind(self, args: tuple, kwargs: dict) -> list:
+        """The call's arguments in schema order, checked and normalised
+        (tensors: arrays, None, lists; the rest: Python values; a default
+        left out is filled in)."""
+        vals = _bind(self._meta, args, kwargs)
+        return [a.default if v is _MISSING else v for a, v in zip(self._meta.args, vals)]
 
     def __call__(self, *args, **kwargs):
-        tensors, statics = self.bind(args, kwargs)
-        tensors = [x if isinstance(x, jax.Array) or hasattr(x, "aval") else jnp.asarray(x)
-                   for x in tensors]
-        meta = tuple((tuple(x.shape), np.dtype(x.dtype)) for x in tensors)
-        out = _infer(self.qualname, meta, tuple(sorted(statics.items())))
-        call = jax.ffi.ffi_call(TARGET, out, vmap_method=self.vmap_method)
-        return call(*tensors, op=self.qualname, **statics)
+        meta = self._meta
+        vals = _bind(meta, args, kwargs)
+        return self._call(vals)
+
+    # -- internals -------------------------------------------------------------
+
+    def _call(self, vals: list):
+        """Run the op on bound values (from _bind)."""
+        meta = self._meta
+        key = _static_key(meta, vals)
+        tensors = [vals[a.index] for a in meta.tensor_args]
+        if self.batch_dims is not None:
+            routed = _jax_sharding.route(self, key, tensors)
+            if routed is not None:
+                return routed
+        return self._lower(key, tensors)
+
+    def _lower(self, key: tuple, tensors: list):
+        """The custom call itself: operands, attributes, results."""
+        meta = self._meta
+        flat = [x for t in tensors if t is not None for x in (t if isinstance(t, list) else [t])]
+        vma = frozenset().union(*(_vma(x) for x in flat)) if flat else frozenset()
+        if vma:
+            flat = [_to_varying(x, vma) for x in flat]
+        tmeta = tuple(_tensor_meta(v) if a.is_tensor else None
+                      for a, v in zip(meta.args, self._full(key, tensors)))
+        specs = _result_specs(self.qualname, key, tmeta)
+
+        # results: fresh ones, then one per mutated tensor (aliased to its operand)
+        like = flat[0] if flat else None
+        results = [_result_struct(*specs[i], vma, like) for i in meta.fresh]
+        aliases, mutated_counts, pos = {}, [], 0
+        for a, t in zip(meta.tensor_args, tensors):
+            n = 0 if t is None else len(t) if a.is_list else 1
+            if a.mutable:
+                for j in range(n):
+                    aliases[pos + j] = len(results)
+                    x = flat[pos + j]
+                    results.append(_result_struct(tuple(x.shape), np.dtype(x.dtype), vma, like))
+                mutated_counts.append((a.is_list, n))
+            pos += n
+
+        attrs = {"op": self.qualname}
+        for a, k in zip(meta.args, key):
+            if a.is_tensor:
+                if k is None:
+                    attrs[a.name] = {}  # Tensor? given None
+                elif a.is_list:
+                    attrs[a.name] = np.int64(k)
+            elif k is not _MISSING:
+                attrs[a.name] = _attr(a, k)
+
+        call = jax.ffi.ffi_call(TARGET, results, vmap_method=self.vmap_method,
+                                input_output_aliases=aliases or None,
+                                has_side_effect=not results)
+        try:
+            outs = list(call(*flat, **attrs))
+        except ValueError as e:
+            if "cannot be differentiated" not in str(e):
+                raise
+            raise ValueError(_no_gradient(meta)) from None
+
+        # the functional form: fresh results, then each mutated argument's new value
+        value = outs[:len(meta.fresh)]
+        rest = outs[len(meta.fresh):]
+        for is_list, n in mutated_counts:
+            value.append(rest[:n] if is_list else rest[0] if n else None)  # None: a Tensor(a!)? given None
+            rest = rest[n:]
+        if not value:
+            return None
+        return value[0] if len(value) == 1 else tuple(value)
+
+    def _full(self, key: tuple, tensors: list) -> list:
+        """Values in schema order from a static key and the tensors."""
+        it = iter(tensors)
+        return [next(it) if a.is_tensor else k for a, k in zip(self._meta.args, key)]
 
 
-def op(qualname: str, *, vmap_method: str = "sequential") -> Op:
+def _no_gradient(meta: _OpMeta) -> str:
+    if meta.mutated:
+        return (f"opcore op '{meta.qualname}' writes its arguments in place "
+                f"({', '.join(a.name for a in meta.mutated)}) and has no gradient: differentiate a "
+                "functional op, or keep the in-place op out of jax.grad (e.g. the optimiser step)")
+    return (f"opcore op '{meta.qualname}' has no gradient by itself: pair it with its backward, "
+            f"opcore.jax.with_vjp('{meta.qualname}', '<library>::<backward op>' or a callable)")
+
+
+def op(qualname: str, *, vmap_method: str = "sequential", batch_dims=None) -> Op:
     """A JAX callable for the loaded op ``qualname`` ("library::op").
 
     ``vmap_method`` says how ``jax.vmap`` maps it (see jax.ffi.ffi_call):
     ``"sequential"`` (default: a loop of calls, right for any op) or
     ``"broadcast_all"`` (one call on the batched arrays: right for
     rank-polymorphic ops such as element-wise ones), or ``"expand_dims"``.
+
+    ``batch_dims`` declares the op batch-separable, so that it runs per shard
+    when its inputs are sharded along the batch (``jax.jit`` with a
+    ``NamedSharding``) instead of on gathered inputs: an int (the batch
+    dimension of every tensor argument and result) or a dict from argument
+    and result names to a dimension or None (not batched); see docs/jax.md.
     """
-    return Op(qualname, vmap_method=vmap_method)
+    return Op(qualname, vmap_method=vmap_method, batch_dims=batch_dims)
 
 
 # ---------------------------------------------------------------------------
-# Training: custom_vjp from forward + backward ops.
+# Training: custom_vjp from forward + backward.
 
 def passthrough(grad, *inputs):
     """A backward that passes the gradient through unchanged (d(a+b)/da = 1)."""
     return grad
 
 
-def _as_callable(f, vmap_method):
-    if f is None or callable(f) and not isinstance(f, str):
-        return f
-    if isinstance(f, str):
-        return op(f, vmap_method=vmap_method)
-    raise TypeError(f"opcore.jax.with_vjp: expected an op name, an opcore.jax.Op or a callable, got {f!r}")
-
-
 def with_vjp(forward, *backward, vmap_method: str = "sequential") -> Callable:
-    """Pair a forward op with backward ops into a ``jax.custom_vjp`` function.
+    """Pair a forward op with its backward into a ``jax.custom_vjp`` function.
 
-    ``backward`` holds one entry per tensor input of ``forward`` (in schema
-    order); entry *i* is called as ``bwd(grad, *tensor_inputs)`` and gives the
-    gradient of tensor input *i*. An entry is an op name, an
-    :class:`Op`, any callable (e.g. :func:`passthrough`), or ``None`` for an
-    input that gets no gradient (zeros). Backward ops receive the forward's
-    non-tensor arguments too, by name, where their schema has them::
+    ``backward`` is either ONE entry giving the gradients of all tensor
+    inputs, or one entry per tensor input of ``forward`` (schema order). An
+    entry is an op name or :class:`Op` (bound by name: it receives the
+    forward's inputs and non-tensor arguments, its saved results and the
+    incoming gradients ``grad`` / ``grad_<result>`` / ``grad<i>``; its
+    results ``grad_<input>`` go to that input, others positionally), any
+    callable (called as ``bwd(*grads, *tensor_inputs)``), or ``None`` (no
+    gradient: zeros). Every gradient is checked against its input's shape
+    and dtype::
 
         relu = opcore.jax.with_vjp("my_ops::relu_forward", "my_ops::relu_backward")
+        ln = opcore.jax.with_vjp("nn_ops::layer_norm", "nn_ops::layer_norm_backward")
         add = opcore.jax.with_vjp("add_ops::tensor_add", opcore.jax.passthrough,
                                   opcore.jax.passthrough)
-        jax.grad(lambda a, b: (a * b * add(a, b)).sum(), argnums=(0, 1))(a, b)
     """
-    fwd = _as_callable(forward, vmap_method)
+    def as_entry(f):
+        if f is None or isinstance(f, Op):
+            return f
+        if isinstance(f, str):
+            return op(f, vmap_method=vmap_method)
+        if callable(f):
+            return f
+        raise TypeError(f"opcore.jax.with_vjp: expected an op name, an opcore.jax.Op, a callable or "
+                        f"None, got {f!r}")
+
+    fwd = as_entry(forward)
     if not isinstance(fwd, Op):
         raise TypeError("opcore.jax.with_vjp: the forward must be an opcore op (name or opcore.jax.Op)")
-    bwds = [_as_callable(b, vmap_method) for b in backward]
-    ntensors = len(fwd.tensor_args)
-    if len(bwds) != ntensors:
-        raise TypeError(
-            f"opcore.jax.with_vjp: '{fwd.qualname}' has {ntensors} tensor inputs "
-            f"{fwd.tensor_args}; give one backward per input (None for no gradient), got {len(bwds)}"
-        )
+    return _jax_vjp.make(fwd, [as_entry(b) for b in backward], _MISSING)
 
-    def call_bwd(b, g, xs, statics):
-        if isinstance(b, Op):
-            names = {a.name for a in b._args}
-            kw = {k: v for k, v in statics.items() if k in names}
-            return b(g, *xs, **kw)
-        return b(g, *xs)
 
-    @functools.lru_cache(maxsize=256)
-    def make(static_items: tuple):
-        statics = dict(static_items)
+# ---------------------------------------------------------------------------
+# jax.export: the custom call is allowed, symbolic sizes are traced.
 
-        @jax.custom_vjp
-        def f(*xs):
-            return fwd(*xs, **statics)
+def disabled_checks() -> list:
+    """The safety checks jax.export must skip for opcore ops: its custom
+    call target "opcore" is not one of JAX's stable targets."""
+    return [jax.export.DisabledSafetyCheck.custom_call(TARGET)]
 
-        def f_fwd(*xs):
-            return f(*xs), xs
 
-        def f_bwd(xs, g):
-            grads = []
-            for b, x in zip(bwds, xs):
-                if b is None:
-                    grads.append(jnp.zeros_like(x))
-                else:
-                    gi = jnp.asarray(call_bwd(b, g, xs, statics))
-                    grads.append(gi.astype(x.dtype).reshape(jnp.shape(x)))
-            return tuple(grads)
+def export(fun: Callable, *, disabled_checks: tuple = (), **kwargs) -> Callable:
+    """``jax.export.export`` for functions that call opcore ops: the
+    custom-call check is disabled for "opcore" (and ``disabled_checks``),
+    batch-sharded ops lower as plain custom calls (custom partitioning is
+    not serialisable). ``fun`` may be jitted or not::
 
-        f.defvjp(f_fwd, f_bwd)
-        return f
+        exp = opcore.jax.export(f)(jax.ShapeDtypeStruct(
+            jax.export.symbolic_shape("b, 4"), jnp.float32))
+        blob = exp.serialize()
+        opcore.jax.deserialize(blob).call(x)   # any batch size
 
-    def wrapped(*args, **kwargs):
-        tensors, statics = fwd.bind(args, kwargs)
-        key = tuple(sorted((k, v.item()) for k, v in statics.items()))
-        return make(key)(*tensors)
+    The process that runs the exported function must load the op libraries.
+    """
+    checks = [*globals()["disabled_checks"](), *disabled_checks]
+    register()
+    exporter = jax.export.export(fun if hasattr(fun, "lower") else jax.jit(fun),
+                                 disabled_checks=checks, **kwargs)
 
-    wrapped.__name__ = fwd.__name__
-    wrapped.__doc__ = f"{fwd.__doc__} (with custom_vjp)"
-    wrapped.op = fwd
-    return wrapped
+    @functools.wraps(exporter)
+    def run(*args, **kw):
+        with _jax_sharding.exporting():
+            return exporter(*args, **kw)
+
+    return run
+
+
+def deserialize(blob: bytes | bytearray):
+    """``jax.export.deserialize`` after registering opcore's handler (the
+    ops' libraries must be loaded before the function runs)."""
+    register()
+    return jax.export.deserialize(blob)
 
 
 # ---------------------------------------------------------------------------
@@ -565,3 +884,10 @@ def hlo(fn: Callable, *args, compiled: bool = False, dialect: str = "hlo", **kwa
     if compiled:
         return lowered.compile().as_text()
     return lowered.as_text(dialect=dialect)
+
+
+def alias_copies() -> int:
+    """How many times the handler copied a mutated operand into its result
+    buffer because XLA did not alias the two (0 when every in-place update
+    happened in place)."""
+    return int(_load_handler().oc_jax_alias_copies())

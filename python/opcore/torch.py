@@ -106,10 +106,15 @@ def _symints(v):
             yield from _symints(x)
 
 
-# Distinct primes, far from any size a shape function would hard-code: the
-# probe values of the dynamic sizes (one per symbol, two sets).
-_PROBES = ((10007, 10009, 10037, 10039, 10061, 10067, 10069, 10079, 10091, 10093, 10099, 10103),
-           (20011, 20021, 20023, 20029, 20047, 20051, 20063, 20071, 20089, 20101, 20107, 20113))
+# Probe values of the dynamic sizes: symbol i takes P[i] * (r + 1) in large
+# run r -- large, different per symbol, with prime differences between runs
+# so that no size mod a small number is the same in every run -- and 2 + i
+# in one small run, so that min(n, k) / max(n, k) with a small k differ
+# between runs too (shape functions that refuse small sizes are traced on
+# the large runs alone). The same choice as opcore.jax's.
+_PRIMES = (10007, 10009, 10037, 10039, 10061, 10067, 10069, 10079, 10091, 10093, 10099, 10103)
+_PROBES = tuple(tuple(p * (r + 1) for p in _PRIMES) for r in range(2))
+_SMALL = tuple(2 + i for i in range(len(_PRIMES)))
 
 
 def _concrete(v, value_of):
@@ -167,7 +172,7 @@ def _symbolic_metas(op, names, vals):
             if f not in hints:
                 continue
             probe = dict(hints)
-            probe[f] = _PROBES[0][k % len(_PROBES[0])] + 2 * k
+            probe[f] = _PROBES[0][k % len(_PRIMES)] + 2 * (k // len(_PRIMES))
             try:
                 op.infer(**_run(vals, names, _probe_value(probe))[1])
             except _C.OpError:
@@ -175,13 +180,15 @@ def _symbolic_metas(op, names, vals):
                     for s in _symints(v):
                         if f in s.node.expr.free_symbols:
                             int(s)  # torch guards on the value: specialized, not silently
-    runs = []
-    if hinted:
-        runs.append(_run(vals, names, _hint))
-    for probe in _PROBES:
-        assign = {f: probe[k % len(probe)] + 2 * k for k, f in enumerate(order)}
-        runs.append(_run(vals, names, _probe_value(assign)))
-    traced = op.trace(runs)
+    def assigned(probe):
+        return _run(vals, names, _probe_value({f: probe[k % len(probe)] + 2 * (k // len(probe))
+                                               for k, f in enumerate(order)}))
+
+    runs = ([_run(vals, names, _hint)] if hinted else []) + [assigned(p) for p in _PROBES]
+    try:
+        traced = op.trace(runs + [assigned(_SMALL)])
+    except _C.OpError:
+        traced = op.trace(runs)
 
     def build(e):
         if isinstance(e, int):

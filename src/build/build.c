@@ -37,6 +37,7 @@
 #include "build/sigcheck.h"
 #include "engine/escape.h"
 #include "library/elfcheck.h"
+#include "library/load_hint.h"
 #include "library/registry.h"
 #include "opcore/engine.h"
 #include "opcore/library.h"
@@ -264,6 +265,8 @@ static oc_status parse_stack_size(const char *lib, const char *text, size_t *out
     return OC_OK;
 }
 
+static oc_status check_c_sources(const build *b);
+
 static oc_status prepare(build *b)
 {
     const oc_build_options *o = b->o;
@@ -284,8 +287,21 @@ static oc_status prepare(build *b)
         return oc_set_error(OC_EINVAL, "opcore build: library '%s': bad source, flag or include "
                                        "list (a count with no array)", name);
 
-    /* Output directory. */
-    const char *out = o->out_dir && *o->out_dir ? o->out_dir : ".";
+    /* Output directory: out_dir, else <cache>/build/<name>, the directory
+     * the Python package's load() uses too (one cache for CLI and Python). */
+    char cache_out[PATH_MAX];
+    const char *out = o->out_dir;
+    if (!out || !*out) {
+        const char *root = oc_build_cache_dir();
+        if (!root[0])
+            return oc_set_error(OC_EINVAL, "opcore build: library '%s': no output directory "
+                                           "given and no cache directory (set OPCORE_CACHE_DIR, "
+                                           "XDG_CACHE_HOME or HOME)", name);
+        if (snprintf(cache_out, sizeof cache_out, "%s/build/%s", root, name) >= (int)sizeof cache_out)
+            return oc_set_error(OC_EINVAL, "opcore build: library '%s': cache directory path too "
+                                           "long: %s", name, root);
+        out = cache_out;
+    }
     int err = mkdir_p(out);
     if (err || !realpath(out, b->out_dir))
         return oc_set_error(OC_EIO, "opcore build: library '%s': cannot create the output "
@@ -318,6 +334,8 @@ static oc_status prepare(build *b)
         b->srcs[b->nsrcs].compute = compute;
         b->nsrcs++;
     }
+    oc_status lang = check_c_sources(b);
+    if (lang) return lang;
 
     /* Flags: each cflags entry may hold several words. */
     for (int i = 0; i < o->num_cflags; i++)
@@ -376,7 +394,7 @@ static oc_status compute_key(build *b)
     XXH3_state_t *s = XXH3_createState();
     if (!s) return oc_set_error(OC_ENOMEM, "out of memory");
     XXH3_128bits_reset(s);
-    hash_str(s, "opcore-build 1");
+    hash_str(s, "opcore-build 2"); /* 2: the build info holds the load-hint constructor */
     hash_u64(s, OC_ABI_VERSION);
     hash_str(s, o->name);
     for (int i = 0; i < b->nsrcs; i++) {
@@ -481,6 +499,8 @@ static void tmp_path(build *b, char *out, size_t len, const char *fmt, int i)
     oc__argv_add(&b->tmp_files, out);
 }
 
+static void load_hint_constructor(oc__sb *src);
+
 static oc_status write_build_info(build *b, char *path, size_t len)
 {
     oc__argv shown = {0};
@@ -498,6 +518,7 @@ static oc_status write_build_info(build *b, char *path, size_t len)
                   b->o->name, b->o->multicore ? 1 : 0, b->stack_size);
     c_string(&src, oc__sb_str(&flags));
     oc__sb_printf(&src, ", %d};\n", b->o->debug ? 1 : 0);
+    load_hint_constructor(&src);
     tmp_path(b, path, len, "build_info.c", 0);
     bool ok = !src.oom && !flags.oom && write_file(path, src.s, src.len);
     oc__sb_free(&src);
@@ -507,10 +528,16 @@ static oc_status write_build_info(build *b, char *path, size_t len)
 }
 
 /* Report failed jobs: the compiler's output as written. */
+static oc_status two_blocks_error(build *b, const oc__job *link);
+static void add_hints(const oc__job *jobs, int n, oc__sb *msg);
+
 static oc_status jobs_error(build *b, oc__job *jobs, int n, const char *stage)
 {
     oc__sb msg = {0};
+    oc_status blocks = strcmp(stage, "linking") == 0 ? two_blocks_error(b, &jobs[0]) : OC_OK;
+    if (blocks) return blocks;
     oc__sb_printf(&msg, "opcore build: library '%s': %s failed\n", b->o->name, stage);
+    add_hints(jobs, n, &msg);
     for (int i = 0; i < n; i++) {
         if (jobs[i].exit_code == 0) continue;
         oc__sb_printf(&msg, "--- %s:\n", jobs[i].what);
@@ -625,7 +652,9 @@ typedef struct expected {
 static oc_status check_library(build *b, const char *tmp_lib)
 {
     const char *name = b->o->name;
+    oc__loader_enter();
     void *h = dlopen(tmp_lib, RTLD_NOW | RTLD_LOCAL);
+    oc__loader_leave();
     if (!h)
         return oc_set_error(OC_EBUILD, "opcore build: library '%s': the linked library does not "
                                        "load: %s", name, dlerror());
@@ -841,6 +870,127 @@ static oc_status install(build *b, const char *tmp_lib)
     return oc__stamp_write(b->stamp_path, &stamp);
 }
 
+/* ---- errors that teach (the text checks are in hints.c) ------------------ */
+
+/* opcore kernels are C: a C++ source would only meet "torch/torch.h: No
+ * such file" or worse in the C compiler. */
+static oc_status check_c_sources(const build *b)
+{
+    const oc_build_options *o = b->o;
+    for (int i = 0; i < b->nsrcs; i++) {
+        const char *given = i < o->num_shape_srcs ? o->shape_srcs[i] : o->compute_srcs[i - o->num_shape_srcs];
+        if (!oc__is_cxx_source(given)) continue;
+        return oc_set_error(OC_EINVAL,
+                            "opcore build: library '%s': %s is a C++ source; opcore kernels and shape "
+                            "functions are C (C11, no torch headers: <opcore/kernel.h> and "
+                            "<opcore/library.h> replace torch/extension.h). See "
+                            "docs/tutorial_1_first_operator.md for the seeds' operator in C, then save "
+                            "the file as .c",
+                            o->name, given);
+    }
+    return OC_OK;
+}
+
+/* 'librelu' (or 'librelu.so') builds librelu.so, not liblibrelu.so. */
+static const oc_build_options *with_file_stem(const oc_build_options *opts, oc_build_options *named,
+                                              char *stem, size_t len)
+{
+    const char *s = oc__library_file_stem(opts->name, stem, len);
+    if (s == opts->name || !oc__is_c_identifier(s)) return opts;
+    *named = *opts;
+    named->name = s;
+    return named;
+}
+
+static void add_hints(const oc__job *jobs, int n, oc__sb *msg)
+{
+    for (int i = 0; i < n; i++)
+        if (jobs[i].exit_code != 0) oc__build_hints(jobs[i].output, msg);
+}
+
+/* Two OC_LIBRARY blocks in two sources: one clear error instead of the
+ * linker's "multiple definition of `oc_library_entry'". Sets the error and
+ * returns its status, or OC_OK if that was not the failure. */
+static oc_status two_blocks_error(build *b, const oc__job *link)
+{
+    int first, second;
+    if (!oc__two_library_blocks(link->output, &first, &second)) return OC_OK;
+    const char *a = first >= 0 && first < b->nsrcs ? b->srcs[first].path : "a source";
+    const char *c = second >= 0 && second < b->nsrcs ? b->srcs[second].path : "another source";
+    return oc_set_error(OC_EBUILD,
+                        "opcore build: library '%s': two OC_LIBRARY blocks, in %s and in %s; a library "
+                        "has exactly one: put every oc_def() in one block (the shape functions it "
+                        "names may live in any source; build two libraries for two namespaces)",
+                        b->o->name, a, c);
+}
+
+/* The generated build info's constructor: an op library loaded by a plain
+ * dlopen (torch.ops.load_library) says to use opcore's loader instead. */
+static void load_hint_constructor(oc__sb *src)
+{
+    oc__sb_put(src, "void oc__library_constructor(const void *self);\n"
+                    "__attribute__((constructor)) static void oc__loaded(void)\n"
+                    "{\n    oc__library_constructor(&oc_build_info_entry);\n}\n");
+}
+
+/* --vec-report: compile each compute source again with the compiler's
+ * vectoriser remarks and summarise them (vec_report.c). */
+static oc_status vec_report(build *b, oc_build_result *result)
+{
+    const char *ident = NULL;
+    oc_status st = oc__compiler_identity(&b->cc, &ident);
+    if (st) return st;
+    bool clang = ident && strstr(ident, "clang");
+    oc__job *jobs = calloc((size_t)b->nsrcs + 1, sizeof *jobs);
+    if (!jobs) return oc_set_error(OC_ENOMEM, "out of memory");
+    int n = 0;
+    for (int i = 0; i < b->nsrcs; i++) {
+        if (!b->srcs[i].compute) continue;
+        oc__argv *a = &jobs[n].argv;
+        compile_flags(b, true, a);
+        if (clang) {
+            oc__argv_add(a, "-Rpass=loop-vectorize");
+            oc__argv_add(a, "-Rpass-missed=loop-vectorize");
+            oc__argv_add(a, "-Rpass-analysis=loop-vectorize");
+        } else {
+            oc__argv_add(a, "-fopt-info-vec-optimized-missed");
+        }
+        oc__argv_add(a, "-c");
+        oc__argv_add(a, b->srcs[i].path);
+        oc__argv_add(a, "-o");
+        oc__argv_add(a, "/dev/null");
+        jobs[n].what = b->srcs[i].path;
+        n++;
+    }
+    oc__jobs_run(jobs, n, oc__num_cpus(), b->o->verbose);
+    oc__sb rep = {0}, flags = {0};
+    oc__argv shown = {0};
+    kernel_flags(b, &shown);
+    oc__argv_extend(&shown, &b->user_flags);
+    oc__argv_format(&shown, &flags);
+    oc__sb_printf(&rep, "vectorization report: compute sources compiled with %s (%s's remarks)\n",
+                  oc__sb_str(&flags), clang ? "clang" : "gcc");
+    if (n == 0) oc__sb_put(&rep, "(no compute sources)\n");
+    for (int j = 0, i = 0; j < n; j++, i++) {
+        while (!b->srcs[i].compute) i++;
+        const char *given = b->o->compute_srcs[i - b->o->num_shape_srcs];
+        if (jobs[j].exit_code != 0)
+            oc__sb_printf(&rep, "%s: the report's compile failed:\n%.*s", given, (int)jobs[j].output_len,
+                          jobs[j].output ? jobs[j].output : "");
+        else
+            oc__vec_report_format(jobs[j].output, b->srcs[i].path, given, &rep);
+    }
+    free_jobs(jobs, n);
+    oc__argv_free(&shown);
+    oc__sb_free(&flags);
+    if (rep.oom) {
+        oc__sb_free(&rep);
+        return oc_set_error(OC_ENOMEM, "out of memory");
+    }
+    result->vec_report = rep.s; /* the caller frees it */
+    return OC_OK;
+}
+
 oc_status oc_build(const oc_build_options *opts, oc_build_result *result)
 {
     double t_start = now_s();
@@ -848,6 +998,9 @@ oc_status oc_build(const oc_build_options *opts, oc_build_result *result)
     if (result) memset(result, 0, sizeof *result);
     if (!opts || !result)
         return oc_set_error(OC_EINVAL, "oc_build: options and result are required");
+    oc_build_options named;
+    char stem[128];
+    opts = with_file_stem(opts, &named, stem, sizeof stem);
     build b;
     memset(&b, 0, sizeof b);
     b.o = opts;
@@ -883,6 +1036,7 @@ oc_status oc_build(const oc_build_options *opts, oc_build_result *result)
     if (!st) st = install(&b, tmp_lib);
     if (!st) strf(result->path, sizeof result->path, "%s", b.lib_path);
 out:
+    if (!st && opts->vec_report) st = vec_report(&b, result);
     if (lock_fd >= 0) close(lock_fd);
     build_free(&b);
     result->seconds = now_s() - t_start;

@@ -83,6 +83,27 @@ bool oc__deps_hash(const char *key_hex, const oc__argv *deps, oc__hash *out);
  * under `skip_prefix` and duplicates). */
 void oc__deps_parse(const char *dfile, const char *skip_prefix, oc__argv *deps);
 
+/* ---- errors that teach (hints.c) ------------------------------------------ */
+
+/* True for a C++ (or CUDA, HIP, Objective-C++) source by its extension. */
+bool oc__is_cxx_source(const char *path);
+/* The name the library file gets: 'librelu' and 'librelu.so' give 'relu'
+ * (so the file is librelu.so, not liblibrelu.so); other names unchanged. */
+const char *oc__library_file_stem(const char *name, char *buf, size_t len);
+/* Append "hint: ..." lines for the first mistakes recognised in a
+ * compiler's output (C++ headers, an oc_acc from a const tensor, two
+ * OC_LIBRARY blocks in one file); returns how many. */
+int oc__build_hints(const char *output, oc__sb *out);
+/* True if a link failed on two definitions of oc_library_entry (two
+ * OC_LIBRARY blocks); the object numbers (".../N.o") of both. */
+bool oc__two_library_blocks(const char *output, int *first, int *second);
+
+/* ---- vectorisation report (vec_report.c) ----------------------------------- */
+
+/* Summarise the compiler's vectoriser remarks about `src` (the path it was
+ * compiled as) into out, one line per loop, labelled with `shown`. */
+void oc__vec_report_format(const char *opt_info, const char *src, const char *shown, oc__sb *out);
+
 /* ---- signature check ------------------------------------------------------ */
 
 #endif /* OPCORE_BUILD_INTERNAL_H */

@@ -21,6 +21,7 @@
 #include <xxhash.h>
 
 #include "build/build_internal.h"
+#include "core/internal.h"
 
 void oc__hash_hex(oc__hash h, char out[33])
 {
@@ -282,4 +283,14 @@ void oc__deps_parse(const char *dfile, const char *skip_prefix, oc__argv *deps)
     if (w.oom) deps->oom = true;
     oc__sb_free(&w);
     free(text);
+}
+
+/* ---- the cache directory ------------------------------------------------ */
+
+const char *oc_build_cache_dir(void)
+{
+    /* per thread: the environment may change between calls (tests do) */
+    static _Thread_local char dir[PATH_MAX];
+    if (!oc__cache_root(dir, sizeof dir)) dir[0] = '\0';
+    return dir;
 }

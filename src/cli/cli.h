@@ -12,8 +12,11 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 #endif
 
 int cli_build(int argc, char **argv);
+int cli_config(int argc, char **argv);
 int cli_info(int argc, char **argv);
 int cli_run(int argc, char **argv);
+int cli_bench(int argc, char **argv);
+int cli_new(int argc, char **argv);
 int cli_version(int argc, char **argv);
 
 /* "opcore <cmd>: unrecognized option '--x'" + "try --help" on stderr; returns CLI_USAGE. */

@@ -18,6 +18,7 @@ static const char usage[] =
     "\n"
     "options:\n"
     "  -n, --name NAME        library name (a C identifier): produces libNAME.so\n"
+    "                         ('librelu' also gives librelu.so)\n"
     "  -c, --compute FILE...  kernel sources (repeatable)\n"
     "  -s, --shape FILE...    shape sources, one holding OC_LIBRARY (repeatable)\n"
     "  -m, --multicore        run kernels on every engine core\n"
@@ -25,14 +26,19 @@ static const char usage[] =
     "                         -DSTACK_SIZE=N from --cflags, else 256k\n"
     "      --cflags \"FLAGS\"   extra compiler flags for both kinds (repeatable)\n"
     "  -I, --include DIR      extra include directory (repeatable)\n"
-    "  -o, --out-dir DIR      where libNAME.so goes (default: .)\n"
+    "  -o, --out-dir DIR      where libNAME.so goes (default: the build cache,\n"
+    "                         `opcore config --cache-dir`/build/NAME, shared with\n"
+    "                         Python's custom_op.load)\n"
     "  -g, --debug            -O0 -g -DOC_DEBUG: bounds-checked accessors\n"
+    "      --vec-report       after building, list each loop of the compute sources:\n"
+    "                         vectorized or not, with the compiler's reason\n"
     "  -f, --force            rebuild even if cached\n"
     "  -v, --verbose          print each compiler command\n"
     "  -q, --quiet            print only the library's path\n"
     "  -h, --help             show this help\n"
     "\n"
-    "environment: CC (compiler, default cc), OPCORE_INCLUDE_DIR, OPCORE_LIB_DIR.\n";
+    "environment: CC (compiler, default cc), OPCORE_INCLUDE_DIR, OPCORE_LIB_DIR,\n"
+    "OPCORE_CACHE_DIR (the build cache).\n";
 
 static int parse_size(const char *s, size_t *out)
 {
@@ -70,7 +76,8 @@ int cli_build(int argc, char **argv)
         {"include", required_argument, 0, 'I'}, {"out-dir", required_argument, 0, 'o'},
         {"debug", no_argument, 0, 'g'},         {"force", no_argument, 0, 'f'},
         {"verbose", no_argument, 0, 'v'},       {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'},          {"vec-report", no_argument, 0, 'R'},
+        {0, 0, 0, 0}};
     oc_build_options o;
     memset(&o, 0, sizeof o);
     list compute = {0}, shape = {0}, cflags = {0}, incs = {0};
@@ -105,6 +112,7 @@ int cli_build(int argc, char **argv)
         case 'o': o.out_dir = optarg; break;
         case 'g': o.debug = true; break;
         case 'f': o.force = true; break;
+        case 'R': o.vec_report = true; break;
         case 'v': o.verbose = true; break;
         case 'q': quiet = true; break;
         case 'h': fputs(usage, stdout); goto out;
@@ -147,6 +155,8 @@ int cli_build(int argc, char **argv)
     if (quiet) printf("%s\n", r.path);
     else if (r.cached) printf("%s (cached)\n", r.path);
     else printf("%s (built in %.3f s)\n", r.path, r.seconds);
+    if (r.vec_report) printf("%s", r.vec_report);
+    free(r.vec_report);
 out:
     free(compute.v);
     free(shape.v);

@@ -69,7 +69,7 @@ int cli_info(int argc, char **argv)
     } else {
         printf("library     %s\n", oc_library_name(lib));
         printf("path        %s\n", oc_library_path(lib));
-        printf("multicore   %s\n", oc_library_multicore(lib) ? "yes" : "no");
+        printf("multicore   %s\n", oc_library_multicore(lib) ? "yes (the default of its ops)" : "no (the default of its ops)");
         printf("stack size  %zu bytes\n", oc_library_stack_size(lib));
         printf("cflags      %s\n", oc_library_cflags(lib));
         printf("ops         %d\n", n);
@@ -89,12 +89,16 @@ int cli_info(int argc, char **argv)
             json_str(proto);
             printf(", \"shape_fn\": ");
             json_str(op->def.shape_fn_name);
-            printf("}");
+            printf(", \"multicore\": %s, \"stack_size\": %zu}", oc_op_multicore(op) ? "true" : "false",
+                   oc_op_stack_size(op));
         } else {
             printf("\n  %s\n", oc_op_qualname(op));
             printf("    schema  %s\n", oc_op_schema(op));
             printf("    kernel  %s;\n", proto);
-            printf("    shape   %s\n", op->def.shape_fn_name);
+            printf("    shape   %s\n", op->def.shape_fn_name[0] ? op->def.shape_fn_name : "(none: no new results)");
+            printf("    cores   %s\n", oc_op_multicore(op) ? "all (multicore)" : "one");
+            if (oc_op_stack_size(op) != oc_library_stack_size(lib))
+                printf("    stack   %zu bytes\n", oc_op_stack_size(op));
         }
     }
     if (json) printf("]}\n");

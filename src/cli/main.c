@@ -3,7 +3,10 @@
  *   opcore build --name N --compute F.c... --shape G.c... [options]
  *   opcore info LIB.so
  *   opcore run LIB.so OP --shape 2,3 [options]
+ *   opcore bench LIB.so OP --shape 2,3 [options]
+ *   opcore new NAME [DIR]
  *   opcore version
+ *   opcore config [--cflags] [--libs] ...
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,7 +25,10 @@ static const char top_usage[] =
     "  build     compile shape and compute sources into lib<name>.so\n"
     "  info      show a library's ops, schemas, kernel prototypes and build settings\n"
     "  run       call an op of a library on generated inputs\n"
+    "  bench     time an op per call, in GB/s and against memcpy of the same bytes\n"
+    "  new       write a small op project (kernel, shape function, C and Python tests)\n"
     "  version   print opcore's version and ABI\n"
+    "  config    print the compiler flags for a C host, and the build cache's place\n"
     "\n"
     "Run `opcore <command> --help` for a command's options.\n";
 
@@ -87,6 +93,9 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "build") == 0) return cli_build(argc, argv);
     if (strcmp(cmd, "info") == 0) return cli_info(argc, argv);
     if (strcmp(cmd, "run") == 0) return cli_run(argc, argv);
+    if (strcmp(cmd, "bench") == 0) return cli_bench(argc, argv);
+    if (strcmp(cmd, "new") == 0) return cli_new(argc, argv);
+    if (strcmp(cmd, "config") == 0) return cli_config(argc, argv);
     if (strcmp(cmd, "version") == 0) return cli_version(argc, argv);
     if (cmd[0] == '-') fprintf(stderr, "opcore: unrecognized option '%s'\n", cmd);
     else fprintf(stderr, "opcore: unknown command '%s'\n", cmd);

@@ -48,4 +48,10 @@ void oc__store_from_double(void *p, oc_dtype dtype, double v);
 typedef void (*oc__elem_fn)(void *p, int64_t i, void *ctx);
 void oc__for_each(const oc_tensor *t, oc__elem_fn fn, void *ctx);
 
+/* opcore's cache root into out[n]: $OPCORE_CACHE_DIR, else
+ * $XDG_CACHE_HOME/opcore, else $HOME/.cache/opcore. False when none is set
+ * or the path does not fit. */
+#include <stddef.h>
+bool oc__cache_root(char *out, size_t n);
+
 #endif /* OPCORE_INTERNAL_H */

@@ -5,17 +5,26 @@
  *     custom_call_target="opcore", api_version=API_VERSION_TYPED_FFI,
  *     backend_config={op = "my_ops::relu_forward", alpha = 0.5 : f64, ...}
  *
- * and this handler dispatches on the "op" attribute. The call frame carries
- * the op's Tensor arguments as XLA buffers (in schema order), one result
- * buffer, and the op's non-tensor arguments as attributes named after the
- * schema's argument names (float, int, bool; a Scalar arrives as a float,
- * int or bool attribute). A non-tensor argument without an attribute takes
- * its schema default.
+ * and this handler dispatches on the "op" attribute. The call frame is the
+ * op's functional form (docs/jax.md):
  *
- * Inputs and the result are wrapped as oc_tensor views of XLA's buffers
+ *   operands    the tensors, in schema order: one per Tensor, none for a
+ *               Tensor? given None, one per item of a Tensor[];
+ *   results     one buffer per fresh result (in order), then one per
+ *               mutated tensor (Tensor(a!), each item of a Tensor(a!)[]),
+ *               aliased by XLA to its operand (input_output_aliases);
+ *   attributes  named after the schema's arguments: a non-tensor's value
+ *               (scalar; int64/float64 array for int[]/float[]; string for
+ *               str and for ScalarType by dtype name; {} for None; absent
+ *               for the schema default), a Tensor[]'s length, {} for a
+ *               Tensor? given None.
+ *
+ * Inputs and results are wrapped as oc_tensor views of XLA's buffers
  * (dense row-major: XLA's default layout, which jax.ffi.ffi_call requests),
- * and oc_op_call writes the op's output straight into XLA's result buffer:
- * zero copies.
+ * and oc_op_call writes the op's results straight into XLA's result
+ * buffers: zero copies. A mutated tensor is updated in its result buffer;
+ * if XLA did not alias that buffer to the operand, the operand is copied
+ * into it first.
  *
  * Written in C11 against jaxlib's xla/ffi/api/c_api.h (compiled at first
  * use by python/opcore/jax.py against the installed jaxlib's header, linked
@@ -246,36 +255,280 @@ static bool scalar_attr(const XLA_FFI_Scalar *s, oc_scalar *out)
     }
 }
 
-/* Wrap an XLA buffer as a row-major oc_tensor view. `argname` names the
- * argument in messages (NULL: the result); nothing is formatted unless the
- * buffer is refused, since this runs for every buffer of every call. */
-static XLA_FFI_Error *buffer_view(const XLA_FFI_Api *api, const char *qualname, const char *argname,
+/* ---- per-call scratch memory ---------------------------------------------------- */
+
+/* Lists and strings of one call live here: a stack block first (no malloc
+ * for ordinary calls), heap blocks beyond it, all freed after the call. */
+#define OC_JAX_SCRATCH 4096
+#define OC_JAX_SCRATCH_HEAP 64
+
+typedef struct scratch {
+    _Alignas(max_align_t) unsigned char block[OC_JAX_SCRATCH];
+    size_t used;
+    void *heap[OC_JAX_SCRATCH_HEAP];
+    int nheap;
+} scratch;
+
+static void *scratch_alloc(scratch *s, size_t bytes)
+{
+    size_t align = _Alignof(max_align_t);
+    size_t need = (bytes + align - 1) / align * align;
+    if (need <= OC_JAX_SCRATCH - s->used) {
+        void *p = s->block + s->used;
+        s->used += need;
+        return p;
+    }
+    if (s->nheap == OC_JAX_SCRATCH_HEAP) return NULL;
+    void *p = malloc(bytes ? bytes : 1);
+    if (p) s->heap[s->nheap++] = p;
+    return p;
+}
+
+static void scratch_free(scratch *s)
+{
+    for (int i = 0; i < s->nheap; i++) free(s->heap[i]);
+    s->nheap = 0;
+}
+
+/* ---- binding the call frame to the op's arguments ------------------------------ */
+
+/* One call being decoded: buffers are consumed in order, fresh results
+ * first, then one result per mutated tensor (schema order). */
+typedef struct call {
+    XLA_FFI_CallFrame *cf;
+    const XLA_FFI_Api *api;
+    const oc_op *op;
+    const char *qualname;
+    int64_t next_arg;  /* next operand buffer */
+    int64_t next_ret;  /* next result buffer for a mutated tensor */
+    scratch mem;
+} call;
+
+/* "argument 'xs' item 2" / "result 1" for messages, formatted only on error. */
+static void label(char *buf, size_t cap, const char *what, const char *name, int64_t item)
+{
+    if (item >= 0) snprintf(buf, cap, "%s '%s' item %lld", what, name, (long long)item);
+    else snprintf(buf, cap, "%s '%s'", what, name);
+}
+
+/* Wrap an XLA buffer as a row-major oc_tensor view; nothing is formatted
+ * unless the buffer is refused (this runs for every buffer of every call). */
+static XLA_FFI_Error *buffer_view(call *c, const char *what, const char *name, int64_t item,
                                   const XLA_FFI_Buffer *buf, oc_tensor *t, bool readonly)
 {
-    char what[160];
-    CHECK_SIZE(api, "XLA_FFI_Buffer", XLA_FFI_Buffer_STRUCT_SIZE, buf->struct_size);
+    char where[192];
+    CHECK_SIZE(c->api, "XLA_FFI_Buffer", XLA_FFI_Buffer_STRUCT_SIZE, buf->struct_size);
     oc_dtype dt;
-    bool dtype_ok = xla_to_oc_dtype(buf->dtype, &dt);
-    if (!dtype_ok || buf->rank < 0 || buf->rank > OC_MAX_DIMS) {
-        if (argname) snprintf(what, sizeof what, "argument '%s'", argname);
-        else snprintf(what, sizeof what, "the result");
-    }
-    if (!dtype_ok)
-        return make_error(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+    if (!xla_to_oc_dtype(buf->dtype, &dt)) {
+        label(where, sizeof where, what, name, item);
+        return make_error(c->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                           "opcore: op '%s': %s has XLA dtype %d, which opcore does not "
                           "support (float32/64, float16, bfloat16, int8/16/32/64, uint8, bool)",
-                          qualname, what, (int)buf->dtype);
-    if (buf->rank < 0 || buf->rank > OC_MAX_DIMS)
-        return make_error(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                          c->qualname, where, (int)buf->dtype);
+    }
+    if (buf->rank < 0 || buf->rank > OC_MAX_DIMS) {
+        label(where, sizeof where, what, name, item);
+        return make_error(c->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                           "opcore: op '%s': %s has rank %lld; opcore tensors have at most %d dims",
-                          qualname, what, (long long)buf->rank, OC_MAX_DIMS);
+                          c->qualname, where, (long long)buf->rank, OC_MAX_DIMS);
+    }
     oc_status st = oc_tensor_init(t, buf->data, dt, (int)buf->rank, buf->dims);
-    if (st != OC_OK) return op_error(api, qualname, st);
+    if (st != OC_OK) return op_error(c->api, c->qualname, st);
     if (readonly) t->flags |= OC_TENSOR_READONLY;
     return NULL;
 }
 
+static XLA_FFI_Error *frame_mismatch(call *c, const char *what)
+{
+    return make_error(c->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                      "opcore: op '%s' (%s): the custom call's %s do not match the schema (%lld "
+                      "operands, %lld results); call ops through opcore.jax.op()",
+                      c->qualname, oc_op_schema(c->op), what, (long long)c->cf->args.size,
+                      (long long)c->cf->rets.size);
+}
+
+/* Counts the mutated tensors whose result buffer XLA did not alias to the
+ * operand (the handler then copied the operand): tests read it. */
+static _Atomic uint64_t g_alias_copies;
+
+/* The next operand as argument `i` (item `item` of a list, or -1). A
+ * mutated tensor (Tensor(a!)) is written in its result buffer, which XLA
+ * aliases to the operand (input_output_aliases); where it did not, the
+ * operand is copied there first so the kernel updates the right value. */
+static XLA_FFI_Error *take_tensor(call *c, int i, int64_t item, bool mutated, oc_tensor *t)
+{
+    const char *name = oc_op_arg_name(c->op, i);
+    if (c->next_arg >= c->cf->args.size || c->cf->args.types[c->next_arg] != XLA_FFI_ArgType_BUFFER)
+        return frame_mismatch(c, "operands");
+    const XLA_FFI_Buffer *in = (const XLA_FFI_Buffer *)c->cf->args.args[c->next_arg++];
+    XLA_FFI_Error *err = buffer_view(c, "argument", name, item, in, t, !mutated);
+    if (err || !mutated) return err;
+
+    if (c->next_ret >= c->cf->rets.size || c->cf->rets.types[c->next_ret] != XLA_FFI_RetType_BUFFER)
+        return frame_mismatch(c, "results");
+    const XLA_FFI_Buffer *out = (const XLA_FFI_Buffer *)c->cf->rets.rets[c->next_ret++];
+    oc_tensor o;
+    err = buffer_view(c, "mutated argument", name, item, out, &o, false);
+    if (err) return err;
+    if (o.dtype != t->dtype || o.ndim != t->ndim ||
+        memcmp(o.sizes, t->sizes, (size_t)t->ndim * sizeof *t->sizes) != 0) {
+        char where[192];
+        label(where, sizeof where, "argument", name, item);
+        return make_error(c->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                          "opcore: op '%s': %s is mutated, but its result buffer differs from it in "
+                          "shape or dtype", c->qualname, where);
+    }
+    if (o.data != t->data) {
+        size_t bytes = (size_t)oc_numel(t) * oc_dtype_size(t->dtype);
+        if (bytes) memcpy(o.data, t->data, bytes);
+        atomic_fetch_add_explicit(&g_alias_copies, 1, memory_order_relaxed);
+    }
+    *t = o;
+    return NULL;
+}
+
+/* The integer attribute `k` (a scalar of any integer type). */
+static bool int_attr(const XLA_FFI_Attrs *attrs, int64_t k, int64_t *out)
+{
+    oc_scalar s;
+    if (attrs->types[k] != XLA_FFI_AttrType_SCALAR ||
+        !scalar_attr((const XLA_FFI_Scalar *)attrs->attrs[k], &s) || s.kind == OC_SCALAR_FLOAT)
+        return false;
+    *out = oc_scalar_to_int64(s);
+    return true;
+}
+
+static XLA_FFI_Error *bad_attr(call *c, int i, const char *expected)
+{
+    return make_error(c->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                      "opcore: op '%s': argument '%s' (%s): expected %s attribute", c->qualname,
+                      oc_op_arg_name(c->op, i), oc_op_arg_schema_type(c->op, i), expected);
+}
+
+/* A Tensor[] argument: attribute `name` holds its length, the items are
+ * the next operands. */
+static XLA_FFI_Error *bind_tensor_list(call *c, int i, int64_t k, oc_value *v)
+{
+    int64_t n;
+    if (k < 0 || !int_attr(&c->cf->attrs, k, &n) || n < 0 || n > c->cf->args.size - c->next_arg)
+        return bad_attr(c, i, "its length as an integer");
+    oc_tensor *items = scratch_alloc(&c->mem, (size_t)n * sizeof *items);
+    if (items == NULL)
+        return make_error(c->api, XLA_FFI_Error_Code_RESOURCE_EXHAUSTED, "opcore: op '%s': out of memory",
+                          c->qualname);
+    bool mutated = oc_op_arg_mutable(c->op, i);
+    for (int64_t j = 0; j < n; j++) {
+        XLA_FFI_Error *err = take_tensor(c, i, j, mutated, &items[j]);
+        if (err) return err;
+    }
+    *v = oc_value_tensors(items, n);
+    return NULL;
+}
+
+/* A non-tensor argument from attribute `k`: a scalar, a dense array
+ * (int[], float[]), a string (str, ScalarType by name). The runtime checks
+ * the value against the schema (list lengths, int vs float...). */
+static XLA_FFI_Error *bind_attr(call *c, int i, int64_t k, oc_value *v)
+{
+    const XLA_FFI_Attrs *attrs = &c->cf->attrs;
+    oc_arg_type type = oc_op_arg_type(c->op, i);
+    switch (attrs->types[k]) {
+    case XLA_FFI_AttrType_SCALAR: {
+        oc_scalar s;
+        if (!scalar_attr((const XLA_FFI_Scalar *)attrs->attrs[k], &s)) return bad_attr(c, i, "a number");
+        if (type == OC_ARG_SCALAR) *v = oc_value_scalar(s);
+        else if (s.kind == OC_SCALAR_FLOAT) *v = oc_value_float(s.value.f);
+        else if (s.kind == OC_SCALAR_BOOL && type == OC_ARG_BOOL) *v = oc_value_bool(s.value.b);
+        else *v = oc_value_int(oc_scalar_to_int64(s));
+        return NULL;
+    }
+    case XLA_FFI_AttrType_ARRAY: {
+        const XLA_FFI_Array *a = (const XLA_FFI_Array *)attrs->attrs[k];
+        if (a->dtype == XLA_FFI_DataType_S64 && type == OC_ARG_INT_LIST)
+            *v = oc_value_ints((const int64_t *)a->data, (int64_t)a->size);
+        else if (a->dtype == XLA_FFI_DataType_F64 && type == OC_ARG_FLOAT_LIST)
+            *v = oc_value_floats((const double *)a->data, (int64_t)a->size);
+        else
+            return bad_attr(c, i, "an int64 (int[]) or float64 (float[]) array");
+        return NULL;
+    }
+    case XLA_FFI_AttrType_STRING: {
+        const XLA_FFI_ByteSpan *span = (const XLA_FFI_ByteSpan *)attrs->attrs[k];
+        char *s = scratch_alloc(&c->mem, span->len + 1);
+        if (s == NULL)
+            return make_error(c->api, XLA_FFI_Error_Code_RESOURCE_EXHAUSTED, "opcore: op '%s': out of memory",
+                              c->qualname);
+        memcpy(s, span->ptr, span->len);
+        s[span->len] = '\0';
+        if (type != OC_ARG_DTYPE) {
+            *v = oc_value_str(s);
+            return NULL;
+        }
+        oc_dtype dt;
+        if (!oc_dtype_from_name(s, &dt))
+            return make_error(c->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                              "opcore: op '%s': argument '%s' (ScalarType): unknown dtype '%s'", c->qualname,
+                              oc_op_arg_name(c->op, i), s);
+        *v = oc_value_dtype(dt);
+        return NULL;
+    }
+    case XLA_FFI_AttrType_DICTIONARY: /* {} stands for None */
+        *v = oc_value_none();
+        return NULL;
+    }
+    return bad_attr(c, i, "a known");
+}
+
+/* Argument `i` as an oc_value. Attributes named after arguments describe
+ * them: for a non-tensor, its value ({} = None; absent = the schema
+ * default); for a Tensor? given None, {}; for a Tensor[], its length. A
+ * plain Tensor is the next operand. */
+static XLA_FFI_Error *bind_arg(call *c, int i, oc_tensor *tensor, oc_value *v)
+{
+    oc_arg_type type = oc_op_arg_type(c->op, i);
+    const char *name = oc_op_arg_name(c->op, i);
+    int64_t k = find_attr(&c->cf->attrs, name);
+    if (type == OC_ARG_TENSOR_LIST) return bind_tensor_list(c, i, k, v);
+    if (k >= 0 && c->cf->attrs.types[k] == XLA_FFI_AttrType_DICTIONARY) {
+        *v = oc_value_none(); /* the runtime refuses None for a non-optional argument */
+        return NULL;
+    }
+    if (type == OC_ARG_TENSOR) {
+        *v = oc_value_tensor(tensor);
+        return take_tensor(c, i, -1, oc_op_arg_mutable(c->op, i), tensor);
+    }
+    if (k >= 0) return bind_attr(c, i, k, v);
+    if (oc_op_arg_default(c->op, i, v)) return NULL;
+    return make_error(c->api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "opcore: op '%s' (%s): missing argument '%s'",
+                      c->qualname, oc_op_schema(c->op), name);
+}
+
 /* ---- the handler ---------------------------------------------------------------- */
+
+static XLA_FFI_Error *run_bound(call *c, oc_value *vals, oc_tensor *tensors)
+{
+    int nargs = oc_op_num_args(c->op), nres = oc_op_num_results(c->op);
+    oc_tensor outs[OC_MAX_RESULTS];
+    /* Fresh results are the first result buffers, in order; aliased ones
+     * (-> Tensor(a!)) are filled by the runtime. */
+    for (int r = 0; r < nres; r++) {
+        if (oc_op_result_alias(c->op, r) >= 0) continue;
+        if (c->next_ret >= c->cf->rets.size || c->cf->rets.types[c->next_ret] != XLA_FFI_RetType_BUFFER)
+            return frame_mismatch(c, "results");
+        const char *rname = oc_op_result_name(c->op, r);
+        XLA_FFI_Error *err = buffer_view(c, "result", rname[0] ? rname : "0", -1,
+                                         (const XLA_FFI_Buffer *)c->cf->rets.rets[c->next_ret++], &outs[r], false);
+        if (err) return err;
+    }
+    for (int i = 0; i < nargs; i++) {
+        XLA_FFI_Error *err = bind_arg(c, i, &tensors[i], &vals[i]);
+        if (err) return err;
+    }
+    if (c->next_arg != c->cf->args.size) return frame_mismatch(c, "operands");
+    if (c->next_ret != c->cf->rets.size) return frame_mismatch(c, "results");
+    oc_status st = oc_op_call(c->op, vals, nargs, nres ? outs : NULL);
+    return st == OC_OK ? NULL : op_error(c->api, c->qualname, st);
+}
 
 static XLA_FFI_Error *run_op(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
 {
@@ -294,17 +547,6 @@ static XLA_FFI_Error *run_op(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
                           "(opcore.custom_op.load / load_library)",
                           qualname, oc_errmsg());
 
-    /* One result buffer. */
-    if (cf->rets.size != 1 || cf->rets.types[0] != XLA_FFI_RetType_BUFFER)
-        return make_error(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                          "opcore: op '%s': expected 1 result buffer, got %lld", qualname,
-                          (long long)cf->rets.size);
-    oc_tensor out;
-    XLA_FFI_Error *err =
-        buffer_view(api, qualname, NULL, (const XLA_FFI_Buffer *)cf->rets.rets[0], &out, false);
-    if (err) return err;
-
-    /* Arguments: tensors from the buffers in order, the rest from attributes. */
     int nargs = oc_op_num_args(op);
     oc_value stack_vals[OC_JAX_STACK_ARGS];
     oc_tensor stack_tensors[OC_JAX_STACK_ARGS];
@@ -319,72 +561,16 @@ static XLA_FFI_Error *run_op(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
         tensors = (oc_tensor *)heap;
         vals = (oc_value *)(tensors + nargs);
     }
-
-    int64_t nbuf = 0;
-    for (int i = 0; i < nargs && err == NULL; i++) {
-        oc_arg_type type = oc_op_arg_type(op, i);
-        const char *aname = oc_op_arg_name(op, i);
-        if (type == OC_ARG_TENSOR) {
-            if (nbuf >= cf->args.size) {
-                err = make_error(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                                 "opcore: op '%s' (%s): got only %lld tensor arguments",
-                                 qualname, oc_op_schema(op), (long long)cf->args.size);
-                break;
-            }
-            if (cf->args.types[nbuf] != XLA_FFI_ArgType_BUFFER) {
-                err = make_error(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                                 "opcore: op '%s': argument '%s' is not a buffer", qualname, aname);
-                break;
-            }
-            err = buffer_view(api, qualname, aname, (const XLA_FFI_Buffer *)cf->args.args[nbuf],
-                              &tensors[i], true);
-            nbuf++;
-            if (err == NULL) vals[i] = oc_value_tensor(&tensors[i]);
-            continue;
-        }
-
-        int64_t k = find_attr(&cf->attrs, aname);
-        if (k < 0) {
-            if (!oc_op_arg_default(op, i, &vals[i]))
-                err = make_error(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                                 "opcore: op '%s' (%s): missing argument '%s' (%s)", qualname,
-                                 oc_op_schema(op), aname, oc_arg_type_name(type));
-            continue;
-        }
-        oc_scalar s;
-        if (cf->attrs.types[k] != XLA_FFI_AttrType_SCALAR ||
-            !scalar_attr((const XLA_FFI_Scalar *)cf->attrs.attrs[k], &s)) {
-            err = make_error(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                             "opcore: op '%s': argument '%s' (%s) must be a number attribute",
-                             qualname, aname, oc_arg_type_name(type));
-            continue;
-        }
-        switch (type) {
-        case OC_ARG_FLOAT: vals[i] = oc_value_float(oc_scalar_to_double(s)); break;
-        case OC_ARG_INT:
-            if (s.kind == OC_SCALAR_FLOAT)
-                err = make_error(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                                 "opcore: op '%s': argument '%s' (int) got a float %g", qualname,
-                                 aname, s.value.f);
-            else
-                vals[i] = oc_value_int(oc_scalar_to_int64(s));
-            break;
-        case OC_ARG_BOOL: vals[i] = oc_value_bool(oc_scalar_to_int64(s) != 0); break;
-        case OC_ARG_SCALAR: vals[i] = oc_value_scalar(s); break;
-        default:
-            err = make_error(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                             "opcore: op '%s': argument '%s' has an unknown type", qualname, aname);
-        }
-    }
-    if (err == NULL && nbuf != cf->args.size)
-        err = make_error(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                         "opcore: op '%s' (%s) takes %lld tensor arguments, got %lld", qualname,
-                         oc_op_schema(op), (long long)nbuf, (long long)cf->args.size);
-
-    if (err == NULL) {
-        oc_status st = oc_op_call(op, vals, nargs, &out);
-        if (st != OC_OK) err = op_error(api, qualname, st);
-    }
+    call c; /* not zero-initialised: the scratch block is 4 KiB */
+    c.cf = cf;
+    c.api = api;
+    c.op = op;
+    c.qualname = qualname;
+    c.next_arg = c.next_ret = 0;
+    c.mem.used = 0;
+    c.mem.nheap = 0;
+    XLA_FFI_Error *err = run_bound(&c, vals, tensors);
+    scratch_free(&c.mem);
     free(heap);
     return err;
 }
@@ -407,6 +593,13 @@ OC_JAX_EXPORT XLA_FFI_Error *oc_jax_ffi_handler(XLA_FFI_CallFrame *cf)
     CHECK_SIZE(api, "XLA_FFI_Rets", XLA_FFI_Rets_STRUCT_SIZE, cf->rets.struct_size);
     CHECK_SIZE(api, "XLA_FFI_Attrs", XLA_FFI_Attrs_STRUCT_SIZE, cf->attrs.struct_size);
     return run_op(cf, api);
+}
+
+/* How many mutated tensors the handler had to copy into their result
+ * buffer because XLA did not alias them (see take_tensor). */
+OC_JAX_EXPORT uint64_t oc_jax_alias_copies(void)
+{
+    return atomic_load_explicit(&g_alias_copies, memory_order_relaxed);
 }
 
 /* The handler's address (for ctypes: no function-pointer casts in Python). */

@@ -4,6 +4,7 @@
 
 #include "core/internal.h"
 #include "engine/core.h"
+#include "kernel/kernel_internal.h"
 #include "opcore/kernel.h"
 
 uint32_t oc_cpu_id(void)
@@ -77,12 +78,7 @@ void oc_set_result(int index, const oc_tensor *meta)
 
 void oc_core_range(int64_t n, int64_t align, int64_t *lo, int64_t *hi)
 {
-    int64_t id = oc_cpu_id(), count = oc_cpu_count();
-    if (align < 1) align = 1;
-    int64_t blocks = (n + align - 1) / align;
-    int64_t b0 = blocks * id / count, b1 = blocks * (id + 1) / count;
-    *lo = b0 * align < n ? b0 * align : n;
-    *hi = b1 * align < n ? b1 * align : n;
+    oc__split_range(n, align, oc_cpu_id(), oc_cpu_count(), lo, hi);
 }
 
 bool oc__in_shape_fn(void)

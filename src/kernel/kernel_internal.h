@@ -20,4 +20,12 @@ void oc__tensor_extent(const oc_tensor *t, const char **lo, const char **hi);
 void oc__coherence_check(oc_core *core, const oc_tensor *t, bool write, const void *self,
                          const char *what);
 
+/* oc_iter_init flag for opcore's own ops (src/ops): they never checked
+ * coherence against open streams, and keep not doing so. */
+#define OC__ITER_NO_COHERENCE (1u << 31)
+
+/* Part `id` of `count` near-equal parts of [0, n), in multiples of `align`
+ * (except the last): oc_core_range and oc_iter_part (iter.c). */
+void oc__split_range(int64_t n, int64_t align, int64_t id, int64_t count, int64_t *lo, int64_t *hi);
+
 #endif /* OPCORE_KERNEL_INTERNAL_H */

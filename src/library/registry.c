@@ -14,6 +14,7 @@
 
 #include "engine/core.h"
 #include "library/elfcheck.h"
+#include "library/load_hint.h"
 #include "library/registry.h"
 #include "opcore/engine.h"
 #include "opcore/host.h"
@@ -240,7 +241,9 @@ oc_status oc_library_load(const char *path, oc_library **out)
         }
         open_path = fresh;
     }
+    oc__loader_enter();
     lib->handle = dlopen(open_path, RTLD_NOW | RTLD_LOCAL);
+    oc__loader_leave();
     if (seen) unlink(fresh); /* the mapping stays; the name is not needed */
     if (!lib->handle) {
         oc_set_error(OC_ENOTFOUND, "cannot load op library %s: %s", path, dlerror());

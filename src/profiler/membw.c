@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "opcore/profiler.h"
+#include "core/internal.h"
 #include "profiler/prof.h"
 
 #define MEMBW_MIB 128  /* default buffer size; OPCORE_MEMBW_MIB overrides */
@@ -170,17 +171,8 @@ static void this_machine(machine *m)
     snprintf(m->kernel, sizeof m->kernel, "%s", uname(&u) == 0 ? u.release : "unknown");
 }
 
-/* opcore's cache root, as python/opcore/custom_op.py's cache_dir() finds it. */
-static bool cache_dir(char *out, size_t n)
-{
-    const char *root = getenv("OPCORE_CACHE_DIR");
-    if (root && *root) return snprintf(out, n, "%s", root), true;
-    const char *x = getenv("XDG_CACHE_HOME");
-    if (x && *x) return snprintf(out, n, "%s/opcore", x), true;
-    const char *h = getenv("HOME");
-    if (h && *h) return snprintf(out, n, "%s/.cache/opcore", h), true;
-    return false;
-}
+/* opcore's cache root: one rule for the build cache and this one. */
+static bool cache_dir(char *out, size_t n) { return oc__cache_root(out, n); }
 
 typedef struct entry {
     double gbps;

@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/internal.h"
 #include "opcore/status.h"
 #include "profiler/prof.h"
 

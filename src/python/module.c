@@ -4,7 +4,8 @@
  *   find_op("lib::op") -> Op        an op of a loaded library
  *   build(name, compute_srcs, shape_srcs, out_dir=None, multicore=False,
  *         stack_size=0, cflags=(), include_dirs=(), debug=False,
- *         verbose=False, force=False) -> (path, cached, seconds)
+ *         verbose=False, force=False, vec_report=False) -> (path, cached, seconds[, report])
+ *   new_project(dir, name)          what `opcore new` writes
  *   include_dir(), lib_dir()        what oc_build uses
  *   _set_torch(Tensor, empty, dtypes)   opcore.torch hands over torch
  *   OpError, OpArgumentError, BuildError
@@ -13,6 +14,7 @@
 #include "pyopcore.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 
 #include "opcore/build.h"
@@ -214,13 +216,14 @@ static PyObject *py_build(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     static char *kwlist[] = {"name", "compute_srcs", "shape_srcs", "out_dir", "multicore", "stack_size",
-                             "cflags", "include_dirs", "debug", "verbose", "force", NULL};
+                             "cflags", "include_dirs", "debug", "verbose", "force", "vec_report", NULL};
     const char *name;
     PyObject *compute = NULL, *shape = NULL, *out_dir_o = Py_None, *cflags = NULL, *incs = NULL;
-    int multicore = 0, debug = 0, verbose = 0, force = 0;
+    int multicore = 0, debug = 0, verbose = 0, force = 0, vec_report = 0;
     unsigned long long stack_size = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOO|OpKOOppp:build", kwlist, &name, &compute, &shape, &out_dir_o,
-                                     &multicore, &stack_size, &cflags, &incs, &debug, &verbose, &force))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOO|OpKOOpppp:build", kwlist, &name, &compute, &shape, &out_dir_o,
+                                     &multicore, &stack_size, &cflags, &incs, &debug, &verbose, &force,
+                                     &vec_report))
         return NULL;
     strlist c = {0}, s = {0}, f = {0}, in = {0};
     PyObject *out_dir_b = NULL;
@@ -246,6 +249,7 @@ static PyObject *py_build(PyObject *self, PyObject *args, PyObject *kw)
     o.debug = debug;
     o.verbose = verbose;
     o.force = force;
+    o.vec_report = vec_report;
     oc_build_result r;
     oc_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -256,7 +260,12 @@ static PyObject *py_build(PyObject *self, PyObject *args, PyObject *kw)
                    oc_errmsg(), st, NULL);
         goto done;
     }
-    result = Py_BuildValue("(NOd)", PyUnicode_DecodeFSDefault(r.path), r.cached ? Py_True : Py_False, r.seconds);
+    if (vec_report) /* (path, cached, seconds, report) */
+        result = Py_BuildValue("(NOds)", PyUnicode_DecodeFSDefault(r.path), r.cached ? Py_True : Py_False,
+                               r.seconds, r.vec_report ? r.vec_report : "");
+    else
+        result = Py_BuildValue("(NOd)", PyUnicode_DecodeFSDefault(r.path), r.cached ? Py_True : Py_False, r.seconds);
+    free(r.vec_report);
 done:
     strlist_free(&c);
     strlist_free(&s);
@@ -264,6 +273,22 @@ done:
     strlist_free(&in);
     Py_XDECREF(out_dir_b);
     return result;
+}
+
+static PyObject *py_new_project(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *dir_b = NULL;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "O&s:new_project", PyUnicode_FSConverter, &dir_b, &name)) return NULL;
+    oc_status st = oc_new_project(PyBytes_AS_STRING(dir_b), name);
+    Py_DECREF(dir_b);
+    if (st != OC_OK) {
+        PyErr_SetString(st == OC_EEXIST ? PyExc_FileExistsError : st == OC_EINVAL ? PyExc_ValueError : PyExc_OSError,
+                        oc_errmsg());
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 static PyObject *py_include_dir(PyObject *self, PyObject *noargs)
@@ -320,9 +345,11 @@ static PyMethodDef methods[] = {
      "have, or raises OpArgumentError saying what is wrong where."},
     {"build", (PyCFunction)(void (*)(void))py_build, METH_VARARGS | METH_KEYWORDS,
      "build(name, compute_srcs, shape_srcs, out_dir=None, multicore=False, stack_size=0, cflags=(), "
-     "include_dirs=(), debug=False, verbose=False, force=False) -> (path, cached, seconds)\n"
+     "include_dirs=(), debug=False, verbose=False, force=False, vec_report=False) -> (path, cached, seconds)\n"
      "Build (or reuse from the content-hash cache) lib<name>.so; raises BuildError with the compiler's "
-     "output."},
+     "output. With vec_report=True: (path, cached, seconds, report)."},
+    {"new_project", py_new_project, METH_VARARGS,
+     "new_project(dir, name)\nWrite a small op project (what `opcore new NAME DIR` does)."},
     {"include_dir", py_include_dir, METH_NOARGS, "include_dir() -> str: opcore's headers, as builds use them"},
     {"lib_dir", py_lib_dir, METH_NOARGS, "lib_dir() -> str: libopcore's directory, as builds use it"},
     {"dtype_names", py_dtype_names, METH_NOARGS, "dtype_names() -> tuple of names in oc_dtype order"},

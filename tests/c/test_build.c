@@ -603,6 +603,65 @@ static void test_debug_and_include_dirs(void **state)
     assert_false(p.r.cached);
 }
 
+/* oc_build_cache_dir(): $OPCORE_CACHE_DIR, else $XDG_CACHE_HOME/opcore,
+ * else $HOME/.cache/opcore, else "". */
+static void test_cache_dir_rule(void **state)
+{
+    (void)state;
+    char *saved[3];
+    const char *names[3] = {"OPCORE_CACHE_DIR", "XDG_CACHE_HOME", "HOME"};
+    for (int i = 0; i < 3; i++) saved[i] = getenv(names[i]) ? strdup(getenv(names[i])) : NULL;
+    setenv("OPCORE_CACHE_DIR", "/c/oc", 1);
+    setenv("XDG_CACHE_HOME", "/c/xdg", 1);
+    setenv("HOME", "/c/home", 1);
+    assert_string_equal(oc_build_cache_dir(), "/c/oc");
+    setenv("OPCORE_CACHE_DIR", "", 1); /* empty counts as unset */
+    assert_string_equal(oc_build_cache_dir(), "/c/xdg/opcore");
+    unsetenv("XDG_CACHE_HOME");
+    assert_string_equal(oc_build_cache_dir(), "/c/home/.cache/opcore");
+    unsetenv("HOME");
+    assert_string_equal(oc_build_cache_dir(), "");
+    for (int i = 0; i < 3; i++) {
+        if (saved[i]) setenv(names[i], saved[i], 1);
+        else unsetenv(names[i]);
+        free(saved[i]);
+    }
+}
+
+/* No out_dir: the library goes to <cache>/build/<name>, where the Python
+ * package's load() builds too; the second build is a cache hit. */
+static void test_default_out_dir_is_the_cache(void **state)
+{
+    (void)state;
+    char *saved = getenv("OPCORE_CACHE_DIR") ? strdup(getenv("OPCORE_CACHE_DIR")) : NULL;
+    setenv("OPCORE_CACHE_DIR", path_in("cache"), 1);
+    write_relu("bt_cache");
+    opts p;
+    relu_opts(&p, "bt_cache");
+    p.o.out_dir = NULL;
+    if (build(&p)) fail_msg("%s", oc_errmsg());
+    char want[600];
+    snprintf(want, sizeof want, "%s/build/bt_cache/libbt_cache.so", path_in("cache"));
+    assert_string_equal(p.r.path, want);
+    assert_false(p.r.cached);
+    assert_int_equal(build(&p), OC_OK);
+    assert_true(p.r.cached);
+    /* and with neither a cache nor an out_dir: a clear error */
+    char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    unsetenv("OPCORE_CACHE_DIR");
+    char *xdg = getenv("XDG_CACHE_HOME") ? strdup(getenv("XDG_CACHE_HOME")) : NULL;
+    unsetenv("XDG_CACHE_HOME");
+    unsetenv("HOME");
+    assert_int_equal(build(&p), OC_EINVAL);
+    assert_contains(oc_errmsg(), "no output directory given and no cache directory");
+    if (home) setenv("HOME", home, 1);
+    if (xdg) setenv("XDG_CACHE_HOME", xdg, 1);
+    if (saved) setenv("OPCORE_CACHE_DIR", saved, 1);
+    free(home);
+    free(xdg);
+    free(saved);
+}
+
 static void test_dirs(void **state)
 {
     (void)state;
@@ -635,6 +694,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_compiler, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replace_while_loaded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_debug_and_include_dirs, setup, teardown),
+        cmocka_unit_test(test_cache_dir_rule),
+        cmocka_unit_test_setup_teardown(test_default_out_dir_is_the_cache, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     oc_engine_shutdown();

@@ -150,6 +150,15 @@ def test_handler_compiled_and_cached():
     assert ojax._build_handler() == so
 
 
+def test_handler_is_c11_and_warning_free(tmp_path):
+    import subprocess
+    cmd = [os.environ.get("CC", "cc"), "-std=c11", "-O2", "-fPIC", "-Wall", "-Wextra", "-Werror", "-c",
+           "-I", jax.ffi.include_dir(), "-I", opcore.include_dir(), str(ojax._handler_source()),
+           "-o", str(tmp_path / "handler.o")]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
 def test_unknown_op_is_a_clear_error():
     ojax.register()
     with pytest.raises(LookupError, match="no_such_lib::nope"):
@@ -238,7 +247,7 @@ def test_with_vjp_static_args_and_arity(jt_ops):
     x = _x()
     np.testing.assert_allclose(jax.grad(lambda x: scale(x, 3.0).sum())(x), np.full_like(x, 3.0))
     with pytest.raises(TypeError, match="one backward per input"):
-        ojax.with_vjp("jax_test_ops::relu_backward", ojax.passthrough)
+        ojax.with_vjp("jax_test_ops::relu_backward", ojax.passthrough, None, None)
 
 
 # ---------------------------------------------------------------------------

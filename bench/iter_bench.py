@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Broadcast add written with opcore's iterator vs torch.add.
+
+    python bench/iter_bench.py [--rounds 15] [--reps 3] [--size 4096] [--quick]
+
+out = x + row for a [4096, 4096] float32 x and a [4096] row, x and row
+laid out as a kernel author meets them: dense, x transposed, x sliced out of
+a wider tensor, the row sliced (stride 2). The opcore op is the iterator
+kernel below (the pattern of docs/tutorial_2_performance.md), called as
+torch.ops.<lib>.badd; torch's is torch.add(x, row). Both allocate their
+output per call (torch.empty), so page faults count on both sides.
+
+Two settings: single core (torch.set_num_threads(1), an opcore single-core
+op) and multicore (torch.set_num_threads(N), an opcore --multicore op, N =
+opcore's engine cores). Candidates are interleaved: each round times
+`reps` calls of each, in alternating order; the ratio is the median over
+rounds of (torch's time / opcore's time) in the same round. Also shown: torch
+writing into a fresh contiguous output (`out=`), which is the same work as
+opcore's op when x is transposed (torch.add otherwise keeps x's layout for its
+result and so skips the transpose).
+
+Writes bench/results/iter.json (the report format of bench/report.py).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+
+from opcore import custom_op  # noqa: E402
+
+KERNEL = r"""
+#include <opcore/kernel.h>
+
+/* out = x + y with broadcasting, any strides: the iterator's pattern. */
+oc_tensor *badd(const oc_tensor *x, const oc_tensor *y)
+{
+    OC_CHECK(x->dtype == OC_FLOAT32 && y->dtype == OC_FLOAT32, "float32 only");
+    oc_tensor *out = oc_dst_tensor();
+    oc_iter it;
+    oc_iter_init(&it, 1, OC_TENSORS(out, x, y), 0);
+    oc_iter_share(&it);
+    while (oc_iter_next(&it)) {
+        float *o = it.ptr[0];
+        const float *a = it.ptr[1], *b = it.ptr[2];
+        const int64_t n = it.len, so = it.stride[0], sa = it.stride[1], sb = it.stride[2];
+        if (oc_iter_contiguous(&it)) {
+            for (int64_t i = 0; i < n; i++) o[i] = a[i] + b[i];
+        } else if (so == 1 && sa == 1 && sb == 0) {
+            const float c = b[0];
+            for (int64_t i = 0; i < n; i++) o[i] = a[i] + c;
+        } else {
+            for (int64_t i = 0; i < n; i++) o[i * so] = a[i * sa] + b[i * sb];
+        }
+    }
+    return out;
+}
+"""
+
+SHAPE = r"""
+#include <opcore/library.h>
+
+static oc_tensor *badd_shape(const oc_tensor *x, const oc_tensor *y)
+{
+    return oc_empty_broadcast(x->dtype, OC_TENSORS(x, y));
+}
+
+OC_LIBRARY(%s, m) {
+    oc_def(m, "badd(Tensor x, Tensor y) -> Tensor", badd_shape, "badd");
+}
+"""
+
+
+def build(workdir, name, multicore):
+    k = os.path.join(workdir, "badd.c")
+    s = os.path.join(workdir, f"shape_{name}.c")
+    with open(k, "w") as f:
+        f.write(KERNEL)
+    with open(s, "w") as f:
+        f.write(SHAPE % name)
+    custom_op.load(name=name, compute_srcs=[k], shape_srcs=[s],
+                   build_directory=os.path.join(workdir, name), multicore=multicore)
+    return getattr(torch.ops, name).badd
+
+
+def cases(size):
+    g = torch.Generator().manual_seed(0)
+    base = torch.randn(size, size, generator=g)
+    wide = torch.randn(size, size + 128, generator=g)
+    row = torch.randn(size, generator=g)
+    row2 = torch.randn(2 * size, generator=g)
+    return [
+        ("dense x, dense row", base, row),
+        ("x transposed, dense row", base.t(), row),
+        ("x transposed, row sliced", base.t(), row2[::2]),
+        ("x sliced, row sliced", wide[:, 64:64 + size], row2[::2]),
+    ]
+
+
+def timed(fn, reps):
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return (time.perf_counter() - t0) / reps
+
+
+def measure(op, x, row, rounds, reps):
+    size = x.shape
+    cand = {
+        "torch.add": lambda: torch.add(x, row),
+        "torch.add, contiguous out": lambda: torch.add(x, row, out=torch.empty(size)),
+        "opcore": lambda: op(x, row),
+    }
+    for fn in cand.values():  # warm up (page-ins, first-call costs)
+        fn()
+    times = {k: [] for k in cand}
+    order = list(cand)
+    for r in range(rounds):
+        for name in (order if r % 2 == 0 else order[::-1]):
+            times[name].append(timed(cand[name], reps))
+    ratio = statistics.median(t / o for t, o in zip(times["torch.add"], times["opcore"]))
+    ratio_same = statistics.median(t / o for t, o in zip(times["torch.add, contiguous out"], times["opcore"]))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return med, ratio, ratio_same
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--size", type=int, default=4096)
+    ap.add_argument("--quick", action="store_true", help="5 rounds of 2 calls")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "iter.json"))
+    args = ap.parse_args()
+    if args.quick:
+        args.rounds, args.reps = 5, 2
+    ncores = int(os.environ.get("OC_NUM_CORES") or len(os.sched_getaffinity(0)))
+    load0 = os.getloadavg()[0]
+    work = tempfile.mkdtemp(prefix="opcore-iter-bench-")
+    ops = {"single": build(work, "iter_bench_sc", False), "multi": build(work, "iter_bench_mc", True)}
+    rows, worst, worst_same = [], {}, {}
+    for setting, threads in (("single", 1), ("multi", ncores)):
+        torch.set_num_threads(threads)
+        op = ops[setting]
+        for label, x, row in cases(args.size):
+            got = op(x, row)
+            assert got.is_contiguous() and torch.equal(got, torch.add(x, row)), f"{label}: wrong result"
+            med, ratio, ratio_same = measure(op, x, row, args.rounds, args.reps)
+            bytes_moved = x.numel() * 4 * 2 + row.numel() * 4
+            rows.append({
+                "setting": f"{setting} core" + ("" if setting == "single" else f" ({threads})"),
+                "case": label,
+                "torch.add ms": round(med["torch.add"] * 1e3, 2),
+                "opcore ms": round(med["opcore"] * 1e3, 2),
+                "opcore GB/s": round(bytes_moved / med["opcore"] / 1e9, 2),
+                "vs torch.add": round(ratio, 3),
+                "vs torch.add contiguous out": round(ratio_same, 3),
+            })
+            worst[setting] = min(worst.get(setting, 9.0), ratio)
+            # the same work on both sides: a transposed x costs torch.add a
+            # transpose only when its output must be contiguous, as opcore's is
+            same = ratio_same if "transposed" in label else ratio
+            worst_same[setting] = min(worst_same.get(setting, 9.0), same)
+            print(f"{rows[-1]['setting']:>16} | {label:<26} | torch {rows[-1]['torch.add ms']:8.2f} ms | "
+                  f"opcore {rows[-1]['opcore ms']:8.2f} ms | vs torch.add {ratio:.3f}x | "
+                  f"vs contiguous out {ratio_same:.3f}x", flush=True)
+    load1 = os.getloadavg()[0]
+    notes = (f"out = x + row, x [{args.size}, {args.size}] float32, row [{args.size}]; the opcore op is an "
+             f"iterator kernel (bench/iter_bench.py) called through torch.ops, output allocated per call on "
+             f"both sides. Ratios: median over {args.rounds} interleaved rounds of {args.reps} calls of "
+             f"(torch's time / opcore's time) in the same round; > 1 means opcore is faster. "
+             f"'contiguous out': torch.add(x, row, out=torch.empty(...)), the same work as the opcore op "
+             f"(torch.add itself gives a transposed x a transposed result). Multicore: torch.set_num_threads"
+             f"({ncores}) and an opcore --multicore op on {ncores} engine cores. Load average "
+             f"{load0:.2f} before, {load1:.2f} after (other work on the machine makes timings noisy).")
+    result = {
+        "title": "Broadcast add with opcore's iterator vs torch.add",
+        "order": 45,
+        "rows": rows,
+        "notes": notes,
+        "target": [{"metric": f"iterator broadcast add / torch.add, worst case, {s} core",
+                    "min": 0.9, "value": round(worst[s], 3), "met": worst[s] >= 0.9}
+                   for s in ("single", "multi")] +
+                  [{"metric": f"same work (transposed x: torch.add into a contiguous out), worst case, {s} core",
+                    "min": 0.9, "value": round(worst_same[s], 3), "met": worst_same[s] >= 0.9}
+                   for s in ("single", "multi")],
+        "load": [load0, load1],
+    }
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"worst ratio: single {worst['single']:.3f}x, multi {worst['multi']:.3f}x "
+          f"(target >= 0.9); same work: single {worst_same['single']:.3f}x, multi {worst_same['multi']:.3f}x; "
+          f"load {load0:.2f} -> {load1:.2f}; wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,4 @@
+# `opcore new`'s project templates: src/build/templates/*.in are the
+# sources, src/build/templates.c (checked in) is generated from them.
+src/build/templates.c: $(wildcard src/build/templates/*.in) scripts/gen_templates.sh
+	scripts/gen_templates.sh > $@.tmp && mv $@.tmp $@

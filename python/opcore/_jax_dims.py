@@ -1,0 +1,125 @@
+"""Symbolic sizes for opcore.jax: an op's result shapes under jax.export.
+
+With ``jax.export.symbolic_shape("b, 4")`` an input size is a JAX dimension
+expression, not a number, but opcore's shape functions are plain C on
+numbers. So the shape function runs a few times on probe sizes (each symbol
+takes different sizes per run, see _LARGE and _SMALL; a size like ``2*b``
+is evaluated from them), and ``opcore._C.Op.trace`` explains every result size as a
+constant, an input size, or ``oc_dim_*`` arithmetic on those. That
+explanation is rebuilt here with JAX's own dimension arithmetic, so the
+result sizes stay symbolic. A size the shape function computed with plain
+C arithmetic cannot be explained: opcore's error says how to write it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+# Probe sizes. Symbol i takes P[i] * (r + 1) in large run r: ordinary, large
+# sizes, different per symbol, whose differences between runs are primes,
+# so no size mod a small number is the same in every run (n % 4 would be a
+# constant if every run had n = 3 mod 4). One more run gives the symbols
+# small sizes (2, 3, ...), so that min(n, k) and max(n, k) with a small k
+# differ between runs too; shape functions that refuse small sizes are
+# traced on the large runs alone.
+_PRIMES = (10007, 10009, 10037, 10039, 10061, 10067, 10069, 10079)
+_LARGE = tuple(tuple(p * (r + 1) for p in _PRIMES) for r in range(3))
+_SMALL = tuple(2 + i for i in range(len(_PRIMES)))
+
+
+class ListMeta(tuple):
+    """The metadata of a Tensor[] argument: ((shape, dtype), ...), told
+    apart from one tensor's (shape, dtype)."""
+
+
+def items(m) -> list:
+    """[(shape, dtype), ...] of one tensor argument's metadata."""
+    if m is None:
+        return []
+    return list(m) if isinstance(m, ListMeta) else [m]
+
+
+def is_static(shape) -> bool:
+    return all(isinstance(d, (int, np.integer)) for d in shape)
+
+
+def _symbols(tmeta) -> list[str]:
+    names: set[str] = set()
+    for m in tmeta:
+        for shape, _ in items(m):
+            for d in shape:
+                if not isinstance(d, (int, np.integer)):
+                    names |= set(d.get_vars() if hasattr(d, "get_vars") else d._get_vars())
+    return sorted(names)
+
+
+def _evaluate(d, env: dict) -> int:
+    if isinstance(d, (int, np.integer)):
+        return int(d)
+    return int(d._evaluate(env))
+
+
+def _binary(op: str, a, b):
+    from jax._src import core  # min_dim / max_dim: JAX's symbolic min and max
+
+    if op == "add":
+        return a + b
+    if op == "sub":
+        return a - b
+    if op == "mul":
+        return a * b
+    if op == "div":
+        return a // b
+    if op == "ceil_div":
+        return -((-a) // b)
+    if op == "mod":
+        return a % b
+    if op == "min":
+        return core.min_dim(a, b)
+    if op == "max":
+        return core.max_dim(a, b)
+    raise ValueError(f"opcore.jax: unknown size operation {op!r} from op.trace")
+
+
+def _to_jax(expr, input_dim):
+    """An op.trace expression as a JAX dimension (int or symbolic)."""
+    if isinstance(expr, int):
+        return expr
+    if expr[0] == "input":
+        _, arg, item, dim = expr
+        return input_dim(arg, item, dim)
+    op, lhs, rhs = expr
+    return _binary(op, _to_jax(lhs, input_dim), _to_jax(rhs, input_dim))
+
+
+def trace(meta, shape_kwargs, tmeta) -> list[tuple[tuple, str]]:
+    """[(shape, dtype name), ...] per result of `meta`'s op, shapes with
+    JAX dimension expressions. shape_kwargs(dims) gives op.trace's keyword
+    arguments with every tensor shape mapped through `dims`; tmeta holds the
+    tensor metadata in schema order (None for non-tensors)."""
+    names = _symbols(tmeta)
+    if len(names) > len(_PRIMES):
+        raise ValueError(f"opcore.jax: op '{meta.qualname}': at most {len(_PRIMES)} symbolic "
+                         f"dimensions per call, got {len(names)} ({', '.join(names)})")
+
+    def runs_for(probes):
+        runs = []
+        for probe in probes:
+            env = dict(zip(names, probe))
+            runs.append(((), shape_kwargs(lambda shape, env=env: tuple(_evaluate(d, env) for d in shape))))
+        return runs
+
+    try:
+        traced = meta.op.trace(runs_for(_LARGE + (_SMALL,)))
+    except Exception:
+        try:
+            traced = meta.op.trace(runs_for(_LARGE))
+        except Exception as e:
+            sizes = ", ".join(f"{n}={'/'.join(str(p[i]) for p in _LARGE)}" for i, n in enumerate(names))
+            e.args = (f"{e.args[0] if e.args else e} [opcore.jax: symbolic sizes: the shape function "
+                      f"ran with probe sizes {sizes}]",) + e.args[1:]
+            raise
+
+    def input_dim(arg, item, dim):
+        return items(tmeta[arg])[item][0][dim]
+
+    return [(tuple(_to_jax(e, input_dim) for e in dims), dtype) for dtype, dims in traced]

@@ -1,0 +1,306 @@
+"""Batch-sharded opcore ops: ``opcore.jax.op(name, batch_dims=...)``.
+
+An op declared batch-separable (its result for a slice of the batch is the
+slice of its result) runs per shard when its inputs are sharded along the
+batch, instead of on inputs XLA gathers first:
+
+  * explicit sharding (the axes of ``jax.make_mesh`` by default; the
+    arrays' types carry the sharding): the call is wrapped in
+    ``jax.shard_map`` over the mesh axes that shard the batch;
+  * automatic sharding (``jax.sharding.Mesh`` with ``AxisType.Auto``, a
+    ``NamedSharding`` given to ``jit``): the call is a
+    ``jax.experimental.custom_partitioning`` function whose Shardy rule ties
+    the batch dimension of every batched argument and result together;
+    when XLA partitions the program, each device runs the op on its shard.
+
+Everything else (one device, a batch the mesh does not divide, inside
+``shard_map``, under ``opcore.jax.export``) is the plain custom call.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import threading
+
+import numpy as np
+
+import jax
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from opcore import _jax_dims
+
+_state = threading.local()
+
+
+@contextlib.contextmanager
+def exporting():
+    """Inside: ops lower as plain custom calls (custom partitioning uses a
+    Python callback at compile time, which jax.export cannot serialise)."""
+    old = getattr(_state, "exporting", False)
+    _state.exporting = True
+    try:
+        yield
+    finally:
+        _state.exporting = old
+
+
+class BatchDims:
+    """Where the batch is: one dimension (or None) per tensor argument and
+    per result (fresh results, then mutated arguments, as the call returns
+    them)."""
+
+    def __init__(self, args: tuple, results: tuple):
+        self.args, self.results = args, results
+
+    @classmethod
+    def parse(cls, meta, spec) -> "BatchDims":
+        def check(v, what):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise ValueError(f"opcore.jax.op('{meta.qualname}', batch_dims=...): {what}: expected "
+                                 f"a dimension (int >= 0) or None, got {v!r}")
+            return v
+
+        names = [name or f"result{i}" for i, (name, _) in enumerate(meta.results)]
+        if isinstance(spec, int) and not isinstance(spec, bool):
+            check(spec, "batch_dims")
+            args = tuple(spec for _ in meta.tensor_args)
+            fresh = tuple(spec for _ in meta.fresh)
+        elif isinstance(spec, dict):
+            known = {a.name for a in meta.tensor_args} | set(names)
+            for k in spec:
+                if k not in known:
+                    raise ValueError(f"opcore.jax.op('{meta.qualname}', batch_dims=...): no tensor "
+                                     f"argument or result '{k}' (tensor arguments: "
+                                     f"{', '.join(a.name for a in meta.tensor_args)}; results: "
+                                     f"{', '.join(names)})")
+            args = tuple(check(spec.get(a.name), f"'{a.name}'") for a in meta.tensor_args)
+            fresh = tuple(check(spec.get(names[i]), f"'{names[i]}'") for i in meta.fresh)
+        else:
+            raise TypeError(f"opcore.jax.op('{meta.qualname}', batch_dims=...): expected an int or a "
+                            f"dict of argument/result names to dims, got {spec!r}")
+        mutated = tuple(d for a, d in zip(meta.tensor_args, args) if a.mutable)
+        if all(d is None for d in args):
+            raise ValueError(f"opcore.jax.op('{meta.qualname}', batch_dims=...): no tensor argument "
+                             "is batched")
+        return cls(args, fresh + mutated)
+
+
+def _flat_dims(bd: BatchDims, meta, tensors) -> list:
+    """The batch dimension of each operand (lists: each item)."""
+    out = []
+    for a, t, d in zip(meta.tensor_args, tensors, bd.args):
+        if t is not None:
+            out += [d] * (len(t) if a.is_list else 1)
+    return out
+
+
+def _result_dims(bd: BatchDims, meta, tensors) -> list:
+    out = list(bd.results[:len(meta.fresh)])
+    for a, t, d in zip(meta.tensor_args, tensors, bd.args):
+        if a.mutable and t is not None:
+            out += [d] * (len(t) if a.is_list else 1)
+    return out
+
+
+def _check_results(op, leaves, rdims):
+    names = [n or f"result{i}" for i, (n, _) in enumerate(op._meta.results)]
+    names = [names[i] for i in op._meta.fresh] + [a.name for a in op._meta.mutated]
+    for k, (r, d) in enumerate(zip(leaves, rdims)):
+        if d is not None and d >= r.ndim:
+            raise ValueError(f"opcore.jax: op '{op.qualname}' (batch_dims): result "
+                             f"'{names[min(k, len(names) - 1)]}' has {r.ndim} dims, no batch dimension {d}")
+
+
+def _spec(ndim: int, dim, axes) -> P:
+    if dim is None or axes is None:
+        return P()
+    parts = [None] * ndim
+    parts[dim] = axes
+    return P(*parts)
+
+
+def _axes_tuple(axes) -> tuple:
+    return axes if isinstance(axes, tuple) else (axes,)
+
+
+def _flatten(tensors):
+    return [x for t in tensors if t is not None for x in (t if isinstance(t, list) else [t])]
+
+
+def _unflatten(tensors, flat):
+    it = iter(flat)
+    return [None if t is None else [next(it) for _ in t] if isinstance(t, list) else next(it)
+            for t in tensors]
+
+
+def _batch_size(meta, flat, dims):
+    sizes = {int(x.shape[d]) for x, d in zip(flat, dims) if d is not None and d < x.ndim}
+    if len(sizes) != 1 or any(d is not None and d >= x.ndim for x, d in zip(flat, dims)):
+        raise ValueError(f"opcore.jax: op '{meta.qualname}' (batch_dims): the batched arguments "
+                         f"disagree on the batch size or lack the batch dimension (sizes {sorted(sizes)})")
+    return sizes.pop()
+
+
+def route(op, key: tuple, tensors: list):
+    """The op's value computed per shard, or None for the plain call."""
+    from opcore.jax import _vma
+
+    if getattr(_state, "exporting", False):
+        return None
+    meta = op._meta
+    flat = _flatten(tensors)
+    dims = _flat_dims(op.batch_dims, meta, tensors)
+    if not flat or not all(_jax_dims.is_static(x.shape) for x in flat):
+        return None
+    if any(_vma(x) for x in flat):  # already inside shard_map: per-shard values
+        return None
+    batch = _batch_size(meta, flat, dims)
+    explicit = _explicit_axes(flat, dims)
+    if explicit is not None:
+        mesh, axes = explicit
+        if batch % math.prod(mesh.shape[a] for a in _axes_tuple(axes)):
+            return None
+        return _shard_mapped(op, key, tensors, flat, dims, mesh, axes)
+    if jax.device_count() > 1:
+        return _partitioned(op, key, _shapes(flat))(*flat)
+    return None
+
+
+def _plain(op, key, template):
+    """The op on flat operands, as the plain custom call."""
+    return lambda *xs: op._lower(key, _unflatten(template, xs))
+
+
+def _explicit_axes(flat, dims):
+    """(mesh, axes) if a batched argument's type says its batch is sharded
+    over explicit mesh axes."""
+    for x, d in zip(flat, dims):
+        if d is None:
+            continue
+        sh = getattr(jax.typeof(x), "sharding", None)
+        spec = getattr(sh, "spec", None)
+        if spec is None or len(spec) <= d or spec[d] is None:
+            continue
+        mesh = sh.mesh
+        types = dict(zip(mesh.axis_names, mesh.axis_types))
+        axes = spec[d]
+        if all(str(types[a]).endswith("Explicit") for a in _axes_tuple(axes)):
+            return mesh, axes
+    return None
+
+
+def _shard_mapped(op, key, tensors, flat, dims, mesh, axes):
+    """The op under jax.shard_map over the explicit mesh axes `axes` that
+    shard the batch: each device runs it on its slice."""
+    rdims = _result_dims(op.batch_dims, op._meta, tensors)
+    in_specs = tuple(_spec(x.ndim, d, axes) for x, d in zip(flat, dims))
+    run = _plain(op, key, tensors)
+    shapes = jax.eval_shape(run, *flat)  # result ranks, from the shape function
+    leaves = jax.tree_util.tree_leaves(shapes)
+    _check_results(op, leaves, rdims)
+    out_specs = [_spec(s.ndim, d, axes) for s, d in zip(leaves, rdims)]
+
+    def local(*xs):
+        return jax.tree_util.tree_leaves(run(*xs))
+
+    got = jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
+                        axis_names=set(_axes_tuple(axes)))(*flat)
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shapes), got)
+
+
+def _shapes(flat) -> tuple:
+    return tuple((tuple(x.shape), np.dtype(x.dtype)) for x in flat)
+
+
+def forget():
+    """Drop the cached partitioned calls (after unloading a library)."""
+    _partitioned.cache_clear()
+
+
+@functools.lru_cache(maxsize=1024)
+def _partitioned(op, key: tuple, shapes: tuple):
+    """A custom_partitioning function running op on flat operands of these
+    shapes; XLA's partitioner asks it how to split, and it splits only
+    along the batch."""
+    from jax.custom_batching import custom_vmap
+    from jax.experimental.custom_partitioning import custom_partitioning
+
+    meta = op._meta
+    # the tensors' structure from the key: None (absent), -1 (one) or a length
+    template = []
+    for a in meta.tensor_args:
+        k = key[a.index]
+        template.append(None if k is None else [0] * k if a.is_list else 0)
+    dims = _flat_dims(op.batch_dims, meta, template)
+    run = _plain(op, key, template)
+
+    out_struct = jax.eval_shape(run, *[jax.ShapeDtypeStruct(s, d) for s, d in shapes])
+    leaves = jax.tree_util.tree_leaves(out_struct)
+    rdims = _result_dims(op.batch_dims, meta, template)
+    _check_results(op, leaves, rdims)
+
+    f = custom_partitioning(run)
+
+    # custom_partitioning has no vmap rule: under vmap, the plain call is vmapped
+    @custom_vmap
+    def g(*xs):
+        return f(*xs)
+
+    @g.def_vmap
+    def g_vmap(axis_size, in_batched, *xs):
+        out = jax.vmap(run, in_axes=[0 if b else None for b in in_batched], axis_size=axis_size)(*xs)
+        return out, jax.tree_util.tree_map(lambda _: True, out)
+
+    def batch_axes(mesh, arg_shapes):
+        """The mesh axes sharding the batch of the first batched operand
+        whose batch is sharded, if they divide the batch."""
+        for s, d in zip(arg_shapes, dims):
+            if d is None:
+                continue
+            spec = getattr(s.sharding, "spec", None)
+            if spec is not None and len(spec) > d and spec[d] is not None:
+                axes = spec[d]
+                n = math.prod(mesh.shape[a] for a in _axes_tuple(axes))
+                if s.shape[d] % n == 0:
+                    return axes
+                return None
+        return None
+
+    def shardings(mesh, axes):
+        args = tuple(NamedSharding(mesh, _spec(len(s), d, axes)) for (s, _), d in zip(shapes, dims))
+        res = [NamedSharding(mesh, _spec(r.ndim, d, axes)) for r, d in zip(leaves, rdims)]
+        return args, res
+
+    def partition(mesh, arg_shapes, result_shape):
+        axes = batch_axes(mesh, arg_shapes)
+        args, res = shardings(mesh, axes)
+        res_tree = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_struct), res)
+        return mesh, run, res_tree, args
+
+    def infer(mesh, arg_shapes, result_shape):
+        _, res = shardings(mesh, batch_axes(mesh, arg_shapes))
+        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_struct), res)
+
+    # Shardy: the batch factor "b" is shared; every other dimension is its
+    # own factor that must stay replicated.
+    others, k = [], 0
+
+    def mapping(ndim, d):
+        nonlocal k
+        names = []
+        for i in range(ndim):
+            if i == d:
+                names.append("b")
+            else:
+                names.append(f"f{k}")
+                others.append(f"f{k}")
+                k += 1
+        return " ".join(names) if names else "()"
+
+    ins = ", ".join(mapping(len(s), d) for (s, _), d in zip(shapes, dims))
+    outs = ", ".join(mapping(r.ndim, d) for r, d in zip(leaves, rdims))
+    rule = f"{ins} -> {outs}"
+    f.def_partition(partition=partition, infer_sharding_from_operands=infer, sharding_rule=rule,
+                    need_replication_factors=tuple(others))
+    return g

@@ -1,0 +1,42 @@
+"""The `opcore` command of the installed package.
+
+The command-line tool is a C program (src/cli/) shipped inside the package
+as opcore/bin/opcore, next to the libopcore it links (opcore/lib/). The
+`opcore` console script and `python -m opcore` replace the Python process
+with it, so it behaves exactly as a `make install`ed `opcore`: same
+options, output and exit codes (docs/cli.md).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["executable", "main"]
+
+
+def executable() -> str:
+    """Path of the C command-line tool inside the package."""
+    exe = Path(__file__).resolve().parent / "bin" / "opcore"
+    if not (exe.is_file() and os.access(exe, os.X_OK)):
+        raise FileNotFoundError(
+            f"opcore: the command-line tool {exe} is missing from the installed package; "
+            "reinstall opcore (`pip install --force-reinstall opcore`), or in a source tree run "
+            "`make python`")
+    return str(exe)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run `opcore ARGS...` (ARGS: argv, default sys.argv[1:]); does not return."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        exe = executable()
+    except FileNotFoundError as e:
+        sys.exit(str(e))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(exe, ["opcore", *args])
+
+
+if __name__ == "__main__":
+    main()

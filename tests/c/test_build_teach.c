@@ -1,0 +1,315 @@
+/* tests/c/test_build_teach.c — the build tool's errors that teach and its
+ * vectorisation report, with the real compiler: each first mistake of a
+ * kernel author coming from the seeds' C++ gives a message that says what to
+ * write instead.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <dlfcn.h>
+
+#include "build/build_internal.h"
+#include "opcore/build.h"
+#include "opcore/host.h"
+#include "support/oplib.h"
+
+/* Each test builds in its own directory under the process's scratch dir. */
+static char dir[512];
+
+static int setup(void **state)
+{
+    static int n;
+    (void)state;
+    snprintf(dir, sizeof dir, "%s/teach%d", test_tmpdir(), n++);
+    assert_int_equal(mkdir(dir, 0777), 0);
+    oc_clear_error();
+    return 0;
+}
+
+static const char *path_in(const char *leaf)
+{
+    static char bufs[8][600];
+    static int next;
+    char *b = bufs[next++ % 8];
+    snprintf(b, sizeof bufs[0], "%s/%s", dir, leaf);
+    return b;
+}
+
+static const char *write_text(const char *leaf, const char *text)
+{
+    const char *p = path_in(leaf);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+    return p;
+}
+
+static void assert_contains(const char *hay, const char *needle)
+{
+    if (!hay || !strstr(hay, needle)) fail_msg("expected to find\n  %s\nin\n  %s", needle, hay ? hay : "(null)");
+}
+
+static const char shape_src[] =
+    "#include <opcore/library.h>\n"
+    "static oc_tensor *relu_fwd_shape(const oc_tensor *x) { return oc_empty_like(x); }\n"
+    "OC_LIBRARY(teach_ops, m) {\n"
+    "    oc_def(m, \"relu_forward(Tensor x) -> Tensor\", relu_fwd_shape, \"relu_forward\");\n"
+    "}\n";
+
+/* A kernel with one loop the compiler vectorises (line 8) and one it
+ * cannot (line 9: a break). */
+static const char relu_src[] =
+    "#include <opcore/kernel.h>\n"
+    "oc_tensor *relu_forward(const oc_tensor *x)\n"
+    "{\n"
+    "    oc_tensor *out = oc_dst_tensor();\n"
+    "    float *o = out->data;\n"
+    "    const float *in = x->data;\n"
+    "    int64_t n = oc_numel(x);\n"
+    "    for (int64_t i = 0; i < n; i++) o[i] = in[i] > 0 ? in[i] : 0;\n"
+    "    for (int64_t i = 0; i < n; i++) { if (in[i] > 100) break; o[i] += 0; }\n"
+    "    return out;\n"
+    "}\n";
+
+static oc_status build(const char *name, const char *compute, const char *shape, const char *shape2,
+                       bool vec_report, oc_build_result *r)
+{
+    const char *c[1] = {compute}, *s[2] = {shape, shape2};
+    oc_build_options o = {.name = name, .compute_srcs = c, .num_compute_srcs = 1, .shape_srcs = s,
+                          .num_shape_srcs = shape2 ? 2 : 1, .out_dir = path_in("out"),
+                          .vec_report = vec_report};
+    memset(r, 0, sizeof *r);
+    return oc_build(&o, r);
+}
+
+static void test_cxx_source(void **state)
+{
+    (void)state;
+    oc_build_result r;
+    const char *k = write_text("relu.cpp", "#include <torch/extension.h>\n");
+    assert_int_equal(build("relu", k, write_text("shape.c", shape_src), NULL, false, &r), OC_EINVAL);
+    assert_contains(oc_errmsg(), "relu.cpp is a C++ source; opcore kernels and shape functions are C");
+    assert_contains(oc_errmsg(), "docs/tutorial_1_first_operator.md");
+    k = write_text("relu.cu", "__global__ void f() {}\n");
+    assert_int_equal(build("relu", k, path_in("shape.c"), NULL, false, &r), OC_EINVAL);
+    assert_contains(oc_errmsg(), "relu.cu is a C++ source");
+}
+
+static void test_torch_header_in_c(void **state)
+{
+    (void)state;
+    oc_build_result r;
+    const char *k = write_text("relu.c", "#include <torch/torch.h>\ntorch::Tensor relu_forward(torch::Tensor x);\n");
+    assert_int_equal(build("relu", k, write_text("shape.c", shape_src), NULL, false, &r), OC_EBUILD);
+    assert_contains(oc_errmsg(), "hint: opcore kernels and shape functions are C, without torch's headers");
+    assert_contains(oc_errmsg(), "torch/torch.h"); /* the compiler's own words follow */
+}
+
+static void test_const_accessor(void **state)
+{
+    (void)state;
+    oc_build_result r;
+    const char *k = write_text("relu.c",
+                               "#include <opcore/kernel.h>\n"
+                               "oc_tensor *relu_forward(const oc_tensor *x) {\n"
+                               "    oc_acc a = oc_accessor(x, OC_FLOAT32, 1);\n"
+                               "    (void)a; return oc_dst_tensor();\n"
+                               "}\n");
+    assert_int_equal(build("relu", k, write_text("shape.c", shape_src), NULL, false, &r), OC_EBUILD);
+    assert_contains(oc_errmsg(), "hint: oc_accessor of a `const oc_tensor *` (a kernel input) is a read-only "
+                                 "oc_cacc: write `oc_cacc a = oc_accessor(x, OC_FLOAT32, 2);`");
+    assert_contains(oc_errmsg(), "oc_accessor_of_a_const_tensor_is_an_oc_cacc");
+    /* the right spelling builds */
+    k = write_text("relu.c",
+                   "#include <opcore/kernel.h>\n"
+                   "oc_tensor *relu_forward(const oc_tensor *x) {\n"
+                   "    oc_cacc a = oc_accessor(x, OC_FLOAT32, 1);\n"
+                   "    oc_acc o = oc_accessor(oc_dst_tensor(), OC_FLOAT32, 1);\n"
+                   "    for (int64_t i = 0; i < x->sizes[0]; i++) OC_AT(o, float, i) = OC_AT(a, float, i);\n"
+                   "    return oc_dst_tensor();\n"
+                   "}\n");
+    if (build("relu", k, path_in("shape.c"), NULL, false, &r)) fail_msg("%s", oc_errmsg());
+}
+
+static void test_lib_prefix_name(void **state)
+{
+    (void)state;
+    oc_build_result r;
+    const char *k = write_text("relu.c", relu_src), *s = write_text("shape.c", shape_src);
+    if (build("librelu", k, s, NULL, false, &r)) fail_msg("%s", oc_errmsg());
+    assert_string_equal(r.path + strlen(r.path) - strlen("/librelu.so"), "/librelu.so");
+    assert_int_equal(access(path_in("out/liblibrelu.so"), F_OK), -1);
+    /* the same library as name 'relu': a cache hit */
+    if (build("relu", k, s, NULL, false, &r)) fail_msg("%s", oc_errmsg());
+    assert_true(r.cached);
+    if (build("librelu.so", k, s, NULL, false, &r)) fail_msg("%s", oc_errmsg());
+    assert_true(r.cached);
+}
+
+static void test_two_library_blocks(void **state)
+{
+    (void)state;
+    oc_build_result r;
+    const char *k = write_text("relu.c", relu_src), *s = write_text("shape.c", shape_src);
+    const char *s2 = write_text("more.c", "#include <opcore/library.h>\n"
+                                          "static oc_tensor *sh(const oc_tensor *x) { return oc_empty_like(x); }\n"
+                                          "OC_LIBRARY(more_ops, m) {\n"
+                                          "    oc_def(m, \"relu_forward(Tensor x) -> Tensor\", sh, \"relu_forward\");\n"
+                                          "}\n");
+    assert_int_equal(build("relu", k, s, s2, false, &r), OC_EBUILD);
+    assert_contains(oc_errmsg(), "two OC_LIBRARY blocks, in ");
+    assert_contains(oc_errmsg(), "shape.c and in ");
+    assert_contains(oc_errmsg(), "more.c; a library has exactly one: put every oc_def() in one block");
+    assert_null(strstr(oc_errmsg(), "multiple definition"));
+    /* two blocks in one file */
+    char both[1024];
+    snprintf(both, sizeof both, "%sOC_LIBRARY(other_ops, m2) {\n"
+                                "    oc_def(m2, \"relu_forward(Tensor x) -> Tensor\", relu_fwd_shape, \"relu_forward\");\n}\n",
+             shape_src);
+    assert_int_equal(build("relu", k, write_text("shape.c", both), NULL, false, &r), OC_EBUILD);
+    assert_contains(oc_errmsg(), "hint: this source has two OC_LIBRARY blocks; a library has exactly one");
+}
+
+static void test_vec_report(void **state)
+{
+    (void)state;
+    oc_build_result r;
+    const char *k = write_text("relu.c", relu_src), *s = write_text("shape.c", shape_src);
+    if (build("relu", k, s, NULL, true, &r)) fail_msg("%s", oc_errmsg());
+    char line7[600], line9[600];
+    snprintf(line7, sizeof line7, "%s:8: vectorized (", k);
+    snprintf(line9, sizeof line9, "%s:9: NOT vectorized: control flow in loop", k);
+    assert_contains(r.vec_report, "vectorization report: compute sources compiled with -O3");
+    assert_contains(r.vec_report, "1 loop vectorized, 1 not");
+    assert_contains(r.vec_report, line7);
+    assert_contains(r.vec_report, line9);
+    assert_contains(r.vec_report, "compute both sides and select");
+    assert_null(strstr(r.vec_report, "kernel.h")); /* only the user's sources */
+    free(r.vec_report);
+    /* a cached build reports too; without the option there is no report */
+    if (build("relu", k, s, NULL, true, &r)) fail_msg("%s", oc_errmsg());
+    assert_true(r.cached);
+    assert_contains(r.vec_report, line9);
+    free(r.vec_report);
+    if (build("relu", k, s, NULL, false, &r)) fail_msg("%s", oc_errmsg());
+    assert_null(r.vec_report);
+}
+
+/* The report's parser on canned compiler output (gcc 12 and clang 14
+ * wordings), independent of the compiler installed. */
+static void test_vec_report_parsing(void **state)
+{
+    (void)state;
+    const char *gcc =
+        "/s/k.c:7:12: missed: couldn't vectorize loop\n"
+        "/s/k.c:7:12: missed: not vectorized: loop nest containing two or more consecutive inner loops cannot be vectorized\n"
+        "/s/k.c:14:53: missed: couldn't vectorize loop\n"
+        "/s/k.c:14:53: missed: not vectorized: control flow in loop.\n"
+        "/s/k.c:11:35: optimized: loop vectorized using 32 byte vectors\n"
+        "/s/k.c:11:35: optimized:  loop versioned for vectorization because of possible aliasing\n"
+        "/s/k.c:11:35: optimized: loop vectorized using 16 byte vectors\n"
+        "/inc/opcore/vec.h:37:27: optimized: loop vectorized using 32 byte vectors\n"
+        "/s/k.c:20:27: missed: couldn't vectorize loop\n"
+        "/s/k.c:21:9: missed: statement clobbers memory: _5 = expf (_4);\n"
+        "/s/k.c:6:26: missed: not vectorized: vectorization is not profitable.\n";
+    oc__sb out = {0};
+    oc__vec_report_format(gcc, "/s/k.c", "k.c", &out);
+    const char *r = oc__sb_str(&out);
+    assert_contains(r, "k.c: 1 loop vectorized, 2 not\n");
+    assert_contains(r, "  k.c:11: vectorized (32-byte vectors, with a run-time overlap check)\n");
+    assert_contains(r, "  k.c:14: NOT vectorized: control flow in loop\n");
+    assert_contains(r, "  k.c:20: NOT vectorized: calls expf() (a function call in the loop)\n");
+    assert_null(strstr(r, "k.c:7:")); /* an outer loop: its inner loops are listed */
+    assert_null(strstr(r, "vec.h"));  /* not the user's source */
+    oc__sb_free(&out);
+    const char *clang =
+        "/s/k.c:9:5: remark: vectorized loop (vectorization width: 8, interleaved count: 4) [-Rpass=loop-vectorize]\n"
+        "/s/k.c:10:5: remark: loop not vectorized: could not determine number of loop iterations [-Rpass-analysis=loop-vectorize]\n"
+        "/s/k.c:10:5: remark: loop not vectorized [-Rpass-missed=loop-vectorize]\n";
+    memset(&out, 0, sizeof out);
+    oc__vec_report_format(clang, "/s/k.c", "k.c", &out);
+    r = oc__sb_str(&out);
+    assert_contains(r, "k.c: 1 loop vectorized, 1 not\n");
+    assert_contains(r, "  k.c:9: vectorized\n");
+    assert_contains(r, "  k.c:10: NOT vectorized: could not determine number of loop iterations\n");
+    oc__sb_free(&out);
+}
+
+/* dlopen in a child with stderr in a file: what did the library print? */
+static void child_dlopen_stderr(const char *lib, char *out, size_t len)
+{
+    const char *err = path_in("stderr.txt");
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (!freopen(err, "w", stderr)) _exit(2);
+        void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+        fflush(stderr);
+        _exit(h ? 0 : 3);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    FILE *f = fopen(err, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, len - 1, f);
+    out[n] = '\0';
+    fclose(f);
+}
+
+static void test_plain_dlopen_hint(void **state)
+{
+    (void)state;
+    oc_build_result r;
+    const char *k = write_text("relu.c", relu_src), *s = write_text("shape.c", shape_src);
+    if (build("relu", k, s, NULL, false, &r)) fail_msg("%s", oc_errmsg());
+    char text[4096];
+    child_dlopen_stderr(r.path, text, sizeof text);
+    assert_contains(text, "is an opcore op library loaded by plain dlopen (torch.ops.load_library");
+    assert_contains(text, "torch.ops.teach_ops.<op> will not exist");
+    assert_contains(text, "opcore.custom_op.load_library('");
+    /* opcore's own loader: silent (stderr to a file around the load) */
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *f = fopen(path_in("own.txt"), "w");
+    assert_non_null(f);
+    dup2(fileno(f), 2);
+    oc_library *lib = NULL;
+    oc_status st = oc_library_load(r.path, &lib);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    fclose(f);
+    if (st) fail_msg("%s", oc_errmsg());
+    f = fopen(path_in("own.txt"), "r");
+    assert_non_null(f);
+    assert_int_equal(fgetc(f), EOF);
+    fclose(f);
+    assert_int_equal(oc_library_unload(lib), OC_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_cxx_source, setup, NULL),
+        cmocka_unit_test_setup_teardown(test_torch_header_in_c, setup, NULL),
+        cmocka_unit_test_setup_teardown(test_const_accessor, setup, NULL),
+        cmocka_unit_test_setup_teardown(test_lib_prefix_name, setup, NULL),
+        cmocka_unit_test_setup_teardown(test_two_library_blocks, setup, NULL),
+        cmocka_unit_test_setup_teardown(test_vec_report, setup, NULL),
+        cmocka_unit_test(test_vec_report_parsing),
+        cmocka_unit_test_setup_teardown(test_plain_dlopen_hint, setup, NULL),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
