@@ -33,6 +33,16 @@ uint32_t oc_engine_num_cores(void);
 /* TCM bytes per core. */
 size_t oc_engine_tcm_size(void);
 
+/* Multicore launches whose tensors (inputs and results together) take
+ * fewer than `bytes` run as one share on the calling thread, with
+ * oc_cpu_count() == 1: waking the pool costs microseconds, more than small
+ * work is worth. Default 64 KiB, or $OC_MIN_SPLIT_BYTES; 0 splits every
+ * launch. May be called at any time; applies to the next launch. */
+void oc_engine_set_min_split_bytes(size_t bytes);
+
+/* The current threshold (starts the engine). */
+size_t oc_engine_min_split_bytes(void);
+
 /* Default kernel stack size for ops built without --stack-size. */
 #define OC_DEFAULT_STACK_SIZE ((size_t)256 * 1024)
 
