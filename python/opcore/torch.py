@@ -24,7 +24,7 @@ import threading
 
 import torch
 
-from opcore import _C
+from opcore import _C, _torch_native
 
 __all__ = ["register_library", "register_op", "register_autograd", "to_torch_dtype", "registered_ops"]
 
@@ -81,7 +81,8 @@ def register_op(op):
         except RuntimeError as e:
             raise RuntimeError(f"opcore: cannot define {op.qualname} in torch ({e}); is an op of that name "
                                "already registered by another extension?") from e
-        tlib.impl(op.name, op, "CPU")
+        if not _torch_native.register(op):  # the C kernel without Python, else the Python kernel
+            tlib.impl(op.name, op, "CPU")
         torch.library.register_fake(op.qualname, _make_fake(op), lib=tlib)
         _registered[op.qualname] = op
         return getattr(getattr(torch.ops, ns), op.name)
