@@ -16,7 +16,14 @@
  * A launch whose tensors are too small to be worth splitting (fewer bytes
  * than OC_MIN_SPLIT_BYTES, default 64 KiB, inputs and results together)
  * runs as one share on the caller, with oc_cpu_count() == 1: waking the
- * pool would cost more than the work. */
+ * pool would cost more than the work.
+ *
+ * A host framework may lend its own threads (oc_engine_set_thread_helpers:
+ * PyTorch's intra-op pool, whose threads spin for a while after each
+ * parallel region). Its threads then claim the shares first, and the
+ * engine's workers are woken only if shares are left unclaimed: a worker
+ * woken onto a core where such a thread spins would fight it for the core
+ * instead of running its share. */
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -63,6 +70,8 @@ static struct {
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 #define OC_MIN_SPLIT_DEFAULT ((size_t)64 * 1024)
+
+static _Thread_local oc_engine_helpers_fn tls_helpers; /* the calling thread's lent threads */
 
 static long futex(_Atomic uint32_t *addr, int op, uint32_t val)
 {
@@ -318,6 +327,25 @@ static bool job_reaches(const oc_exec *job, uint64_t limit)
     return bytes >= limit;
 }
 
+void oc_engine_set_thread_helpers(oc_engine_helpers_fn run) { tls_helpers = run; }
+
+/* Wake the sleeping workers if shares of the running launch are still
+ * unclaimed (after lent threads took theirs, or while a share waits at a
+ * barrier for one nobody has claimed). */
+static void wake_for_unclaimed(const oc_exec *job)
+{
+    if ((uint32_t)atomic_load(&pool.claim) < job->ncores && atomic_load(&pool.sleepers) > 0)
+        futex(&pool.generation, FUTEX_WAKE_PRIVATE, INT32_MAX);
+}
+
+/* What a lent thread runs: claim shares of the current launch on its own
+ * core until none are left. */
+static void help_claim(void)
+{
+    oc_core *core = oc__thread_core();
+    if (core) run_claimed_shares(core);
+}
+
 oc_status oc__pool_launch(oc_core *caller, oc_exec *job)
 {
     oc_status st = oc__pool_start();
@@ -340,10 +368,13 @@ oc_status oc__pool_launch(oc_core *caller, oc_exec *job)
     uint32_t gen = atomic_load(&pool.generation) + 1;
     atomic_store_explicit(&pool.claim, (uint64_t)gen << 32, memory_order_release);
     atomic_store_explicit(&pool.generation, gen, memory_order_seq_cst);
-    if (atomic_load_explicit(&pool.sleepers, memory_order_seq_cst) > 0)
-        futex(&pool.generation, FUTEX_WAKE_PRIVATE, INT32_MAX);
-
-    run_claimed_shares(caller);
+    oc_engine_helpers_fn helpers = tls_helpers;
+    if (!helpers || !helpers(help_claim, n)) {
+        if (atomic_load_explicit(&pool.sleepers, memory_order_seq_cst) > 0)
+            futex(&pool.generation, FUTEX_WAKE_PRIVATE, INT32_MAX);
+        run_claimed_shares(caller);
+    }
+    wake_for_unclaimed(job); /* lent threads could not take them all */
 
     uint64_t deadline = 0;
     for (unsigned i = 0;; i++) {
@@ -415,6 +446,7 @@ void oc__pool_barrier(oc_core *core)
             uint64_t t = now_ns();
             if (!deadline) deadline = t + pool.spin_ns;
             else if (t > deadline) {
+                wake_for_unclaimed(job); /* the share this one waits for may have nobody to run it */
                 atomic_fetch_add(&pool.bar_sleepers, 1);
                 futex(&pool.bar_seq, FUTEX_WAIT_PRIVATE, seq);
                 atomic_fetch_sub(&pool.bar_sleepers, 1);

@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "opcore/engine.h"
 #include "torch_native.h"
 
 /* ---- the stable ABI, as much as opcore uses ------------------------------------ */
@@ -62,6 +63,8 @@ typedef int32_t AOTITorchError; /* 0: success */
 #define OC_TORCH_ABI_2_13 ((2ULL << 56) | (13ULL << 48))
 
 #define MAX_ARGS 64
+
+static bool lend_torch; /* lend torch's threads to multicore launches (_torch_native_lend_threads) */
 
 static struct {
     AOTITorchError (*library_init_impl)(const char *ns, const char *key, const char *file, uint32_t line,
@@ -85,6 +88,9 @@ static struct {
     AOTITorchError (*string_c_str)(StringHandle s, const char **ret);
     AOTITorchError (*delete_string)(StringHandle s);
     const char *(*exception_what)(void);
+    AOTITorchError (*parallel_for)(int64_t begin, int64_t end, int64_t grain,
+                                   void (*fn)(int64_t begin, int64_t end, void *ctx), void *ctx);
+    AOTITorchError (*get_num_threads)(uint32_t *ret);
     int32_t dtype_code[OC_NUM_DTYPES]; /* aoti code of each oc_dtype */
     int32_t device_cpu;
     bool ready;
@@ -142,6 +148,8 @@ static PyObject *py_native_init(PyObject *self, PyObject *arg)
     SYM(string_c_str, "torch_string_c_str");
     SYM(delete_string, "torch_delete_string");
     SYM(exception_what, "torch_exception_get_what_without_backtrace");
+    SYM(parallel_for, "torch_parallel_for");
+    SYM(get_num_threads, "torch_get_num_threads");
     static const char *const ours[OC_NUM_DTYPES] = {"float32", "float64", "float16", "bfloat16", "int8",
                                                     "int16", "int32", "int64", "uint8", "bool"};
     char name[64];
@@ -161,6 +169,7 @@ static PyObject *py_native_init(PyObject *self, PyObject *arg)
         device_code[i] = code_of(h, name, &found);
     }
     T.ready = ok;
+    lend_torch = ok;
     /* the handle stays open: torch is never unloaded */
     return PyBool_FromLong(ok);
 }
@@ -399,6 +408,31 @@ static _Noreturn void fail(call *c, oc_status st)
     ocpy_torch_throw(type, value, tb, text);
 }
 
+/* ---- torch's threads for multicore launches ---------------------------------- */
+
+typedef struct {
+    oc_engine_work_fn work;
+} lent_work;
+
+static void lent_range(int64_t begin, int64_t end, void *ctx)
+{
+    (void)begin, (void)end; /* one call per thread, whatever its range */
+    ((lent_work *)ctx)->work();
+}
+
+/* After a torch op, torch's intra-op threads spin, waiting for the next
+ * parallel region: an opcore multicore launch right then runs its shares on
+ * them (torch_parallel_for) instead of waking opcore's workers onto the
+ * same cores. Declined when torch has fewer threads than the launch has
+ * shares (torch.set_num_threads(1), say): opcore's pool runs it. */
+static bool lend_torch_threads(oc_engine_work_fn work, uint32_t n)
+{
+    uint32_t threads = 0;
+    if (T.get_num_threads(&threads) || threads < n) return false;
+    lent_work w = {work};
+    return T.parallel_for(0, n, 1, lent_range, &w) == 0;
+}
+
 static void run(native_op *n, StableIValue *stack)
 {
     call c;
@@ -416,7 +450,9 @@ static void run(native_op *n, StableIValue *stack)
         if (st) fail(&c, st);
     }
     oc_tensor outs[OC_MAX_RESULTS];
+    oc_engine_set_thread_helpers(lend_torch ? lend_torch_threads : NULL);
     oc_status st = oc_op_run(n->op, c.vals, n->nargs, alloc_result, &c, outs);
+    oc_engine_set_thread_helpers(NULL);
     if (st) fail(&c, st);
     for (int i = 0; i < n->nresults; i++) {
         int a = n->alias[i];
@@ -503,7 +539,20 @@ static PyObject *py_native_impl(PyObject *self, PyObject *arg)
     Py_RETURN_TRUE;
 }
 
+static PyObject *py_lend_threads(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    bool was = lend_torch;
+    lend_torch = on && T.ready;
+    return PyBool_FromLong(was);
+}
+
 PyMethodDef ocpy_torch_native_methods[] = {
+    {"_torch_native_lend_threads", py_lend_threads, METH_O,
+     "_torch_native_lend_threads(on) -> bool (the previous setting): multicore ops called from torch run their "
+     "shares on torch's intra-op threads first (default on)"},
     {"_torch_native_init", py_native_init, METH_O,
      "_torch_native_init(path) -> bool: find libtorch's stable C ABI through the loaded object at path"},
     {"_torch_native_impl", py_native_impl, METH_O,

@@ -13,6 +13,17 @@ extern "C" {
 /* _torch_native_init / _torch_native_impl, added to opcore._C. */
 extern PyMethodDef ocpy_torch_native_methods[];
 
+/* Direct calls (torch_dlpack.c), through torch's DLPack C exchange API.
+ * View a torch.Tensor on the CPU as `t`: 1 done, 0 not handled (take the
+ * general path; nothing raised). */
+int ocpy_dlpack_view(PyObject *obj, struct oc_tensor *t);
+/* A new tensor for `meta`, viewed as `out`, made without the GIL: an opaque
+ * handle for ocpy_dlpack_to_tensor (GIL held; makes the torch.Tensor, or
+ * NULL with an exception) or ocpy_dlpack_free. NULL when not handled. */
+void *ocpy_dlpack_alloc(const struct oc_tensor *meta, struct oc_tensor *out);
+PyObject *ocpy_dlpack_to_tensor(void *managed);
+void ocpy_dlpack_free(void *managed);
+
 /* Leave the boxed kernel by throwing the Python exception (type, value,
  * traceback: owned references, handed over) to torch's dispatcher, which
  * raises it in the Python caller; `msg` is its text for C++ callers. */

@@ -170,6 +170,21 @@ def test_multicore_small_tensor_runs_on_one_core(lib):
     s, cores = ops.sum_mc(big).tolist()
     pool = int(os.environ.get("OC_NUM_CORES") or len(os.sched_getaffinity(0)))
     assert s == 1 << 16 and cores == pool
+    # The shares run on torch's intra-op threads first (its pool is lent):
+    # with fewer torch threads than shares, opcore's own workers take them,
+    # and the shares and their collective are the same either way.
+    threads = torch.get_num_threads()
+    try:
+        for n in (1, threads):
+            torch.set_num_threads(n)
+            for lend in (True, False):
+                was = opcore._C._torch_native_lend_threads(lend)
+                try:
+                    assert ops.sum_mc(big).tolist() == [1 << 16, pool], (n, lend)
+                finally:
+                    opcore._C._torch_native_lend_threads(was)
+    finally:
+        torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize("name,args", [
@@ -202,7 +217,6 @@ def test_python_kernel_fallback():
     code = f"""
 import torch, opcore
 from opcore import custom_op
-from test_torch import run_threads
 lib = custom_op.load(name='oc_native_test', compute_srcs=[{str(KERNELS / 'ops.c')!r}],
                      shape_srcs=[{str(KERNELS / 'shape.c')!r}])
 dump = torch._C._dispatch_dump('oc_native_test::check')
