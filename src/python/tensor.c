@@ -8,6 +8,8 @@
 
 #include <string.h>
 
+#include "torch_native.h"
+
 static PyObject *descrs[OCPY_NUM_ATTRS]; /* borrowed from TensorBase's dict */
 
 void ocpy_tensor_attrs_init(void)
@@ -130,6 +132,7 @@ int ocpy_is_tensor(PyObject *obj)
 
 int ocpy_view_tensor(const oc_op *op, int index, PyObject *obj, int meta, oc_tensor *t)
 {
+    if (!meta && ocpy_dlpack_view(obj, t) > 0) return 0; /* a plain CPU torch.Tensor, in one C call */
     const char *argname = oc_op_arg_name(op, index);
     /* The shape pass also takes plain shape specs (.shape and .dtype, like
      * jax.ShapeDtypeStruct or a numpy array): they describe row-major data. */
