@@ -45,25 +45,6 @@ CPP_HANDLER = textwrap.dedent("""
                                   ffi::Ffi::Bind().Arg<ffi::Buffer<ffi::F32>>().Ret<ffi::Buffer<ffi::F32>>());
 """)
 
-OC_KERNEL = textwrap.dedent("""
-    #include <opcore/kernel.h>
-    oc_tensor *relu(const oc_tensor *x) {
-        OC_CHECK(x->dtype == OC_FLOAT32 && oc_is_contiguous(x), "contiguous float32");
-        oc_tensor *out = oc_dst_tensor();
-        const float *s = x->data;
-        float *d = out->data;
-        for (int64_t i = 0, n = oc_numel(x); i < n; i++) d[i] = s[i] > 0.0f ? s[i] : 0.0f;
-        return out;
-    }
-""")
-
-OC_SHAPE = textwrap.dedent("""
-    #include <opcore/library.h>
-    static oc_tensor *same(const oc_tensor *x) { return oc_empty_like(x); }
-    OC_LIBRARY(jax_ffi_bench, m) { oc_def(m, "relu(Tensor x) -> Tensor", same, "relu"); }
-""")
-
-
 def build_cpp(jax, root):
     src, so = os.path.join(root, "relu_ffi.cc"), os.path.join(root, "librelu_ffi.so")
     with open(src, "w") as f:
@@ -77,12 +58,9 @@ def build_cpp(jax, root):
 
 
 def build_opcore(root):
-    from opcore import custom_op
-    for name, text in (("relu.c", OC_KERNEL), ("shape.c", OC_SHAPE)):
-        with open(os.path.join(root, name), "w") as f:
-            f.write(text)
-    custom_op.load(name="jax_ffi_bench", compute_srcs=[os.path.join(root, "relu.c")],
-                   shape_srcs=[os.path.join(root, "shape.c")], build_directory=os.path.join(root, "oc"))
+    """The same loop as an opcore op (bench/kernels/relu_raw.c), jax_ffi_bench::relu_forward."""
+    benchlib.load_renamed(root, "jax_ffi_bench", os.path.join(REPO, "examples", "relu", "shape.c"),
+                          [os.path.join(HERE, "kernels", "relu_raw.c")], "my_ops")
 
 
 def main():
@@ -100,7 +78,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="opcore-jax-ffi-") as root:
         keep = build_cpp(jax, root)  # noqa: F841 (the handler's library stays loaded)
         build_opcore(root)
-        oc_relu = ojax.op("jax_ffi_bench::relu")
+        oc_relu = ojax.op("jax_ffi_bench::relu_forward")
 
         def cpp_relu(x):
             return jax.ffi.ffi_call("oc_bench_cpp_relu", jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
@@ -131,7 +109,7 @@ def main():
         "notes": (f"Each call is a jitted function blocking on its result; medians of {args.rounds} interleaved "
                   "rounds, ratios paired per round. The C++ handler is the loop a JAX user writes against "
                   "xla/ffi/api/ffi.h (XLA_FFI_DEFINE_HANDLER_SYMBOL, compiled -O3 -march=native); opcore's is "
-                  "the same loop as an opcore kernel, through opcore's one C FFI handler. "
+                  "the same loop as an opcore kernel (bench/kernels/relu_raw.c), through opcore's one C FFI handler. "
                   f"jax {jax.__version__}, {platform.machine()}, {os.cpu_count()} CPUs."),
     })
     for r in rows:

@@ -75,12 +75,13 @@ def build_cpp_extension(tmp):
 
 
 def build_opcore(tmp, tag, namespace, variant, force=True):
+    """Build examples/relu/<variant> (or, for "raw", bench/kernels/relu_raw.c)."""
     d = os.path.join(tmp, f"opcore_{tag}")
     os.makedirs(d, exist_ok=True)
     shape = renamed_shape(d, namespace)
+    compute = os.path.join(HERE, "kernels", "relu_raw.c") if variant == "raw" else os.path.join(RELU, variant, "relu.c")
     t0 = time.perf_counter()
-    path, cached, _ = custom_op.build(f"relu_{tag}", [os.path.join(RELU, variant, "relu.c")], [shape],
-                                      build_directory=d, force=force)
+    path, cached, _ = custom_op.build(f"relu_{tag}", [compute], [shape], build_directory=d, force=force)
     seconds = time.perf_counter() - t0
     assert not cached
     return path, seconds
@@ -176,13 +177,16 @@ def main():
         cpp_build_s = build_cpp_extension(tmp)
         opcore_builds = [] if args.skip_build else \
             [build_opcore(tmp, f"ew{i}", f"bench_ew{i}", "elementwise")[1] for i in range(3)]
+        # the raw loop the peers run (bench/kernels/relu_raw.c), and the tutorial's TCM kernel
+        path_raw, _ = build_opcore(tmp, "raw", "bench_raw", "raw")
         path_tcm, _ = build_opcore(tmp, "tcm", "bench_tcm", "tcm")
-        path_py, _ = build_opcore(tmp, "tcm_py", "bench_tcm_py", "tcm")
-        path_ag, _ = build_opcore(tmp, "tcm_ag", "bench_tcm_ag", "tcm")
-        lib = custom_op.load_library(path_tcm)
+        path_py, _ = build_opcore(tmp, "raw_py", "bench_raw_py", "raw")
+        path_ag, _ = build_opcore(tmp, "raw_ag", "bench_raw_ag", "raw")
+        lib = custom_op.load_library(path_raw)
+        lib_tcm = custom_op.load_library(path_tcm)
         custom_op.load_library(path_ag)
         load_python_kernel(path_py)
-        native = "torch_native.c" in torch._C._dispatch_dump("bench_tcm::relu_forward")
+        native = "torch_native.c" in torch._C._dispatch_dump("bench_raw::relu_forward")
         tvm = tvm_relu(tmp)
         pyop = python_custom_op()
 
@@ -193,8 +197,10 @@ def main():
         fns = {"torch.relu": torch.relu, CPP: torch.ops.cpp_ops.relu_fast,
                SEED: torch.ops.cpp_ops.relu_forward,
                "Python torch.library.custom_op (torch.ops)": pyop,
-               OC: torch.ops.bench_tcm.relu_forward, OC_PY: torch.ops.bench_tcm_py.relu_forward,
-               OC_DIRECT: lib.relu_forward}
+               OC: torch.ops.bench_raw.relu_forward, OC_PY: torch.ops.bench_raw_py.relu_forward,
+               OC_DIRECT: lib.relu_forward,
+               "opcore TCM kernel (torch.ops)": torch.ops.bench_tcm.relu_forward,
+               "opcore TCM kernel direct": lib_tcm.relu_forward}
         if tvm is not None:
             def tvm_call(x):
                 y = torch.empty_like(x)
@@ -211,10 +217,10 @@ def main():
             "seeds' autograd.Function around opcore ops"
         REG, CEIL = "opcore.torch.register_autograd", "autograd.Function around torch.relu (ceiling)"
         # on a copy of the library: an autograd kernel would sit in front of every call of the op
-        ot.register_autograd("bench_tcm_ag::relu_forward", "bench_tcm_ag::relu_backward")
+        ot.register_autograd("bench_raw_ag::relu_forward", "bench_raw_ag::relu_backward")
         afns = {FN_CPP: function_around("FnCpp", torch.ops.cpp_ops.relu_fast, torch.ops.cpp_ops.relu_fast_backward),
-                FN_OC: function_around("FnOc", torch.ops.bench_tcm.relu_forward, torch.ops.bench_tcm.relu_backward),
-                REG: torch.ops.bench_tcm_ag.relu_forward,
+                FN_OC: function_around("FnOc", torch.ops.bench_raw.relu_forward, torch.ops.bench_raw.relu_backward),
+                REG: torch.ops.bench_raw_ag.relu_forward,
                 CEIL: function_around("FnTorch", torch.relu,
                                       lambda g, x: torch.ops.aten.threshold_backward(g, x, 0))}
         xg = torch.randn(32, 120)
@@ -260,7 +266,8 @@ def main():
                   "time (time.thread_time: robust on a shared machine); wall = perf_counter, fewer rounds. "
                   "torch.set_num_threads(1). The C++ extension op is TORCH_LIBRARY with a raw loop into "
                   "torch::empty_like; the seeds' op is seed 000's relu.cpp (torch::zeros + accessors); opcore "
-                  "is examples/relu/tcm writing into the output torch allocates; the native kernel is "
+                  "runs the same raw loop (bench/kernels/relu_raw.c) into the output torch allocates (the "
+                  "tutorial's TCM kernel, examples/relu/tcm, in its own rows); the native kernel is "
                   f"registered through libtorch's stable C ABI ({'in use' if native else 'NOT available'} "
                   "here), the Python kernel is the fallback for torches without it. The apache-tvm-ffi "
                   "function is called on torch tensors with a torch.empty_like output allocated in Python"
@@ -285,8 +292,8 @@ def main():
                     "value": r_reg, "met": r_reg <= 1.0}],
         "notes": (f"One step: a fresh leaf x.requires_grad_(), y = relu(x), y.sum().backward(). Medians of "
                   f"{args.rounds} interleaved rounds, ratios paired per round (CPU time of the calling "
-                  "thread). The C++ extension ops are the raw-loop ones of the table above; opcore's are "
-                  "examples/relu/tcm through torch.ops (native kernel)."),
+                  "thread). The C++ extension ops are the raw-loop ones of the table above; opcore's the same "
+                  "loop (bench/kernels/relu_raw.c) through torch.ops (native kernel)."),
         "raw": {"cpu_s": asamples},
     })
 
