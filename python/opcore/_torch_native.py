@@ -23,6 +23,15 @@ def available():
     return _ready
 
 
-def register(op):
-    """Register `op`'s CPU kernel natively; False if it must stay in Python."""
-    return available() and _C._torch_native_impl(op.qualname)
+def register(op, torch_name=None, fresh_only=False):
+    """Register `op`'s CPU kernel natively, as torch op <library>::<torch_name>
+    (default: the op's own name), returning every result of the op or, with
+    fresh_only, only the fresh ones (not the Tensor(a!) arguments it returns).
+    False if it must stay in Python."""
+    return available() and _C._torch_native_impl(op.qualname, torch_name, fresh_only)
+
+
+def unregister(library_name):
+    """Take out the native kernels of a library's ops (before unloading it)."""
+    if _ready:
+        _C._torch_native_drop(library_name)

@@ -71,6 +71,7 @@ static struct {
                                         TorchLibraryHandle *ret);
     AOTITorchError (*library_impl)(TorchLibraryHandle lib, const char *name,
                                    void (*fn)(StableIValue *, uint64_t, uint64_t), uint64_t version);
+    AOTITorchError (*delete_library)(TorchLibraryHandle lib);
     AOTITorchError (*get_data_ptr)(AtenTensorHandle t, void **ret);
     AOTITorchError (*get_dim)(AtenTensorHandle t, int64_t *ret);
     AOTITorchError (*get_sizes)(AtenTensorHandle t, int64_t **ret);
@@ -132,6 +133,7 @@ static PyObject *py_native_init(PyObject *self, PyObject *arg)
     bool ok = true;
     SYM(library_init_impl, "aoti_torch_library_init_impl");
     SYM(library_impl, "torch_library_impl");
+    SYM(delete_library, "aoti_torch_delete_library_object");
     SYM(get_data_ptr, "aoti_torch_get_data_ptr");
     SYM(get_dim, "aoti_torch_get_dim");
     SYM(get_sizes, "aoti_torch_get_sizes");
@@ -177,11 +179,14 @@ static PyObject *py_native_init(PyObject *self, PyObject *arg)
 /* ---- one registered op --------------------------------------------------------- */
 
 typedef struct native_op {
+    struct native_op *next;    /* the registry's list */
     const oc_op *op;
     int nargs, nresults;
     oc_arg_type type[MAX_ARGS];
     bool optional[MAX_ARGS];
     int alias[OC_MAX_RESULTS]; /* per result: the argument it returns, or -1 */
+    int nret;                  /* results the torch op returns: all, or only the fresh ones */
+    int ret_index[OC_MAX_RESULTS]; /* the op's result index of each */
     ffi_cif cif;
     ffi_type *cif_args[3];
     ffi_closure *closure;
@@ -454,10 +459,11 @@ static void run(native_op *n, StableIValue *stack)
     oc_status st = oc_op_run(n->op, c.vals, n->nargs, alloc_result, &c, outs);
     oc_engine_set_thread_helpers(NULL);
     if (st) fail(&c, st);
-    for (int i = 0; i < n->nresults; i++) {
-        int a = n->alias[i];
+    for (int j = 0; j < n->nret; j++) {
+        int i = n->ret_index[j], a = n->alias[i];
         if (a < 0) {
-            stack[i] = (StableIValue)(uintptr_t)c.results[i];
+            stack[j] = (StableIValue)(uintptr_t)c.results[i];
+            c.results[i] = NULL; /* the stack owns it now */
             continue;
         }
         /* `-> Tensor(a!)`: the argument itself, as a new reference */
@@ -466,11 +472,13 @@ static void run(native_op *n, StableIValue *stack)
         if (!unboxed(&c, a, &v) || T.new_tensor_handle((AtenTensorHandle)(uintptr_t)v, &h)) {
             oc_set_error(OC_ERROR, "op '%s': cannot return argument '%s': %s", oc_op_qualname(n->op),
                          oc_op_arg_name(n->op, a), T.exception_what());
-            for (int k = 0; k < i; k++) T.delete_tensor((AtenTensorHandle)(uintptr_t)stack[k]);
+            for (int k = 0; k < j; k++) T.delete_tensor((AtenTensorHandle)(uintptr_t)stack[k]);
             fail(&c, OC_ERROR);
         }
-        stack[i] = (StableIValue)(uintptr_t)h;
+        stack[j] = (StableIValue)(uintptr_t)h;
     }
+    for (int i = 0; i < n->nresults; i++) /* fresh results the torch op does not return */
+        if (c.results[i]) T.delete_tensor(c.results[i]);
     release_args(&c);
 }
 
@@ -483,12 +491,24 @@ static void entry(ffi_cif *cif, void *ret, void **args, void *user)
 /* ---- registration ------------------------------------------------------------- */
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static native_op *registry; /* every native registration, for _torch_native_drop */
 
-static PyObject *py_native_impl(PyObject *self, PyObject *arg)
+static void native_free(native_op *n)
+{
+    if (n->closure) ffi_closure_free(n->closure);
+    free(n);
+}
+
+/* _torch_native_impl(qualname, torch_name=None, fresh_only=False) */
+static PyObject *py_native_impl(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
-    const char *qualname = PyUnicode_AsUTF8(arg);
-    if (!qualname) return NULL;
+    static char *kwlist[] = {"qualname", "torch_name", "fresh_only", NULL};
+    const char *qualname, *torch_name = NULL;
+    int fresh_only = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|zp:_torch_native_impl", kwlist, &qualname, &torch_name,
+                                     &fresh_only))
+        return NULL;
     if (!T.ready) Py_RETURN_FALSE;
     const oc_op *op = oc_op_find(qualname);
     if (!op) {
@@ -508,7 +528,10 @@ static PyObject *py_native_impl(PyObject *self, PyObject *arg)
         n->type[i] = oc_op_arg_type(op, i);
         n->optional[i] = oc_op_arg_optional(op, i);
     }
-    for (int i = 0; i < nres; i++) n->alias[i] = oc_op_result_alias(op, i);
+    for (int i = 0; i < nres; i++) {
+        n->alias[i] = oc_op_result_alias(op, i);
+        if (!fresh_only || n->alias[i] < 0) n->ret_index[n->nret++] = i;
+    }
     n->cif_args[0] = &ffi_type_pointer;
     n->cif_args[1] = &ffi_type_uint64;
     n->cif_args[2] = &ffi_type_uint64;
@@ -516,27 +539,54 @@ static PyObject *py_native_impl(PyObject *self, PyObject *arg)
     n->closure = ffi_closure_alloc(sizeof(ffi_closure), &code);
     if (!n->closure || ffi_prep_cif(&n->cif, FFI_DEFAULT_ABI, 3, &ffi_type_void, n->cif_args) != FFI_OK ||
         ffi_prep_closure_loc(n->closure, &n->cif, entry, n, code) != FFI_OK) {
-        if (n->closure) ffi_closure_free(n->closure);
-        free(n);
+        native_free(n);
         return PyErr_Format(PyExc_RuntimeError, "opcore: cannot make a native entry point for %s", qualname);
     }
     *(void **)&n->entry = code;
-    /* One IMPL library per op (namespace = the op's library, key CPU), kept
-     * for the life of the process, as the op itself. */
+    /* One IMPL library per registration (namespace = the op's library, key
+     * CPU): deleting it (_torch_native_drop) takes the kernel out again. */
     char ns[256], name[256];
     snprintf(ns, sizeof ns, "%s", oc_library_name(oc_op_library(op)));
-    snprintf(name, sizeof name, "%s", oc_op_name(op));
+    snprintf(name, sizeof name, "%s", torch_name ? torch_name : oc_op_name(op));
     pthread_mutex_lock(&registry_lock);
     AOTITorchError e = T.library_init_impl(ns, "CPU", "opcore/torch_native.c", __LINE__, &n->lib);
     if (!e) e = T.library_impl(n->lib, name, n->entry, OC_TORCH_ABI_2_13);
+    if (!e) {
+        n->next = registry;
+        registry = n;
+    }
     pthread_mutex_unlock(&registry_lock);
     if (e) {
-        ffi_closure_free(n->closure);
-        free(n);
+        if (n->lib) T.delete_library(n->lib);
+        native_free(n);
         return PyErr_Format(PyExc_RuntimeError, "opcore: torch refused the native kernel of %s: %s", qualname,
                             T.exception_what());
     }
     Py_RETURN_TRUE;
+}
+
+/* _torch_native_drop(library_name): take out the native kernels of every op
+ * of that library (before it is unloaded; none may be running). */
+static PyObject *py_native_drop(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *lib = PyUnicode_AsUTF8(arg);
+    if (!lib) return NULL;
+    int dropped = 0;
+    pthread_mutex_lock(&registry_lock);
+    for (native_op **p = &registry; *p;) {
+        native_op *n = *p;
+        if (strcmp(oc_library_name(oc_op_library(n->op)), lib) != 0) {
+            p = &n->next;
+            continue;
+        }
+        *p = n->next;
+        T.delete_library(n->lib);
+        native_free(n);
+        dropped++;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return PyLong_FromLong(dropped);
 }
 
 static PyObject *py_lend_threads(PyObject *self, PyObject *arg)
@@ -555,7 +605,11 @@ PyMethodDef ocpy_torch_native_methods[] = {
      "shares on torch's intra-op threads first (default on)"},
     {"_torch_native_init", py_native_init, METH_O,
      "_torch_native_init(path) -> bool: find libtorch's stable C ABI through the loaded object at path"},
-    {"_torch_native_impl", py_native_impl, METH_O,
-     "_torch_native_impl('lib::op') -> bool: register the op's CPU kernel natively (False: keep the Python "
-     "kernel)"},
+    {"_torch_native_impl", (PyCFunction)(void (*)(void))py_native_impl, METH_VARARGS | METH_KEYWORDS,
+     "_torch_native_impl('lib::op', torch_name=None, fresh_only=False) -> bool: register the op's CPU kernel "
+     "natively, as torch op lib::<torch_name> (default: the op's name), returning every result or only the "
+     "fresh ones (not the Tensor(a!) arguments); False: keep the Python kernel"},
+    {"_torch_native_drop", py_native_drop, METH_O,
+     "_torch_native_drop(library_name) -> int: take out the native kernels of that library's ops (before "
+     "unloading it; no call may be running)"},
     {NULL, NULL, 0, NULL}};

@@ -94,6 +94,19 @@ def test_in_place_result_is_the_argument(lib):
     assert y.data_ptr() == x.data_ptr() and torch.equal(y, x)
 
 
+def test_fresh_results_only(lib):
+    """Registered under another torch name returning only the fresh results
+    (how opcore.torch defines the functional core of a `-> Tensor(a!)` op)."""
+    tlib = torch.library.Library("oc_native_test", "FRAGMENT")
+    tlib.define("_fresh_scale_(Tensor(a!) x, float s) -> ()")
+    assert opcore._torch_native.register(lib.scale_, torch_name="_fresh_scale_", fresh_only=True)
+    assert "torch_native.c" in cpu_kernel("_fresh_scale_")
+    x = torch.arange(4.0)
+    assert ops._fresh_scale_(x, 2.0) is None
+    assert torch.equal(x, torch.arange(4.0) * 2)
+    tlib._destroy()
+
+
 def test_in_place_tensor_list(lib):
     xs = [torch.zeros(2), torch.zeros(3, 2, dtype=torch.float64), torch.zeros(0)]
     assert ops.fill_all_(xs, 1.5) is None
@@ -233,4 +246,30 @@ print('ok')
 """
     env = dict(os.environ, OPCORE_TORCH_NATIVE="0")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+def test_drop_takes_the_kernels_out():
+    """_torch_native.unregister(library) before an unload: torch has no CPU
+    kernel for its ops any more (and a later registration works again)."""
+    code = f"""
+import torch, opcore
+from opcore import custom_op, _torch_native
+lib = custom_op.load(name='oc_native_test', compute_srcs=[{str(KERNELS / 'ops.c')!r}],
+                     shape_srcs=[{str(KERNELS / 'shape.c')!r}])
+x = torch.randn(3)
+assert torch.equal(torch.ops.oc_native_test.check(x), x)
+_torch_native.unregister('oc_native_test')
+assert 'torch_native.c' not in torch._C._dispatch_dump('oc_native_test::check')
+try:
+    torch.ops.oc_native_test.check(x)
+except NotImplementedError:
+    pass
+else:
+    raise SystemExit('still callable')
+assert _torch_native.register(lib.check)
+assert torch.equal(torch.ops.oc_native_test.check(x), x)
+print('ok')
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
