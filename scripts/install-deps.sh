@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential pkg-config libffi-dev libcmocka-dev libdlpack-dev libxxhash-dev
-              zlib1g-dev valgrind chromium dataset-fashion-mnist)
+              zlib1g-dev valgrind strace chromium dataset-fashion-mnist)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
