@@ -122,13 +122,27 @@ class BuildExt(build_ext):
         prepare_native()
         super().run()
 
+    def build_extensions(self):
+        # One C++ source (src/python/torch_native_throw.cc, see its header
+        # comment) among the C ones: it gets C++ flags instead of -std=c11.
+        compile_one = self.compiler._compile
+
+        def _compile(obj, src, ext, cc_args, extra_postargs, pp_opts):
+            if src.endswith(".cc"):
+                extra_postargs = [a for a in extra_postargs if not a.startswith("-std=")] + [
+                    "-std=c++17", "-fvisibility=hidden"]
+            compile_one(obj, src, ext, cc_args, extra_postargs, pp_opts)
+
+        self.compiler._compile = _compile
+        super().build_extensions()
+
 
 ext = Extension(
     "opcore._C",
-    sources=sorted(glob.glob("src/python/*.c")),
+    sources=sorted(glob.glob("src/python/*.c")) + sorted(glob.glob("src/python/*.cc")),
     include_dirs=["include", "src/python"],
     library_dirs=["python/opcore/lib"],
-    libraries=["opcore"],
+    libraries=["opcore", "ffi"],
     extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
                         "-Wno-cast-function-type"],
     extra_link_args=["-Wl,-rpath,$ORIGIN/lib", "-s"],

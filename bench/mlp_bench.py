@@ -19,6 +19,9 @@ in the ReLU, taking turns every 50 steps on the same batches
                  called through that pattern
     baseline_aa  torch.relu again: the A/A control; its ratio to the baseline
                  shows the noise floor of the measurement
+    cppref       the seeds' own CPU reference: their C++ extension ReLU
+                 (seed 000's pytorch/relu.cpp, bench/cpp_relu.py) through the
+                 same autograd.Function
 
 Ratios are paired: within one process, a model's ratio to the baseline is
 the median over turns of (baseline's time on the turn's chunk / the model's
@@ -50,9 +53,12 @@ sys.path.insert(0, MLP)
 
 TRAIN_TARGET = 0.97      # opcore training >= 0.97x baseline
 INFER_TARGET = 0.99      # multicore inference >= 0.99x baseline
-MODELS = ("opcore", "baseline", "pyfunc", "baseline_aa")  # per process, in turn order
+CPPREF_TARGET = 1.0      # opcore >= 1.0x the seeds' C++ extension reference model (training, inference)
+CEILING_TARGET = 0.97    # opcore training >= 0.97x the ceiling model
+MODELS = ("opcore", "baseline", "pyfunc", "baseline_aa", "cppref")  # per process, in turn order
 CEILING_ROW = "seeds' autograd.Function around torch.relu (ceiling)"
 AA_ROW = "baseline again (A/A noise control)"
+CPPREF_ROW = "seeds' C++ extension ReLU through the same autograd.Function (CPU reference)"
 VARIANT_NAMES = {
     "baseline": "baseline (torch.relu)",
     "elementwise": "element-wise accessor",
@@ -90,6 +96,7 @@ def worker(mode, variant, epochs, data_dir, threads):
     and the baseline again) taking turns every 50 steps on the same batches
     (loop.run_interleaved), so all see the same machine. Prints one JSON
     line."""
+    import cpp_relu
     import data
     import loop
     import my_ops
@@ -97,11 +104,12 @@ def worker(mode, variant, epochs, data_dir, threads):
     if threads:
         torch.set_num_threads(threads)
     my_ops.load(variant)
+    cpp_relu.load(os.path.join(os.environ.get("OPCORE_MLP_BUILD", os.path.join(REPO, "build", "mlp")), "cpp_ext"))
     layers = (120, 84) if mode == "train" else (4096, 2048)
     split = "train" if mode == "train" else "test"
     b = data.batches(data_dir or data.DEFAULT_DATA_DIR, split, loop.BATCH_SIZE)
     relus = {"opcore": my_ops.Relu.apply, "baseline": None,
-             "pyfunc": TorchReluFunction.apply, "baseline_aa": None}
+             "pyfunc": TorchReluFunction.apply, "baseline_aa": None, "cppref": cpp_relu.Relu.apply}
     models = {}
     for n in MODELS:
         torch.manual_seed(0)  # the same initial weights for all
@@ -145,14 +153,14 @@ def paired_rounds(mode, variants, epochs, n, args, env, log):
             log(f"  round {i + 1}/{n} {mode:5s} {v:12s} opcore {res['opcore']['throughput']:9.2f}  "
                 f"baseline {res['baseline']['throughput']:9.2f} iter/s  paired vs baseline: "
                 f"opcore {paired_ratio(res, 'opcore'):.3f}  ceiling {paired_ratio(res, 'pyfunc'):.3f}  "
-                f"A/A {paired_ratio(res, 'baseline_aa'):.3f}")
+                f"A/A {paired_ratio(res, 'baseline_aa'):.3f}  C++ ref {paired_ratio(res, 'cppref'):.3f}")
     return samples
 
 
-def paired_ratio(res, name):
-    """`name`'s speed relative to the baseline in one process: the median
-    over turns of baseline turn time / `name`'s time on the same chunk."""
-    base, own = res["baseline"]["turn_seconds"], res[name]["turn_seconds"]
+def paired_ratio(res, name, reference="baseline"):
+    """`name`'s speed relative to `reference` in one process: the median
+    over turns of reference's turn time / `name`'s time on the same chunk."""
+    base, own = res[reference]["turn_seconds"], res[name]["turn_seconds"]
     assert len(base) == len(own) > 0, (len(base), len(own))
     return median([b / t for b, t in zip(base, own)])
 
@@ -175,6 +183,8 @@ def summarise(samples):
         out[v] = dict(opcore=median([r["opcore"]["throughput"] for r in rs]),
                       baseline=median([r["baseline"]["throughput"] for r in rs]),
                       ratio=median([paired_ratio(r, "opcore") for r in rs]),
+                      vs_cppref=median([paired_ratio(r, "opcore", "cppref") for r in rs]),
+                      vs_ceiling=median([paired_ratio(r, "opcore", "pyfunc") for r in rs]),
                       identical=all(r["identical"] for r in rs),
                       cold_build=rs[0]["build_seconds"] if not rs[0]["build_cached"] else None,
                       last=rs[-1])
@@ -257,21 +267,29 @@ def main(argv=None):
                              "vs baseline": r["ratio"],
                              "final loss": r["last"]["opcore"]["final_loss"],
                              "test accuracy": r["last"]["opcore"]["accuracy"]})
-            for name, c in ((CEILING_ROW, ceiling), (AA_ROW, aa)):
+            cppref = pooled(samples, "cppref")
+            for name, c in ((CPPREF_ROW, cppref), (CEILING_ROW, ceiling), (AA_ROW, aa)):
                 rows.append({"model": name, "iter/s": c["iters"], "vs baseline": c["ratio"],
                              "final loss": c["last"]["final_loss"],
                              "test accuracy": c["last"]["accuracy"]})
             fastest = max(sm, key=lambda v: sm[v]["ratio"])
             ratio = sm[fastest]["ratio"]
             identical = all(r["identical"] for r in sm.values())
+            vs_ref, vs_ceil = sm[fastest]["vs_cppref"], sm[fastest]["vs_ceiling"]
             write(args.results, "mlp_train.json", {
                 "title": "MLP training: opcore ReLU vs torch.relu",
                 "order": 10,
                 "rows": rows,
                 "chart": {"label": "model", "value": "iter/s", "ylabel": "train iter/s"},
-                "target": {"metric": f"opcore ({VARIANT_NAMES[fastest]}) / baseline iter/s",
-                           "min": TRAIN_TARGET, "value": ratio, "met": ratio >= TRAIN_TARGET,
-                           "ceiling": ceiling["ratio"]},
+                "target": [{"metric": f"opcore ({VARIANT_NAMES[fastest]}) / baseline iter/s",
+                            "min": TRAIN_TARGET, "value": ratio, "met": ratio >= TRAIN_TARGET,
+                            "ceiling": ceiling["ratio"]},
+                           {"metric": f"MLP training: opcore ({VARIANT_NAMES[fastest]}) / seeds' C++ extension "
+                                      "reference model, iter/s", "min": CPPREF_TARGET, "value": vs_ref,
+                            "met": vs_ref >= CPPREF_TARGET},
+                           {"metric": f"MLP training: opcore ({VARIANT_NAMES[fastest]}) / ceiling model "
+                                      "(autograd.Function around torch.relu), iter/s", "min": CEILING_TARGET,
+                            "value": vs_ceil, "met": vs_ceil >= CEILING_TARGET}],
                 "notes": (f"MLP 784 -> [120, 84] -> 10 on the Fashion-MNIST training set (1875 batches "
                           f"of 32), SGD lr 0.01, {epochs} epoch(s); iter/s of the last epoch without "
                           f"its 2 warm-up steps, as in the seeds. Each measurement process trains the "
@@ -304,14 +322,19 @@ def main(argv=None):
                 row["cold build, s"] = r["cold_build"]
                 rows.append(row)
             rows[0]["cold build, s"] = None
-            for name, c in ((CEILING_ROW, ceiling), (AA_ROW, aa)):
+            cppref = pooled(samples, "cppref")
+            for name, c in ((CPPREF_ROW, cppref), (CEILING_ROW, ceiling), (AA_ROW, aa)):
                 rows.append({"variant": name, "iter/s": c["iters"], "vs baseline": c["ratio"],
                              **({"vs element-wise": None} if ew else {}), "cold build, s": None})
             mc = sm["multicore"]["ratio"] if "multicore" in sm else None
             target = None
             if mc is not None:
-                target = {"metric": "TCM + multicore / baseline iter/s", "min": INFER_TARGET,
-                          "value": mc, "met": mc >= INFER_TARGET, "ceiling": ceiling["ratio"]}
+                vs_ref = sm["multicore"]["vs_cppref"]
+                target = [{"metric": "TCM + multicore / baseline iter/s", "min": INFER_TARGET,
+                           "value": mc, "met": mc >= INFER_TARGET, "ceiling": ceiling["ratio"]},
+                          {"metric": "MLP inference [4096, 2048]: TCM + multicore / seeds' C++ extension "
+                                     "reference model, iter/s", "min": CPPREF_TARGET, "value": vs_ref,
+                           "met": vs_ref >= CPPREF_TARGET}]
             write(args.results, "mlp_inference.json", {
                 "title": "MLP [4096, 2048] inference: ReLU variants vs torch.relu",
                 "order": 20,

@@ -176,6 +176,63 @@ def targets(sections):
     return rows
 
 
+# Every target of issue 15 ("the fast path"), in the issue's order: the
+# result file that measures it and a piece of its metric's text there. The
+# report lists each with its measured value, or says which bench to run.
+FAST_PATH_TARGETS = [
+    ("1x1 op through torch.ops: <= 1.0x the C++ extension op", "torch.json", "1x1 op through torch.ops",
+     "bench/torch_bench.py"),
+    ("Direct call from Python (lib.op(x), output allocated): <= 1.0x the apache-tvm-ffi call", "torch.json",
+     "direct call, output allocated", "bench/torch_bench.py"),
+    ("From C, single-core 1x1 oc_op_call: <= 250 ns median", "call_cost.json", "single-core 1x1 oc_op_call",
+     "build/bench/call_cost"),
+    ("From C: 0 syscalls per call", "call_cost.json", "syscalls per oc_op_call", "build/bench/call_cost"),
+    ("JAX, 1-element op under jit: <= 1.0x the C++ XLA FFI handler", "jax_ffi.json", "JAX, 1-element op",
+     "bench/jax_ffi_bench.py"),
+    ("Forward+backward, seeds' autograd.Function: around opcore ops <= 1.0x around C++ extension ops",
+     "torch_autograd.json", "around opcore ops / around C++", "bench/torch_bench.py"),
+    ("register_autograd <= 1.0x the seeds' autograd.Function pattern", "torch_autograd.json",
+     "register_autograd /", "bench/torch_bench.py"),
+    ("MLP training: opcore >= 1.0x the seeds' C++ extension reference model", "mlp_train.json",
+     "reference model", "bench/mlp_bench.py"),
+    ("MLP training: opcore >= 0.97x the ceiling model (autograd.Function around torch.relu)", "mlp_train.json",
+     "ceiling model", "bench/mlp_bench.py"),
+    ("MLP inference [4096, 2048]: TCM + multicore >= 1.0x the C++ extension reference model",
+     "mlp_inference.json", "reference model", "bench/mlp_bench.py"),
+    ("SiLU [4096, 4096], plain C loop, default flags: >= 1.0x torch eager", "activations.json",
+     "silu, plain C loop at default flags: speed vs torch eager", "bench/activations_bench.py"),
+    ("SiLU: >= 1.0x torch.compile", "activations.json", "silu, plain C loop at default flags: speed vs torch.compile",
+     "bench/activations_bench.py"),
+    ("Row softmax [4096, 4096], plain C loop, default flags: >= 1.0x torch eager", "activations.json",
+     "softmax, plain C loop at default flags: speed vs torch eager", "bench/activations_bench.py"),
+    ("Row softmax: >= 1.0x torch.compile", "activations.json",
+     "softmax, plain C loop at default flags: speed vs torch.compile", "bench/activations_bench.py"),
+    ("Multicore op right after a torch matmul vs back to back (a measured answer)", "multicore_after_matmul.json",
+     "right after a torch matmul", "bench/multicore_after_matmul.py"),
+]
+
+
+def fast_path_table(sections, heading):
+    by_file = {s["_file"]: s for s in sections}
+    lines = [f"{heading}# Fast-path targets (issue 15)", "",
+             "| target | bound | measured | met | from |", "|---|---:|---:|---|---|"]
+    for text, fname, needle, how in FAST_PATH_TARGETS:
+        sec = by_file.get(fname)
+        tg = None
+        if sec:
+            t = sec.get("target")
+            tg = next((x for x in (t if isinstance(t, list) else [t] if t else [])
+                       if needle in x.get("metric", "")), None)
+        if tg is None:
+            lines.append(f"| {text} | - | not measured | - | run `{how}` |")
+            continue
+        bound = f">= {tg['min']}" if "min" in tg else f"<= {tg['max']}" if "max" in tg else "-"
+        val = tg.get("value")
+        shown = f"{val:.3f}" if isinstance(val, (int, float)) else "-"
+        lines.append(f"| {text} | {bound} | {shown} | {fmt('', tg.get('met'))} | {fname} |")
+    return lines + [""]
+
+
 # ---- the chart ----------------------------------------------------------------
 
 def chart(sections, path):
@@ -250,6 +307,7 @@ def render(sections, skipped, mach, chart_name, chart_why, heading="#"):
             lines.append(f"| {title} | {metric} | {bound} | {shown} | {fmt('', tg.get('met'))} |"
                          + (f" {fmt('x', tg.get('ceiling'))} |" if ceil else ""))
         lines.append("")
+    lines += fast_path_table(sections, heading)
     for s in sections:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s["_mtime"]))
         lines += [f"{heading}# {s['title']}", "", table(s), ""]

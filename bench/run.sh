@@ -6,13 +6,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 mkdir -p bench/results
-make -s build/bench/relu_bench
+make -s build/bench/relu_bench build/bench/call_cost
 echo "== ReLU bandwidth, launch, build (C)"
 build/bench/relu_bench bench/results/relu.json
-echo "== per-call overhead and build time vs a PyTorch C++ extension"
+echo "== engine fixed cost per oc_op_call (C)"
+build/bench/call_cost bench/results/call_cost.json
+echo "== PyTorch: per call and autograd vs the peers, build time"
 $PYTHON bench/torch_bench.py
+echo "== plain C loops (SiLU, softmax) vs torch eager, torch.compile, -ffast-math"
+$PYTHON bench/activations_bench.py
+echo "== multicore op right after a torch matmul"
+$PYTHON bench/multicore_after_matmul.py
 echo "== JAX custom call vs jnp"
 $PYTHON bench/jax_bench.py
+echo "== JAX: opcore vs a C++ XLA FFI handler"
+$PYTHON bench/jax_ffi_bench.py
 echo "== profiler overhead (off and on)"
 $PYTHON bench/profiler_bench.py
 echo "== profiler HTML report in headless Chromium (100k events)"

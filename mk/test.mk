@@ -69,3 +69,7 @@ bench: deps
 $(BUILD)/bench/relu_bench: bench/relu_bench.c $(BUILD)/libopcore.so
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -O2 -o $@ $< -L$(BUILD) -lopcore -Wl,-rpath,'$(abspath $(BUILD))' $(LDLIBS_ALL)
+
+$(BUILD)/bench/call_cost: bench/call_cost.c $(BUILD)/libopcore.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -O2 -o $@ $< -L$(BUILD) -lopcore -Wl,-rpath,'$(abspath $(BUILD))' $(LDLIBS_ALL)

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential pkg-config libffi-dev libcmocka-dev libdlpack-dev libxxhash-dev
-              zlib1g-dev valgrind chromium dataset-fashion-mnist python3-venv
+              zlib1g-dev valgrind strace chromium dataset-fashion-mnist python3-venv
               clang-16 libclang-rt-16-dev)
 
 missing=()

@@ -14,6 +14,7 @@
 #ifndef OPCORE_ENGINE_H
 #define OPCORE_ENGINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,30 @@ uint32_t oc_engine_num_cores(void);
 
 /* TCM bytes per core. */
 size_t oc_engine_tcm_size(void);
+
+/* Multicore launches whose tensors (inputs and results together) take
+ * fewer than `bytes` run as one share on the calling thread, with
+ * oc_cpu_count() == 1: waking the pool costs microseconds, more than small
+ * work is worth. Default 64 KiB, or $OC_MIN_SPLIT_BYTES; 0 splits every
+ * launch. May be called at any time; applies to the next launch. */
+void oc_engine_set_min_split_bytes(size_t bytes);
+
+/* The current threshold (starts the engine). */
+size_t oc_engine_min_split_bytes(void);
+
+/* Threads a host framework lends to the multicore launches of the calling
+ * thread: run(work, n) calls work() on up to n of its threads at once (the
+ * caller's among them), returns when every call has returned, and returns
+ * true; or returns false at once to decline (the engine's own workers then
+ * run the launch). work() claims shares of the launch until none are left,
+ * each on the thread's own core, so the shares' ids, oc_cpu_count() and
+ * oc_barrier are what they always are: the engine's workers are woken for
+ * any share left unclaimed. PyTorch's integration lends torch's intra-op
+ * pool, whose threads spin for a while after each parallel region: waking
+ * opcore's workers onto those cores would make them fight. NULL: none. */
+typedef void (*oc_engine_work_fn)(void);
+typedef bool (*oc_engine_helpers_fn)(oc_engine_work_fn work, uint32_t n);
+void oc_engine_set_thread_helpers(oc_engine_helpers_fn run);
 
 /* Default kernel stack size for ops built without --stack-size. */
 #define OC_DEFAULT_STACK_SIZE ((size_t)256 * 1024)

@@ -58,6 +58,7 @@
 #include "scalar.h"
 #include "tensor.h"
 #include "tensor_ops.h"
+#include "vecmath.h" /* vectorised expf/logf/... and reductions at the default flags */
 
 #ifdef __cplusplus
 extern "C" {

@@ -35,7 +35,7 @@ import threading
 
 import torch
 
-from opcore import _C
+from opcore import _C, _torch_native
 from opcore._C import OpArgumentError
 
 __all__ = ["register_library", "unregister_library", "register_op", "register_autograd", "to_torch_dtype",
@@ -291,7 +291,10 @@ def register_op(op):
                 check(_bind(names, args, kwargs))
                 return op(*args, **kwargs)
         if not aliased:
-            tlib.impl(op.name, kernel, "CPU")
+            # the C kernel without Python (in-place ops keep the Python kernel:
+            # its requires_grad check has no counterpart in the stable ABI)
+            if mutated or not _torch_native.register(op):
+                tlib.impl(op.name, kernel, "CPU")
             torch.library.register_fake(op.qualname, _make_fake(op), lib=tlib)
         else:
             # torch functionalizes the internal `-> ()` op; the public one
@@ -339,6 +342,7 @@ def unregister_library(name):
     """Remove every op of library `name` from torch (before a reload or on
     unload): the torch.library fragment that defined them is destroyed."""
     with _lock:
+        _torch_native.unregister(name)
         tlib = _torch_libs.pop(name, None)
         if tlib is not None:
             tlib._destroy()

@@ -452,11 +452,19 @@ static bool cache_hit(build *b)
     return hit;
 }
 
-/* The kernel code flags, as built and as shown by `opcore info`. */
+/* The kernel code flags, as built and as shown by `opcore info`.
+ * -fno-math-errno: a math call may become a vector one (libmvec, through
+ * opcore/vecmath.h) or an instruction (sqrtss), as errno no longer has to
+ * be set; -fno-trapping-math: FP exceptions are never unmasked, so
+ * conditional arithmetic may be if-converted. Neither changes a result;
+ * -ffast-math's other parts would (NaN and Inf handling, reciprocals,
+ * flushing denormals): docs/build.md. */
 static void kernel_flags(const build *b, oc__argv *a)
 {
     oc__argv_add(a, "-O3");
     if (*kernel_march()) oc__argv_addf(a, "-march=%s", kernel_march());
+    oc__argv_add(a, "-fno-math-errno");
+    oc__argv_add(a, "-fno-trapping-math");
     if (b->o->debug) {
         oc__argv_add(a, "-DOC_DEBUG");
         oc__argv_add(a, "-O0");

@@ -131,11 +131,12 @@ oc_tensor *oc__tensor_new(oc_dtype dtype, int ndim, const int64_t *sizes)
         bytes *= (size_t)sizes[d];
     }
     size_t total = BLOCK_DATA_OFFSET + (meta ? 0 : (bytes + 63) / 64 * 64);
-    oc_tensor_block *b = aligned_alloc(64, total);
+    oc_tensor_block *b = meta && core->meta_cached ? core->meta_cache[--core->meta_cached] : aligned_alloc(64, total);
     if (!b) {
         oc__raise(OC_ENOMEM, "out of memory creating a tensor of %zu bytes", bytes);
         return NULL;
     }
+    b->meta = meta;
     oc_tensor_init(&b->tensor, meta ? NULL : (char *)b + BLOCK_DATA_OFFSET, dtype, ndim, sizes);
     b->tensor.flags |= OC_TENSOR_OWNED;
     if (core && core->mode != OC_MODE_IDLE) {
@@ -162,6 +163,23 @@ void oc_tensor_free(oc_tensor *t)
         b->next->prev = b->prev;
     }
     free(b);
+}
+
+void oc__tensor_temps_release(oc_core *c)
+{
+    oc_tensor_block *b = c->temps.next;
+    while (b != &c->temps) {
+        oc_tensor_block *next = b->next;
+        if (b->meta && c->meta_cached < OC_META_CACHE) c->meta_cache[c->meta_cached++] = b;
+        else free(b);
+        b = next;
+    }
+    c->temps.next = c->temps.prev = &c->temps;
+}
+
+void oc__tensor_cache_free(oc_core *c)
+{
+    while (c->meta_cached) free(c->meta_cache[--c->meta_cached]);
 }
 
 bool oc__require_data(const oc_tensor *t, const char *fn, const char *arg)

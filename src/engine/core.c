@@ -1,16 +1,26 @@
 /* Engine cores: creation, kernel stacks, and running one kernel or shape
  * function under fault protection.
  *
- * Kernels run on an engine-owned stack (makecontext/swapcontext) of the
- * op's configured size, with an inaccessible guard region below it. A
- * fault there (or anywhere while the kernel runs) lands in the signal
- * handler (fault.c), which jumps back to the trampoline's sigsetjmp on the
- * kernel stack; the trampoline then returns to the host context normally.
+ * Kernels run on an engine-owned stack of the op's configured size, with an
+ * inaccessible guard region below it. The stack's context is entered once
+ * with makecontext/swapcontext (which save and set the signal mask: two
+ * system calls); from then on host and kernel switch with sigsetjmp /
+ * siglongjmp(savesigs = 0), which touch no signal mask, so a call costs no
+ * system call. The kernel side is a loop (kernel_main) that runs one call,
+ * then parks itself with sigsetjmp and jumps back to the host; the next
+ * call jumps into the parked frame. A fault while the kernel runs lands in
+ * the signal handler (fault.c), which jumps back to the loop's sigsetjmp on
+ * the kernel stack; the loop then parks as after any call.
+ *
+ * (Jumping between two live stacks with longjmp is the coroutine technique
+ * QEMU uses too; it needs _FORTIFY_SOURCE's longjmp check off, and would
+ * need a shadow-stack switch on a CPU running with CET shadow stacks.)
  */
 #undef _FORTIFY_SOURCE /* longjmp between stacks is intended here */
 #include <ffi.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -29,10 +39,9 @@
 /* Under AddressSanitizer, tell it about each switch to and from a kernel
  * stack, so it tracks the right stack (no false reports, no warnings). */
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define OC_ASAN_FIBERS 1
-static _Thread_local const void *asan_host_bottom;
-static _Thread_local size_t asan_host_size;
 #endif
 
 #define OC_STACK_RESERVE ((size_t)16 * 1024)  /* opcore's own frames: ffi, printf */
@@ -75,6 +84,7 @@ static void free_stack(oc_core *c)
     c->stack_map = NULL;
     c->stack_size = 0;
     c->stack_requested = 0;
+    c->kernel_parked = false; /* its parked frame went with the stack */
 }
 
 void oc__core_destroy(oc_core *c)
@@ -82,6 +92,7 @@ void oc__core_destroy(oc_core *c)
     if (!c) return;
     if (c == tls_core) tls_core = NULL;
     oc__core_release(c);
+    oc__tensor_cache_free(c);
     free_stack(c);
     if (c->altstack) {
         stack_t off = {.ss_flags = SS_DISABLE};
@@ -146,7 +157,6 @@ static oc_status ensure_stack(oc_core *c, size_t requested)
     c->stack_lo = map + OC_STACK_GUARD;
     c->stack_size = usable;
     c->stack_requested = requested;
-    getcontext(&c->kernel_ctx);
 #ifdef OC_HAVE_VALGRIND
     VALGRIND_STACK_REGISTER(c->stack_lo, c->stack_lo + usable);
 #endif
@@ -164,34 +174,162 @@ _Noreturn void oc__core_fail(oc_core *c, oc_status status, const char *msg)
     siglongjmp(c->jump, 1);
 }
 
+/* ---- calling the kernel or shape function ----------------------------------
+ *
+ * ffi_call classifies every argument again on every call (a few hundred
+ * instructions). Where the C calling convention passes each argument of
+ * the signature in a register of its class, in order within the class
+ * (x86-64 System V, AArch64), the function is called directly instead:
+ * pointers, integers and the two-word structs (lists, oc_scalar) take
+ * integer registers, doubles take vector registers, and extra trailing
+ * registers are ignored by the callee. Anything else goes through libffi. */
+#if (defined(__x86_64__) && !defined(_WIN64)) || defined(__aarch64__)
+#define OC_DIRECT_INT 6 /* integer argument registers used (x86-64 has 6) */
+#define OC_DIRECT_FP 4
+typedef void *(*direct_fn)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, double, double, double,
+                           double);
+
+static bool call_direct(const ffi_cif *cif, oc_fn fn, void **values, void **ret)
+{
+    uint64_t g[OC_DIRECT_INT] = {0};
+    double d[OC_DIRECT_FP] = {0};
+    unsigned ng = 0, nd = 0;
+    if (cif->rtype != &ffi_type_pointer && cif->rtype != &ffi_type_void) return false;
+    for (unsigned i = 0; i < cif->nargs; i++) {
+        const ffi_type *t = cif->arg_types[i];
+        const void *v = values[i];
+        switch (t->type) {
+        case FFI_TYPE_POINTER:
+        case FFI_TYPE_SINT64:
+        case FFI_TYPE_UINT64:
+            if (ng >= OC_DIRECT_INT) return false;
+            g[ng++] = *(const uint64_t *)v;
+            break;
+        case FFI_TYPE_SINT32: if (ng >= OC_DIRECT_INT) return false; g[ng++] = (uint64_t)(int64_t)*(const int32_t *)v; break;
+        case FFI_TYPE_UINT32: if (ng >= OC_DIRECT_INT) return false; g[ng++] = *(const uint32_t *)v; break;
+        case FFI_TYPE_UINT8: if (ng >= OC_DIRECT_INT) return false; g[ng++] = *(const uint8_t *)v; break;
+        case FFI_TYPE_DOUBLE:
+            if (nd >= OC_DIRECT_FP) return false;
+            d[nd++] = *(const double *)v;
+            break;
+        case FFI_TYPE_STRUCT: /* { int64, int64 or pointer }: two integer registers */
+            if (t->size != 16 || !t->elements[0] || !t->elements[1] || t->elements[2] ||
+                t->elements[0]->type == FFI_TYPE_DOUBLE || t->elements[1]->type == FFI_TYPE_DOUBLE ||
+                t->elements[0]->size != 8 || t->elements[1]->size != 8 || ng + 2 > OC_DIRECT_INT)
+                return false;
+            g[ng++] = ((const uint64_t *)v)[0];
+            g[ng++] = ((const uint64_t *)v)[1];
+            break;
+        default: return false;
+        }
+    }
+    void *r = ((direct_fn)(void (*)(void))fn)(g[0], g[1], g[2], g[3], g[4], g[5], d[0], d[1], d[2], d[3]);
+    *ret = cif->rtype == &ffi_type_pointer ? r : NULL;
+    return true;
+}
+#else
+static bool call_direct(const ffi_cif *cif, oc_fn fn, void **values, void **ret)
+{
+    (void)cif, (void)fn, (void)values, (void)ret;
+    return false;
+}
+#endif
+
 static void call_fn(oc_core *c)
 {
     oc_exec *e = c->exec;
-    ffi_call((ffi_cif *)&e->op->cif, e->fn, &c->ret, e->ffi_values);
+    if (!call_direct(&e->op->cif, e->fn, e->ffi_values, &c->ret))
+        ffi_call((ffi_cif *)&e->op->cif, e->fn, &c->ret, e->ffi_values);
 }
 
-/* Entry of the kernel context: runs on the kernel stack. */
-static void kernel_trampoline(void)
+/* ---- switching to the kernel stack and back ------------------------------- */
+
+/* Tell AddressSanitizer about each switch between stacks, so it tracks the
+ * right one (no false reports, no warnings). */
+static inline void asan_leave(void **fake, const void *bottom, size_t size)
 {
-    oc_core *c = tls_running;
 #ifdef OC_ASAN_FIBERS
-    __sanitizer_finish_switch_fiber(NULL, &asan_host_bottom, &asan_host_size);
+    __sanitizer_start_switch_fiber(fake, bottom, size);
+#else
+    (void)fake, (void)bottom, (void)size;
 #endif
-    if (sigsetjmp(c->jump, 0) == 0) {
-        c->guarded = 1;
-        call_fn(c);
-        c->guarded = 0;
+}
+
+static inline void asan_arrive(void *fake, const void **old_bottom, size_t *old_size)
+{
+#ifdef OC_ASAN_FIBERS
+    __sanitizer_finish_switch_fiber(fake, old_bottom, old_size);
+#else
+    (void)fake, (void)old_bottom, (void)old_size;
+#endif
+}
+
+/* After a fault the signal handler jumped here from the signal stack, so
+ * ASan could not clear the abandoned frames' redzones on the kernel stack;
+ * clear everything below this (uninstrumented, local-free) frame, or the
+ * next frames there would trip over them. */
+#ifdef OC_ASAN_FIBERS
+__attribute__((noinline)) static void asan_forget_frames(const oc_core *c)
+{
+    char *top = __builtin_frame_address(0);
+    if (top > c->stack_lo && top <= c->stack_lo + c->stack_size)
+        __asan_unpoison_memory_region(c->stack_lo, (size_t)(top - c->stack_lo));
+}
+#else
+static inline void asan_forget_frames(const oc_core *c) { (void)c; }
+#endif
+
+/* The kernel side: entered once per stack (makecontext), then one loop
+ * turn per call. Never returns. */
+static void kernel_main(void)
+{
+    oc_core *c = tls_running; /* this stack's core, for good */
+    void *fake = NULL;        /* ASan's fake stack of this side while parked */
+    asan_arrive(NULL, &c->host_stack_bottom, &c->host_stack_size);
+    for (;;) {
+        if (sigsetjmp(c->jump, 0) == 0) {
+            c->guarded = 1;
+            call_fn(c);
+            c->guarded = 0;
+        } else {
+            asan_forget_frames(c);
+        }
+        /* park here; the next call resumes at this sigsetjmp */
+        if (sigsetjmp(c->kernel_env, 0) == 0) {
+            asan_leave(&fake, c->host_stack_bottom, c->host_stack_size);
+            siglongjmp(c->host_env, 1);
+        }
+        asan_arrive(fake, &c->host_stack_bottom, &c->host_stack_size);
     }
-#ifdef OC_ASAN_FIBERS
-    /* this fiber ends here: no fake stack to keep */
-    __sanitizer_start_switch_fiber(NULL, asan_host_bottom, asan_host_size);
-#endif
-    /* returning resumes host_ctx through uc_link */
+}
+
+/* Run the prepared call on the core's kernel stack and come back. */
+static void run_on_kernel_stack(oc_core *c)
+{
+    void *fake = NULL;
+    if (sigsetjmp(c->host_env, 0) == 0) {
+        asan_leave(&fake, c->stack_lo, c->stack_size);
+        if (c->kernel_parked) siglongjmp(c->kernel_env, 1);
+        /* First call on this stack: enter kernel_main (the one place that
+         * saves and sets the signal mask). It comes back through host_env. */
+        c->kernel_parked = true;
+        getcontext(&c->kernel_ctx);
+        c->kernel_ctx.uc_stack.ss_sp = c->stack_lo;
+        c->kernel_ctx.uc_stack.ss_size = c->stack_size;
+        c->kernel_ctx.uc_link = NULL;
+        makecontext(&c->kernel_ctx, kernel_main, 0);
+        ucontext_t here;
+        swapcontext(&here, &c->kernel_ctx);
+    }
+    asan_arrive(fake, NULL, NULL);
 }
 
 oc_status oc__core_run(oc_core *c, oc_exec *e, oc_core_mode mode, uint32_t id, uint32_t count)
 {
     oc_core *outer = tls_running;
+    if (mode == OC_MODE_KERNEL && outer == c && c->mode == OC_MODE_KERNEL)
+        return oc_set_error(OC_EINVAL, "op '%s' was called from inside kernel '%s': a kernel cannot call "
+                            "an op (its core's stack is in use)", e->op->qualname, c->exec->op->def.kernel_name);
     c->exec = e;
     c->mode = mode;
     c->id = id;
@@ -213,27 +351,15 @@ oc_status oc__core_run(oc_core *c, oc_exec *e, oc_core_mode mode, uint32_t id, u
     } else {
         oc_status st = ensure_stack(c, e->op->stack_size);
         if (st != OC_OK) { tls_running = outer; c->mode = OC_MODE_IDLE; return st; }
-        /* getcontext (a syscall) ran once when the stack was made; makecontext
-         * just re-points the saved context at the trampoline. */
-        c->kernel_ctx.uc_stack.ss_sp = c->stack_lo;
-        c->kernel_ctx.uc_stack.ss_size = c->stack_size;
-        c->kernel_ctx.uc_link = &c->host_ctx;
-        makecontext(&c->kernel_ctx, kernel_trampoline, 0);
-#ifdef OC_ASAN_FIBERS
-        void *fake_stack = NULL;
-        __sanitizer_start_switch_fiber(&fake_stack, c->stack_lo, c->stack_size);
-#endif
-        swapcontext(&c->host_ctx, &c->kernel_ctx);
-#ifdef OC_ASAN_FIBERS
-        __sanitizer_finish_switch_fiber(fake_stack, NULL, NULL);
-#endif
+        run_on_kernel_stack(c);
         oc__streams_close_all(c);
     }
     c->guarded = 0;
     if (c->fault_signal && !c->failed) oc__fault_describe(c);
     if (c->failed && c->fail_status == OC_OK) c->fail_status = OC_EKERNEL;
-    /* printf from kernels shows up now, not when the buffer fills. */
-    fflush(stdout);
+    /* printf from kernels shows up now, not when the buffer fills; a call
+     * that printed nothing costs no flush. */
+    if (__fpending(stdout)) fflush(stdout);
     tls_running = outer;
     c->mode = OC_MODE_IDLE;
     return c->failed ? c->fail_status : OC_OK;
@@ -241,13 +367,7 @@ oc_status oc__core_run(oc_core *c, oc_exec *e, oc_core_mode mode, uint32_t id, u
 
 void oc__core_release(oc_core *c)
 {
-    oc_tensor_block *b = c->temps.next;
-    while (b != &c->temps) {
-        oc_tensor_block *next = b->next;
-        free(b);
-        b = next;
-    }
-    c->temps.next = c->temps.prev = &c->temps;
+    oc__tensor_temps_release(c);
     oc__streams_close_all(c);
     if (c->tcm) oc__tcm_reset(c);
 }

@@ -74,8 +74,13 @@ typedef struct oc_exec_failure {
  * core's list of temporaries while a call runs. */
 typedef struct oc_tensor_block {
     struct oc_tensor_block *prev, *next;
+    bool meta;                /* made by a shape function: no data, recyclable */
     oc_tensor tensor;
 } oc_tensor_block;
+
+/* Meta tensors a core keeps for the next shape pass: a shape-preserving
+ * op's oc_empty_like then allocates nothing. */
+#define OC_META_CACHE 8
 
 typedef struct oc_stream_impl oc_stream_impl;
 
@@ -111,10 +116,20 @@ typedef struct oc_core {
     struct oc_dim_log *dim_log; /* shape mode: where oc_dim_* record (NULL: off) */
     uint32_t barriers;        /* oc_barrier calls of this share so far */
     oc_tensor_block temps;    /* list head of temporaries */
+    oc_tensor_block *meta_cache[OC_META_CACHE]; /* free meta tensors (core/tensor.c) */
+    int meta_cached;
     oc_stream_impl *streams;  /* open streams */
     oc_prof_counters counters;
 
-    ucontext_t host_ctx, kernel_ctx;
+    /* Switching to the kernel stack (engine/core.c): the stack's context is
+     * entered once through kernel_ctx, then host and kernel jump between
+     * host_env and kernel_env (no signal-mask system calls). */
+    ucontext_t kernel_ctx;
+    sigjmp_buf host_env;      /* where the host resumes when the kernel is done */
+    sigjmp_buf kernel_env;    /* where the parked kernel side resumes */
+    bool kernel_parked;       /* kernel_env is valid (the stack was entered) */
+    const void *host_stack_bottom; /* the host stack, for ASan's fiber switches */
+    size_t host_stack_size;
 } oc_core;
 
 /* The calling thread's core, created on first use (NULL if out of memory,
@@ -140,6 +155,11 @@ oc_status oc__core_run(oc_core *core, oc_exec *exec, oc_core_mode mode, uint32_t
 
 /* Free everything a finished call left on the core (temporaries, TCM). */
 void oc__core_release(oc_core *core);
+
+/* Free the core's temporaries (meta ones go back to its cache), and the
+ * cache itself when the core goes away (core/tensor.c). */
+void oc__tensor_temps_release(oc_core *core);
+void oc__tensor_cache_free(oc_core *core);
 
 /* Record a failure on the current core and leave the kernel (longjmp). */
 _Noreturn void oc__core_fail(oc_core *core, oc_status status, const char *msg);

@@ -11,7 +11,19 @@
  * Workers spin briefly on the counter when launches come back to back (a
  * launch then costs no syscall), else sleep on a futex. Launches are
  * serialised by a mutex; single-core calls never touch the pool and run
- * concurrently on their callers' own cores. */
+ * concurrently on their callers' own cores.
+ *
+ * A launch whose tensors are too small to be worth splitting (fewer bytes
+ * than OC_MIN_SPLIT_BYTES, default 64 KiB, inputs and results together)
+ * runs as one share on the caller, with oc_cpu_count() == 1: waking the
+ * pool would cost more than the work.
+ *
+ * A host framework may lend its own threads (oc_engine_set_thread_helpers:
+ * PyTorch's intra-op pool, whose threads spin for a while after each
+ * parallel region). Its threads then claim the shares first, and the
+ * engine's workers are woken only if shares are left unclaimed: a worker
+ * woken onto a core where such a thread spins would fight it for the core
+ * instead of running its share. */
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -45,6 +57,8 @@ static struct {
     atomic_int waiter_sleeping;
     atomic_bool stopping;
     uint64_t spin_ns;
+    _Atomic uint64_t min_split_bytes; /* smaller launches run as one share */
+    atomic_bool min_split_set;   /* set by oc_engine_set_min_split_bytes */
     uint32_t start_generation;   /* workers wait for the first job after it */
     /* collectives of the running launch (kernel/collective.c) */
     _Atomic uint32_t bar_count;  /* shares arrived at the current barrier */
@@ -54,6 +68,10 @@ static struct {
     atomic_int bar_sleepers;
     uint64_t *slots;             /* exchange: one 8-byte value per share */
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+#define OC_MIN_SPLIT_DEFAULT ((size_t)64 * 1024)
+
+static _Thread_local oc_engine_helpers_fn tls_helpers; /* the calling thread's lent threads */
 
 static long futex(_Atomic uint32_t *addr, int op, uint32_t val)
 {
@@ -182,6 +200,12 @@ static oc_status start_locked(void)
     uint32_t n = pool.num_cores ? pool.num_cores : default_num_cores();
     size_t tcm = oc__engine_default_tcm();
     pool.spin_ns = env_size("OC_SPIN_US", 50) * 1000;
+    if (!atomic_load(&pool.min_split_set)) {
+        /* "0" means always split: env_size would read it as the default */
+        const char *split = getenv("OC_MIN_SPLIT_BYTES");
+        atomic_store(&pool.min_split_bytes, split && split[0] == '0' && !split[1]
+                                                ? 0 : env_size("OC_MIN_SPLIT_BYTES", OC_MIN_SPLIT_DEFAULT));
+    }
     pool.cores = calloc(n, sizeof *pool.cores);
     pool.threads = calloc(n, sizeof *pool.threads);
     pool.slots = calloc(n, sizeof *pool.slots);
@@ -249,6 +273,18 @@ uint32_t oc__pool_size(void) { return oc_engine_num_cores(); }
 
 size_t oc_engine_tcm_size(void) { return oc__engine_default_tcm(); }
 
+void oc_engine_set_min_split_bytes(size_t bytes)
+{
+    atomic_store(&pool.min_split_bytes, bytes);
+    atomic_store(&pool.min_split_set, true);
+}
+
+size_t oc_engine_min_split_bytes(void)
+{
+    if (oc__pool_start() != OC_OK) return OC_MIN_SPLIT_DEFAULT;
+    return (size_t)atomic_load(&pool.min_split_bytes);
+}
+
 void oc_engine_shutdown(void)
 {
     pthread_mutex_lock(&pool.lock);
@@ -270,10 +306,57 @@ void oc_engine_shutdown(void)
     pthread_mutex_unlock(&pool.lock);
 }
 
+/* True once the launch's tensors (inputs, then results) reach `limit`
+ * bytes. The kernel's argument values tell which are tensors: a Tensor or
+ * Tensor? slot holds a const oc_tensor * (NULL for None), a Tensor[] slot
+ * an oc_tensor_list. */
+static bool job_reaches(const oc_exec *job, uint64_t limit)
+{
+    uint64_t bytes = 0;
+    for (int i = 0; i < job->ndst && bytes < limit; i++) bytes += (uint64_t)oc_nbytes(&job->dsts[i]);
+    const oc_schema *s = &job->op->def.schema;
+    for (int i = 0; i < s->num_args && bytes < limit; i++) {
+        if (s->args[i].type == OC_ARG_TENSOR) {
+            const oc_tensor *t = *(const oc_tensor *const *)job->ffi_values[i];
+            if (t) bytes += (uint64_t)oc_nbytes(t);
+        } else if (s->args[i].type == OC_ARG_TENSOR_LIST) {
+            const oc_tensor_list *l = job->ffi_values[i];
+            for (int64_t k = 0; k < l->count && bytes < limit; k++) bytes += (uint64_t)oc_nbytes(&l->items[k]);
+        }
+    }
+    return bytes >= limit;
+}
+
+void oc_engine_set_thread_helpers(oc_engine_helpers_fn run) { tls_helpers = run; }
+
+/* Wake the sleeping workers if shares of the running launch are still
+ * unclaimed (after lent threads took theirs, or while a share waits at a
+ * barrier for one nobody has claimed). */
+static void wake_for_unclaimed(const oc_exec *job)
+{
+    if ((uint32_t)atomic_load(&pool.claim) < job->ncores && atomic_load(&pool.sleepers) > 0)
+        futex(&pool.generation, FUTEX_WAKE_PRIVATE, INT32_MAX);
+}
+
+/* What a lent thread runs: claim shares of the current launch on its own
+ * core until none are left. */
+static void help_claim(void)
+{
+    oc_core *core = oc__thread_core();
+    if (core) run_claimed_shares(core);
+}
+
 oc_status oc__pool_launch(oc_core *caller, oc_exec *job)
 {
     oc_status st = oc__pool_start();
     if (st != OC_OK) return st;
+    if (pool.ncores <= 1 || !job_reaches(job, atomic_load_explicit(&pool.min_split_bytes, memory_order_relaxed))) {
+        /* Too small to split: one share, on the caller's core, no lock
+         * (several host threads may do this at once). */
+        job->ncores = 1;
+        job->run_share(caller, job, 0);
+        return OC_OK;
+    }
     pthread_mutex_lock(&pool.lock);
     uint32_t n = pool.ncores;
     job->ncores = n;
@@ -285,10 +368,13 @@ oc_status oc__pool_launch(oc_core *caller, oc_exec *job)
     uint32_t gen = atomic_load(&pool.generation) + 1;
     atomic_store_explicit(&pool.claim, (uint64_t)gen << 32, memory_order_release);
     atomic_store_explicit(&pool.generation, gen, memory_order_seq_cst);
-    if (atomic_load_explicit(&pool.sleepers, memory_order_seq_cst) > 0)
-        futex(&pool.generation, FUTEX_WAKE_PRIVATE, INT32_MAX);
-
-    run_claimed_shares(caller);
+    oc_engine_helpers_fn helpers = tls_helpers;
+    if (!helpers || !helpers(help_claim, n)) {
+        if (atomic_load_explicit(&pool.sleepers, memory_order_seq_cst) > 0)
+            futex(&pool.generation, FUTEX_WAKE_PRIVATE, INT32_MAX);
+        run_claimed_shares(caller);
+    }
+    wake_for_unclaimed(job); /* lent threads could not take them all */
 
     uint64_t deadline = 0;
     for (unsigned i = 0;; i++) {
@@ -360,6 +446,7 @@ void oc__pool_barrier(oc_core *core)
             uint64_t t = now_ns();
             if (!deadline) deadline = t + pool.spin_ns;
             else if (t > deadline) {
+                wake_for_unclaimed(job); /* the share this one waits for may have nobody to run it */
                 atomic_fetch_add(&pool.bar_sleepers, 1);
                 futex(&pool.bar_seq, FUTEX_WAIT_PRIVATE, seq);
                 atomic_fetch_sub(&pool.bar_sleepers, 1);

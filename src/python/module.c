@@ -27,6 +27,7 @@ PyObject *ocpy_str_data_ptr, *ocpy_str_shape, *ocpy_str_stride, *ocpy_str_dtype,
 PyObject *ocpy_kwnames_dtype;
 
 extern PyMethodDef oc_py_profiler_methods[];
+extern PyMethodDef ocpy_torch_native_methods[]; /* torch_native.c */
 
 /* ---- errors ----------------------------------------------------------------- */
 
@@ -384,6 +385,7 @@ PyMODINIT_FUNC PyInit__C(void)
     PyObject *m = PyModule_Create(&moduledef);
     if (!m) return NULL;
     if (PyModule_AddFunctions(m, oc_py_profiler_methods) < 0) goto fail;
+    if (PyModule_AddFunctions(m, ocpy_torch_native_methods) < 0) goto fail;
     if (intern(&ocpy_str_data_ptr, "data_ptr") || intern(&ocpy_str_shape, "shape") ||
         intern(&ocpy_str_stride, "stride") || intern(&ocpy_str_dtype, "dtype") || intern(&ocpy_str_is_cpu, "is_cpu") ||
         intern(&ocpy_str_device, "device") || intern(&ocpy_str_dtype_kw, "dtype"))

@@ -20,6 +20,7 @@
  * numpy.float32 or "float32") for ScalarType.
  */
 #include "pyopcore.h"
+#include "torch_native.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -327,6 +328,7 @@ typedef struct {
     const oc_op *op;
     alloc_kind kind;
     PyObject *results[OC_MAX_RESULTS];       /* the tensors or arrays made */
+    void *managed[OC_MAX_RESULTS];           /* ... or torch tensors made without the GIL (torch_dlpack.c), to wrap */
     PyObject *exc_type, *exc_value, *exc_tb; /* a Python error inside the allocator */
 } alloc_ctx;
 
@@ -445,6 +447,8 @@ static oc_status alloc_locked(alloc_ctx *c, int index, const oc_tensor *meta, oc
 static oc_status alloc_cb(void *vctx, int index, const oc_tensor *meta, oc_tensor *out)
 {
     alloc_ctx *c = vctx;
+    /* torch's DLPack exchange API allocates without the GIL */
+    if (c->kind == ALLOC_TORCH && (c->managed[index] = ocpy_dlpack_alloc(meta, out))) return OC_OK;
     /* Re-take the GIL: on the calling thread (always, today) by restoring
      * its saved thread state, the cheapest way; on any other thread
      * through PyGILState. */
@@ -541,6 +545,12 @@ static PyObject *op_vectorcall(PyObject *self, PyObject *const *args, size_t nar
     oc_status st = oc_op_run(o->op, vals, o->nargs, alloc_cb, &ctx, outs);
     PyEval_RestoreThread(ctx.tstate);
     arena_free(&ar);
+    for (int i = 0; i < o->nresults; i++) {
+        if (!ctx.managed[i]) continue;
+        if (st == OC_OK && !(ctx.results[i] = ocpy_dlpack_to_tensor(ctx.managed[i]))) st = OC_ERROR;
+        else if (st != OC_OK) ocpy_dlpack_free(ctx.managed[i]);
+        ctx.managed[i] = NULL;
+    }
     if (st == OC_OK && convert) { /* back to the caller's framework (e.g. JAX) */
         for (int i = 0; i < o->nresults; i++) {
             if (!ctx.results[i]) continue;
@@ -551,15 +561,11 @@ static PyObject *op_vectorcall(PyObject *self, PyObject *const *args, size_t nar
             }
             Py_SETREF(ctx.results[i], c);
         }
-        Py_DECREF(convert);
-        if (st != OC_OK) {
-            for (int i = 0; i < o->nresults; i++) Py_XDECREF(ctx.results[i]);
-            return NULL;
-        }
     }
     Py_XDECREF(convert);
     if (st == OC_OK) return results_object(o, &ctx, bound);
     for (int i = 0; i < o->nresults; i++) Py_XDECREF(ctx.results[i]);
+    if (PyErr_Occurred()) return NULL; /* wrapping a result failed */
     if (ctx.exc_type) {
         PyErr_Restore(ctx.exc_type, ctx.exc_value, ctx.exc_tb);
         return NULL;

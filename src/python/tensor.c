@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "opcore/dlpack.h"
+#include "torch_native.h"
 
 PyObject *ocpy_np_empty, *ocpy_np_dtypes[OC_NUM_DTYPES];
 
@@ -271,6 +272,7 @@ static int view_dlpack(const oc_op *op, int index, PyObject *obj, oc_tensor *t, 
 
 int ocpy_view_tensor(const oc_op *op, int index, PyObject *obj, int meta, oc_tensor *t, PyObject **keep)
 {
+    if (!meta && ocpy_dlpack_view(obj, t) > 0) return 0; /* a plain CPU torch.Tensor, in one C call */
     const char *argname = oc_op_arg_name(op, index);
     /* The shape pass also takes plain shape specs (.shape and .dtype, like
      * jax.ShapeDtypeStruct or a numpy array): they describe row-major data. */

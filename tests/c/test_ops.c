@@ -511,5 +511,6 @@ int main(void)
         cmocka_unit_test(test_messages),
         cmocka_unit_test(test_reload),
     };
+    oc_engine_set_min_split_bytes(0); /* small test tensors still run on every core */
     return cmocka_run_group_tests(tests, setup_nn_ops, teardown_nn_ops);
 }

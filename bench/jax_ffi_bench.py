@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""opcore in JAX against a C++ XLA FFI handler doing the same loop.
+
+The peer a JAX user would write instead: a C++ handler against jaxlib's
+xla/ffi/api/ffi.h (a float32 ReLU loop), registered with
+jax.ffi.register_ffi_target and called through jax.ffi.ffi_call. Both are
+jitted, called on the same inputs, interleaved round by round; medians of
+per-round paired ratios. Writes bench/results/jax_ffi.json.
+
+    python bench/jax_ffi_bench.py [--rounds R] [--calls N]
+"""
+import argparse
+import ctypes
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import benchlib  # noqa: E402
+
+REPO = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results")
+
+CPP_HANDLER = textwrap.dedent("""
+    #include "xla/ffi/api/ffi.h"
+
+    namespace ffi = xla::ffi;
+
+    static ffi::Error ReluImpl(ffi::Buffer<ffi::F32> x, ffi::ResultBuffer<ffi::F32> y) {
+        const float* s = x.typed_data();
+        float* d = y->typed_data();
+        for (size_t i = 0, n = x.element_count(); i < n; i++) d[i] = s[i] > 0.0f ? s[i] : 0.0f;
+        return ffi::Error::Success();
+    }
+
+    XLA_FFI_DEFINE_HANDLER_SYMBOL(CppRelu, ReluImpl,
+                                  ffi::Ffi::Bind().Arg<ffi::Buffer<ffi::F32>>().Ret<ffi::Buffer<ffi::F32>>());
+""")
+
+def build_cpp(jax, root):
+    src, so = os.path.join(root, "relu_ffi.cc"), os.path.join(root, "librelu_ffi.so")
+    with open(src, "w") as f:
+        f.write(CPP_HANDLER)
+    cxx = os.environ.get("CXX", "c++")
+    subprocess.run([cxx, "-std=c++17", "-O3", "-march=native", "-shared", "-fPIC", "-isystem", jax.ffi.include_dir(),
+                    src, "-o", so], check=True)
+    lib = ctypes.CDLL(so)
+    jax.ffi.register_ffi_target("oc_bench_cpp_relu", jax.ffi.pycapsule(lib.CppRelu), platform="cpu")
+    return lib
+
+
+def build_opcore(root):
+    """The same loop as an opcore op (bench/kernels/relu_raw.c), jax_ffi_bench::relu_forward."""
+    benchlib.load_renamed(root, "jax_ffi_bench", os.path.join(REPO, "examples", "relu", "shape.c"),
+                          [os.path.join(HERE, "kernels", "relu_raw.c")], "my_ops")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=21)
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--sizes", default="1,4096,1048576")
+    ap.add_argument("--results", default=RESULTS)
+    args = ap.parse_args()
+
+    import jax
+    import jax.numpy as jnp
+    import opcore.jax as ojax
+
+    with tempfile.TemporaryDirectory(prefix="opcore-jax-ffi-") as root:
+        keep = build_cpp(jax, root)  # noqa: F841 (the handler's library stays loaded)
+        build_opcore(root)
+        oc_relu = ojax.op("jax_ffi_bench::relu_forward")
+
+        def cpp_relu(x):
+            return jax.ffi.ffi_call("oc_bench_cpp_relu", jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+        CPP, OC, JNP = "C++ XLA FFI handler", "opcore (opcore.jax)", "jnp.maximum(x, 0)"
+        fns = {CPP: jax.jit(cpp_relu), OC: jax.jit(lambda x: oc_relu(x)), JNP: jax.jit(lambda x: jnp.maximum(x, 0))}
+        rows, targets = [], []
+        for n in (int(s) for s in args.sizes.split(",")):
+            x = jnp.asarray(np.random.default_rng(0).standard_normal(n, dtype=np.float32))
+            want = np.maximum(np.asarray(x), 0)
+            for name, f in fns.items():
+                np.testing.assert_array_equal(np.asarray(f(x)), want, err_msg=name)
+            calls = max(10, args.calls // max(1, n // 4096))
+            s = benchlib.interleaved({name: (lambda f=f: f(x).block_until_ready()) for name, f in fns.items()},
+                                   args.rounds, calls)
+            for name in fns:
+                rows.append({"elements": n, "implementation": name, "us per call": benchlib.median(s[name]) * 1e6,
+                             "vs C++ FFI handler": benchlib.paired_ratio(s, name, CPP)})
+            if n == 1:
+                r = benchlib.paired_ratio(s, OC, CPP)
+                targets.append({"metric": "JAX, 1-element op under jit: opcore / C++ XLA FFI handler", "max": 1.0,
+                                "value": r, "met": r <= 1.0})
+    benchlib.write("jax_ffi.json", results=args.results, obj={
+        "title": "JAX: opcore op vs a C++ XLA FFI handler (float32 ReLU under jit)",
+        "order": 51,
+        "rows": rows,
+        "target": targets,
+        "notes": (f"Each call is a jitted function blocking on its result; medians of {args.rounds} interleaved "
+                  "rounds, ratios paired per round. The C++ handler is the loop a JAX user writes against "
+                  "xla/ffi/api/ffi.h (XLA_FFI_DEFINE_HANDLER_SYMBOL, compiled -O3 -march=native); opcore's is "
+                  "the same loop as an opcore kernel (bench/kernels/relu_raw.c), through opcore's one C FFI handler. "
+                  f"jax {jax.__version__}, {platform.machine()}, {os.cpu_count()} CPUs."),
+    })
+    for r in rows:
+        print(f"{r['elements']:>9} {r['implementation']:24} {r['us per call']:9.2f} us  {r['vs C++ FFI handler']:.2f}x")
+
+
+
+if __name__ == "__main__":
+    sys.exit(main())

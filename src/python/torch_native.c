@@ -1,0 +1,615 @@
+/* src/python/torch_native.c — opcore ops as native kernels of torch's
+ * dispatcher: PyTorch calls the C op without entering Python.
+ *
+ *   _torch_native_init(path) -> bool   resolve libtorch's stable C ABI from
+ *                                      the loaded object at `path`
+ *                                      (torch._C's file); False if absent
+ *   _torch_native_impl(qualname) -> bool
+ *                                      register the op's CPU kernel as a
+ *                                      boxed C function; False if the op
+ *                                      has a type the ABI cannot carry
+ *
+ * The route is libtorch's stable C ABI (torch/csrc/stable/c/shim.h and the
+ * aoti_torch_* functions it builds on): torch_library_impl registers a
+ * boxed kernel `void fn(StableIValue *stack, uint64_t nargs, uint64_t
+ * nresults)`; the stack holds each argument in the encoding of
+ * torch/csrc/stable/stableivalue_conversions.h (as of torch 2.13, the
+ * version passed to torch_library_impl, so later torch versions adapt):
+ *
+ *   Tensor        an owned AtenTensorHandle (deleted after the call)
+ *   int, SymInt   int64_t;  float: double;  bool: the low byte
+ *   ScalarType    the int32 code of aoti_torch_dtype_*()
+ *   str           an owned StringHandle
+ *   T[]           an owned StableListHandle of the items' encodings
+ *   T?            0 for None, else an owned StableIValue* box of T's
+ *
+ * and a result is an owned AtenTensorHandle. Every symbol is looked up at
+ * run time (dlsym), so opcore builds without torch's headers; the few
+ * prototypes are declared below. Schema `Scalar` has no encoding in that
+ * ABI: ops with one keep the Python kernel (opcore/torch.py), as do all
+ * ops under a torch without the ABI.
+ *
+ * A boxed kernel reports failure only by throwing a C++ exception:
+ * torch_native_throw.cc throws the opcore.OpError (or OpArgumentError)
+ * built here, so torch.ops callers catch the same exception, with .op and
+ * .status, as from the Python kernel.
+ *
+ * One kernel per op: the dispatcher passes no op identity to a boxed C
+ * function, so each op gets its own entry point, a libffi closure bound to
+ * the op's record.
+ */
+#include "pyopcore.h"
+
+#include <dlfcn.h>
+#include <ffi.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opcore/engine.h"
+#include "torch_native.h"
+
+/* ---- the stable ABI, as much as opcore uses ------------------------------------ */
+
+typedef uint64_t StableIValue;
+typedef void *AtenTensorHandle;
+typedef void *TorchLibraryHandle;
+typedef void *StableListHandle;
+typedef void *StringHandle;
+typedef int32_t AOTITorchError; /* 0: success */
+
+/* The encoding opcore implements: torch 2.13.0 (TORCH_ABI_VERSION). */
+#define OC_TORCH_ABI_2_13 ((2ULL << 56) | (13ULL << 48))
+
+#define MAX_ARGS 64
+
+static bool lend_torch; /* lend torch's threads to multicore launches (_torch_native_lend_threads) */
+
+static struct {
+    AOTITorchError (*library_init_impl)(const char *ns, const char *key, const char *file, uint32_t line,
+                                        TorchLibraryHandle *ret);
+    AOTITorchError (*library_impl)(TorchLibraryHandle lib, const char *name,
+                                   void (*fn)(StableIValue *, uint64_t, uint64_t), uint64_t version);
+    AOTITorchError (*delete_library)(TorchLibraryHandle lib);
+    AOTITorchError (*get_data_ptr)(AtenTensorHandle t, void **ret);
+    AOTITorchError (*get_dim)(AtenTensorHandle t, int64_t *ret);
+    AOTITorchError (*get_sizes)(AtenTensorHandle t, int64_t **ret);
+    AOTITorchError (*get_strides)(AtenTensorHandle t, int64_t **ret);
+    AOTITorchError (*get_dtype)(AtenTensorHandle t, int32_t *ret);
+    AOTITorchError (*get_device_type)(AtenTensorHandle t, int32_t *ret);
+    AOTITorchError (*empty_strided)(int64_t ndim, const int64_t *sizes, const int64_t *strides, int32_t dtype,
+                                    int32_t device_type, int32_t device_index, AtenTensorHandle *ret);
+    AOTITorchError (*new_tensor_handle)(AtenTensorHandle t, AtenTensorHandle *ret);
+    AOTITorchError (*delete_tensor)(AtenTensorHandle t);
+    AOTITorchError (*delete_box)(StableIValue *box);
+    AOTITorchError (*list_size)(StableListHandle l, size_t *ret);
+    AOTITorchError (*list_get_item)(StableListHandle l, size_t i, StableIValue *ret);
+    AOTITorchError (*delete_list)(StableListHandle l);
+    AOTITorchError (*string_c_str)(StringHandle s, const char **ret);
+    AOTITorchError (*delete_string)(StringHandle s);
+    const char *(*exception_what)(void);
+    AOTITorchError (*parallel_for)(int64_t begin, int64_t end, int64_t grain,
+                                   void (*fn)(int64_t begin, int64_t end, void *ctx), void *ctx);
+    AOTITorchError (*get_num_threads)(uint32_t *ret);
+    int32_t dtype_code[OC_NUM_DTYPES]; /* aoti code of each oc_dtype */
+    int32_t device_cpu;
+    bool ready;
+} T;
+
+/* dtypes torch has and opcore does not, for error messages */
+static const char *const other_dtypes[] = {"uint16", "uint32", "uint64", "complex32", "complex64", "complex128",
+                                           "float8_e5m2", "float8_e4m3fn", "float8_e5m2fnuz", "float8_e4m3fnuz"};
+static int32_t other_dtype_code[sizeof other_dtypes / sizeof *other_dtypes];
+static const char *const device_names[] = {"cuda", "meta", "xpu", "mps", "privateuseone"};
+static int32_t device_code[sizeof device_names / sizeof *device_names];
+
+static void *sym(void *h, const char *name, bool *ok)
+{
+    void *p = dlsym(h, name);
+    if (!p) *ok = false;
+    return p;
+}
+
+static int32_t code_of(void *h, const char *name, bool *ok)
+{
+    int32_t (*fn)(void) = (int32_t(*)(void))sym(h, name, ok);
+    return fn ? fn() : -1;
+}
+
+#define SYM(field, name) (*(void **)&T.field = sym(h, name, &ok))
+
+static PyObject *py_native_init(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    if (T.ready) Py_RETURN_TRUE;
+    PyObject *bytes;
+    if (!PyUnicode_FSConverter(arg, &bytes)) return NULL;
+    /* The object is loaded already (torch imported); its dependency tree
+     * holds libtorch's C ABI. */
+    void *h = dlopen(PyBytes_AS_STRING(bytes), RTLD_NOW | RTLD_NOLOAD);
+    Py_DECREF(bytes);
+    if (!h) Py_RETURN_FALSE;
+    bool ok = true;
+    SYM(library_init_impl, "aoti_torch_library_init_impl");
+    SYM(library_impl, "torch_library_impl");
+    SYM(delete_library, "aoti_torch_delete_library_object");
+    SYM(get_data_ptr, "aoti_torch_get_data_ptr");
+    SYM(get_dim, "aoti_torch_get_dim");
+    SYM(get_sizes, "aoti_torch_get_sizes");
+    SYM(get_strides, "aoti_torch_get_strides");
+    SYM(get_dtype, "aoti_torch_get_dtype");
+    SYM(get_device_type, "aoti_torch_get_device_type");
+    SYM(empty_strided, "aoti_torch_empty_strided");
+    SYM(new_tensor_handle, "aoti_torch_new_tensor_handle");
+    SYM(delete_tensor, "aoti_torch_delete_tensor_object");
+    SYM(delete_box, "torch_delete_stable_ivalue"); /* 2.13: optionals are boxed with torch_new_stable_ivalue */
+    SYM(list_size, "torch_list_size");
+    SYM(list_get_item, "torch_list_get_item");
+    SYM(delete_list, "torch_delete_list");
+    SYM(string_c_str, "torch_string_c_str");
+    SYM(delete_string, "torch_delete_string");
+    SYM(exception_what, "torch_exception_get_what_without_backtrace");
+    SYM(parallel_for, "torch_parallel_for");
+    SYM(get_num_threads, "torch_get_num_threads");
+    static const char *const ours[OC_NUM_DTYPES] = {"float32", "float64", "float16", "bfloat16", "int8",
+                                                    "int16", "int32", "int64", "uint8", "bool"};
+    char name[64];
+    for (int i = 0; i < OC_NUM_DTYPES && ok; i++) {
+        snprintf(name, sizeof name, "aoti_torch_dtype_%s", ours[i]);
+        T.dtype_code[i] = code_of(h, name, &ok);
+    }
+    for (size_t i = 0; i < sizeof other_dtypes / sizeof *other_dtypes; i++) {
+        bool found = true; /* a missing one only loses a name in a message */
+        snprintf(name, sizeof name, "aoti_torch_dtype_%s", other_dtypes[i]);
+        other_dtype_code[i] = code_of(h, name, &found);
+    }
+    T.device_cpu = code_of(h, "aoti_torch_device_type_cpu", &ok);
+    for (size_t i = 0; i < sizeof device_names / sizeof *device_names; i++) {
+        bool found = true;
+        snprintf(name, sizeof name, "aoti_torch_device_type_%s", device_names[i]);
+        device_code[i] = code_of(h, name, &found);
+    }
+    T.ready = ok;
+    lend_torch = ok;
+    /* the handle stays open: torch is never unloaded */
+    return PyBool_FromLong(ok);
+}
+
+/* ---- one registered op --------------------------------------------------------- */
+
+typedef struct native_op {
+    struct native_op *next;    /* the registry's list */
+    const oc_op *op;
+    int nargs, nresults;
+    oc_arg_type type[MAX_ARGS];
+    bool optional[MAX_ARGS];
+    int alias[OC_MAX_RESULTS]; /* per result: the argument it returns, or -1 */
+    int nret;                  /* results the torch op returns: all, or only the fresh ones */
+    int ret_index[OC_MAX_RESULTS]; /* the op's result index of each */
+    ffi_cif cif;
+    ffi_type *cif_args[3];
+    ffi_closure *closure;
+    void (*entry)(StableIValue *, uint64_t, uint64_t);
+    TorchLibraryHandle lib;
+} native_op;
+
+/* What one call owns until it ends. */
+typedef struct call {
+    native_op *n;
+    StableIValue stack[MAX_ARGS]; /* the arguments as the stack held them (results overwrite it) */
+    oc_value vals[MAX_ARGS];
+    oc_tensor tensors[MAX_ARGS];
+    void *heap[MAX_ARGS];               /* list storage */
+    AtenTensorHandle results[OC_MAX_RESULTS];
+} call;
+
+static const char *dtype_name_of(int32_t code, char *buf, size_t len)
+{
+    for (size_t i = 0; i < sizeof other_dtypes / sizeof *other_dtypes; i++)
+        if (other_dtype_code[i] == code) return other_dtypes[i];
+    snprintf(buf, len, "code %d", (int)code);
+    return buf;
+}
+
+static oc_status arg_error(const call *c, int i, const char *fmt, const char *what)
+{
+    char detail[256];
+    snprintf(detail, sizeof detail, fmt, what);
+    return oc_set_error(OC_EINVAL, "op '%s': argument %d '%s' %s", oc_op_qualname(c->n->op), i + 1,
+                        oc_op_arg_name(c->n->op, i), detail);
+}
+
+/* View a CPU tensor handle as an oc_tensor (zero copy). */
+static oc_status view(const call *c, int i, AtenTensorHandle h, oc_tensor *t)
+{
+    int32_t dev, dt;
+    int64_t ndim, *sizes, *strides;
+    void *data;
+    if (T.get_device_type(h, &dev) || T.get_dtype(h, &dt) || T.get_dim(h, &ndim) || T.get_sizes(h, &sizes) ||
+        T.get_strides(h, &strides) || T.get_data_ptr(h, &data))
+        return arg_error(c, i, "cannot be read through torch's C ABI: %s", T.exception_what());
+    if (dev != T.device_cpu) {
+        const char *name = "another device";
+        for (size_t k = 0; k < sizeof device_names / sizeof *device_names; k++)
+            if (device_code[k] == dev) name = device_names[k];
+        return arg_error(c, i, "is on device '%s'; opcore runs kernels on the CPU: move the tensor with .cpu()",
+                         name);
+    }
+    int d = 0;
+    while (d < OC_NUM_DTYPES && T.dtype_code[d] != dt) d++;
+    if (d == OC_NUM_DTYPES) {
+        char buf[32], what[64];
+        snprintf(what, sizeof what, "torch.%s", dtype_name_of(dt, buf, sizeof buf));
+        return arg_error(c, i, "has dtype %s, which opcore does not support", what);
+    }
+    if (ndim > OC_MAX_DIMS)
+        return oc_set_error(OC_EINVAL, "op '%s': argument %d '%s' has %lld dims; opcore allows at most %d",
+                            oc_op_qualname(c->n->op), i + 1, oc_op_arg_name(c->n->op, i), (long long)ndim,
+                            OC_MAX_DIMS);
+    t->data = data;
+    t->dtype = (oc_dtype)d;
+    t->ndim = (int32_t)ndim;
+    memcpy(t->sizes, sizes, (size_t)ndim * sizeof *sizes);
+    memcpy(t->strides, strides, (size_t)ndim * sizeof *strides);
+    t->flags = 0;
+    t->coherence = OC_COHERENT;
+    return OC_OK;
+}
+
+static oc_status list_items(const call *c, int i, StableListHandle l, size_t *n)
+{
+    if (T.list_size(l, n)) return arg_error(c, i, "(a list) cannot be read: %s", T.exception_what());
+    return OC_OK;
+}
+
+/* Convert argument i's stack value (`v`: the value, unboxed already for T?). */
+static oc_status convert(call *c, int i, StableIValue v)
+{
+    native_op *n = c->n;
+    oc_value *out = &c->vals[i];
+    size_t count;
+    oc_status st;
+    switch (n->type[i]) {
+    case OC_ARG_TENSOR:
+        st = view(c, i, (AtenTensorHandle)(uintptr_t)v, &c->tensors[i]);
+        *out = oc_value_tensor(&c->tensors[i]);
+        return st;
+    case OC_ARG_INT: *out = oc_value_int((int64_t)v); return OC_OK;
+    case OC_ARG_FLOAT: {
+        double f;
+        memcpy(&f, &v, sizeof f);
+        *out = oc_value_float(f);
+        return OC_OK;
+    }
+    case OC_ARG_BOOL: *out = oc_value_bool((v & 0xff) != 0); return OC_OK;
+    case OC_ARG_DTYPE: {
+        int32_t code = (int32_t)(uint32_t)v;
+        for (int d = 0; d < OC_NUM_DTYPES; d++)
+            if (T.dtype_code[d] == code) {
+                *out = oc_value_dtype((oc_dtype)d);
+                return OC_OK;
+            }
+        char buf[32], what[64];
+        snprintf(what, sizeof what, "torch.%s", dtype_name_of(code, buf, sizeof buf));
+        return arg_error(c, i, "is %s, a dtype opcore does not support", what);
+    }
+    case OC_ARG_STR: {
+        const char *s;
+        if (T.string_c_str((StringHandle)(uintptr_t)v, &s)) return arg_error(c, i, "(a str) cannot be read: %s", T.exception_what());
+        *out = oc_value_str(s);
+        return OC_OK;
+    }
+    case OC_ARG_INT_LIST:
+    case OC_ARG_FLOAT_LIST:
+    case OC_ARG_TENSOR_LIST: {
+        StableListHandle l = (StableListHandle)(uintptr_t)v;
+        if ((st = list_items(c, i, l, &count))) return st;
+        size_t item = n->type[i] == OC_ARG_TENSOR_LIST ? sizeof(oc_tensor) : sizeof(int64_t);
+        void *items = malloc(count ? count * item : 1);
+        if (!items) return oc_set_error(OC_ENOMEM, "op '%s': out of memory for a list of %zu", oc_op_qualname(n->op), count);
+        c->heap[i] = items;
+        for (size_t k = 0; k < count; k++) {
+            StableIValue e;
+            if (T.list_get_item(l, k, &e)) return arg_error(c, i, "(a list) cannot be read: %s", T.exception_what());
+            if (n->type[i] == OC_ARG_TENSOR_LIST) {
+                if ((st = view(c, i, (AtenTensorHandle)(uintptr_t)e, (oc_tensor *)items + k))) return st;
+            } else {
+                memcpy((int64_t *)items + k, &e, sizeof(int64_t)); /* int64 or double bits */
+            }
+        }
+        *out = n->type[i] == OC_ARG_TENSOR_LIST ? oc_value_tensors(items, (int64_t)count)
+             : n->type[i] == OC_ARG_INT_LIST    ? oc_value_ints(items, (int64_t)count)
+                                                : oc_value_floats(items, (int64_t)count);
+        return OC_OK;
+    }
+    case OC_ARG_SCALAR:
+    case OC_ARG_NONE: break;
+    }
+    return oc_set_error(OC_EINVAL, "op '%s': argument %d has a type the native kernel does not carry",
+                        oc_op_qualname(n->op), i + 1);
+}
+
+/* The stack value of argument i itself (a T? unboxed; None: 0 and false). */
+static bool unboxed(const call *c, int i, StableIValue *v)
+{
+    StableIValue raw = c->stack[i];
+    if (!c->n->optional[i]) {
+        *v = raw;
+        return true;
+    }
+    if (!raw) return false;
+    *v = *(StableIValue *)(uintptr_t)raw;
+    return true;
+}
+
+/* Free what the stack handed over for the arguments converted so far (and
+ * the list storage), whatever happened. */
+static void release_args(call *c)
+{
+    native_op *n = c->n;
+    for (int i = 0; i < n->nargs; i++) {
+        StableIValue v;
+        bool present = unboxed(c, i, &v);
+        if (present) {
+            switch (n->type[i]) {
+            case OC_ARG_TENSOR: T.delete_tensor((AtenTensorHandle)(uintptr_t)v); break;
+            case OC_ARG_STR: T.delete_string((StringHandle)(uintptr_t)v); break;
+            case OC_ARG_TENSOR_LIST: {
+                size_t count = 0;
+                StableListHandle l = (StableListHandle)(uintptr_t)v;
+                T.list_size(l, &count);
+                for (size_t k = 0; k < count; k++) {
+                    StableIValue e;
+                    if (!T.list_get_item(l, k, &e)) T.delete_tensor((AtenTensorHandle)(uintptr_t)e);
+                }
+                T.delete_list(l);
+                break;
+            }
+            case OC_ARG_INT_LIST:
+            case OC_ARG_FLOAT_LIST: T.delete_list((StableListHandle)(uintptr_t)v); break;
+            default: break;
+            }
+        }
+        if (n->optional[i] && c->stack[i]) T.delete_box((StableIValue *)(uintptr_t)c->stack[i]);
+        free(c->heap[i]);
+    }
+}
+
+static oc_status alloc_result(void *ctx, int index, const oc_tensor *meta, oc_tensor *out)
+{
+    call *c = ctx;
+    int64_t strides[OC_MAX_DIMS];
+    oc_contiguous_strides(meta->ndim, meta->sizes, strides);
+    AtenTensorHandle h;
+    void *data;
+    if (T.empty_strided(meta->ndim, meta->sizes, strides, T.dtype_code[meta->dtype], T.device_cpu, 0, &h))
+        return oc_set_error(OC_ENOMEM, "op '%s': torch could not allocate result %d: %s", oc_op_qualname(c->n->op),
+                            index, T.exception_what());
+    c->results[index] = h;
+    if (T.get_data_ptr(h, &data))
+        return oc_set_error(OC_ERROR, "op '%s': result %d has no data: %s", oc_op_qualname(c->n->op), index,
+                            T.exception_what());
+    return oc_tensor_init(out, data, meta->dtype, meta->ndim, meta->sizes);
+}
+
+/* Raise the failure as a Python exception carried by a C++ throw. */
+static _Noreturn void fail(call *c, oc_status st)
+{
+    for (int i = 0; i < c->n->nresults; i++)
+        if (c->results[i]) T.delete_tensor(c->results[i]);
+    release_args(c);
+    PyGILState_STATE g = PyGILState_Ensure();
+    ocpy_raise_status(st, c->n->op);
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *str = value ? PyObject_Str(value) : NULL;
+    const char *msg = str ? PyUnicode_AsUTF8(str) : NULL;
+    char text[4096];
+    snprintf(text, sizeof text, "%s", msg ? msg : oc_errmsg());
+    PyErr_Clear();
+    Py_XDECREF(str);
+    PyGILState_Release(g);
+    ocpy_torch_throw(type, value, tb, text);
+}
+
+/* ---- torch's threads for multicore launches ---------------------------------- */
+
+typedef struct {
+    oc_engine_work_fn work;
+} lent_work;
+
+static void lent_range(int64_t begin, int64_t end, void *ctx)
+{
+    (void)begin, (void)end; /* one call per thread, whatever its range */
+    ((lent_work *)ctx)->work();
+}
+
+/* After a torch op, torch's intra-op threads spin, waiting for the next
+ * parallel region: an opcore multicore launch right then runs its shares on
+ * them (torch_parallel_for) instead of waking opcore's workers onto the
+ * same cores. Declined when torch has fewer threads than the launch has
+ * shares (torch.set_num_threads(1), say): opcore's pool runs it. */
+static bool lend_torch_threads(oc_engine_work_fn work, uint32_t n)
+{
+    uint32_t threads = 0;
+    if (T.get_num_threads(&threads) || threads < n) return false;
+    lent_work w = {work};
+    return T.parallel_for(0, n, 1, lent_range, &w) == 0;
+}
+
+static void run(native_op *n, StableIValue *stack)
+{
+    call c;
+    c.n = n;
+    memcpy(c.stack, stack, (size_t)n->nargs * sizeof *stack);
+    for (int i = 0; i < n->nargs; i++) c.heap[i] = NULL;
+    for (int i = 0; i < n->nresults; i++) c.results[i] = NULL;
+    for (int i = 0; i < n->nargs; i++) {
+        StableIValue v;
+        if (!unboxed(&c, i, &v)) {
+            c.vals[i] = oc_value_none();
+            continue;
+        }
+        oc_status st = convert(&c, i, v);
+        if (st) fail(&c, st);
+    }
+    oc_tensor outs[OC_MAX_RESULTS];
+    oc_engine_set_thread_helpers(lend_torch ? lend_torch_threads : NULL);
+    oc_status st = oc_op_run(n->op, c.vals, n->nargs, alloc_result, &c, outs);
+    oc_engine_set_thread_helpers(NULL);
+    if (st) fail(&c, st);
+    for (int j = 0; j < n->nret; j++) {
+        int i = n->ret_index[j], a = n->alias[i];
+        if (a < 0) {
+            stack[j] = (StableIValue)(uintptr_t)c.results[i];
+            c.results[i] = NULL; /* the stack owns it now */
+            continue;
+        }
+        /* `-> Tensor(a!)`: the argument itself, as a new reference */
+        AtenTensorHandle h = NULL;
+        StableIValue v;
+        if (!unboxed(&c, a, &v) || T.new_tensor_handle((AtenTensorHandle)(uintptr_t)v, &h)) {
+            oc_set_error(OC_ERROR, "op '%s': cannot return argument '%s': %s", oc_op_qualname(n->op),
+                         oc_op_arg_name(n->op, a), T.exception_what());
+            for (int k = 0; k < j; k++) T.delete_tensor((AtenTensorHandle)(uintptr_t)stack[k]);
+            fail(&c, OC_ERROR);
+        }
+        stack[j] = (StableIValue)(uintptr_t)h;
+    }
+    for (int i = 0; i < n->nresults; i++) /* fresh results the torch op does not return */
+        if (c.results[i]) T.delete_tensor(c.results[i]);
+    release_args(&c);
+}
+
+static void entry(ffi_cif *cif, void *ret, void **args, void *user)
+{
+    (void)cif, (void)ret;
+    run(user, *(StableIValue **)args[0]);
+}
+
+/* ---- registration ------------------------------------------------------------- */
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static native_op *registry; /* every native registration, for _torch_native_drop */
+
+static void native_free(native_op *n)
+{
+    if (n->closure) ffi_closure_free(n->closure);
+    free(n);
+}
+
+/* _torch_native_impl(qualname, torch_name=None, fresh_only=False) */
+static PyObject *py_native_impl(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    (void)self;
+    static char *kwlist[] = {"qualname", "torch_name", "fresh_only", NULL};
+    const char *qualname, *torch_name = NULL;
+    int fresh_only = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|zp:_torch_native_impl", kwlist, &qualname, &torch_name,
+                                     &fresh_only))
+        return NULL;
+    if (!T.ready) Py_RETURN_FALSE;
+    const oc_op *op = oc_op_find(qualname);
+    if (!op) {
+        PyErr_SetString(PyExc_KeyError, oc_errmsg());
+        return NULL;
+    }
+    int nargs = oc_op_num_args(op), nres = oc_op_num_results(op);
+    if (nargs > MAX_ARGS || nres > OC_MAX_RESULTS) Py_RETURN_FALSE;
+    for (int i = 0; i < nargs; i++)
+        if (oc_op_arg_type(op, i) == OC_ARG_SCALAR) Py_RETURN_FALSE; /* no Scalar in the stable ABI */
+    native_op *n = calloc(1, sizeof *n);
+    if (!n) return PyErr_NoMemory();
+    n->op = op;
+    n->nargs = nargs;
+    n->nresults = nres;
+    for (int i = 0; i < nargs; i++) {
+        n->type[i] = oc_op_arg_type(op, i);
+        n->optional[i] = oc_op_arg_optional(op, i);
+    }
+    for (int i = 0; i < nres; i++) {
+        n->alias[i] = oc_op_result_alias(op, i);
+        if (!fresh_only || n->alias[i] < 0) n->ret_index[n->nret++] = i;
+    }
+    n->cif_args[0] = &ffi_type_pointer;
+    n->cif_args[1] = &ffi_type_uint64;
+    n->cif_args[2] = &ffi_type_uint64;
+    void *code = NULL;
+    n->closure = ffi_closure_alloc(sizeof(ffi_closure), &code);
+    if (!n->closure || ffi_prep_cif(&n->cif, FFI_DEFAULT_ABI, 3, &ffi_type_void, n->cif_args) != FFI_OK ||
+        ffi_prep_closure_loc(n->closure, &n->cif, entry, n, code) != FFI_OK) {
+        native_free(n);
+        return PyErr_Format(PyExc_RuntimeError, "opcore: cannot make a native entry point for %s", qualname);
+    }
+    *(void **)&n->entry = code;
+    /* One IMPL library per registration (namespace = the op's library, key
+     * CPU): deleting it (_torch_native_drop) takes the kernel out again. */
+    char ns[256], name[256];
+    snprintf(ns, sizeof ns, "%s", oc_library_name(oc_op_library(op)));
+    snprintf(name, sizeof name, "%s", torch_name ? torch_name : oc_op_name(op));
+    pthread_mutex_lock(&registry_lock);
+    AOTITorchError e = T.library_init_impl(ns, "CPU", "opcore/torch_native.c", __LINE__, &n->lib);
+    if (!e) e = T.library_impl(n->lib, name, n->entry, OC_TORCH_ABI_2_13);
+    if (!e) {
+        n->next = registry;
+        registry = n;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (e) {
+        if (n->lib) T.delete_library(n->lib);
+        native_free(n);
+        return PyErr_Format(PyExc_RuntimeError, "opcore: torch refused the native kernel of %s: %s", qualname,
+                            T.exception_what());
+    }
+    Py_RETURN_TRUE;
+}
+
+/* _torch_native_drop(library_name): take out the native kernels of every op
+ * of that library (before it is unloaded; none may be running). */
+static PyObject *py_native_drop(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *lib = PyUnicode_AsUTF8(arg);
+    if (!lib) return NULL;
+    int dropped = 0;
+    pthread_mutex_lock(&registry_lock);
+    for (native_op **p = &registry; *p;) {
+        native_op *n = *p;
+        if (strcmp(oc_library_name(oc_op_library(n->op)), lib) != 0) {
+            p = &n->next;
+            continue;
+        }
+        *p = n->next;
+        T.delete_library(n->lib);
+        native_free(n);
+        dropped++;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return PyLong_FromLong(dropped);
+}
+
+static PyObject *py_lend_threads(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    bool was = lend_torch;
+    lend_torch = on && T.ready;
+    return PyBool_FromLong(was);
+}
+
+PyMethodDef ocpy_torch_native_methods[] = {
+    {"_torch_native_lend_threads", py_lend_threads, METH_O,
+     "_torch_native_lend_threads(on) -> bool (the previous setting): multicore ops called from torch run their "
+     "shares on torch's intra-op threads first (default on)"},
+    {"_torch_native_init", py_native_init, METH_O,
+     "_torch_native_init(path) -> bool: find libtorch's stable C ABI through the loaded object at path"},
+    {"_torch_native_impl", (PyCFunction)(void (*)(void))py_native_impl, METH_VARARGS | METH_KEYWORDS,
+     "_torch_native_impl('lib::op', torch_name=None, fresh_only=False) -> bool: register the op's CPU kernel "
+     "natively, as torch op lib::<torch_name> (default: the op's name), returning every result or only the "
+     "fresh ones (not the Tensor(a!) arguments); False: keep the Python kernel"},
+    {"_torch_native_drop", py_native_drop, METH_O,
+     "_torch_native_drop(library_name) -> int: take out the native kernels of that library's ops (before "
+     "unloading it; no call may be running)"},
+    {NULL, NULL, 0, NULL}};

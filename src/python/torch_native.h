@@ -1,0 +1,40 @@
+/* src/python/torch_native.h — the native torch kernels (torch_native.c)
+ * and the one C++ function they need (torch_native_throw.cc). */
+#ifndef OPCORE_TORCH_NATIVE_H
+#define OPCORE_TORCH_NATIVE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* _torch_native_init / _torch_native_impl, added to opcore._C. */
+extern PyMethodDef ocpy_torch_native_methods[];
+
+/* Direct calls (torch_dlpack.c), through torch's DLPack C exchange API.
+ * View a torch.Tensor on the CPU as `t`: 1 done, 0 not handled (take the
+ * general path; nothing raised). */
+int ocpy_dlpack_view(PyObject *obj, struct oc_tensor *t);
+/* A new tensor for `meta`, viewed as `out`, made without the GIL: an opaque
+ * handle for ocpy_dlpack_to_tensor (GIL held; makes the torch.Tensor, or
+ * NULL with an exception) or ocpy_dlpack_free. NULL when not handled. */
+void *ocpy_dlpack_alloc(const struct oc_tensor *meta, struct oc_tensor *out);
+PyObject *ocpy_dlpack_to_tensor(void *managed);
+void ocpy_dlpack_free(void *managed);
+
+/* Leave the boxed kernel by throwing the Python exception (type, value,
+ * traceback: owned references, handed over) to torch's dispatcher, which
+ * raises it in the Python caller; `msg` is its text for C++ callers. */
+#if defined(__cplusplus)
+[[noreturn]]
+#else
+_Noreturn
+#endif
+void ocpy_torch_throw(PyObject *type, PyObject *value, PyObject *traceback, const char *msg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OPCORE_TORCH_NATIVE_H */
