@@ -430,6 +430,270 @@ def _keyword_params(fn, names):
     return {n for n in names if n in params and params[n].kind in by_name}
 
 
+class _Pairing:
+    """A forward op and its backward, with everything a call needs worked
+    out once: which inputs to save, how to feed the backward (OPLANG's
+    binding), where its gradients go."""
+
+    def __init__(self, fwd, backward):
+        self.fwd = fwd
+        schema = fwd._schema
+        self.args = args = schema.arguments
+        self.n = len(args)
+        self.fname = fwd.name()
+        self.tensor_idx = [i for i, a in enumerate(args) if _is_tensor_type(a.type)]
+        self.list_idx = [i for i, a in enumerate(args) if _is_tensor_list_type(a.type)]
+        if not self.tensor_idx and not self.list_idx:
+            raise ValueError(f"{self.fname} has no Tensor input to differentiate")
+        self.is_op = isinstance(backward, (str, torch._ops.OpOverload, torch._ops.OpOverloadPacket))
+        self.bwd = bwd = _resolve(backward) if self.is_op else backward
+        if not callable(bwd):
+            raise TypeError("backward must be an op name or a callable")
+        self.plan = _backward_plan(schema, bwd._schema) if self.is_op else None
+        others = [i for i in range(self.n) if i not in self.tensor_idx and i not in self.list_idx]
+        self.keywords = set() if self.is_op else _keyword_params(bwd, [args[i].name for i in others])
+        self.targets = (_grad_targets(schema, bwd._schema.returns, self.tensor_idx) if self.is_op
+                        else self.tensor_idx + self.list_idx)
+        self.need_results = self.plan is not None and any(p[0] == "result" for p in self.plan)
+        self.positional = [i for i, a in enumerate(args) if not a.kwarg_only]
+        self.defaults = [a.default_value if a.has_default_value() else None for a in args]
+        if self.plan is not None:
+            bargs = bwd._schema.arguments
+            self.call_pos = [(p, a.name) for a, p in zip(bargs, self.plan) if not a.kwarg_only]
+            self.call_kw = [(p, a.name) for a, p in zip(bargs, self.plan) if a.kwarg_only]
+
+    def inputs(self, args, kwargs):
+        """All forward inputs in schema order (the dispatcher passes
+        keyword-only arguments as kwargs and may leave defaults out)."""
+        vals = list(args)
+        for i in self.positional[len(vals):]:
+            vals.append(self.defaults[i])
+        for i in range(len(vals), self.n):
+            vals.append(kwargs.get(self.args[i].name, self.defaults[i]))
+        return vals
+
+    def save(self, ctx, vals, output):
+        outs = (output if isinstance(output, tuple) else (output,)) if self.need_results else ()
+        ctx.save_for_backward(*[vals[i] for i in self.tensor_idx], *outs)  # None entries are fine
+        ctx.vals = [None if i in self.tensor_idx else v for i, v in enumerate(vals)]
+
+    def _check(self, i, g, like):
+        if g is None or like is None:
+            return g
+        if not isinstance(g, torch.Tensor) or g.shape != like.shape or g.dtype != like.dtype:
+            got = type(g).__name__ if not isinstance(g, torch.Tensor) else f"{g.dtype} {list(g.shape)}"
+            raise RuntimeError(f"opcore: backward of {self.fname} returned a gradient for input "
+                               f"'{self.args[i].name}' of {got}, expected {like.dtype} {list(like.shape)}")
+        return g
+
+    def grads(self, ctx, grads):
+        """The gradient of every forward input (None for non-tensors)."""
+        saved = ctx.saved_tensors
+        vals = list(ctx.vals)
+        for k, i in enumerate(self.tensor_idx):
+            vals[i] = saved[k]
+        outs = saved[len(self.tensor_idx):]
+        if self.plan is not None:
+            def arg(p):
+                kind = p[0]
+                if kind == "input":
+                    return vals[p[1]]
+                if kind == "result":
+                    return outs[p[1]]
+                g = grads[p[1]]
+                return g if g is not None else torch.zeros_like(outs[p[1]] if outs else vals[self.tensor_idx[0]])
+            g = self.bwd(*[arg(p) for p, _ in self.call_pos if p[0] != "default"],
+                         **{name: arg(p) for p, name in self.call_kw if p[0] != "default"})
+        else:
+            tensors = [vals[i] for i in self.tensor_idx] + [vals[i] for i in self.list_idx]
+            g = self.bwd(*grads, *tensors, **{self.args[i].name: vals[i] for i in range(self.n)
+                                             if self.args[i].name in self.keywords})
+        g = g if isinstance(g, (tuple, list)) else (g,)
+        if len(g) > len(self.targets) and not self.is_op:
+            raise RuntimeError(f"opcore: backward of {self.fname} returned {len(g)} gradients for "
+                               f"{len(self.targets)} tensor inputs")
+        out = [None] * self.n
+        for i, gi in zip(self.targets, g):
+            like = vals[i]
+            out[i] = None if like is None else self._check(i, gi, like if isinstance(like, torch.Tensor) else None)
+        return out
+
+
+_BELOW_AUTOGRAD = torch._C._after_autograd_keyset
+_autograd_libs = {}  # qualname -> the torch.library.Library holding its Autograd kernel
+
+
+def _lean_autograd(pairing):
+    """The Autograd kernel of a pairing without tensor lists: an
+    autograd.Function around the op's own kernel. Everything a call needs
+    is laid out here, once, so a call does little more than the seeds'
+    hand-written autograd.Function."""
+    fwd, bwd, n = pairing.fwd, pairing.bwd, pairing.n
+    tensor_idx = pairing.tensor_idx
+    tpos = {i: k for k, i in enumerate(tensor_idx)}
+    nt = len(tensor_idx)
+    # Plain CPU tensors and no dispatch mode: call the C op itself, as the
+    # seeds' autograd.Function does (no second trip through the dispatcher);
+    # anything else (FakeTensors under torch.compile, modes) is redispatched.
+    c_op = _registered.get(pairing.fname)
+    if c_op is not None and any(a["mutable"] for a in c_op.arg_info):
+        c_op = None
+    Tensor, modes = torch.Tensor, torch._C._len_torch_dispatch_stack
+    need_results = pairing.need_results
+    # the backward's arguments: (0, saved position) a tensor input, (1, index)
+    # a non-tensor input, (2, index) a saved result, (3, index) a gradient
+    if pairing.plan is not None:
+        feed = []
+        for p, name in pairing.call_pos:
+            if p[0] == "input":
+                feed.append((0, tpos[p[1]]) if p[1] in tpos else (1, p[1]))
+            elif p[0] == "result":
+                feed.append((2, nt + p[1]))
+            elif p[0] == "grad":
+                feed.append((3, p[1]))
+        kw_feed = [(name, p) for p, name in pairing.call_kw if p[0] != "default"]
+        need_vals = any(k == 1 for k, _ in feed) or any(p[0] == "input" and p[1] not in tpos for _, p in kw_feed)
+    else:
+        need_vals = True
+    targets = [(i, tpos.get(i)) for i in pairing.targets]
+
+    class Fn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, keyset, kwargs, *args):
+            if c_op is not None and not modes() and all(type(a) is Tensor for a in args if isinstance(a, Tensor)):
+                out = c_op(*args, **kwargs)
+            else:
+                with torch._C._AutoDispatchBelowAutograd():
+                    out = fwd.redispatch(keyset & _BELOW_AUTOGRAD, *args, **kwargs)
+            vals = args if not kwargs and len(args) == n else pairing.inputs(args, kwargs)
+            outs = (out if isinstance(out, tuple) else (out,)) if need_results else ()
+            ctx.save_for_backward(*[vals[i] for i in tensor_idx], *outs)
+            if need_vals:
+                ctx.vals = vals
+            ctx.nargs = len(args)
+            return out
+
+        @staticmethod
+        def backward(ctx, *grads):
+            if pairing.plan is None:  # a Python callable
+                ctx.vals = [None if i in tpos else v for i, v in enumerate(ctx.vals)]
+                return (None, None, *pairing.grads(ctx, grads)[:ctx.nargs])
+            saved = ctx.saved_tensors
+            call = []
+            for kind, k in feed:
+                if kind == 0 or kind == 2:
+                    call.append(saved[k])
+                elif kind == 1:
+                    call.append(ctx.vals[k])
+                else:
+                    g = grads[k]
+                    call.append(g if g is not None else torch.zeros_like(saved[nt + k] if need_results else saved[0]))
+            if kw_feed:
+                vals = list(ctx.vals) if need_vals else [None] * n
+                for i, k in tpos.items():
+                    vals[i] = saved[k]
+                kw = {name: (vals[p[1]] if p[0] == "input" else saved[nt + p[1]] if p[0] == "result" else grads[p[1]])
+                      for name, p in kw_feed}
+                res = bwd(*call, **kw)
+            else:
+                res = bwd(*call)
+            res = res if isinstance(res, (tuple, list)) else (res,)
+            out = [None] * ctx.nargs
+            for (i, k), g in zip(targets, res):
+                if i >= ctx.nargs or k is None:
+                    continue
+                like = saved[k]
+                if like is not None and g is not None:
+                    out[i] = pairing._check(i, g, like) if (g.shape != like.shape or g.dtype != like.dtype
+                                                            or not isinstance(g, Tensor)) else g
+            return (None, None, *out)
+
+    Fn.__name__ = f"{pairing.fname.replace('::', '_')}_autograd"
+    any_requires_grad = torch._C._any_requires_grad
+    grad_enabled = torch.is_grad_enabled
+
+    def autograd_kernel(keyset, *args, **kwargs):
+        if grad_enabled() and any_requires_grad(*args, **kwargs):
+            return Fn.apply(keyset, kwargs, *args)
+        with torch._C._AutoDispatchBelowAutograd():
+            return fwd.redispatch(keyset & _BELOW_AUTOGRAD, *args, **kwargs)
+
+    return _specialize(autograd_kernel, pairing, c_op, feed if pairing.plan is not None else None,
+                       need_vals) or autograd_kernel
+
+
+def _specialize(generic_kernel, pairing, c_op, feed, need_vals):
+    """An Autograd kernel written out for this pairing: for plain CPU tensors
+    (the eager case) it calls the C op directly and, when grad is needed, an
+    autograd.Function whose forward and backward are straight-line code --
+    what a hand-written autograd.Function around the op would do. Calls that
+    do not fit (keyword arguments, defaults left out, FakeTensors, dispatch
+    modes) go to the generic kernel. None when the binding is outside the
+    common case (keyword-only backward arguments, a Python callable)."""
+    if feed is None or pairing.call_kw or c_op is None:
+        return None
+    n, tensor_idx, nt = pairing.n, pairing.tensor_idx, len(pairing.tensor_idx)
+    a = [f"a{i}" for i in range(n)]
+    args = ", ".join(a) + ("," if n == 1 else "")
+    plain = " and ".join(f"({a[i]} is None or type({a[i]}) is Tensor)" for i in tensor_idx)
+    res = "out if isinstance(out, tuple) else (out,)" if pairing.need_results else "()"
+    ngrads = len(pairing.fwd._schema.returns)
+    g = [f"g{i}" for i in range(ngrads)]
+    call = []
+    for kind, k in feed:
+        if kind in (0, 2):
+            call.append(f"s[{k}]")
+        elif kind == 1:
+            call.append(f"ctx.vals[{k}]")
+        else:
+            zero = f"s[{nt + k}]" if pairing.need_results else "s[0]"
+            call.append(f"({g[k]} if {g[k]} is not None else zeros_like({zero}))")
+    outs = ["None"] * n
+    tpos = {i: k for k, i in enumerate(tensor_idx)}
+    grads = []
+    for j, i in enumerate(pairing.targets):
+        k = tpos.get(i)
+        if k is None:
+            continue
+        grads += [f"        x{j} = r[{j}] if len(r) > {j} else None",
+                  f"        if x{j} is not None and s[{k}] is not None and (type(x{j}) is not Tensor or "
+                  f"x{j}.shape != s[{k}].shape or x{j}.dtype != s[{k}].dtype):",
+                  f"            x{j} = check({i}, x{j}, s[{k}])",
+                  f"        if s[{k}] is None:",
+                  f"            x{j} = None"]
+        outs[i] = f"x{j}"
+    src = [f"class Fast(Function):",
+           f"    @staticmethod",
+           f"    def forward(ctx, {', '.join(a)}):",
+           f"        out = c_op({', '.join(a)})",
+           f"        ctx.save_for_backward({''.join(a[i] + ', ' for i in tensor_idx)}*({res}))",
+           f"        ctx.vals = ({args})" if need_vals else "        pass",
+           f"        return out",
+           f"    @staticmethod",
+           f"    def backward(ctx, {', '.join(g)}):",
+           f"        s = ctx.saved_tensors",
+           f"        r = bwd({', '.join(call)})",
+           f"        r = r if isinstance(r, (tuple, list)) else (r,)",
+           *grads,
+           f"        return {', '.join(outs)}{',' if n == 1 else ''}",
+           f"",
+           f"def kernel(keyset, *args, **kwargs):",
+           f"    if not kwargs and len(args) == {n}:",
+           f"        {args} = args",
+           f"        if {plain} and not modes():",
+           f"            if grad_enabled() and any_requires_grad(*args):",
+           f"                return Fast.apply(*args)",
+           f"            return c_op(*args)",
+           f"    return generic_kernel(keyset, *args, **kwargs)"]
+    ns = dict(Function=torch.autograd.Function, generic_kernel=generic_kernel, c_op=c_op, Tensor=torch.Tensor,
+              modes=torch._C._len_torch_dispatch_stack, grad_enabled=torch.is_grad_enabled,
+              any_requires_grad=torch._C._any_requires_grad, bwd=pairing.bwd, zeros_like=torch.zeros_like,
+              check=pairing._check)
+    exec(compile("\n".join(src) + "\n", f"<opcore autograd {pairing.fname}>", "exec"), ns)
+    ns["Fast"].__name__ = f"{pairing.fname.replace('::', '_')}_autograd"
+    return ns["kernel"]
+
+
 def register_autograd(forward, backward):
     """Make op `forward` differentiable with `backward`, in one line.
 
@@ -451,84 +715,39 @@ def register_autograd(forward, backward):
     Every gradient is checked against its input's shape and dtype.
     """
     fwd = _resolve(forward)
+    pairing = _Pairing(fwd, backward)
+    fname = pairing.fname
     schema = fwd._schema
-    args = schema.arguments
-    n_inputs = len(args)
-    tensor_idx = [i for i, a in enumerate(args) if _is_tensor_type(a.type)]
-    list_idx = [i for i, a in enumerate(args) if _is_tensor_list_type(a.type)]
-    if not tensor_idx and not list_idx:
-        raise ValueError(f"{fwd.name()} has no Tensor input to differentiate")
-    is_op = isinstance(backward, (str, torch._ops.OpOverload, torch._ops.OpOverloadPacket))
-    bwd = _resolve(backward) if is_op else backward
-    if not callable(bwd):
-        raise TypeError("backward must be an op name or a callable")
-    plan = _backward_plan(schema, bwd._schema) if is_op else None
-    keywords = set() if is_op else _keyword_params(bwd, [a.name for i, a in enumerate(args)
-                                                          if i not in tensor_idx and i not in list_idx])
-    targets = _grad_targets(schema, bwd._schema.returns, tensor_idx) if is_op else tensor_idx + list_idx
-    need_results = plan is not None and any(p[0] == "result" for p in plan)
-    fname = fwd.name()
+    lists = any(_is_tensor_list_type(a.type) for a in (*schema.arguments, *schema.returns))
+    with _lock:
+        old = _autograd_libs.pop(fname, None)
+        if old is not None:
+            old._destroy()
+        if lists:
+            # autograd.Function cannot track tensor lists: torch's generic route
+            def setup_context(ctx, inputs, output, keyword_only_inputs=None):
+                vals = list(inputs) + [(keyword_only_inputs or {}).get(a.name, pairing.defaults[i])
+                                       for i, a in enumerate(schema.arguments) if i >= len(inputs)]
+                pairing.save(ctx, vals, output)
 
-    def setup_context(ctx, inputs, output):
-        tensors = [inputs[i] if isinstance(inputs[i], torch.Tensor) else None for i in tensor_idx]
-        outs = (output if isinstance(output, tuple) else (output,)) if need_results else ()
-        ctx.none_inputs = [t is None for t in tensors]
-        ctx.save_for_backward(*[t for t in tensors if t is not None], *outs)
-        ctx.n_outs = len(outs)
-        ctx.others = {i: inputs[i] for i in range(n_inputs) if i not in tensor_idx}
-        ctx.input_meta = {i: (tuple(inputs[i].shape), inputs[i].dtype) for i in tensor_idx
-                          if isinstance(inputs[i], torch.Tensor)}
+            def backward_fn(ctx, *grads):
+                return tuple(pairing.grads(ctx, grads)[:len(schema.arguments) - _kwarg_only_count(schema)])
 
-    def saved_inputs(ctx):
-        saved = list(ctx.saved_tensors)
-        outs = saved[len(saved) - ctx.n_outs:] if ctx.n_outs else []
-        it = iter(saved[:len(saved) - ctx.n_outs])
-        vals = dict(ctx.others)
-        for i, none in zip(tensor_idx, ctx.none_inputs):
-            vals[i] = None if none else next(it)
-        return vals, outs
-
-    def check(i, g, ctx):
-        if g is None or i not in ctx.input_meta:
-            return g
-        shape, dtype = ctx.input_meta[i]
-        if not isinstance(g, torch.Tensor) or tuple(g.shape) != shape or g.dtype != dtype:
-            got = f"{type(g).__name__}" if not isinstance(g, torch.Tensor) else f"{g.dtype} {list(g.shape)}"
-            raise RuntimeError(f"opcore: backward of {fname} returned a gradient for input "
-                               f"'{args[i].name}' of {got}, expected {dtype} {list(shape)}")
-        return g
-
-    def backward_fn(ctx, *grads):
-        vals, outs = saved_inputs(ctx)
-        if plan is not None:
-            call_args = {}
-            for a, p in zip(bwd._schema.arguments, plan):
-                if p[0] == "input":
-                    call_args[a.name] = vals[p[1]]
-                elif p[0] == "result":
-                    call_args[a.name] = outs[p[1]]
-                elif p[0] == "grad":
-                    g = grads[p[1]]
-                    call_args[a.name] = g if g is not None else torch.zeros_like(outs[p[1]] if outs else vals[tensor_idx[0]])
-            g = bwd(**call_args)
+            backward_fn.__name__ = f"{fname.split('::')[-1]}_backward_fn"
+            torch.library.register_autograd(fname, backward_fn, setup_context=setup_context)
         else:
-            tensors = [vals[i] for i in tensor_idx] + [vals[i] for i in list_idx]
-            g = bwd(*grads, *tensors, **{args[i].name: vals[i] for i in ctx.others if args[i].name in keywords})
-        g = g if isinstance(g, (tuple, list)) else (g,)
-        if len(g) > len(targets) and not is_op:
-            raise RuntimeError(f"opcore: backward of {fname} returned {len(g)} gradients for "
-                               f"{len(targets)} tensor inputs")
-        out = [None] * n_inputs
-        for i, gi in zip(targets, g):
-            out[i] = None if vals.get(i, 0) is None else check(i, gi, ctx)
-        return tuple(out)
-
-    backward_fn.__name__ = f"{fname.split('::')[-1]}_backward_fn"
-    torch.library.register_autograd(fname, backward_fn, setup_context=setup_context)
+            ns, name = fname.split("::", 1)
+            lib = torch.library.Library(ns, "FRAGMENT")
+            lib.impl(name, _lean_autograd(pairing), "Autograd", with_keyset=True)
+            _autograd_libs[fname] = lib
     # An earlier trace (torch.compile) may have cached "no autograd kernel"
     # in the op's Python-dispatcher cache: forget it.
     _clear_dispatch_cache(fwd)
     return fwd
+
+
+def _kwarg_only_count(schema):
+    return sum(1 for a in schema.arguments if a.kwarg_only)
 
 
 def _clear_dispatch_cache(overload):
