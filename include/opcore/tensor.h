@@ -57,6 +57,10 @@ int64_t oc_nbytes(const oc_tensor *t);
 /* True if the elements are dense in row-major order. */
 bool oc_is_contiguous(const oc_tensor *t);
 
+/* True if the elements fill numel slots exactly, in some order of the dims
+ * (row-major, a transpose, any permutation of a dense layout). */
+bool oc_is_dense(const oc_tensor *t);
+
 /* True if the tensor carries no data (a meta tensor). */
 static inline bool oc_is_meta(const oc_tensor *t) { return (t->flags & OC_TENSOR_META) != 0; }
 

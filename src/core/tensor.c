@@ -35,6 +35,29 @@ bool oc_is_contiguous(const oc_tensor *t)
     return true;
 }
 
+bool oc_is_dense(const oc_tensor *t)
+{
+    /* dims of size > 1 ordered by stride must step by the product of the
+     * inner sizes */
+    int order[OC_MAX_DIMS], n = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->sizes[d] == 0) return true;
+        if (t->sizes[d] > 1) order[n++] = d;
+    }
+    for (int i = 1; i < n; i++) /* insertion sort by stride, innermost first */
+        for (int j = i; j > 0 && t->strides[order[j]] < t->strides[order[j - 1]]; j--) {
+            int tmp = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = tmp;
+        }
+    int64_t expected = 1;
+    for (int i = 0; i < n; i++) {
+        if (t->strides[order[i]] != expected) return false;
+        expected *= t->sizes[order[i]];
+    }
+    return true;
+}
+
 int64_t oc_size(const oc_tensor *t, int d)
 {
     if (d < 0) d += t->ndim;

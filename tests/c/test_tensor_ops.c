@@ -573,9 +573,26 @@ static void test_errors_readonly_meta(void **state)
 
 #define T(fn) cmocka_unit_test_teardown(fn, free_all)
 
+static void test_dense(void **state)
+{
+    (void)state;
+    float buf[24];
+    oc_tensor t;
+    oc_tensor_init_strided(&t, buf, OC_FLOAT32, 2, (int64_t[]){4, 6}, (int64_t[]){1, 4}); /* a transpose */
+    assert_true(oc_is_dense(&t) && !oc_is_contiguous(&t));
+    oc_tensor_init_strided(&t, buf, OC_FLOAT32, 2, (int64_t[]){4, 3}, (int64_t[]){6, 2}); /* a slice */
+    assert_false(oc_is_dense(&t));
+    oc_tensor_init_strided(&t, buf, OC_FLOAT32, 2, (int64_t[]){4, 3}, (int64_t[]){0, 1}); /* expanded */
+    assert_false(oc_is_dense(&t));
+    oc_tensor_init_strided(&t, buf, OC_FLOAT32, 3, (int64_t[]){2, 1, 12}, (int64_t[]){1, 99, 2});
+    assert_true(oc_is_dense(&t)); /* a size-1 dim's stride does not matter */
+
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dense),
         T(test_factories),       T(test_to_dtype),
         T(test_copy_fill),       T(test_unary_float),
         T(test_unary_int),       T(test_clamp_pow_scalar),

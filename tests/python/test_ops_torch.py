@@ -451,3 +451,17 @@ def test_cross_core_reduction_at_every_core_count(ops, opcore_build_dir):
         assert abs(float(total) - float(torch.randn(100003, generator=torch.Generator().manual_seed(0)).double().sum())) < 1e-2
         results.add(ln)
     assert len(results) == 1  # layer norm rows do not depend on the split
+
+
+def test_layer_norm_model_trains_like_torch(ops):
+    """examples/ops/torch_demo.py: linear + layer_norm + linear with the
+    fused SGD, against the same model in torch ops with torch.optim.SGD."""
+    import torch_demo
+
+    losses, acc = torch_demo.main(["--steps", "60", "--every", "1000"])
+    first, last = losses[0], losses[-1]
+    assert abs(first[0] - first[1]) < 1e-5
+    assert last[0] < first[0] - 0.5  # it learns
+    for mine, ref in losses:
+        assert abs(mine - ref) <= 2e-3 * max(1.0, abs(ref))
+    assert abs(acc[0] - acc[1]) <= 0.01 and acc[0] > 0.5
