@@ -1,15 +1,27 @@
-"""The C++ extension ReLUs the benchmarks compare opcore with, in one
-TORCH_LIBRARY (namespace cpp_ops), built with torch.utils.cpp_extension:
+"""The C++ extension ReLUs the benchmarks compare opcore with, built with
+torch.utils.cpp_extension.load:
 
     cpp_ops::relu_fast, relu_fast_backward   what a C++ extension author
                                              writes for speed
     cpp_ops::relu_forward, relu_backward     the seeds' CPU ReLU (seed 000's
                                              pytorch/relu.cpp), the reference
                                              of the MLP tables
+    cpp_seed::relu_forward, relu_backward    the same seeds' code built the
+                                             way seed 000's build.py builds it
+    cpp_stable::relu                         relu_fast written against
+                                             libtorch's stable C ABI (the
+                                             route opcore's native kernels
+                                             take): the floor of that route
+
+cpp_extension.load adds no optimisation flag of its own, so seed 000's
+build.py (no extra_cflags) compiles at the compiler's default, -O0: the
+accessor loops then cost ~20 ns per element. cpp_ops is built with -O3, the
+fair peer; cpp_seed shows what the seeds' recipe gives.
 
     import cpp_relu
-    cpp_relu.load(build_directory)      # builds once (ninja caches it)
-    cpp_relu.Relu.apply(x)              # seed 000's autograd.Function
+    cpp_relu.load(build_directory)      # builds once each (ninja caches them)
+    cpp_relu.Relu.apply(x)              # seed 000's autograd.Function, -O3
+    cpp_relu.SeedBuildRelu.apply(x)     # the same around the -O0 build
 """
 import os
 import textwrap
@@ -72,32 +84,84 @@ CPP_RELU = textwrap.dedent("""
     }
 """)
 
+# The seeds' two functions alone, in their own namespace, for the -O0 build.
+CPP_SEED = ("#include <torch/extension.h>\n\n"
+            + CPP_RELU[CPP_RELU.index("// The seeds' CPU ReLU"):CPP_RELU.index("TORCH_LIBRARY(cpp_ops")]
+            + "TORCH_LIBRARY(cpp_seed, m) {\n"
+              "    m.def(\"relu_forward\", &relu_forward);\n"
+              "    m.def(\"relu_backward\", &relu_backward);\n"
+              "}\n")
 
 
-def load(build_directory):
-    """Build (once; cached by cpp_extension's ninja) and load the library."""
+
+# relu_fast through the stable ABI: a boxed kernel (STABLE_TORCH_LIBRARY),
+# tensors as torch::stable::Tensor handles, the output from
+# torch::stable::empty_like.
+CPP_STABLE = textwrap.dedent("""
+    #include <torch/csrc/stable/library.h>
+    #include <torch/csrc/stable/ops.h>
+    #include <torch/csrc/stable/tensor.h>
+
+    using torch::stable::Tensor;
+
+    Tensor relu_stable(Tensor x) {
+        STD_TORCH_CHECK(x.scalar_type() == torch::headeronly::ScalarType::Float && x.is_contiguous(),
+                        "relu: contiguous float32");
+        Tensor y = torch::stable::empty_like(x);
+        const float* s = static_cast<const float*>(x.data_ptr());
+        float* d = static_cast<float*>(y.data_ptr());
+        for (int64_t i = 0, n = x.numel(); i < n; i++) d[i] = s[i] > 0.0f ? s[i] : 0.0f;
+        return y;
+    }
+
+    STABLE_TORCH_LIBRARY(cpp_stable, m) { m.def("relu(Tensor x) -> Tensor"); }
+    STABLE_TORCH_LIBRARY_IMPL(cpp_stable, CPU, m) { m.impl("relu", TORCH_BOX(&relu_stable)); }
+""")
+
+
+def _build(build_directory, name, source, extra_cflags):
     import torch.utils.cpp_extension as cpp_extension
-    if hasattr(torch.ops.cpp_ops, "relu_forward"):
-        return torch.ops.cpp_ops
     os.makedirs(build_directory, exist_ok=True)
-    src = os.path.join(build_directory, "relu.cpp")
-    if not os.path.exists(src) or open(src).read() != CPP_RELU:
+    src = os.path.join(build_directory, name + ".cpp")
+    if not os.path.exists(src) or open(src).read() != source:
         with open(src, "w") as f:
-            f.write(CPP_RELU)
-    cpp_extension.load(name="librelu_cpp", sources=[src], is_python_module=False,
+            f.write(source)
+    cpp_extension.load(name=name, sources=[src], is_python_module=False, extra_cflags=extra_cflags,
                        build_directory=build_directory, verbose=False)
+
+
+def load(build_directory, seed_build=True):
+    """Build (once; cached by cpp_extension's ninja) and load cpp_ops (-O3)
+    and, with seed_build, cpp_seed (seed 000's flags); returns torch.ops.cpp_ops."""
+    if not hasattr(torch.ops.cpp_ops, "relu_forward"):
+        _build(os.path.join(build_directory, "O3"), "librelu_cpp", CPP_RELU, ["-O3"])
+    if seed_build and not hasattr(torch.ops.cpp_seed, "relu_forward"):
+        _build(os.path.join(build_directory, "seed_build"), "librelu_cpp_seed", CPP_SEED, [])
     return torch.ops.cpp_ops
 
 
+def load_stable(build_directory):
+    """Build and load cpp_stable (-O3); returns torch.ops.cpp_stable.relu."""
+    if not hasattr(torch.ops.cpp_stable, "relu"):
+        _build(os.path.join(build_directory, "stable"), "librelu_cpp_stable", CPP_STABLE, ["-O3"])
+    return torch.ops.cpp_stable.relu
+
+
 class Relu(torch.autograd.Function):
-    """Seed 000's my_ops.Relu, around the seeds' C++ ops."""
+    """Seed 000's my_ops.Relu, around the seeds' C++ ops (-O3 build)."""
+    namespace = "cpp_ops"
 
-    @staticmethod
-    def forward(ctx, x):
+    @classmethod
+    def forward(cls, ctx, x):
         ctx.save_for_backward(x)
-        return torch.ops.cpp_ops.relu_forward(x)
+        return getattr(torch.ops, cls.namespace).relu_forward(x)
 
-    @staticmethod
-    def backward(ctx, grad):
+    @classmethod
+    def backward(cls, ctx, grad):
         x, = ctx.saved_tensors
-        return torch.ops.cpp_ops.relu_backward(grad, x)
+        return getattr(torch.ops, cls.namespace).relu_backward(grad, x)
+
+
+class SeedBuildRelu(Relu):
+    """The same Function around the seeds' ops built as seed 000 builds them."""
+    namespace = "cpp_seed"

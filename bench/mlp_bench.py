@@ -21,7 +21,10 @@ in the ReLU, taking turns every 50 steps on the same batches
                  shows the noise floor of the measurement
     cppref       the seeds' own CPU reference: their C++ extension ReLU
                  (seed 000's pytorch/relu.cpp, bench/cpp_relu.py) through the
-                 same autograd.Function
+                 same autograd.Function, compiled with -O3
+    cppref_seed  the same, built as seed 000's build.py builds it
+                 (cpp_extension.load without extra_cflags: -O0); shown, not
+                 a target
 
 Ratios are paired: within one process, a model's ratio to the baseline is
 the median over turns of (baseline's time on the turn's chunk / the model's
@@ -55,10 +58,11 @@ TRAIN_TARGET = 0.97      # opcore training >= 0.97x baseline
 INFER_TARGET = 0.99      # multicore inference >= 0.99x baseline
 CPPREF_TARGET = 1.0      # opcore >= 1.0x the seeds' C++ extension reference model (training, inference)
 CEILING_TARGET = 0.97    # opcore training >= 0.97x the ceiling model
-MODELS = ("opcore", "baseline", "pyfunc", "baseline_aa", "cppref")  # per process, in turn order
+MODELS = ("opcore", "baseline", "pyfunc", "baseline_aa", "cppref", "cppref_seed")  # per process, in turn order
 CEILING_ROW = "seeds' autograd.Function around torch.relu (ceiling)"
 AA_ROW = "baseline again (A/A noise control)"
-CPPREF_ROW = "seeds' C++ extension ReLU through the same autograd.Function (CPU reference)"
+CPPREF_ROW = "seeds' C++ extension ReLU through the same autograd.Function (CPU reference, -O3)"
+CPPREF_SEED_ROW = "the same, built as seed 000 builds it (cpp_extension.load defaults: -O0)"
 VARIANT_NAMES = {
     "baseline": "baseline (torch.relu)",
     "elementwise": "element-wise accessor",
@@ -109,7 +113,8 @@ def worker(mode, variant, epochs, data_dir, threads):
     split = "train" if mode == "train" else "test"
     b = data.batches(data_dir or data.DEFAULT_DATA_DIR, split, loop.BATCH_SIZE)
     relus = {"opcore": my_ops.Relu.apply, "baseline": None,
-             "pyfunc": TorchReluFunction.apply, "baseline_aa": None, "cppref": cpp_relu.Relu.apply}
+             "pyfunc": TorchReluFunction.apply, "baseline_aa": None, "cppref": cpp_relu.Relu.apply,
+             "cppref_seed": cpp_relu.SeedBuildRelu.apply}
     models = {}
     for n in MODELS:
         torch.manual_seed(0)  # the same initial weights for all
@@ -153,7 +158,8 @@ def paired_rounds(mode, variants, epochs, n, args, env, log):
             log(f"  round {i + 1}/{n} {mode:5s} {v:12s} opcore {res['opcore']['throughput']:9.2f}  "
                 f"baseline {res['baseline']['throughput']:9.2f} iter/s  paired vs baseline: "
                 f"opcore {paired_ratio(res, 'opcore'):.3f}  ceiling {paired_ratio(res, 'pyfunc'):.3f}  "
-                f"A/A {paired_ratio(res, 'baseline_aa'):.3f}  C++ ref {paired_ratio(res, 'cppref'):.3f}")
+                f"A/A {paired_ratio(res, 'baseline_aa'):.3f}  C++ ref {paired_ratio(res, 'cppref'):.3f} "
+                f"(seeds' build {paired_ratio(res, 'cppref_seed'):.3f})")
     return samples
 
 
@@ -267,8 +273,8 @@ def main(argv=None):
                              "vs baseline": r["ratio"],
                              "final loss": r["last"]["opcore"]["final_loss"],
                              "test accuracy": r["last"]["opcore"]["accuracy"]})
-            cppref = pooled(samples, "cppref")
-            for name, c in ((CPPREF_ROW, cppref), (CEILING_ROW, ceiling), (AA_ROW, aa)):
+            cppref, cppseed = pooled(samples, "cppref"), pooled(samples, "cppref_seed")
+            for name, c in ((CPPREF_ROW, cppref), (CPPREF_SEED_ROW, cppseed), (CEILING_ROW, ceiling), (AA_ROW, aa)):
                 rows.append({"model": name, "iter/s": c["iters"], "vs baseline": c["ratio"],
                              "final loss": c["last"]["final_loss"],
                              "test accuracy": c["last"]["accuracy"]})
@@ -283,7 +289,8 @@ def main(argv=None):
                 "chart": {"label": "model", "value": "iter/s", "ylabel": "train iter/s"},
                 "target": [{"metric": f"opcore ({VARIANT_NAMES[fastest]}) / baseline iter/s",
                             "min": TRAIN_TARGET, "value": ratio, "met": ratio >= TRAIN_TARGET,
-                            "ceiling": ceiling["ratio"]},
+                            "ceiling": ceiling["ratio"],
+                            "ceiling_what": "the same autograd.Function around torch.relu"},
                            {"metric": f"MLP training: opcore ({VARIANT_NAMES[fastest]}) / seeds' C++ extension "
                                       "reference model, iter/s", "min": CPPREF_TARGET, "value": vs_ref,
                             "met": vs_ref >= CPPREF_TARGET},
@@ -293,7 +300,8 @@ def main(argv=None):
                 "notes": (f"MLP 784 -> [120, 84] -> 10 on the Fashion-MNIST training set (1875 batches "
                           f"of 32), SGD lr 0.01, {epochs} epoch(s); iter/s of the last epoch without "
                           f"its 2 warm-up steps, as in the seeds. Each measurement process trains the "
-                          f"opcore model, the baseline, the ceiling model and the baseline again "
+                          f"opcore model, the baseline, the ceiling model, the baseline again and the "
+                          f"seeds' C++ reference (built -O3, and as seed 000 builds it: -O0) "
                           f"together, taking turns every 50 steps, so all see the same machine. "
                           + method_notes(ceiling, aa, n, TRAIN_TARGET)
                           + f"Target: opcore >= {TRAIN_TARGET}x baseline — best variant "
@@ -322,8 +330,8 @@ def main(argv=None):
                 row["cold build, s"] = r["cold_build"]
                 rows.append(row)
             rows[0]["cold build, s"] = None
-            cppref = pooled(samples, "cppref")
-            for name, c in ((CPPREF_ROW, cppref), (CEILING_ROW, ceiling), (AA_ROW, aa)):
+            cppref, cppseed = pooled(samples, "cppref"), pooled(samples, "cppref_seed")
+            for name, c in ((CPPREF_ROW, cppref), (CPPREF_SEED_ROW, cppseed), (CEILING_ROW, ceiling), (AA_ROW, aa)):
                 rows.append({"variant": name, "iter/s": c["iters"], "vs baseline": c["ratio"],
                              **({"vs element-wise": None} if ew else {}), "cold build, s": None})
             mc = sm["multicore"]["ratio"] if "multicore" in sm else None
@@ -331,7 +339,8 @@ def main(argv=None):
             if mc is not None:
                 vs_ref = sm["multicore"]["vs_cppref"]
                 target = [{"metric": "TCM + multicore / baseline iter/s", "min": INFER_TARGET,
-                           "value": mc, "met": mc >= INFER_TARGET, "ceiling": ceiling["ratio"]},
+                           "value": mc, "met": mc >= INFER_TARGET, "ceiling": ceiling["ratio"],
+                            "ceiling_what": "the same autograd.Function around torch.relu"},
                           {"metric": "MLP inference [4096, 2048]: TCM + multicore / seeds' C++ extension "
                                      "reference model, iter/s", "min": CPPREF_TARGET, "value": vs_ref,
                            "met": vs_ref >= CPPREF_TARGET}]
@@ -344,8 +353,8 @@ def main(argv=None):
                 "notes": (f"Forward passes over the Fashion-MNIST test set (313 batches of 32) with "
                           f"hidden layers [4096, 2048], {iepochs} epoch(s), last epoch without its "
                           f"2 warm-up steps (seed 001's measurement). Each variant runs in its own "
-                          f"process together with the baseline, the ceiling model and the baseline "
-                          f"again, taking turns every 50 batches; the baseline's iter/s is the median "
+                          f"process together with the baseline, the ceiling model, the baseline "
+                          f"again and the seeds' C++ reference (-O3, and seed 000's -O0 build), taking turns every 50 batches; the baseline's iter/s is the median "
                           f"over all processes. "
                           + method_notes(ceiling, aa, n, INFER_TARGET)
                           + (f"Target: TCM + multicore >= {INFER_TARGET}x baseline — measured "
