@@ -137,15 +137,32 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
+def _link_static(name):
+    """Link lib<name> statically when its archive is installed (Debian's are
+    PIC), with its symbols kept private to _C (--exclude-libs below), as
+    libopcore does (mk/package.mk): the wheel then needs no libffi of the
+    system. Dynamically otherwise."""
+    cc = os.environ.get("CC", "cc")
+    try:
+        archive = subprocess.run([cc, f"-print-file-name=lib{name}.a"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        archive = ""
+    return ["-Wl,-Bstatic", f"-l{name}", "-Wl,-Bdynamic"] if os.path.isabs(archive) else [f"-l{name}"]
+
+
+# _C needs libopcore, libffi (the native torch kernels' entry points, linked
+# in) and, for its one C++ file, libstdc++ and libgcc_s (dynamic: the C++
+# exception it throws must meet torch's own runtime; every manylinux system
+# has both).
 ext = Extension(
     "opcore._C",
     sources=sorted(glob.glob("src/python/*.c")) + sorted(glob.glob("src/python/*.cc")),
     include_dirs=["include", "src/python"],
     library_dirs=["python/opcore/lib"],
-    libraries=["opcore", "ffi"],
+    libraries=["opcore"],
     extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
                         "-Wno-cast-function-type"],
-    extra_link_args=["-Wl,-rpath,$ORIGIN/lib", "-s"],
+    extra_link_args=["-Wl,-rpath,$ORIGIN/lib", "-s", "-Wl,--exclude-libs,ALL"] + _link_static("ffi"),
     depends=sorted(glob.glob("src/python/*.h") + glob.glob("include/opcore/*.h")),
 )
 

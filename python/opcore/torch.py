@@ -633,6 +633,13 @@ def _specialize(generic_kernel, pairing, c_op, feed, need_vals):
     if feed is None or pairing.call_kw or c_op is None:
         return None
     n, tensor_idx, nt = pairing.n, pairing.tensor_idx, len(pairing.tensor_idx)
+    # The backward op's C op too, for gradients that are plain tensors (not
+    # FakeTensors under compiled autograd, say) outside create_graph=True
+    # (where the backward op's own autograd applies): called directly, as
+    # the forward's is.
+    c_bwd = _registered.get(pairing.bwd._schema.name)
+    if c_bwd is not None and any(x["mutable"] for x in c_bwd.arg_info):
+        c_bwd = None
     a = [f"a{i}" for i in range(n)]
     args = ", ".join(a) + ("," if n == 1 else "")
     plain = " and ".join(f"({a[i]} is None or type({a[i]}) is Tensor)" for i in tensor_idx)
@@ -672,7 +679,11 @@ def _specialize(generic_kernel, pairing, c_op, feed, need_vals):
            f"    @staticmethod",
            f"    def backward(ctx, {', '.join(g)}):",
            f"        s = ctx.saved_tensors",
-           f"        r = bwd({', '.join(call)})",
+           *([f"        if {' and '.join(f'type({x}) is Tensor' for x in g)} and not modes() and not grad_enabled():",
+              f"            r = c_bwd({', '.join(call)})",
+              f"        else:",
+              f"            r = bwd({', '.join(call)})"] if c_bwd is not None else
+             [f"        r = bwd({', '.join(call)})"]),
            f"        r = r if isinstance(r, (tuple, list)) else (r,)",
            *grads,
            f"        return {', '.join(outs)}{',' if n == 1 else ''}",
@@ -687,7 +698,7 @@ def _specialize(generic_kernel, pairing, c_op, feed, need_vals):
            f"    return generic_kernel(keyset, *args, **kwargs)"]
     ns = dict(Function=torch.autograd.Function, generic_kernel=generic_kernel, c_op=c_op, Tensor=torch.Tensor,
               modes=torch._C._len_torch_dispatch_stack, grad_enabled=torch.is_grad_enabled,
-              any_requires_grad=torch._C._any_requires_grad, bwd=pairing.bwd, zeros_like=torch.zeros_like,
+              any_requires_grad=torch._C._any_requires_grad, bwd=pairing.bwd, c_bwd=c_bwd, zeros_like=torch.zeros_like,
               check=pairing._check)
     exec(compile("\n".join(src) + "\n", f"<opcore autograd {pairing.fname}>", "exec"), ns)
     ns["Fast"].__name__ = f"{pairing.fname.replace('::', '_')}_autograd"

@@ -218,6 +218,14 @@ def test_export_with_dim_saved_and_loaded_in_a_new_process(ops, opcore_build_dir
     assert p.stdout.strip().endswith("OK")
 
 
+def load_sources(tmp_path, name, compute, shape):
+    """Build and load library `name` from the C texts of its kernels and shape functions."""
+    (tmp_path / "k.c").write_text(compute)
+    (tmp_path / "s.c").write_text(shape)
+    custom_op.load(name=name, compute_srcs=[str(tmp_path / "k.c")], shape_srcs=[str(tmp_path / "s.c")],
+                   build_directory=str(tmp_path))
+
+
 # ---- register_autograd's binding ----------------------------------------------
 
 SOFTMAX_COMPUTE = r"""
@@ -252,10 +260,7 @@ OC_LIBRARY(softmax_ops, m) {
 
 
 def test_register_autograd_passes_the_forwards_non_tensor_arguments(tmp_path):
-    (tmp_path / "k.c").write_text(SOFTMAX_COMPUTE)
-    (tmp_path / "s.c").write_text(SOFTMAX_SHAPE)
-    custom_op.load(name="softmax_ops", compute_srcs=[str(tmp_path / "k.c")], shape_srcs=[str(tmp_path / "s.c")],
-                   build_directory=str(tmp_path))
+    load_sources(tmp_path, "softmax_ops", SOFTMAX_COMPUTE, SOFTMAX_SHAPE)
     ot.register_autograd("softmax_ops::softmax_t", "softmax_ops::softmax_t_backward")
     x = torch.randn(20, requires_grad=True)
     xr = x.detach().clone().requires_grad_()
@@ -274,6 +279,51 @@ def test_register_autograd_checks_gradient_shapes(ops, opcore_build_dir):
     x = torch.randn(4, 5, requires_grad=True)
     with pytest.raises(RuntimeError, match=r"gradient for input 'x' of torch.float32 \[5, 4\], expected torch.float32 \[4, 5\]"):
         torch.ops.oc_test_grad.ident(x).sum().backward()
+
+
+SCALE_COMPUTE = r"""
+#include <opcore/kernel.h>
+/* y = x * factor; x contiguous first (autograd's gradients may be expanded) */
+static oc_tensor *times(const oc_tensor *x, double factor) {
+    const float *xd = oc_to_dtype(x, OC_FLOAT32)->data;
+    oc_tensor *y = oc_dst_tensor(); float *yd = y->data;
+    for (int64_t i = 0, n = oc_numel(x); i < n; i++) yd[i] = (float)(xd[i] * factor);
+    return y;
+}
+oc_tensor *scale(const oc_tensor *x, double factor) { return times(x, factor); }
+oc_tensor *scale_backward(const oc_tensor *grad, double factor) { return times(grad, factor); }
+"""
+SCALE_SHAPE = r"""
+#include <opcore/library.h>
+static oc_tensor *same(const oc_tensor *x, double f) { (void)f; return oc_empty_like(x); }
+OC_LIBRARY(scale_ops, m) {
+    oc_def(m, "scale(Tensor x, float factor) -> Tensor", same, "scale");
+    oc_def(m, "scale_backward(Tensor grad, float factor) -> Tensor", same, "scale_backward");
+}
+"""
+
+
+def test_register_autograd_double_backward_goes_through_the_backward_ops_autograd(tmp_path):
+    # With create_graph=True the backward op runs with grad on: its own
+    # autograd kernel must see it (the fast path's direct C call would not)
+    load_sources(tmp_path, "scale_ops", SCALE_COMPUTE, SCALE_SHAPE)
+    ot.register_autograd("scale_ops::scale", "scale_ops::scale_backward")
+    # (a callable: bound by name, the op's own `grad` argument would be taken
+    # for the forward input of that name)
+    ot.register_autograd("scale_ops::scale_backward",
+                         lambda gg, grad, factor: torch.ops.scale_ops.scale(gg, factor))
+    x = torch.randn(6, requires_grad=True)
+    v = torch.randn(6, requires_grad=True)
+    y = torch.ops.scale_ops.scale(x, 3.0)
+    gx, = torch.autograd.grad(y, x, grad_outputs=v, create_graph=True)
+    assert torch.allclose(gx, v * 3.0)
+    assert gx.requires_grad
+    gx.sum().backward()
+    assert torch.allclose(v.grad, torch.full((6,), 3.0))
+    # and the plain backward (grad off inside it) still gives the same first derivative
+    x2 = x.detach().requires_grad_()
+    torch.ops.scale_ops.scale(x2, 3.0).sum().backward()
+    assert torch.equal(x2.grad, torch.full((6,), 3.0))
 
 
 # ---- in place -------------------------------------------------------------------
@@ -413,10 +463,7 @@ OC_LIBRARY(misuse_ops, m) {
 
 
 def test_shape_and_kernel_misuse(tmp_path):
-    (tmp_path / "k.c").write_text(MISUSE_COMPUTE)
-    (tmp_path / "s.c").write_text(MISUSE_SHAPE)
-    custom_op.load(name="misuse_ops", compute_srcs=[str(tmp_path / "k.c")], shape_srcs=[str(tmp_path / "s.c")],
-                   build_directory=str(tmp_path))
+    load_sources(tmp_path, "misuse_ops", MISUSE_COMPUTE, MISUSE_SHAPE)
     with pytest.raises(opcore.OpError, match="shape function 'one_of_two' did not describe result 1 'b'"):
         torch.ops.misuse_ops.two(torch.randn(3))
     with pytest.raises(opcore.OpError, match=r"kernel 'three' on core 0: oc_dst_tensor_at\(3\): the op has 2 results"):
