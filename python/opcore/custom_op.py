@@ -152,14 +152,18 @@ def load(name, compute_srcs, shape_srcs, build_directory=None, multicore=False, 
 
 
 def _frameworks_forget(name):
-    """Drop the frameworks' registrations of library `name` (those already
-    imported: this never imports torch or jax)."""
+    """Drop the frameworks' registrations of library `name` and reset
+    torch.compile's caches, so compiled graphs re-trace (only what is
+    already imported: this never imports torch or jax)."""
     import sys
 
     if "opcore.torch" in sys.modules:
         sys.modules["opcore.torch"].unregister_library(name)
     if "opcore.jax" in sys.modules:
         sys.modules["opcore.jax"].forget_ops()
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is not None:
+        dynamo.reset()
 
 
 def load_library(path):
@@ -175,7 +179,6 @@ def load_library(path):
         lib = _libraries.get(info["name"])
         if lib is not None and lib.handle != info["handle"]:
             _frameworks_forget(lib.name)  # a rebuilt file replaced it
-            _reset_compiled()
             lib = None
         if lib is None:
             lib = Library(info)
@@ -187,14 +190,6 @@ def load_library(path):
         return lib
 
 
-def _reset_compiled():
-    import sys
-
-    dynamo = sys.modules.get("torch._dynamo")
-    if dynamo is not None:
-        dynamo.reset()
-
-
 def unload(name):
     """Unregister library `name` (its OC_LIBRARY name) from opcore, torch and
     JAX. Its code stays mapped until the process ends, so objects still
@@ -203,7 +198,6 @@ def unload(name):
         _C.forget_library(name)  # KeyError if no such library is loaded
         _libraries.pop(name, None)
         _frameworks_forget(name)
-        _reset_compiled()
 
 
 def loaded_libraries():

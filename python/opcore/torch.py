@@ -129,11 +129,8 @@ def _concrete(v, value_of):
 
 
 def _run(vals, names, value_of):
-    args, kwargs = [], {}
-    for name, v in zip(names, vals):
-        if v is not _MISSING:
-            kwargs[name] = _concrete(v, value_of)
-    return tuple(args), kwargs
+    """One (args, kwargs) run for op.trace / op.infer: every given value by name."""
+    return (), {name: _concrete(v, value_of) for name, v in zip(names, vals) if v is not _MISSING}
 
 
 def _probe_value(assign):
@@ -302,19 +299,13 @@ def register_op(op):
             internal = f"_oc_{op.name}"
             fresh = [i for i, (_, alias) in enumerate(op.results) if alias is None]
 
-            def internal_kernel(*args, **kwargs):
-                out = kernel(*args, **kwargs)
-                out = out if isinstance(out, tuple) else (out,)
-                picked = tuple(out[i] for i in fresh)
-                return None if not picked else picked[0] if len(picked) == 1 else picked
-
-            fake = _make_fake(op)
-
-            def internal_fake(*args, **kwargs):
-                out = fake(*args, **kwargs)
-                out = out if isinstance(out, tuple) else (out,)
-                picked = tuple(out[i] for i in fresh)
-                return None if not picked else picked[0] if len(picked) == 1 else picked
+            def fresh_only(fn):
+                def picked(*args, **kwargs):
+                    out = fn(*args, **kwargs)
+                    out = out if isinstance(out, tuple) else (out,)
+                    made = tuple(out[i] for i in fresh)
+                    return None if not made else made[0] if len(made) == 1 else made
+                return picked
 
             impl_op = getattr(getattr(torch.ops, ns), internal)
 
@@ -325,8 +316,8 @@ def register_op(op):
                 outs = tuple(vals[alias] if alias is not None else next(made) for _, alias in op.results)
                 return outs[0] if len(outs) == 1 else outs
 
-            tlib.impl(internal, internal_kernel, "CPU")
-            torch.library.register_fake(f"{ns}::{internal}", internal_fake, lib=tlib)
+            tlib.impl(internal, fresh_only(kernel), "CPU")
+            torch.library.register_fake(f"{ns}::{internal}", fresh_only(_make_fake(op)), lib=tlib)
             tlib.impl(op.name, composite, "CompositeImplicitAutograd")
         _registered[op.qualname] = op
         return getattr(getattr(torch.ops, ns), op.name)
@@ -486,8 +477,10 @@ class _Pairing:
                                f"'{self.args[i].name}' of {got}, expected {like.dtype} {list(like.shape)}")
         return g
 
-    def grads(self, ctx, grads):
-        """The gradient of every forward input (None for non-tensors)."""
+    def grads(self, ctx, grads, tensors_only=False):
+        """The gradient of every forward input (None for non-tensors; with
+        tensors_only, None for every input that is not a tensor, lists
+        included)."""
         saved = ctx.saved_tensors
         vals = list(ctx.vals)
         for k, i in enumerate(self.tensor_idx):
@@ -515,7 +508,9 @@ class _Pairing:
         out = [None] * self.n
         for i, gi in zip(self.targets, g):
             like = vals[i]
-            out[i] = None if like is None else self._check(i, gi, like if isinstance(like, torch.Tensor) else None)
+            if like is None or (tensors_only and not isinstance(like, torch.Tensor)):
+                continue
+            out[i] = self._check(i, gi, like if isinstance(like, torch.Tensor) else None)
         return out
 
 
@@ -525,13 +520,9 @@ _autograd_libs = {}  # qualname -> the torch.library.Library holding its Autogra
 
 def _lean_autograd(pairing):
     """The Autograd kernel of a pairing without tensor lists: an
-    autograd.Function around the op's own kernel. Everything a call needs
-    is laid out here, once, so a call does little more than the seeds'
-    hand-written autograd.Function."""
-    fwd, bwd, n = pairing.fwd, pairing.bwd, pairing.n
-    tensor_idx = pairing.tensor_idx
-    tpos = {i: k for k, i in enumerate(tensor_idx)}
-    nt = len(tensor_idx)
+    autograd.Function around the op's own kernel, binding the backward as
+    the pairing says; specialized (_specialize) for the eager case."""
+    fwd, n = pairing.fwd, pairing.n
     # Plain CPU tensors and no dispatch mode: call the C op itself, as the
     # seeds' autograd.Function does (no second trip through the dispatcher);
     # anything else (FakeTensors under torch.compile, modes) is redispatched.
@@ -539,23 +530,6 @@ def _lean_autograd(pairing):
     if c_op is not None and any(a["mutable"] for a in c_op.arg_info):
         c_op = None
     Tensor, modes = torch.Tensor, torch._C._len_torch_dispatch_stack
-    need_results = pairing.need_results
-    # the backward's arguments: (0, saved position) a tensor input, (1, index)
-    # a non-tensor input, (2, index) a saved result, (3, index) a gradient
-    if pairing.plan is not None:
-        feed = []
-        for p, name in pairing.call_pos:
-            if p[0] == "input":
-                feed.append((0, tpos[p[1]]) if p[1] in tpos else (1, p[1]))
-            elif p[0] == "result":
-                feed.append((2, nt + p[1]))
-            elif p[0] == "grad":
-                feed.append((3, p[1]))
-        kw_feed = [(name, p) for p, name in pairing.call_kw if p[0] != "default"]
-        need_vals = any(k == 1 for k, _ in feed) or any(p[0] == "input" and p[1] not in tpos for _, p in kw_feed)
-    else:
-        need_vals = True
-    targets = [(i, tpos.get(i)) for i in pairing.targets]
 
     class Fn(torch.autograd.Function):
         @staticmethod
@@ -566,47 +540,13 @@ def _lean_autograd(pairing):
                 with torch._C._AutoDispatchBelowAutograd():
                     out = fwd.redispatch(keyset & _BELOW_AUTOGRAD, *args, **kwargs)
             vals = args if not kwargs and len(args) == n else pairing.inputs(args, kwargs)
-            outs = (out if isinstance(out, tuple) else (out,)) if need_results else ()
-            ctx.save_for_backward(*[vals[i] for i in tensor_idx], *outs)
-            if need_vals:
-                ctx.vals = vals
+            pairing.save(ctx, vals, out)
             ctx.nargs = len(args)
             return out
 
         @staticmethod
         def backward(ctx, *grads):
-            if pairing.plan is None:  # a Python callable
-                ctx.vals = [None if i in tpos else v for i, v in enumerate(ctx.vals)]
-                return (None, None, *pairing.grads(ctx, grads)[:ctx.nargs])
-            saved = ctx.saved_tensors
-            call = []
-            for kind, k in feed:
-                if kind == 0 or kind == 2:
-                    call.append(saved[k])
-                elif kind == 1:
-                    call.append(ctx.vals[k])
-                else:
-                    g = grads[k]
-                    call.append(g if g is not None else torch.zeros_like(saved[nt + k] if need_results else saved[0]))
-            if kw_feed:
-                vals = list(ctx.vals) if need_vals else [None] * n
-                for i, k in tpos.items():
-                    vals[i] = saved[k]
-                kw = {name: (vals[p[1]] if p[0] == "input" else saved[nt + p[1]] if p[0] == "result" else grads[p[1]])
-                      for name, p in kw_feed}
-                res = bwd(*call, **kw)
-            else:
-                res = bwd(*call)
-            res = res if isinstance(res, (tuple, list)) else (res,)
-            out = [None] * ctx.nargs
-            for (i, k), g in zip(targets, res):
-                if i >= ctx.nargs or k is None:
-                    continue
-                like = saved[k]
-                if like is not None and g is not None:
-                    out[i] = pairing._check(i, g, like) if (g.shape != like.shape or g.dtype != like.dtype
-                                                            or not isinstance(g, Tensor)) else g
-            return (None, None, *out)
+            return (None, None, *pairing.grads(ctx, grads, tensors_only=True)[:ctx.nargs])
 
     Fn.__name__ = f"{pairing.fname.replace('::', '_')}_autograd"
     any_requires_grad = torch._C._any_requires_grad
@@ -618,11 +558,10 @@ def _lean_autograd(pairing):
         with torch._C._AutoDispatchBelowAutograd():
             return fwd.redispatch(keyset & _BELOW_AUTOGRAD, *args, **kwargs)
 
-    return _specialize(autograd_kernel, pairing, c_op, feed if pairing.plan is not None else None,
-                       need_vals) or autograd_kernel
+    return _specialize(autograd_kernel, pairing, c_op) or autograd_kernel
 
 
-def _specialize(generic_kernel, pairing, c_op, feed, need_vals):
+def _specialize(generic_kernel, pairing, c_op):
     """An Autograd kernel written out for this pairing: for plain CPU tensors
     (the eager case) it calls the C op directly and, when grad is needed, an
     autograd.Function whose forward and backward are straight-line code --
@@ -630,9 +569,21 @@ def _specialize(generic_kernel, pairing, c_op, feed, need_vals):
     do not fit (keyword arguments, defaults left out, FakeTensors, dispatch
     modes) go to the generic kernel. None when the binding is outside the
     common case (keyword-only backward arguments, a Python callable)."""
-    if feed is None or pairing.call_kw or c_op is None:
+    if pairing.plan is None or pairing.call_kw or c_op is None:
         return None
     n, tensor_idx, nt = pairing.n, pairing.tensor_idx, len(pairing.tensor_idx)
+    tpos = {i: k for k, i in enumerate(tensor_idx)}
+    # the backward's arguments: (0, saved position) a tensor input, (1, index)
+    # a non-tensor input, (2, saved position) a saved result, (3, index) a gradient
+    feed = []
+    for p, _ in pairing.call_pos:
+        if p[0] == "input":
+            feed.append((0, tpos[p[1]]) if p[1] in tpos else (1, p[1]))
+        elif p[0] == "result":
+            feed.append((2, nt + p[1]))
+        elif p[0] == "grad":
+            feed.append((3, p[1]))
+    need_vals = any(kind == 1 for kind, _ in feed)
     # The backward op's C op too, for gradients that are plain tensors (not
     # FakeTensors under compiled autograd, say) outside create_graph=True
     # (where the backward op's own autograd applies): called directly, as
@@ -656,7 +607,6 @@ def _specialize(generic_kernel, pairing, c_op, feed, need_vals):
             zero = f"s[{nt + k}]" if pairing.need_results else "s[0]"
             call.append(f"({g[k]} if {g[k]} is not None else zeros_like({zero}))")
     outs = ["None"] * n
-    tpos = {i: k for k, i in enumerate(tensor_idx)}
     grads = []
     for j, i in enumerate(pairing.targets):
         k = tpos.get(i)

@@ -182,64 +182,88 @@ _Noreturn void oc__core_fail(oc_core *c, oc_status status, const char *msg)
  * (x86-64 System V, AArch64), the function is called directly instead:
  * pointers, integers and the two-word structs (lists, oc_scalar) take
  * integer registers, doubles take vector registers, and extra trailing
- * registers are ignored by the callee. Anything else goes through libffi. */
+ * registers are ignored by the callee. The classification is done once
+ * per op (oc__direct_plan, when the library is loaded); anything that does
+ * not fit goes through libffi. */
+enum { DK_U64, DK_S32, DK_U32, DK_U8, DK_F64, DK_PAIR }; /* how one argument is loaded */
+
 #if (defined(__x86_64__) && !defined(_WIN64)) || defined(__aarch64__)
 #define OC_DIRECT_INT 6 /* integer argument registers used (x86-64 has 6) */
 #define OC_DIRECT_FP 4
 typedef void *(*direct_fn)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, double, double, double,
                            double);
 
-static bool call_direct(const ffi_cif *cif, oc_fn fn, void **values, void **ret)
+bool oc__direct_plan(const ffi_cif *cif, uint8_t *kinds)
 {
-    uint64_t g[OC_DIRECT_INT] = {0};
-    double d[OC_DIRECT_FP] = {0};
     unsigned ng = 0, nd = 0;
     if (cif->rtype != &ffi_type_pointer && cif->rtype != &ffi_type_void) return false;
     for (unsigned i = 0; i < cif->nargs; i++) {
         const ffi_type *t = cif->arg_types[i];
-        const void *v = values[i];
         switch (t->type) {
         case FFI_TYPE_POINTER:
         case FFI_TYPE_SINT64:
-        case FFI_TYPE_UINT64:
-            if (ng >= OC_DIRECT_INT) return false;
-            g[ng++] = *(const uint64_t *)v;
-            break;
-        case FFI_TYPE_SINT32: if (ng >= OC_DIRECT_INT) return false; g[ng++] = (uint64_t)(int64_t)*(const int32_t *)v; break;
-        case FFI_TYPE_UINT32: if (ng >= OC_DIRECT_INT) return false; g[ng++] = *(const uint32_t *)v; break;
-        case FFI_TYPE_UINT8: if (ng >= OC_DIRECT_INT) return false; g[ng++] = *(const uint8_t *)v; break;
-        case FFI_TYPE_DOUBLE:
-            if (nd >= OC_DIRECT_FP) return false;
-            d[nd++] = *(const double *)v;
-            break;
+        case FFI_TYPE_UINT64: kinds[i] = DK_U64; ng++; break;
+        case FFI_TYPE_SINT32: kinds[i] = DK_S32; ng++; break;
+        case FFI_TYPE_UINT32: kinds[i] = DK_U32; ng++; break;
+        case FFI_TYPE_UINT8: kinds[i] = DK_U8; ng++; break;
+        case FFI_TYPE_DOUBLE: kinds[i] = DK_F64; nd++; break;
         case FFI_TYPE_STRUCT: /* { int64, int64 or pointer }: two integer registers */
             if (t->size != 16 || !t->elements[0] || !t->elements[1] || t->elements[2] ||
                 t->elements[0]->type == FFI_TYPE_DOUBLE || t->elements[1]->type == FFI_TYPE_DOUBLE ||
-                t->elements[0]->size != 8 || t->elements[1]->size != 8 || ng + 2 > OC_DIRECT_INT)
+                t->elements[0]->size != 8 || t->elements[1]->size != 8)
                 return false;
-            g[ng++] = ((const uint64_t *)v)[0];
-            g[ng++] = ((const uint64_t *)v)[1];
+            kinds[i] = DK_PAIR;
+            ng += 2;
             break;
         default: return false;
         }
     }
-    void *r = ((direct_fn)(void (*)(void))fn)(g[0], g[1], g[2], g[3], g[4], g[5], d[0], d[1], d[2], d[3]);
-    *ret = cif->rtype == &ffi_type_pointer ? r : NULL;
-    return true;
+    return ng <= OC_DIRECT_INT && nd <= OC_DIRECT_FP;
+}
+
+static void *call_direct(const struct oc_op *op, oc_fn fn, void **values)
+{
+    uint64_t g[OC_DIRECT_INT] = {0};
+    double d[OC_DIRECT_FP] = {0};
+    unsigned ng = 0, nd = 0;
+    for (unsigned i = 0; i < op->cif.nargs; i++) {
+        const void *v = values[i];
+        switch (op->direct_kind[i]) {
+        case DK_U64: g[ng++] = *(const uint64_t *)v; break;
+        case DK_S32: g[ng++] = (uint64_t)(int64_t)*(const int32_t *)v; break;
+        case DK_U32: g[ng++] = *(const uint32_t *)v; break;
+        case DK_U8: g[ng++] = *(const uint8_t *)v; break;
+        case DK_F64: d[nd++] = *(const double *)v; break;
+        default: /* DK_PAIR */
+            g[ng++] = ((const uint64_t *)v)[0];
+            g[ng++] = ((const uint64_t *)v)[1];
+        }
+    }
+    return ((direct_fn)(void (*)(void))fn)(g[0], g[1], g[2], g[3], g[4], g[5], d[0], d[1], d[2], d[3]);
 }
 #else
-static bool call_direct(const ffi_cif *cif, oc_fn fn, void **values, void **ret)
+bool oc__direct_plan(const ffi_cif *cif, uint8_t *kinds)
 {
-    (void)cif, (void)fn, (void)values, (void)ret;
+    (void)cif, (void)kinds;
     return false;
+}
+
+static void *call_direct(const struct oc_op *op, oc_fn fn, void **values)
+{
+    (void)op, (void)fn, (void)values;
+    return NULL; /* never called: no op has a plan here */
 }
 #endif
 
 static void call_fn(oc_core *c)
 {
     oc_exec *e = c->exec;
-    if (!call_direct(&e->op->cif, e->fn, e->ffi_values, &c->ret))
+    if (e->op->direct) {
+        void *r = call_direct(e->op, e->fn, e->ffi_values);
+        c->ret = e->op->cif.rtype == &ffi_type_pointer ? r : NULL;
+    } else {
         ffi_call((ffi_cif *)&e->op->cif, e->fn, &c->ret, e->ffi_values);
+    }
 }
 
 /* ---- switching to the kernel stack and back ------------------------------- */

@@ -58,7 +58,7 @@ typedef struct oc_exec {
     int ndst;            /* number of results */
     uint32_t described;  /* shape mode: bit i set once result i is described */
     uint32_t ncores;     /* cores running it */
-    uint64_t bytes_in;   /* total input bytes, for the profiler */
+    uint64_t bytes_in;   /* total input bytes: for the profiler, and (multicore) whether to split */
     oc_share_fn run_share;           /* multicore: runs one share */
     struct oc_exec_failure *failure; /* multicore: where shares report */
 } oc_exec;
@@ -152,6 +152,11 @@ void oc__core_destroy(oc_core *core);
  * (message in core->fail_msg). Temporaries and TCM are released after,
  * except the returned tensor, left in core->ret (caller frees it). */
 oc_status oc__core_run(oc_core *core, oc_exec *exec, oc_core_mode mode, uint32_t id, uint32_t count);
+
+/* Whether a function of signature `cif` can be called without libffi on
+ * this platform (core.c's direct call), and how to load each argument:
+ * kinds[i] for each of cif->nargs. Worked out once per op, at load. */
+bool oc__direct_plan(const ffi_cif *cif, uint8_t *kinds);
 
 /* Free everything a finished call left on the core (temporaries, TCM). */
 void oc__core_release(oc_core *core);

@@ -269,8 +269,6 @@ uint32_t oc_engine_num_cores(void)
     return pool.ncores;
 }
 
-uint32_t oc__pool_size(void) { return oc_engine_num_cores(); }
-
 size_t oc_engine_tcm_size(void) { return oc__engine_default_tcm(); }
 
 void oc_engine_set_min_split_bytes(size_t bytes)
@@ -306,24 +304,12 @@ void oc_engine_shutdown(void)
     pthread_mutex_unlock(&pool.lock);
 }
 
-/* True once the launch's tensors (inputs, then results) reach `limit`
- * bytes. The kernel's argument values tell which are tensors: a Tensor or
- * Tensor? slot holds a const oc_tensor * (NULL for None), a Tensor[] slot
- * an oc_tensor_list. */
+/* True if the launch's tensors (its inputs, counted by the call path in
+ * job->bytes_in, and its results) reach `limit` bytes. */
 static bool job_reaches(const oc_exec *job, uint64_t limit)
 {
-    uint64_t bytes = 0;
+    uint64_t bytes = job->bytes_in;
     for (int i = 0; i < job->ndst && bytes < limit; i++) bytes += (uint64_t)oc_nbytes(&job->dsts[i]);
-    const oc_schema *s = &job->op->def.schema;
-    for (int i = 0; i < s->num_args && bytes < limit; i++) {
-        if (s->args[i].type == OC_ARG_TENSOR) {
-            const oc_tensor *t = *(const oc_tensor *const *)job->ffi_values[i];
-            if (t) bytes += (uint64_t)oc_nbytes(t);
-        } else if (s->args[i].type == OC_ARG_TENSOR_LIST) {
-            const oc_tensor_list *l = job->ffi_values[i];
-            for (int64_t k = 0; k < l->count && bytes < limit; k++) bytes += (uint64_t)oc_nbytes(&l->items[k]);
-        }
-    }
     return bytes >= limit;
 }
 

@@ -8,12 +8,11 @@
 oc_status oc__pool_start(void);
 
 /* Run every share of `job` (one per core in the pool) through
- * job->run_share, the caller taking part; returns when all are done. A
+ * job->run_share, the caller taking part; returns when all are done. A job
+ * whose tensors (job->bytes_in plus its results) are too small to split
+ * runs as one share on the caller. A
  * failing share records itself in job->failure; the first failure wins. */
 oc_status oc__pool_launch(oc_core *caller, oc_exec *job);
-
-/* Cores of the pool (starts it). */
-uint32_t oc__pool_size(void);
 
 /* Collectives for the running share of `core` (kernel/collective.c's
  * engine side): wait for every share at a barrier; reduce one 8-byte value

@@ -98,7 +98,7 @@ static oc_status bind_int_list(const struct oc_op *op, int i, const oc_schema_ar
         return OC_OK;
     }
     if (v.type != OC_ARG_INT_LIST)
-        return arg_error(op, i, -1, "expected %s, got %s", a->type_text, oc__arg_schema_type(v.type));
+        return arg_error(op, i, -1, "expected %s, got %s", a->type_text, oc_arg_type_name(v.type));
     if (v.v.ints.count < 0 || (v.v.ints.count > 0 && !v.v.ints.values))
         return arg_error(op, i, -1, "a list of %lld ints with no values", (long long)v.v.ints.count);
     if (a->list_len && v.v.ints.count != a->list_len)
@@ -124,7 +124,7 @@ static oc_status bind_float_list(const struct oc_op *op, int i, const oc_schema_
     int64_t count;
     if (v.type == OC_ARG_FLOAT_LIST) count = v.v.floats.count;
     else if (v.type == OC_ARG_INT_LIST) count = v.v.ints.count;
-    else return arg_error(op, i, -1, "expected %s, got %s", a->type_text, oc__arg_schema_type(v.type));
+    else return arg_error(op, i, -1, "expected %s, got %s", a->type_text, oc_arg_type_name(v.type));
     const void *src = v.type == OC_ARG_FLOAT_LIST ? (const void *)v.v.floats.values : (const void *)v.v.ints.values;
     if (count < 0 || (count > 0 && !src)) return arg_error(op, i, -1, "a list of %lld numbers with no values", (long long)count);
     if (a->list_len && count != a->list_len)
@@ -169,7 +169,7 @@ static oc_status bind_arg(const struct oc_op *op, int i, oc_value v, bool need_d
                       (a->type == OC_ARG_SCALAR && (v.type == OC_ARG_FLOAT || v.type == OC_ARG_INT ||
                                                     v.type == OC_ARG_BOOL)) ||
                       a->type == OC_ARG_INT_LIST || a->type == OC_ARG_FLOAT_LIST; /* checked below */
-    if (!compatible) return arg_error(op, i, -1, "expected %s, got %s", a->type_text, oc__arg_schema_type(v.type));
+    if (!compatible) return arg_error(op, i, -1, "expected %s, got %s", a->type_text, oc_arg_type_name(v.type));
     oc_status st = OC_OK;
     call_value *cv;
     switch (a->type) {
@@ -250,9 +250,8 @@ static oc_status core_error(const oc_core *c) { return oc_set_error(c->fail_stat
 static void hide_data(const struct oc_op *op, call_frame *f, void **data, bool hide)
 {
     for (int i = 0; i < f->nargs; i++) {
-        oc_arg_type t = op->def.schema.args[i].type;
-        if (t == OC_ARG_TENSOR && f->slots[i] == &f->tensor_ptrs[i]) {
-            oc_tensor *x = &f->tensors[i];
+        oc_tensor *x = oc__frame_tensor(op, f, i);
+        if (x) {
             if (hide) {
                 data[i] = x->data;
                 x->data = NULL;
@@ -261,7 +260,7 @@ static void hide_data(const struct oc_op *op, call_frame *f, void **data, bool h
                 x->data = data[i];
                 if (data[i]) x->flags &= ~(uint32_t)OC_TENSOR_META;
             }
-        } else if (t == OC_ARG_TENSOR_LIST && f->saved_data[i]) {
+        } else if (op->def.schema.args[i].type == OC_ARG_TENSOR_LIST && f->saved_data[i]) {
             oc_tensor_list *l = &f->values[i].tensors;
             oc_tensor *items = (oc_tensor *)l->items;
             for (int64_t k = 0; k < l->count; k++) {
@@ -304,7 +303,6 @@ static oc_status collect_results(const struct oc_op *op, oc_core *core, oc_exec 
                             op->qualname, fn, i, rname[0] ? " '" : "", rname, rname[0] ? "'" : "",
                             op->num_results, op->num_results == 1 ? "" : "s", op->def.schema_text, i);
     }
-    (void)metas;
     return OC_OK;
 }
 
@@ -415,14 +413,15 @@ static oc_status run_multi(const struct oc_op *op, oc_exec *e)
     return st;
 }
 
-/* Bytes of the call's input tensors: the profiler's "bytes in". */
-static uint64_t input_bytes(const struct oc_op *op, const call_frame *f)
+/* Bytes of the call's input tensors: the profiler's "bytes in", and what
+ * tells the engine whether a multicore launch is worth splitting. */
+static uint64_t input_bytes(const struct oc_op *op, call_frame *f)
 {
     uint64_t bytes = 0;
     for (int i = 0; i < f->nargs; i++) {
-        oc_arg_type t = op->def.schema.args[i].type;
-        if (t == OC_ARG_TENSOR && f->slots[i] == &f->tensor_ptrs[i]) bytes += (uint64_t)oc_nbytes(&f->tensors[i]);
-        else if (t == OC_ARG_TENSOR_LIST)
+        const oc_tensor *x = oc__frame_tensor(op, f, i);
+        if (x) bytes += (uint64_t)oc_nbytes(x);
+        else if (op->def.schema.args[i].type == OC_ARG_TENSOR_LIST)
             for (int64_t k = 0; k < f->values[i].tensors.count; k++)
                 bytes += (uint64_t)oc_nbytes(&f->values[i].tensors.items[k]);
     }
@@ -439,7 +438,7 @@ static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *outs)
         dsts[i].flags &= ~(uint32_t)(OC_TENSOR_READONLY | OC_TENSOR_OWNED);
     }
     oc_exec e = {.op = op, .fn = op->kernel_fn, .ffi_values = f->slots, .dsts = dsts, .ndst = op->num_results,
-                 .ncores = 1, .bytes_in = oc__prof_on() ? input_bytes(op, f) : 0};
+                 .ncores = 1, .bytes_in = op->multicore || oc__prof_on() ? input_bytes(op, f) : 0};
     /* Debug builds: each fresh result in a guarded shadow (redzone.c). */
     oc__redzone rz[OC_MAX_RESULTS];
     oc_status st = OC_OK;
@@ -483,44 +482,29 @@ oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tenso
     return st;
 }
 
-oc_status oc_op_call(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs)
+/* Bind, infer, get the fresh results' buffers, run. `alloc` NULL: the
+ * caller gave them in `outs` (oc_op_call). `api` names the entry point. */
+static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_alloc_fn alloc, void *alloc_ctx,
+                         oc_tensor *outs, const char *api)
 {
     call_frame f;
     oc_tensor metas[OC_MAX_RESULTS];
-    if (!op) return oc_set_error(OC_EINVAL, "oc_op_call: op is required");
     uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
     f.nheap = 0;
-    oc_status st = need_outs(op, outs, "oc_op_call");
-    if (!st) st = oc__frame_bind(op, args, nargs, true, &f);
-    if (!st) st = oc__frame_infer(op, &f, metas, NULL);
-    for (int i = 0; !st && i < op->num_results; i++)
-        if (op->def.schema.results[i].alias_arg < 0) st = check_out(op, i, &metas[i], &outs[i], "the caller's");
-    if (!st) st = execute(op, &f, outs);
-    oc__frame_release(&f);
-    if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());
-    return st;
-}
-
-oc_status oc_op_run(const oc_op *op, const oc_value *args, int nargs, oc_alloc_fn alloc, void *alloc_ctx,
-                    oc_tensor *outs)
-{
-    call_frame f;
-    oc_tensor metas[OC_MAX_RESULTS];
-    if (!op || !alloc) return oc_set_error(OC_EINVAL, "oc_op_run: op and alloc are required");
-    uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
-    f.nheap = 0;
-    oc_status st = need_outs(op, outs, "oc_op_run");
+    oc_status st = need_outs(op, outs, api);
     if (!st) st = oc__frame_bind(op, args, nargs, true, &f);
     if (!st) st = oc__frame_infer(op, &f, metas, NULL);
     if (!st && op->fresh_results > 0) {
-        uint64_t ta = t0 ? oc__prof_now() : 0;
+        uint64_t ta = t0 && alloc ? oc__prof_now() : 0;
         for (int i = 0; !st && i < op->num_results; i++) {
             if (op->def.schema.results[i].alias_arg >= 0) continue;
-            oc_clear_error();
-            st = alloc(alloc_ctx, i, &metas[i], &outs[i]);
-            if (st && oc_errcode() == OC_OK) oc_set_error(st, "op '%s': the output allocator failed", op->qualname);
-            if (st) st = oc_errcode();
-            if (!st) st = check_out(op, i, &metas[i], &outs[i], "the allocator's");
+            if (alloc) {
+                oc_clear_error();
+                st = alloc(alloc_ctx, i, &metas[i], &outs[i]);
+                if (st && oc_errcode() == OC_OK) oc_set_error(st, "op '%s': the output allocator failed", op->qualname);
+                if (st) st = oc_errcode();
+            }
+            if (!st) st = check_out(op, i, &metas[i], &outs[i], alloc ? "the allocator's" : "the caller's");
         }
         if (ta) oc__prof_host(OC_PROF_ALLOC, op->qualname, ta, oc__prof_now());
     }
@@ -528,6 +512,19 @@ oc_status oc_op_run(const oc_op *op, const oc_value *args, int nargs, oc_alloc_f
     oc__frame_release(&f);
     if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());
     return st;
+}
+
+oc_status oc_op_call(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs)
+{
+    if (!op) return oc_set_error(OC_EINVAL, "oc_op_call: op is required");
+    return call_op(op, args, nargs, NULL, NULL, outs, "oc_op_call");
+}
+
+oc_status oc_op_run(const oc_op *op, const oc_value *args, int nargs, oc_alloc_fn alloc, void *alloc_ctx,
+                    oc_tensor *outs)
+{
+    if (!op || !alloc) return oc_set_error(OC_EINVAL, "oc_op_run: op and alloc are required");
+    return call_op(op, args, nargs, alloc, alloc_ctx, outs, "oc_op_run");
 }
 
 static oc_status malloc_alloc(void *ctx, int index, const oc_tensor *meta, oc_tensor *out)

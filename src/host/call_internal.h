@@ -36,6 +36,13 @@ typedef struct call_frame {
     int nheap;
 } call_frame;
 
+/* Argument i's tensor as bound (a Tensor or Tensor? given one), else NULL. */
+static inline oc_tensor *oc__frame_tensor(const struct oc_op *op, call_frame *f, int i)
+{
+    return op->def.schema.args[i].type == OC_ARG_TENSOR && f->slots[i] == &f->tensor_ptrs[i] ? &f->tensors[i]
+                                                                                             : NULL;
+}
+
 /* Fill the frame from `args` in schema order, applying defaults and
  * checking types. `need_data`: tensors must have data (a call) or may be
  * meta (shape inference). Release with oc__frame_release even on failure. */

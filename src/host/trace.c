@@ -45,9 +45,9 @@ static int add_node(tracer *t, oc_dim_node n)
  * or past the end. */
 static const oc_tensor *input(const tracer *t, int r, int arg, int item)
 {
-    const call_frame *f = &t->runs[r].frame;
+    call_frame *f = &t->runs[r].frame;
     oc_arg_type type = t->op->def.schema.args[arg].type;
-    if (type == OC_ARG_TENSOR) return item == 0 && f->slots[arg] == &f->tensor_ptrs[arg] ? &f->tensors[arg] : NULL;
+    if (type == OC_ARG_TENSOR) return item == 0 ? oc__frame_tensor(t->op, f, arg) : NULL;
     if (type == OC_ARG_TENSOR_LIST && item < f->values[arg].tensors.count) return &f->values[arg].tensors.items[item];
     return NULL;
 }

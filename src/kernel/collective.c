@@ -20,14 +20,14 @@ static void sum_f64(void *acc, const void *x) { *(double *)acc += *(const double
 /* NaN wins, as in torch.max / torch.min. */
 static void max_f64(void *acc, const void *x)
 {
-    double a = *(double *)acc, v = *(const double *)x;
-    if (isnan(v) || v > a) *(double *)acc = v;
+    double v = *(const double *)x;
+    if (isnan(v) || v > *(double *)acc) *(double *)acc = v;
 }
 
 static void min_f64(void *acc, const void *x)
 {
-    double a = *(double *)acc, v = *(const double *)x;
-    if (isnan(v) || v < a) *(double *)acc = v;
+    double v = *(const double *)x;
+    if (isnan(v) || v < *(double *)acc) *(double *)acc = v;
 }
 
 /* Unsigned: wraps like torch's int64 sum, without undefined behaviour. */
@@ -42,26 +42,15 @@ static void all_reduce(const char *fn, void *value, oc_combine_fn combine)
     if (c && c->count > 1) oc__pool_allreduce(c, value, combine, value);
 }
 
-double oc_all_sum(double v)
-{
-    all_reduce("oc_all_sum", &v, sum_f64);
-    return v;
-}
+/* The kernel-facing collectives: this share's value in, the combined one out. */
+#define OC_ALL_REDUCE(name, type, combine) \
+    type name(type v)                     \
+    {                                     \
+        all_reduce(#name, &v, combine);   \
+        return v;                         \
+    }
 
-double oc_all_max(double v)
-{
-    all_reduce("oc_all_max", &v, max_f64);
-    return v;
-}
-
-double oc_all_min(double v)
-{
-    all_reduce("oc_all_min", &v, min_f64);
-    return v;
-}
-
-int64_t oc_all_sum_i64(int64_t v)
-{
-    all_reduce("oc_all_sum_i64", &v, sum_i64);
-    return v;
-}
+OC_ALL_REDUCE(oc_all_sum, double, sum_f64)
+OC_ALL_REDUCE(oc_all_max, double, max_f64)
+OC_ALL_REDUCE(oc_all_min, double, min_f64)
+OC_ALL_REDUCE(oc_all_sum_i64, int64_t, sum_i64)

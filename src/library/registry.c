@@ -96,10 +96,6 @@ static oc_status bind_ops(oc_library *lib, const oc_library_defs *defs)
         op->num_results = op->def.schema.num_results;
         op->fresh_results = oc__schema_fresh_results(&op->def.schema);
         op->returns_tensor = oc__schema_returns_tensor(&op->def.schema);
-        for (int a = 0; a < op->def.schema.num_args; a++) {
-            oc_arg_type t = op->def.schema.args[a].type;
-            op->has_lists |= t == OC_ARG_TENSOR_LIST || t == OC_ARG_INT_LIST || t == OC_ARG_FLOAT_LIST;
-        }
         snprintf(op->name, sizeof op->name, "%s", op->def.schema.name);
         snprintf(op->qualname, sizeof op->qualname, "%s::%s", lib->name, op->name);
         op->kernel_fn = (oc_fn)dlsym(lib->handle, op->def.kernel_name);
@@ -116,6 +112,7 @@ static oc_status bind_ops(oc_library *lib, const oc_library_defs *defs)
                          op->returns_tensor ? &ffi_type_pointer : &ffi_type_void, op->ffi_args) != FFI_OK)
             return oc_set_error(OC_ERROR, "op '%s': libffi could not describe its signature",
                                 op->qualname);
+        op->direct = oc__direct_plan(&op->cif, op->direct_kind);
         lib->num_ops++;
     }
     return OC_OK;

@@ -42,9 +42,10 @@ struct oc_op {
     int num_results;
     int fresh_results;   /* results the caller allocates */
     bool returns_tensor; /* kernel and shape function return oc_tensor * */
-    bool has_lists;      /* some argument is a list (the frame needs item storage) */
     ffi_cif cif; /* the kernel's (and shape function's) C signature */
     ffi_type *ffi_args[OC_MAX_ARGS];
+    bool direct;                        /* called without libffi (engine/core.c) */
+    uint8_t direct_kind[OC_MAX_ARGS];   /* ... loading each argument this way */
 };
 
 struct oc_library {

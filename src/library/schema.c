@@ -34,7 +34,7 @@ static const struct {
     "Tensor, Tensor?, Tensor[], Tensor(a!), int, SymInt, int[], int[N], float, float[], " \
     "bool, Scalar, str, ScalarType, and T? of these"
 
-const char *oc__arg_schema_type(oc_arg_type type)
+const char *oc_arg_type_name(oc_arg_type type)
 {
     switch (type) {
     case OC_ARG_TENSOR: return "Tensor";
@@ -51,8 +51,6 @@ const char *oc__arg_schema_type(oc_arg_type type)
     }
     return "?";
 }
-
-const char *oc_arg_type_name(oc_arg_type type) { return oc__arg_schema_type(type); }
 
 const char *oc__arg_c_type(const oc_schema_arg *a)
 {

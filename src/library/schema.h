@@ -80,9 +80,6 @@ int oc__schema_fresh_results(const oc_schema *s);
 /* The C type of an argument as a kernel receives it ("const oc_tensor *"). */
 const char *oc__arg_c_type(const oc_schema_arg *arg);
 
-/* The schema spelling of a base type ("Tensor", "float", "int[]", ...). */
-const char *oc__arg_schema_type(oc_arg_type type);
-
 /* Write the C prototype a function implementing `s` must have, e.g.
  * "oc_tensor *relu_forward(const oc_tensor *x)" (no trailing ';'). */
 void oc__schema_prototype(const oc_schema *s, const char *fn_name, char *buf, size_t len);

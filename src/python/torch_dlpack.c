@@ -10,14 +10,13 @@
  * or dtype opcore does not take, no such API) returns "not handled" and the
  * caller takes its general path, which also writes the error messages.
  *
- * The structs are declared here from the DLPack 1.x ABI (the system's
- * dlpack.h may predate them); only major version 1 is used.
+ * The exchange structs are declared here from the DLPack 1.x ABI (the
+ * system's dlpack.h may predate them); only major version 1 is used.
+ * DLTensor <-> oc_tensor is libopcore's (opcore/dlpack.h).
  */
 #include "pyopcore.h"
 
-#include <dlpack/dlpack.h>
-#include <string.h>
-
+#include "opcore/dlpack.h"
 #include "torch_native.h"
 
 typedef struct dl_version {
@@ -45,18 +44,8 @@ typedef struct dl_exchange_api {
     int (*current_work_stream)(int device_type, int32_t device_id, void **out_stream);
 } dl_exchange_api;
 
-#define DL_BOOL 6U /* kDLBool (DLPack 0.8+) */
-
 static const dl_exchange_api *api;  /* torch's, once found */
 static PyObject *api_type;          /* the type it was found on */
-
-static const struct {
-    uint8_t code, bits;
-} dl_dtypes[OC_NUM_DTYPES] = {
-    [OC_FLOAT32] = {kDLFloat, 32}, [OC_FLOAT64] = {kDLFloat, 64}, [OC_FLOAT16] = {kDLFloat, 16},
-    [OC_BFLOAT16] = {kDLBfloat, 16}, [OC_INT8] = {kDLInt, 8}, [OC_INT16] = {kDLInt, 16},
-    [OC_INT32] = {kDLInt, 32}, [OC_INT64] = {kDLInt, 64}, [OC_UINT8] = {kDLUInt, 8}, [OC_BOOL] = {DL_BOOL, 8},
-};
 
 /* torch.Tensor's exchange API (looked up once per registered type). */
 static const dl_exchange_api *exchange_api(void)
@@ -91,18 +80,9 @@ int ocpy_dlpack_view(PyObject *obj, oc_tensor *t)
         PyErr_Clear(); /* e.g. requires_grad: the general path takes it */
         return 0;
     }
-    if (dl.device.device_type != kDLCPU || dl.dtype.lanes != 1 || dl.ndim < 0 || dl.ndim > OC_MAX_DIMS) return 0;
-    int d = 0;
-    while (d < OC_NUM_DTYPES && !(dl_dtypes[d].code == dl.dtype.code && dl_dtypes[d].bits == dl.dtype.bits)) d++;
-    if (d == OC_NUM_DTYPES) return 0;
-    t->data = (char *)dl.data + dl.byte_offset;
-    t->dtype = (oc_dtype)d;
-    t->ndim = dl.ndim;
-    memcpy(t->sizes, dl.shape, (size_t)dl.ndim * sizeof *t->sizes);
-    if (dl.strides) memcpy(t->strides, dl.strides, (size_t)dl.ndim * sizeof *t->strides);
-    else oc_contiguous_strides(dl.ndim, t->sizes, t->strides);
-    t->flags = 0;
-    t->coherence = OC_COHERENT;
+    /* a device or dtype opcore does not take: the general path says so */
+    if (oc_tensor_from_dlpack(&dl, t) != OC_OK) return 0;
+    t->flags &= ~(uint32_t)OC_TENSOR_META; /* an empty tensor's NULL data is still data */
     return 1;
 }
 
@@ -116,13 +96,9 @@ void *ocpy_dlpack_alloc(const oc_tensor *meta, oc_tensor *out)
     /* no Python here: only a table already found (under the GIL) is used */
     if (!api || api_type != ocpy_tensor_type) return NULL;
     DLTensor proto;
-    memset(&proto, 0, sizeof proto);
-    proto.device.device_type = kDLCPU;
-    proto.ndim = meta->ndim;
-    proto.dtype.code = dl_dtypes[meta->dtype].code;
-    proto.dtype.bits = dl_dtypes[meta->dtype].bits;
-    proto.dtype.lanes = 1;
-    proto.shape = (int64_t *)meta->sizes;
+    int64_t shape[OC_MAX_DIMS], strides[OC_MAX_DIMS];
+    if (oc_tensor_to_dlpack(meta, &proto, shape, strides) != OC_OK) return NULL;
+    proto.strides = NULL; /* a fresh row-major tensor */
     dl_managed *m = NULL;
     if (api->managed_tensor_allocator(&proto, &m, NULL, ignore_error) != 0 || !m) return NULL;
     if (oc_tensor_init(out, (char *)m->dl_tensor.data + m->dl_tensor.byte_offset, meta->dtype, meta->ndim,
