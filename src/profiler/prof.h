@@ -97,6 +97,12 @@ const char *oc__pkind_name(unsigned kind);
 /* The category an event is filed under in the Chrome trace: its kind, or
  * for an imported span the category its profiler gave it. */
 const char *oc__pcat(const oc__pdata *d, const oc__pev *e);
+/* The name id of an imported span's category: the one its profiler gave
+ * it, else its profiler's name. */
+static inline uint32_t oc__pext_cat(const oc__pev *e)
+{
+    return (uint32_t)(e->a ? e->a - 1 : e->b);
+}
 /* True for the op-level events: kernels, op calls, imported operators. */
 static inline bool oc__pis_op(const oc__pev *e)
 {

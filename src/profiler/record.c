@@ -594,7 +594,7 @@ const char *oc__pkind_name(unsigned kind)
 
 const char *oc__pcat(const oc__pdata *d, const oc__pev *e)
 {
-    if (e->kind == OC_PROF_EXTERNAL) return e->a ? oc__pname(d, (uint32_t)(e->a - 1)) : oc__pname(d, (uint32_t)e->b);
+    if (e->kind == OC_PROF_EXTERNAL) return oc__pname(d, oc__pext_cat(e));
     return oc__pkind_name(e->kind);
 }
 

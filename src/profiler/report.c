@@ -213,8 +213,7 @@ static void emit_data(oc__pw *s, const oc__pdata *d, row *rows, uint32_t nr)
         oc__pw_printf(s, ",\"n\":%d,\"e\":[", w->nlevels);
         for (size_t i = 0; i < w->t->n && w->level; i++) {
             const oc__pev *e = &w->t->ev[i];
-            uint32_t cat = e->kind == OC_PROF_EXTERNAL ? OC_PROF_EXTERNAL + 1 + (uint32_t)(e->a ? e->a - 1 : e->b)
-                                                       : e->kind;
+            uint32_t cat = e->kind == OC_PROF_EXTERNAL ? OC_PROF_EXTERNAL + 1 + oc__pext_cat(e) : e->kind;
             oc__pw_printf(s, "%s%llu,%llu,%u,%u,%u", i ? "," : "", (unsigned long long)(e->t0 - d->start_ns),
                           (unsigned long long)(e->t1 - e->t0), w->is_steps ? d->nnames + (uint32_t)i : e->name, cat,
                           (unsigned)w->level[i]);
