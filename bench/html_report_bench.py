@@ -23,7 +23,6 @@ bench/report.py). On a shared machine the times are noisy: medians.
 """
 import argparse
 import importlib.util
-import json
 import os
 import statistics
 import sys
@@ -33,6 +32,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+import benchlib  # noqa: E402
 from chromium_cdp import Chromium  # noqa: E402
 
 CALLS_PER_STEP = 100
@@ -149,13 +149,9 @@ def main(argv=None):
              f"Shared, noisy machine: medians.")
     result = {"title": "Profiler HTML report, 100k events, headless Chromium", "rows": rows,
               "columns": ["case", "ms"], "notes": notes, "order": 61, "raw": m}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
-        f.write("\n")
     for r in rows:
         print(f"  {r['case']:<52} {r['ms']:>9} ms")
-    print(f"  wrote {args.out}")
+    benchlib.write(os.path.basename(args.out), result, os.path.dirname(args.out))
     return result
 
 

@@ -35,6 +35,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 MLP_DIR = os.path.join(REPO, "examples", "mlp")
+sys.path.insert(0, HERE)
+import benchlib  # noqa: E402
 OFF_MAX = 1.01
 ON_MAX = 1.05
 
@@ -204,15 +206,11 @@ def main(argv=None):
                 "pair_ratios": ratios, "train_pair_ratios": on_ratios, "train_off_s_per_step": off, "train_on_s_per_step": on,
                 "export_s": export},
     }
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
-        f.write("\n")
     for r in rows:
         print(f"  {r['case']:<36} {r['per call']:>10}  {r['vs baseline']:.4f}x")
     for t in result["target"]:
         print(f"  target {t['metric']}: {t['value']:.4f} (max {t['max']}) {'met' if t['met'] else 'NOT met'}")
-    print(f"  wrote {args.out}")
+    benchlib.write(os.path.basename(args.out), result, os.path.dirname(args.out))
     return result
 
 

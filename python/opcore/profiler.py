@@ -159,11 +159,11 @@ class profile(contextlib.ContextDecorator):
                 try:
                     import jax.profiler as jp
                     jp.stop_trace()
-                    for path in glob.glob(os.path.join(self._jax_dir, "plugins", "profile", "*", "*.xplane.pb")):
+                    pattern = os.path.join(self._jax_dir, "plugins", "profile", "*", "*.xplane.pb")
+                    paths = glob.glob(pattern) if import_spans else []  # on a failed start: not read
+                    for path in paths:
                         with open(path, "rb") as f:
-                            data = f.read()
-                        if import_spans:
-                            _C.profiler_import_xspace("jax", data)
+                            _C.profiler_import_xspace("jax", f.read())
                 finally:
                     shutil.rmtree(self._jax_dir, ignore_errors=True)
                     self._jax_dir = None

@@ -79,15 +79,12 @@ oc_status oc_profiler_import(const char *source, oc_profiler_clock clock, const 
         g_imp_gen = gen;
     }
     if (g_nimp + n > g_imp_cap) {
-        size_t cap = g_imp_cap ? g_imp_cap : 1024;
-        while (cap < g_nimp + n) cap *= 2;
-        imp *p = realloc(g_imp, cap * sizeof *p);
-        if (!p) {
+        imp *grown = oc__pgrow(g_imp, &g_imp_cap, g_nimp + n, sizeof *grown, 1024);
+        if (!grown) {
             pthread_mutex_unlock(&g_imp_mu);
             return oc_set_error(OC_ENOMEM, "oc_profiler_import: out of memory for %zu spans", g_nimp + n);
         }
-        g_imp = p;
-        g_imp_cap = cap;
+        g_imp = grown;
     }
     /* names repeat: remember the last few interned pointers */
     const char *last_name = NULL, *last_cat = NULL, *last_thread = NULL;
@@ -131,9 +128,8 @@ bool oc__pimport_merge(oc__pdata *d, unsigned gen)
     /* 1. the track of each kept span, new tracks for unseen threads */
     uint32_t cap = d->nhost;
     for (size_t i = 0; ok && i < n; i++) {
-        oc__pev e = g_imp[i].ev;
         track[i] = UINT32_MAX;
-        if (!oc__pkeep(d, &e)) continue;
+        if (!oc__pkeep(d, &g_imp[i].ev)) continue;  /* clipped in place (to the same window each time) */
         uint32_t t = i && track[i - 1] != UINT32_MAX && d->host[track[i - 1]].tid == g_imp[i].tid
                          ? track[i - 1] : UINT32_MAX;
         for (uint32_t h = 0; t == UINT32_MAX && h < d->nhost; h++)
@@ -174,9 +170,7 @@ bool oc__pimport_merge(oc__pdata *d, unsigned gen)
     for (size_t i = 0; ok && i < n; i++) {
         if (track[i] == UINT32_MAX) continue;
         oc__ptrack *h = &d->host[track[i]];
-        oc__pev e = g_imp[i].ev;
-        (void)oc__pkeep(d, &e);
-        h->ev[h->n++] = e;
+        h->ev[h->n++] = g_imp[i].ev;
         d->total_events++;
         d->imported++;
     }
@@ -188,7 +182,8 @@ bool oc__pimport_merge(oc__pdata *d, unsigned gen)
 
 int64_t oc_profiler_now_ns(oc_profiler_clock clock)
 {
+    if (clock != OC_PROFILER_CLOCK_REALTIME) return (int64_t)oc__prof_now();
     struct timespec ts;
-    clock_gettime(clock == OC_PROFILER_CLOCK_REALTIME ? CLOCK_REALTIME : CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }

@@ -171,9 +171,6 @@ static void this_machine(machine *m)
     snprintf(m->kernel, sizeof m->kernel, "%s", uname(&u) == 0 ? u.release : "unknown");
 }
 
-/* opcore's cache root: one rule for the build cache and this one. */
-static bool cache_dir(char *out, size_t n) { return oc__cache_root(out, n); }
-
 typedef struct entry {
     double gbps;
     unsigned threads, mib;
@@ -253,7 +250,7 @@ double oc_profiler_membw_gbps(void)
     char dir[4096], file[4200], when[64];
     entry e;
     double bw;
-    if (!cache_dir(dir, sizeof dir)) {
+    if (!oc__cache_root(dir, sizeof dir)) {  /* one rule for the build cache and this one */
         if (g_nocache_bw <= 0) g_nocache_bw = measure(&g_nocache_threads);
         snprintf(g_how, sizeof g_how, "%smeasured in this process (" METHOD "; best on %u), no cache directory",
                  bad, buffer_mib(), MEMBW_ROUNDS * MEMBW_REPS, m.cpus, g_nocache_threads);

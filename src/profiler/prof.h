@@ -97,6 +97,12 @@ const char *oc__pkind_name(unsigned kind);
 /* The category an event is filed under in the Chrome trace: its kind, or
  * for an imported span the category its profiler gave it. */
 const char *oc__pcat(const oc__pdata *d, const oc__pev *e);
+/* The name id of an imported span's category: the one its profiler gave
+ * it, else its profiler's name. */
+static inline uint32_t oc__pext_cat(const oc__pev *e)
+{
+    return (uint32_t)(e->a ? e->a - 1 : e->b);
+}
 /* True for the op-level events: kernels, op calls, imported operators. */
 static inline bool oc__pis_op(const oc__pev *e)
 {
@@ -121,6 +127,25 @@ void oc__pimport_reset(unsigned gen);
  * thread with the same OS id, else a new track). False on OOM. */
 bool oc__pimport_merge(oc__pdata *d, unsigned gen);
 
+/* The array `p` of capacity *cap (elements of `elem` bytes) with room for
+ * `need`: `p` itself, or grown (doubling, from `first`): the new pointer;
+ * NULL on OOM (`p` is kept). */
+void *oc__pgrow(void *p, size_t *cap, size_t need, size_t elem, size_t first);
+
+/* ---- protobuf wire format: reading (xspace_read.c) ------------------------ */
+
+/* A protobuf message (or what is left of it). */
+typedef struct oc__pbr {
+    const uint8_t *p, *end;
+} oc__pbr;
+
+enum { OC__PB_VARINT = 0, OC__PB_I64 = 1, OC__PB_LEN = 2, OC__PB_I32 = 5 };
+
+/* The next field of `b`: its number, wire type and value (a varint or I64;
+ * a LEN field's length, its bytes in *sub; sub->p is NULL for the others).
+ * False at the end of `b`, or on malformed input (*bad set). */
+bool oc__pb_next(oc__pbr *b, unsigned *field, unsigned *wt, uint64_t *v, oc__pbr *sub, bool *bad);
+
 /* growable byte buffer; with `gz` set it flushes to it when large */
 typedef struct oc__pw {
     oc__sb buf;    /* pending text (all of it when writing to memory) */
@@ -141,7 +166,7 @@ void oc__pw_free(oc__pw *s);
 /* exporters: return OC_OK or set the error and return OC_EIO */
 oc_status oc__pexport_trace(const oc__pdata *d, const char *path);
 oc_status oc__pexport_xplane(const oc__pdata *d, const char *path);
-void oc__psummary_compute(oc__pdata *d);
+void oc__psummary_compute(oc__pdata *d);  /* before the exporters: they read d->ops */
 oc_status oc__pexport_summary(const oc__pdata *d, const char *json_path, const char *csv_path);
 void oc__psummary_print(const oc__pdata *d, FILE *out);
 const char *oc__pop_source(const oc__pdata *d, const oc__pop *op); /* "opcore", "torch" */

@@ -114,13 +114,12 @@ static int64_t real_offset(void)
 {
     int64_t best = 0, width = INT64_MAX;
     for (int i = 0; i < 5; i++) {
-        struct timespec r;
         uint64_t m0 = oc__prof_now();
-        clock_gettime(CLOCK_REALTIME, &r);
+        int64_t r = oc_profiler_now_ns(OC_PROFILER_CLOCK_REALTIME);
         uint64_t m1 = oc__prof_now();
         if ((int64_t)(m1 - m0) < width) {
             width = (int64_t)(m1 - m0);
-            best = (int64_t)r.tv_sec * 1000000000 + r.tv_nsec - (int64_t)(m0 + (m1 - m0) / 2);
+            best = r - (int64_t)(m0 + (m1 - m0) / 2);
         }
     }
     return best;
@@ -595,7 +594,7 @@ const char *oc__pkind_name(unsigned kind)
 
 const char *oc__pcat(const oc__pdata *d, const oc__pev *e)
 {
-    if (e->kind == OC_PROF_EXTERNAL) return e->a ? oc__pname(d, (uint32_t)(e->a - 1)) : oc__pname(d, (uint32_t)e->b);
+    if (e->kind == OC_PROF_EXTERNAL) return oc__pname(d, oc__pext_cat(e));
     return oc__pkind_name(e->kind);
 }
 

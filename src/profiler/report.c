@@ -73,19 +73,20 @@ static const char *JS =
     "function size(){var dpr=window.devicePixelRatio||1;W=Math.max(100,plot.clientWidth);"
     "cv.width=Math.round(W*dpr);cv.height=Math.round(HT*dpr);cv.style.width=W+'px';cv.style.height=HT+'px';"
     "ctx.setTransform(dpr,0,0,dpr,0,0);}"
-    "function draw(){pending=false;var T0=performance.now(),k=W/(v1-v0),nd=0;ctx.clearRect(0,0,W,HT);"
-    "ctx.font='11px sans-serif';"
-    "ctx.textBaseline='middle';"
-    "for(var li=0;li<levels.length;li++){var L=levels[li],i=first(L,v0),mx=-1,me=-1,mc=-1,last='';"
-    "for(;i<L.n&&L.t0[i]<=v1;i++){var x0=(L.t0[i]-v0)*k,x1=(L.t1[i]-v0)*k;if(x0<0)x0=0;if(x1>W)x1=W;"
+    "function draw(){pending=false;var T0=performance.now(),k=W/(v1-v0),nd=0,L,mx,me,last;"
+    "ctx.clearRect(0,0,W,HT);ctx.font='11px sans-serif';ctx.textBaseline='middle';"
+    /* the pending run of merged sub-pixel spans [mx, me), drawn in its color */
+    "function flush(){if(mx>=0){ctx.fillRect(mx,L.y+1,Math.max(1,me-mx),H-2);nd++;mx=-1;}}"
+    "function color(i){var c=D.color[L.nm[i]];if(c!==last){ctx.fillStyle=c;last=c;}}"
+    "for(var li=0;li<levels.length;li++){L=levels[li];mx=-1;me=-1;last='';"
+    "for(var i=first(L,v0);i<L.n&&L.t0[i]<=v1;i++){var x0=(L.t0[i]-v0)*k,x1=(L.t1[i]-v0)*k;if(x0<0)x0=0;"
+    "if(x1>W)x1=W;"
     "if(x1-x0<1){if(mx>=0&&x0<=me+1){if(x1>me)me=x1;continue;}"
-    "if(mx>=0){ctx.fillRect(mx,L.y+1,Math.max(1,me-mx),H-2);nd++;}"
-    "var c=D.color[L.nm[i]];if(c!==last){ctx.fillStyle=c;last=c;}mx=x0;me=Math.max(x1,x0+1);continue;}"
-    "if(mx>=0){ctx.fillRect(mx,L.y+1,Math.max(1,me-mx),H-2);nd++;mx=-1;}"
-    "var c2=D.color[L.nm[i]];if(c2!==last){ctx.fillStyle=c2;last=c2;}ctx.fillRect(x0,L.y+1,x1-x0,H-2);nd++;"
+    "flush();color(i);mx=x0;me=Math.max(x1,x0+1);continue;}"
+    "flush();color(i);ctx.fillRect(x0,L.y+1,x1-x0,H-2);nd++;"
     "if(x1-x0>40){ctx.fillStyle='#000';ctx.save();ctx.beginPath();ctx.rect(x0,L.y,x1-x0,H);ctx.clip();"
     "ctx.fillText(D.names[L.nm[i]],x0+3,L.y+H/2);ctx.restore();last='';}}"
-    "if(mx>=0){ctx.fillRect(mx,L.y+1,Math.max(1,me-mx),H-2);nd++;}}"
+    "flush();}"
     "drawn=nd;var s='';for(var a=0;a<=4;a++){s+='<span style=\"position:absolute;left:'+(a*W/4-(a?40:0))+"
     "'px\">'+fmt(v0+(v1-v0)*a/4)+'</span>';}axis.innerHTML=s;"
     "var B=document.body;if(!B.hasAttribute('data-ready'))performance.mark('oc-first-draw');"
@@ -212,8 +213,7 @@ static void emit_data(oc__pw *s, const oc__pdata *d, row *rows, uint32_t nr)
         oc__pw_printf(s, ",\"n\":%d,\"e\":[", w->nlevels);
         for (size_t i = 0; i < w->t->n && w->level; i++) {
             const oc__pev *e = &w->t->ev[i];
-            uint32_t cat = e->kind == OC_PROF_EXTERNAL ? OC_PROF_EXTERNAL + 1 + (uint32_t)(e->a ? e->a - 1 : e->b)
-                                                       : e->kind;
+            uint32_t cat = e->kind == OC_PROF_EXTERNAL ? OC_PROF_EXTERNAL + 1 + oc__pext_cat(e) : e->kind;
             oc__pw_printf(s, "%s%llu,%llu,%u,%u,%u", i ? "," : "", (unsigned long long)(e->t0 - d->start_ns),
                           (unsigned long long)(e->t1 - e->t0), w->is_steps ? d->nnames + (uint32_t)i : e->name, cat,
                           (unsigned)w->level[i]);

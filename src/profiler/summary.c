@@ -19,17 +19,9 @@
  * named like an opcore op (PyTorch's record of the call into opcore) is left
  * out: opcore's own record of that call counts.
  */
-#include <errno.h>
-#include <math.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "core/internal.h"
 #include "opcore/status.h"
 #include "profiler/prof.h"
 

@@ -1,5 +1,6 @@
 /* src/profiler/util.c — a growable text buffer for the exporters, with
- * JSON and HTML escaping; it can stream to a gzFile or a FILE. */
+ * JSON and HTML escaping; it can stream to a gzFile or a FILE. And the
+ * lanes of overlapping kernels, and growing an array. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,4 +130,14 @@ uint8_t *oc__plane_assign(const oc__ptrack *t, int *nlanes)
     }
     *nlanes = n;
     return lanes;
+}
+
+void *oc__pgrow(void *p, size_t *cap, size_t need, size_t elem, size_t first)
+{
+    if (p && need <= *cap) return p;
+    size_t n = *cap ? *cap : first;
+    while (n < need) n *= 2;
+    void *grown = realloc(p, n * elem);
+    if (grown) *cap = n;
+    return grown;
 }

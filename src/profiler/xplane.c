@@ -56,8 +56,6 @@
 #define KIND_REF0 100                   /* stat metadata ids of kind names */
 #define NAME_REF0 1000                  /* ... of tf_op strings (2i) and names (2i+1) */
 
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2 };
-
 enum {
     ST_BYTES_IN = 1, ST_BYTES_OUT, ST_TCM, ST_STREAM, ST_CORE, ST_NCORES, ST_KIND, ST_STEP_NUM,
     ST_GROUP_ID, ST_STEP_NAME, ST_TF_OP, ST_CORRELATION_ID, ST_SOURCE, ST_CATEGORY, ST_CORE_COUNT,
@@ -76,16 +74,22 @@ static const char *const stat_desc[] = {
 
 /* ---- wire format -------------------------------------------------------- */
 
-static void pb_varint(oc__pw *s, uint64_t v)
+/* `v` as a varint into b[10]; its length. */
+static size_t varint(unsigned char *b, uint64_t v)
 {
-    unsigned char b[10];
     size_t n = 0;
     while (v >= 0x80) {
         b[n++] = (unsigned char)(v | 0x80);
         v >>= 7;
     }
     b[n++] = (unsigned char)v;
-    oc__pw_put(s, b, n);
+    return n;
+}
+
+static void pb_varint(oc__pw *s, uint64_t v)
+{
+    unsigned char b[10];
+    oc__pw_put(s, b, varint(b, v));
 }
 
 static void pb_tag(oc__pw *s, unsigned field, unsigned wt)
@@ -96,14 +100,14 @@ static void pb_tag(oc__pw *s, unsigned field, unsigned wt)
 static void pb_int(oc__pw *s, unsigned field, int64_t v)
 {
     if (!v) return;  /* proto3 default */
-    pb_tag(s, field, WT_VARINT);
+    pb_tag(s, field, OC__PB_VARINT);
     pb_varint(s, (uint64_t)v);
 }
 
 static void pb_str(oc__pw *s, unsigned field, const char *str)
 {
     size_t n = strlen(str);
-    pb_tag(s, field, WT_LEN);
+    pb_tag(s, field, OC__PB_LEN);
     pb_varint(s, n);
     oc__pw_put(s, str, n);
 }
@@ -111,7 +115,7 @@ static void pb_str(oc__pw *s, unsigned field, const char *str)
 /* Open a length-delimited submessage; returns where its body starts. */
 static size_t pb_open(oc__pw *s, unsigned field)
 {
-    pb_tag(s, field, WT_LEN);
+    pb_tag(s, field, OC__PB_LEN);
     return s->buf.len;
 }
 
@@ -121,13 +125,7 @@ static void pb_close(oc__pw *s, size_t start)
     if (s->failed || s->buf.oom) return;
     size_t len = s->buf.len - start;
     unsigned char b[10];
-    size_t k = 0;
-    uint64_t v = len;
-    while (v >= 0x80) {
-        b[k++] = (unsigned char)(v | 0x80);
-        v >>= 7;
-    }
-    b[k++] = (unsigned char)v;
+    size_t k = varint(b, len);
     oc__pw_put(s, b, k);  /* grow by k */
     if (s->failed || s->buf.oom) return;
     memmove(s->buf.s + start + k, s->buf.s + start, len);
@@ -140,7 +138,7 @@ static void stat_val(oc__pw *s, unsigned field, unsigned id, unsigned vfield, ui
 {
     size_t m = pb_open(s, field);
     pb_int(s, 1, id);
-    pb_tag(s, vfield, WT_VARINT);
+    pb_tag(s, vfield, OC__PB_VARINT);
     pb_varint(s, v);
     pb_close(s, m);
 }
@@ -180,7 +178,7 @@ typedef struct ctx {
     const oc__pdata *d;
     int64_t *gid;         /* [steps.n] group id of each step */
     char **tf_op;         /* [nnames] "path:type", made on first use */
-    bool *opcore_op;      /* [nnames] names of opcore ops (kernels or calls) */
+    bool *opcore_op;      /* [nnames] names of opcore ops (the summary's) */
     uint8_t *ref_used;    /* [nnames] bit 0: tf_op ref, bit 1: name ref */
     bool kind_used[16];
     bool *md_used;        /* event metadata used on the current plane */
@@ -285,7 +283,7 @@ static void line_head(oc__pw *s, const oc__pdata *d, int64_t id, int64_t display
 static void event_head(oc__pw *s, const oc__pdata *d, const oc__pev *e, int64_t md)
 {
     pb_int(s, 1, md);
-    pb_tag(s, 2, WT_VARINT);  /* offset_ps, always present (oneof) */
+    pb_tag(s, 2, OC__PB_VARINT);  /* offset_ps, always present (oneof) */
     pb_varint(s, (e->t0 - d->start_ns) * 1000u);
     pb_int(s, 3, (int64_t)((e->t1 - e->t0) * 1000u));
 }
@@ -462,13 +460,8 @@ oc_status oc__pexport_xplane(const oc__pdata *d, const char *path)
     bool ok = c.gid && c.tf_op && c.opcore_op && c.ref_used && c.md_used;
     if (ok) {
         group_ids(&c);
-        for (uint32_t k = 0; k < d->ncores; k++)
-            for (size_t i = 0; i < d->cores[k].n; i++)
-                if (d->cores[k].ev[i].name < d->nnames) c.opcore_op[d->cores[k].ev[i].name] = true;
-        for (uint32_t h = 0; h < d->nhost; h++)
-            for (size_t i = 0; i < d->host[h].n; i++)
-                if (d->host[h].ev[i].kind == OC_PROF_CALL && d->host[h].ev[i].name < d->nnames)
-                    c.opcore_op[d->host[h].ev[i].name] = true;
+        for (uint32_t i = 0; i < d->nops; i++)  /* the summary's ops, opcore's own */
+            if (d->ops[i].source == UINT32_MAX) c.opcore_op[d->ops[i].name] = true;
         c.md_n = d->nnames;
         host_plane(&s, &c);
         if (d->ncores) {

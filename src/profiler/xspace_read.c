@@ -2,8 +2,8 @@
  * spans of another profiler's XSpace (jax.profiler's .xplane.pb), imported
  * into the running profile.
  *
- * A small reader of the protobuf wire format (see xplane.c for the
- * messages). Of the XSpace it reads the "/host:CPU" plane (its lines,
+ * A small reader of the protobuf wire format (oc__pb_next; see xplane.c
+ * for the messages). Of the XSpace it reads the "/host:CPU" plane (its lines,
  * events, event and stat metadata) and the "Task Environment" plane's
  * "profile_start_time": tsl's profiler stores line timestamps relative to
  * that start (NormalizeTimestamps), on CLOCK_REALTIME.
@@ -15,13 +15,7 @@
 #include "opcore/status.h"
 #include "profiler/prof.h"
 
-typedef struct rd {
-    const uint8_t *p, *end;
-} rd;
-
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
-
-static bool rd_varint(rd *b, uint64_t *v)
+static bool rd_varint(oc__pbr *b, uint64_t *v)
 {
     *v = 0;
     for (int s = 0; s < 64 && b->p < b->end; s += 7) {
@@ -32,35 +26,33 @@ static bool rd_varint(rd *b, uint64_t *v)
     return false;
 }
 
-/* The next field of `b`: false at its end, or on malformed input (*bad). */
-static bool rd_next(rd *b, unsigned *field, uint64_t *v, rd *sub, bool *bad)
+bool oc__pb_next(oc__pbr *b, unsigned *field, unsigned *wt, uint64_t *v, oc__pbr *sub, bool *bad)
 {
     if (b->p >= b->end) return false;
     uint64_t tag;
     if (!rd_varint(b, &tag)) goto fail;
     *field = (unsigned)(tag >> 3);
-    switch (tag & 7) {
-    case WT_VARINT:
+    *wt = (unsigned)(tag & 7);
+    sub->p = sub->end = NULL;
+    switch (*wt) {
+    case OC__PB_VARINT:
         if (!rd_varint(b, v)) goto fail;
-        sub->p = sub->end = NULL;
         return true;
-    case WT_LEN:
+    case OC__PB_LEN:
         if (!rd_varint(b, v) || *v > (uint64_t)(b->end - b->p)) goto fail;
         sub->p = b->p;
         sub->end = b->p + *v;
         b->p += *v;
         return true;
-    case WT_I64:
+    case OC__PB_I64:
         if (b->end - b->p < 8) goto fail;
         memcpy(v, b->p, 8);
         b->p += 8;
-        sub->p = sub->end = NULL;
         return true;
-    case WT_I32:
+    case OC__PB_I32:
         if (b->end - b->p < 4) goto fail;
         b->p += 4;
         *v = 0;
-        sub->p = sub->end = NULL;
         return true;
     default:
         break;
@@ -70,12 +62,19 @@ fail:
     return false;
 }
 
-static bool rd_eq(const rd *s, const char *str)
+/* The next field of `b` (oc__pb_next without the wire type). */
+static bool rd_next(oc__pbr *b, unsigned *field, uint64_t *v, oc__pbr *sub, bool *bad)
+{
+    unsigned wt;
+    return oc__pb_next(b, field, &wt, v, sub, bad);
+}
+
+static bool rd_eq(const oc__pbr *s, const char *str)
 {
     return s->p && (size_t)(s->end - s->p) == strlen(str) && !memcmp(s->p, str, strlen(str));
 }
 
-static char *rd_dup(const rd *s)
+static char *rd_dup(const oc__pbr *s)
 {
     size_t n = s->p ? (size_t)(s->end - s->p) : 0;
     char *c = malloc(n + 1);
@@ -98,7 +97,7 @@ typedef struct reader {
     int nop_stats;
     oc_profiler_span *sp;
     char **threads;
-    size_t nsp, capsp, nthreads;
+    size_t nsp, capsp, nthreads, capthreads;
     bool bad, oom;
 } reader;
 
@@ -120,15 +119,11 @@ static const char *md_name(const reader *r, int64_t id)
     return NULL;
 }
 
-static bool push_md(reader *r, int64_t id, const rd *name)
+static bool push_md(reader *r, int64_t id, const oc__pbr *name)
 {
-    if (r->nmd == r->capmd) {
-        size_t cap = r->capmd ? r->capmd * 2 : 256;
-        emd *p = realloc(r->md, cap * sizeof *p);
-        if (!p) return !(r->oom = true);
-        r->md = p;
-        r->capmd = cap;
-    }
+    emd *p = oc__pgrow(r->md, &r->capmd, r->nmd + 1, sizeof *p, 256);
+    if (!p) return !(r->oom = true);
+    r->md = p;
     char *c = rd_dup(name);
     if (!c) return !(r->oom = true);
     r->md[r->nmd].id = id;
@@ -138,19 +133,19 @@ static bool push_md(reader *r, int64_t id, const rd *name)
 
 /* A plane's event metadata names (display name if it has one) and the ids
  * of its stats that mark an operator. */
-static void read_metadata(reader *r, rd plane)
+static void read_metadata(reader *r, oc__pbr plane)
 {
     unsigned f;
     uint64_t v;
-    rd entry;
+    oc__pbr entry;
     while (!r->oom && rd_next(&plane, &f, &v, &entry, &r->bad)) {
         if ((f != 4 && f != 5) || !entry.p) continue;
         unsigned map = f;
-        rd val = {0, 0}, x;
+        oc__pbr val = {0, 0}, x;
         while (rd_next(&entry, &f, &v, &x, &r->bad))
             if (f == 2 && x.p) val = x;
         int64_t id = 0;
-        rd name = {0, 0}, display = {0, 0};
+        oc__pbr name = {0, 0}, display = {0, 0};
         while (val.p && rd_next(&val, &f, &v, &x, &r->bad)) {
             if (f == 1) id = (int64_t)v;
             else if (f == 2 && x.p) name = x;
@@ -167,26 +162,22 @@ static void read_metadata(reader *r, rd plane)
 
 static bool push_span(reader *r, const oc_profiler_span *s)
 {
-    if (r->nsp == r->capsp) {
-        size_t cap = r->capsp ? r->capsp * 2 : 1024;
-        oc_profiler_span *p = realloc(r->sp, cap * sizeof *p);
-        if (!p) return !(r->oom = true);
-        r->sp = p;
-        r->capsp = cap;
-    }
+    oc_profiler_span *p = oc__pgrow(r->sp, &r->capsp, r->nsp + 1, sizeof *p, 1024);
+    if (!p) return !(r->oom = true);
+    r->sp = p;
     r->sp[r->nsp++] = *s;
     return true;
 }
 
-static void read_lines(reader *r, rd plane, int64_t start_ns)
+static void read_lines(reader *r, oc__pbr plane, int64_t start_ns)
 {
     unsigned f;
     uint64_t v;
-    rd line;
+    oc__pbr line;
     while (!r->oom && rd_next(&plane, &f, &v, &line, &r->bad)) {
         if (f != 3 || !line.p) continue;
         int64_t id = 0, ts = 0;
-        rd name = {0, 0}, display = {0, 0}, x, l = line;
+        oc__pbr name = {0, 0}, display = {0, 0}, x, l = line;
         while (rd_next(&l, &f, &v, &x, &r->bad)) {
             if (f == 1) id = (int64_t)v;
             else if (f == 3) ts = (int64_t)v;
@@ -195,7 +186,7 @@ static void read_lines(reader *r, rd plane, int64_t start_ns)
         }
         /* tsl stores line times relative to the profile start */
         if (start_ns > 0 && ts < start_ns) ts += start_ns;
-        char **th = realloc(r->threads, (r->nthreads + 1) * sizeof *th);
+        char **th = oc__pgrow(r->threads, &r->capthreads, r->nthreads + 1, sizeof *th, 16);
         if (!th) { r->oom = true; return; }
         r->threads = th;
         if (!(th[r->nthreads] = rd_dup(display.p && display.end > display.p ? &display : &name))) {
@@ -208,13 +199,13 @@ static void read_lines(reader *r, rd plane, int64_t start_ns)
             if (f != 4 || !x.p) continue;
             int64_t md = 0, off = 0, dur = 0;
             bool op = false;
-            rd e = x, y;
+            oc__pbr e = x, y;
             while (rd_next(&e, &f, &v, &y, &r->bad)) {
                 if (f == 1) md = (int64_t)v;
                 else if (f == 2) off = (int64_t)v;
                 else if (f == 3) dur = (int64_t)v;
                 else if (f == 4 && y.p) {
-                    rd st = y, z;
+                    oc__pbr st = y, z;
                     while (rd_next(&st, &f, &v, &z, &r->bad))
                         if (f == 1)
                             for (int k = 0; k < r->nop_stats; k++) op |= (int64_t)v == r->op_stats[k];
@@ -230,15 +221,15 @@ static void read_lines(reader *r, rd plane, int64_t start_ns)
 }
 
 /* "profile_start_time" of the "Task Environment" plane, or 0. */
-static int64_t read_start(reader *r, rd plane)
+static int64_t read_start(reader *r, oc__pbr plane)
 {
     unsigned f;
     uint64_t v;
-    rd sub, x, q = plane;
+    oc__pbr sub, x, q = plane;
     int64_t want = -1, start = 0;
     while (rd_next(&q, &f, &v, &sub, &r->bad)) {
         if (f != 5 || !sub.p) continue;
-        rd val = {0, 0};
+        oc__pbr val = {0, 0};
         while (rd_next(&sub, &f, &v, &x, &r->bad))
             if (f == 2 && x.p) val = x;
         int64_t id = 0;
@@ -266,7 +257,7 @@ oc_status oc_profiler_import_xspace(const char *source, const void *data, size_t
 {
     if (!data && len) return oc_set_error(OC_EINVAL, "oc_profiler_import_xspace: argument 'data' is NULL");
     reader r = {0};
-    rd space = {data, (const uint8_t *)data + len}, plane, x, host = {0, 0};
+    oc__pbr space = {data, (const uint8_t *)data + len}, plane, x, host = {0, 0};
     unsigned f;
     uint64_t v;
     int64_t start = 0;
@@ -274,7 +265,7 @@ oc_status oc_profiler_import_xspace(const char *source, const void *data, size_t
     while (rd_next(&space, &f, &v, &plane, &r.bad)) {
         if (f != 1 || !plane.p) continue;
         any = true;
-        rd q = plane;
+        oc__pbr q = plane;
         while (rd_next(&q, &f, &v, &x, &r.bad)) {
             if (f != 2) continue;
             if (rd_eq(&x, "/host:CPU")) host = plane;

@@ -27,6 +27,7 @@
 #include "opcore/profiler.h"
 #include "opcore/status.h"
 #include "profiler/hooks.h"
+#include "profiler/prof.h"
 
 static char g_tmp[256];
 
@@ -141,46 +142,19 @@ static bool json_ok(const char *s)
     return e && *js_ws(e) == 0;
 }
 
-/* ---- a minimal protobuf reader -------------------------------------------- */
+/* ---- reading protobuf: the library's reader, asserting ------------------------ */
 
-typedef struct pb {
-    const uint8_t *p, *end;
-} pb;
-
-static bool pb_varint(pb *b, uint64_t *v)
-{
-    *v = 0;
-    for (int s = 0; s < 64 && b->p < b->end; s += 7) {
-        uint8_t c = *b->p++;
-        *v |= (uint64_t)(c & 0x7f) << s;
-        if (!(c & 0x80)) return true;
-    }
-    return false;
-}
+typedef oc__pbr pb;
 
 /* next field: returns false at end; on a LEN field sets sub */
 static bool pb_next(pb *b, unsigned *field, unsigned *wt, uint64_t *v, pb *sub)
 {
-    if (b->p >= b->end) return false;
-    uint64_t tag;
-    assert_true(pb_varint(b, &tag));
-    *field = (unsigned)(tag >> 3);
-    *wt = (unsigned)(tag & 7);
-    if (*wt == 0) {
-        assert_true(pb_varint(b, v));
-    } else if (*wt == 2) {
-        assert_true(pb_varint(b, v));
-        assert_true(*v <= (uint64_t)(b->end - b->p));
-        sub->p = b->p;
-        sub->end = b->p + *v;
-        b->p += *v;
-    } else if (*wt == 1) {
-        assert_true(b->end - b->p >= 8);
-        b->p += 8;
-    } else {
+    bool bad = false;
+    bool more = oc__pb_next(b, field, wt, v, sub, &bad);
+    assert_false(bad);
+    if (more && *wt != OC__PB_VARINT && *wt != OC__PB_LEN && *wt != OC__PB_I64)
         fail_msg("unexpected wire type %u", *wt);
-    }
-    return true;
+    return more;
 }
 
 static bool pb_streq(const pb *s, const char *str)
@@ -355,6 +329,23 @@ static void record_calls(uint64_t base)
     }
 }
 
+/* The last profile's Chrome trace and summary, checked to be JSON. */
+static char *trace_json(void)
+{
+    char *js = read_gz(oc_profiler_output(OC_PROFILE_OUT_TRACE), NULL);
+    assert_non_null(js);
+    assert_true(json_ok(js));
+    return js;
+}
+
+static char *summary_json(void)
+{
+    char *sj = read_file(oc_profiler_output(OC_PROFILE_OUT_SUMMARY_JSON), NULL);
+    assert_non_null(sj);
+    assert_true(json_ok(sj));
+    return sj;
+}
+
 static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -481,9 +472,7 @@ static void test_trace_files(void **state)
     free(xb);
 
     /* 3. summary */
-    char *sj = read_file(oc_profiler_output(OC_PROFILE_OUT_SUMMARY_JSON), NULL);
-    assert_non_null(sj);
-    assert_true(json_ok(sj));
+    char *sj = summary_json();
     assert_non_null(strstr(sj, "\"op\": \"my_ops::relu_forward\", \"calls\": 3, \"total_ms\": 0.090000, "
                                "\"mean_us\": 30.000, \"min_us\": 30.000, \"max_us\": 30.000, "
                                "\"kernel_wall_ms\": 0.060000, \"kernels\": 12, \"ncores\": 4, "
@@ -544,9 +533,7 @@ static void test_operator_type(void **state)
     assert_int_equal(oc_profiler_end(), OC_OK);
     sleep_ms(1); /* the synthetic spans end up to 0.3 ms from now */
     assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
-    char *js = read_gz(oc_profiler_output(OC_PROFILE_OUT_TRACE), NULL);
-    assert_non_null(js);
-    assert_true(json_ok(js));
+    char *js = trace_json();
     assert_int_equal(count(js, "\"cat\":\"kernel\""), 3 * NCORES);
     assert_int_equal(count(js, "\"cat\":\"call\""), 3);
     assert_int_equal(count(js, "\"cat\":\"block\""), 1);
@@ -575,9 +562,7 @@ static void test_ms_duration(void **state)
     assert_int_equal(oc_profiler_end(), OC_OK);
     sleep_ms(1); /* the synthetic spans end up to 0.3 ms from now */
     assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
-    char *js = read_gz(oc_profiler_output(OC_PROFILE_OUT_TRACE), NULL);
-    assert_non_null(js);
-    assert_true(json_ok(js));
+    char *js = trace_json();
     assert_non_null(strstr(js, "\"name\":\"early\""));
     assert_null(strstr(js, "\"name\":\"late\""));
     assert_non_null(strstr(js, "\"name\":\"straddles\""));
@@ -659,9 +644,7 @@ static void test_import(void **state)
     sleep_ms(1);
     assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
 
-    char *js = read_gz(oc_profiler_output(OC_PROFILE_OUT_TRACE), NULL);
-    assert_non_null(js);
-    assert_true(json_ok(js));
+    char *js = trace_json();
     char key[160];
     snprintf(key, sizeof key, "\"tid\":%lld,\"cat\":\"cpu_op\",\"name\":\"aten::addmm\"", (long long)tid);
     double a_ts, a_dur, c_ts, c_dur;
@@ -682,9 +665,7 @@ static void test_import(void **state)
     assert_null(strstr(js, "too_early"));
     free(js);
 
-    char *sj = read_file(oc_profiler_output(OC_PROFILE_OUT_SUMMARY_JSON), NULL);
-    assert_non_null(sj);
-    assert_true(json_ok(sj));
+    char *sj = summary_json();
     assert_non_null(strstr(sj, "\"imported_events\": 5,"));
     snprintf(key, sizeof key, "\"op\": \"%s\", \"calls\": 1,", OP);  /* not 2: PyTorch's record is the same call */
     assert_non_null(strstr(sj, key));
@@ -793,9 +774,7 @@ static void test_import_xspace(void **state)
     sleep_ms(1);
     assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
 
-    char *js = read_gz(oc_profiler_output(OC_PROFILE_OUT_TRACE), NULL);
-    assert_non_null(js);
-    assert_true(json_ok(js));
+    char *js = trace_json();
     double f_ts, f_dur, a_ts, a_dur;
     ts_dur(js, "\"tid\":77,\"cat\":\"jax\",\"name\":\"fusion.1\"", &f_ts, &f_dur);
     ts_dur(js, "\"name\":\"anchor\"", &a_ts, &a_dur);
@@ -840,9 +819,7 @@ static void test_threads(void **state)
         for (int i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
     }
     assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
-    char *sj = read_file(oc_profiler_output(OC_PROFILE_OUT_SUMMARY_JSON), NULL);
-    assert_non_null(sj);
-    assert_true(json_ok(sj));
+    char *sj = summary_json();
     char want[128];
     snprintf(want, sizeof want, "\"events\": %d,", 2 * NTHREADS * PER_THREAD);
     assert_non_null(strstr(sj, want));
@@ -1000,9 +977,7 @@ static void test_real_engine(void **state)
     oc_library_unload(lib);
     free(x);
 
-    char *js = read_gz(oc_profiler_output(OC_PROFILE_OUT_TRACE), NULL);
-    assert_non_null(js);
-    assert_true(json_ok(js));
+    char *js = trace_json();
     assert_int_equal(count(js, "\"cat\":\"kernel\""), 5 * ncores);
     for (uint32_t c = 0; c < ncores; c++) {
         char nm[64];
@@ -1013,9 +988,7 @@ static void test_real_engine(void **state)
     assert_int_equal(count(js, "\"cat\":\"shape\""), 5);
     assert_int_equal(count(js, "\"cat\":\"build\""), 1);
     free(js);
-    char *sj = read_file(oc_profiler_output(OC_PROFILE_OUT_SUMMARY_JSON), NULL);
-    assert_non_null(sj);
-    assert_true(json_ok(sj));
+    char *sj = summary_json();
     char want[160];
     snprintf(want, sizeof want, "\"op\": \"%s\", \"calls\": 5,", OP);
     const char *p = strstr(sj, want);

@@ -26,21 +26,17 @@ STEPS = 5
 
 
 @pytest.fixture(autouse=True)
-def _quiet_and_fixed_bw(monkeypatch):
-    monkeypatch.setenv("OPCORE_PROFILE_QUIET", "1")
-    monkeypatch.setenv("OPCORE_MEMBW_GBPS", "20")
+def _quiet_and_fixed_bw():
+    with quiet_env():
+        yield
 
 
 @pytest.fixture(scope="module")
 def torch_profile(relu_ops, tmp_path_factory):
     logdir = tmp_path_factory.mktemp("logs")
-    mp = quiet_env()
-    try:
-        with profiler.profile(logdir=str(logdir), run_name="torch") as p:
-            assert profiler.enabled()
-            train(STEPS)
-    finally:
-        mp.undo()
+    with quiet_env(), profiler.profile(logdir=str(logdir), run_name="torch") as p:
+        assert profiler.enabled()
+        train(STEPS)
     assert not profiler.enabled()
     return p
 

@@ -11,14 +11,13 @@ import pytest
 torch = pytest.importorskip("torch")
 profiler = pytest.importorskip("opcore.profiler")
 from conftest import RELU, renamed_shape_source  # noqa: E402
-from test_profiler_support import (BWD, FWD, REPO, chromium, load_trace, quiet_env, relu_ops, spans,  # noqa: E402,F401
-                                   train)
+from test_profiler_support import BWD, FWD, REPO, load_trace, quiet_env, relu_ops, spans, train  # noqa: E402,F401
 
 _spec = importlib.util.spec_from_file_location("chromium_cdp", os.path.join(REPO, "bench", "chromium_cdp.py"))
 cdp = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cdp)
 
-if not chromium():
+if not cdp.find_chromium():
     pytest.skip("no chromium (scripts/install-deps.sh installs Debian's chromium)", allow_module_level=True)
 
 STEPS = 3
@@ -28,17 +27,14 @@ STEPS = 3
 def run(relu_ops, tmp_path_factory):
     from opcore import custom_op
     build = tmp_path_factory.mktemp("html_build")
-    mp = quiet_env()
-    try:
-        with profiler.profile(logdir=str(tmp_path_factory.mktemp("html_logs")), run_name="html", torch=True) as p:
-            # a library build and an idle gap, then the training
-            custom_op.load(name="my_ops_html", compute_srcs=[str(RELU / "elementwise" / "relu.c")],
-                           shape_srcs=[str(renamed_shape_source(build, "my_ops_html"))],
-                           build_directory=str(build))
-            time.sleep(0.3)
-            train(STEPS)
-    finally:
-        mp.undo()
+    with quiet_env(), profiler.profile(logdir=str(tmp_path_factory.mktemp("html_logs")), run_name="html",
+                                       torch=True) as p:
+        # a library build and an idle gap, then the training
+        custom_op.load(name="my_ops_html", compute_srcs=[str(RELU / "elementwise" / "relu.c")],
+                       shape_srcs=[str(renamed_shape_source(build, "my_ops_html"))],
+                       build_directory=str(build))
+        time.sleep(0.3)
+        train(STEPS)
     return p
 
 

@@ -9,7 +9,8 @@ jax = pytest.importorskip("jax")
 np = pytest.importorskip("numpy")
 ojax = pytest.importorskip("opcore.jax")
 profiler = pytest.importorskip("opcore.profiler")
-from test_profiler_support import FWD, inside, load_trace, quiet_env, relu_ops, spans, thread_names, xprof_tool  # noqa: E402,F401,E501
+from test_profiler_support import (FWD, inside, load_trace, process_names, quiet_env,  # noqa: E402,F401
+                                   relu_ops, spans, thread_names, xprof_tool)
 
 CALLS = 3
 
@@ -20,15 +21,11 @@ def run(relu_ops, tmp_path_factory):
     f = jax.jit(lambda x: relu(x) * 2)
     x = np.random.default_rng(0).standard_normal((64, 256), dtype=np.float32)
     f(x).block_until_ready()  # compile outside the profile
-    mp = quiet_env()
-    try:
-        with profiler.profile(logdir=str(tmp_path_factory.mktemp("jax_logs")), run_name="jax", jax=True) as p:
-            for i in range(CALLS):
-                profiler.step(i)
-                with profiler.trace("jax_step"):
-                    np.testing.assert_allclose(f(x), np.maximum(x, 0) * 2, rtol=1e-6)
-    finally:
-        mp.undo()
+    with quiet_env(), profiler.profile(logdir=str(tmp_path_factory.mktemp("jax_logs")), run_name="jax", jax=True) as p:
+        for i in range(CALLS):
+            profiler.step(i)
+            with profiler.trace("jax_step"):
+                np.testing.assert_allclose(f(x), np.maximum(x, 0) * 2, rtol=1e-6)
     return p
 
 
@@ -51,9 +48,9 @@ def test_jax_events_and_opcore_lanes_on_one_clock(run):
 
 
 def test_xprof_shows_both(run):
-    ev = xprof_tool(run.xplane_path, "trace_viewer")["traceEvents"]
-    procs = {e["pid"]: e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "process_name"}
-    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "thread_name"}
+    tv = xprof_tool(run.xplane_path, "trace_viewer")
+    ev = tv["traceEvents"]
+    procs, threads = process_names(tv), thread_names(tv)
     host = next(pid for pid, n in procs.items() if n == "/host:CPU")
     engine = next(pid for pid, n in procs.items() if n.startswith("/device:GPU:0"))
     x = [e for e in ev if e.get("ph") == "X"]

@@ -1,11 +1,11 @@
 """Shared pieces of the profiler's tests (test_profiler*.py): the seed 004
 demo's ReLU ops, a small MLP training step that uses them, and readers for
 the profiler's outputs and xprof's tool data. No tests here."""
+import contextlib
 import gzip
 import importlib.util
 import json
 import os
-import shutil
 
 import pytest
 
@@ -65,12 +65,13 @@ def train(steps):
             opt.step()
 
 
+@contextlib.contextmanager
 def quiet_env():
-    """A MonkeyPatch with the summary not printed and a fixed bandwidth."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("OPCORE_PROFILE_QUIET", "1")
-    mp.setenv("OPCORE_MEMBW_GBPS", "20")
-    return mp
+    """For the block: the summary not printed and a fixed bandwidth."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPCORE_PROFILE_QUIET", "1")
+        mp.setenv("OPCORE_MEMBW_GBPS", "20")
+        yield
 
 
 def load_trace(p):
@@ -86,9 +87,15 @@ def spans(trace, **match):
 
 
 def thread_names(trace):
-    """{(pid, tid): name} of a Chrome trace."""
+    """{(pid, tid): name} of a Chrome trace (or of xprof's trace_viewer data)."""
     return {(e["pid"], e.get("tid")): e["args"]["name"] for e in trace["traceEvents"]
             if e.get("ph") == "M" and e["name"] == "thread_name"}
+
+
+def process_names(trace):
+    """{pid: name} of a Chrome trace (or of xprof's trace_viewer data)."""
+    return {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+            if e.get("ph") == "M" and e["name"] == "process_name"}
 
 
 def inside(inner, outer, slack_us=0.0):
@@ -113,9 +120,6 @@ def datatable(table):
     return [dict(zip(ids, [c.get("v") for c in row["c"]])) for row in table.get("rows") or []]
 
 
-def chromium():
-    """Path of a Chromium executable (Debian's `chromium`), or None."""
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if shutil.which(name):
-            return shutil.which(name)
-    return None
+def step_rows(tables):
+    """The per-step table (the one with "stepTimeMs") of an xprof tool's data, as dicts."""
+    return next(datatable(t) for t in tables if any(c["id"] == "stepTimeMs" for c in t.get("cols", [])))

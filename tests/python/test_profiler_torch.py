@@ -13,20 +13,17 @@ import pytest
 torch = pytest.importorskip("torch")
 profiler = pytest.importorskip("opcore.profiler")
 from opcore import _C  # noqa: E402
-from test_profiler_support import (BWD, FWD, datatable, inside, load_trace, quiet_env, relu_ops,  # noqa: E402,F401
-                                   spans, thread_names, train, xprof_tool)
+from test_profiler_support import (BWD, FWD, datatable, inside, load_trace, process_names, quiet_env,  # noqa: E402,F401
+                                   relu_ops, spans, thread_names, train, xprof_tool)
 
 STEPS = 3
 
 
 @pytest.fixture(scope="module")
 def run(relu_ops, tmp_path_factory):
-    mp = quiet_env()
-    try:
-        with profiler.profile(logdir=str(tmp_path_factory.mktemp("torch_logs")), run_name="both", torch=True) as p:
-            train(STEPS)
-    finally:
-        mp.undo()
+    with quiet_env(), profiler.profile(logdir=str(tmp_path_factory.mktemp("torch_logs")), run_name="both",
+                                       torch=True) as p:
+        train(STEPS)
     return p
 
 
@@ -69,8 +66,9 @@ def test_one_clock(run):
 
 
 def test_xprof_shows_torch_ops(run):
-    ev = xprof_tool(run.xplane_path, "trace_viewer")["traceEvents"]
-    procs = {e["pid"]: e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "process_name"}
+    tv = xprof_tool(run.xplane_path, "trace_viewer")
+    ev = tv["traceEvents"]
+    procs = process_names(tv)
     host = next(pid for pid, n in procs.items() if n == "/host:CPU")
     engine = next(pid for pid, n in procs.items() if n.startswith("/device:GPU:0"))
     x = [e for e in ev if e.get("ph") == "X"]
@@ -101,14 +99,10 @@ def test_summary_lists_torch_ops_after_opcore_ops(run):
 def test_import_errors(tmp_path):
     with pytest.raises(ValueError, match="no profile is running"):
         _C.profiler_import("torch", 1, [("x", None, None, 1, 1, 2, False)])
-    mp = quiet_env()
-    try:
-        with profiler.profile(logdir=str(tmp_path)):
-            with pytest.raises(ValueError, match="ends .* before it starts"):
-                _C.profiler_import("torch", 1, [("x", "cpu_op", None, 1, 10, 5, True)])
-            with pytest.raises(TypeError, match="span 0 is not a tuple"):
-                _C.profiler_import("torch", 1, ["x"])
-            with pytest.raises(ValueError, match="not an XSpace"):
-                _C.profiler_import_xspace("jax", b"\xff\xff\xff")
-    finally:
-        mp.undo()
+    with quiet_env(), profiler.profile(logdir=str(tmp_path)):
+        with pytest.raises(ValueError, match="ends .* before it starts"):
+            _C.profiler_import("torch", 1, [("x", "cpu_op", None, 1, 10, 5, True)])
+        with pytest.raises(TypeError, match="span 0 is not a tuple"):
+            _C.profiler_import("torch", 1, ["x"])
+        with pytest.raises(ValueError, match="not an XSpace"):
+            _C.profiler_import_xspace("jax", b"\xff\xff\xff")

@@ -7,8 +7,8 @@ import pytest
 
 profiler = pytest.importorskip("opcore.profiler")
 pytest.importorskip("xprof.convert.raw_to_tool_data")
-from test_profiler_support import (BWD, FWD, datatable, quiet_env, relu_ops, train,  # noqa: E402,F401
-                                   xprof_tool)
+from test_profiler_support import (BWD, FWD, datatable, process_names, quiet_env,  # noqa: E402,F401
+                                   relu_ops, step_rows, train, xprof_tool)
 
 # xprof drops the first and last step of a profile with more than 5 steps
 STEPS = 4
@@ -16,12 +16,8 @@ STEPS = 4
 
 @pytest.fixture(scope="module")
 def run(relu_ops, tmp_path_factory):
-    mp = quiet_env()
-    try:
-        with profiler.profile(logdir=str(tmp_path_factory.mktemp("xprof_logs")), run_name="xprof") as p:
-            train(STEPS)
-    finally:
-        mp.undo()
+    with quiet_env(), profiler.profile(logdir=str(tmp_path_factory.mktemp("xprof_logs")), run_name="xprof") as p:
+        train(STEPS)
     return p
 
 
@@ -37,8 +33,9 @@ def test_tool_list(run):
 
 
 def test_trace_viewer(run):
-    ev = xprof_tool(run.xplane_path, "trace_viewer")["traceEvents"]
-    procs = {e["pid"]: e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "process_name"}
+    tv = xprof_tool(run.xplane_path, "trace_viewer")
+    ev = tv["traceEvents"]
+    procs = process_names(tv)
     engine = next(pid for pid, n in procs.items() if n == "/device:GPU:0 (opcore engine)")
     host = next(pid for pid, n in procs.items() if n == "/host:CPU")
     threads = {}
@@ -69,7 +66,7 @@ def test_overview_page_steps(run):
     tables = xprof_tool(run.xplane_path, "overview_page")
     text = str(tables)
     assert "No step marker observed" not in text and "No step time measured" not in text
-    steps = next(datatable(t) for t in tables if any(c["id"] == "stepTimeMs" for c in t.get("cols", [])))
+    steps = step_rows(tables)
     assert [s["stepnum"] for s in steps] == [str(i) for i in range(STEPS)]
     for s in steps:
         assert s["stepTimeMs"] > 0
@@ -85,7 +82,7 @@ def test_overview_page_steps(run):
 
 def test_input_pipeline_analyzer_steps(run):
     tables = xprof_tool(run.xplane_path, "input_pipeline_analyzer")
-    steps = next(datatable(t) for t in tables if any(c["id"] == "stepTimeMs" for c in t.get("cols", [])))
+    steps = step_rows(tables)
     assert len(steps) == STEPS and all(s["stepTimeMs"] > 0 for s in steps)
 
 
@@ -127,18 +124,14 @@ def test_overview_without_engine_kernels(tmp_path):
     torch = pytest.importorskip("torch")
     m = torch.nn.Linear(64, 64)
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
-    mp = quiet_env()
-    try:
-        with profiler.profile(logdir=str(tmp_path), run_name="cpu", torch=True) as p:
-            for i in range(STEPS):
-                profiler.step(i)
-                m(torch.randn(8, 64)).sum().backward()
-                opt.step()
-    finally:
-        mp.undo()
+    with quiet_env(), profiler.profile(logdir=str(tmp_path), run_name="cpu", torch=True) as p:
+        for i in range(STEPS):
+            profiler.step(i)
+            m(torch.randn(8, 64)).sum().backward()
+            opt.step()
     assert p.summary["engine_cores"] == 0
     tables = xprof_tool(p.xplane_path, "overview_page")
-    steps = next(datatable(t) for t in tables if any(c["id"] == "stepTimeMs" for c in t.get("cols", [])))
+    steps = step_rows(tables)
     assert [s["stepnum"] for s in steps] == [f"step {i}" for i in range(STEPS)]
     assert all(0 < s["hostComputeTimeMs"] <= s["stepTimeMs"] and s["deviceComputeTimeMs"] == 0 for s in steps)
     rows = datatable(xprof_tool(p.xplane_path, "framework_op_stats")[0])
