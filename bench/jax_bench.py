@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 
@@ -31,6 +30,9 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import benchlib  # noqa: E402
 
 RELU_SINGLE = r"""
 #include <opcore/kernel.h>
@@ -124,21 +126,18 @@ def time_interleaved(fns: dict, args: tuple, target_s: float, turns: int) -> dic
         run(f, 1)
         one = max(time.perf_counter() - t0, 1e-7)
         batch[name] = max(1, int(target_s / turns / len(fns) / one))
-    samples = {name: [] for name in fns}
-    for _ in range(turns):
-        for name, f in fns.items():
-            t0 = time.perf_counter()
-            run(f, batch[name])
-            samples[name].append((time.perf_counter() - t0) / batch[name])
-    return samples
+    # one repetition of benchlib's rounds is a whole batch
+    samples = benchlib.interleaved({name: (lambda f=f, n=batch[name]: run(f, n)) for name, f in fns.items()},
+                                   turns, 1, warmup=0)
+    return {name: [t / batch[name] for t in ts] for name, ts in samples.items()}
 
 
 def med_us(samples: dict, name: str) -> float:
-    return round(statistics.median(samples[name]) * 1e6, 2)
+    return round(benchlib.median(samples[name]) * 1e6, 2)
 
 
 def paired_ratio(samples: dict, name: str, base: str) -> float:
-    return round(statistics.median(a / b for a, b in zip(samples[name], samples[base])), 2)
+    return round(benchlib.paired_ratio(samples, name, base), 2)
 
 
 def op_language_rows(target: float, turns: int, quick: bool) -> list:
@@ -146,13 +145,11 @@ def op_language_rows(target: float, turns: int, quick: bool) -> list:
     import jax
     import jax.numpy as jnp
     import opcore.jax as ojax
-    from opcore import custom_op
 
-    ops = os.path.join(REPO, "examples", "ops")
-    if "nn_ops" not in custom_op.loaded_libraries():
-        custom_op.load(name="nn_ops", compute_srcs=sorted(os.path.join(ops, f) for f in os.listdir(ops)
-                                                          if f.endswith(".c") and f != "shape.c"),
-                       shape_srcs=[os.path.join(ops, "shape.c")])
+    sys.path.insert(0, os.path.join(REPO, "examples", "ops"))
+    import nn_ops
+
+    nn_ops.load()
     ln = ojax.op("nn_ops::layer_norm")
     sgd = ojax.op("nn_ops::sgd_momentum_")
 

@@ -25,13 +25,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def load():
-    """Build (cached) and load nn_ops."""
-    from opcore import custom_op
+    """Build (cached) and load nn_ops (examples/ops/nn_ops.py)."""
+    if HERE not in sys.path:
+        sys.path.insert(0, HERE)
+    import nn_ops
 
-    if "nn_ops" in custom_op.loaded_libraries():
-        return custom_op.loaded_libraries()["nn_ops"]
-    compute = sorted(os.path.join(HERE, f) for f in os.listdir(HERE) if f.endswith(".c") and f != "shape.c")
-    return custom_op.load(name="nn_ops", compute_srcs=compute, shape_srcs=[os.path.join(HERE, "shape.c")])
+    return nn_ops.load()
 
 
 def data(n=256, seed=0):

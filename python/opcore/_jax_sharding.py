@@ -47,8 +47,7 @@ def exporting():
 
 class BatchDims:
     """Where the batch is: one dimension (or None) per tensor argument and
-    per result (fresh results, then mutated arguments, as the call returns
-    them)."""
+    per fresh result (a mutated argument's result has its argument's)."""
 
     def __init__(self, args: tuple, results: tuple):
         self.args, self.results = args, results
@@ -61,7 +60,7 @@ class BatchDims:
                                  f"a dimension (int >= 0) or None, got {v!r}")
             return v
 
-        names = [name or f"result{i}" for i, (name, _) in enumerate(meta.results)]
+        names = meta.result_names
         if isinstance(spec, int) and not isinstance(spec, bool):
             check(spec, "batch_dims")
             args = tuple(spec for _ in meta.tensor_args)
@@ -79,33 +78,30 @@ class BatchDims:
         else:
             raise TypeError(f"opcore.jax.op('{meta.qualname}', batch_dims=...): expected an int or a "
                             f"dict of argument/result names to dims, got {spec!r}")
-        mutated = tuple(d for a, d in zip(meta.tensor_args, args) if a.mutable)
         if all(d is None for d in args):
             raise ValueError(f"opcore.jax.op('{meta.qualname}', batch_dims=...): no tensor argument "
                              "is batched")
-        return cls(args, fresh + mutated)
+        return cls(args, fresh)
 
 
-def _flat_dims(bd: BatchDims, meta, tensors) -> list:
-    """The batch dimension of each operand (lists: each item)."""
+def _flat_dims(bd: BatchDims, meta, tensors, mutated_only: bool = False) -> list:
+    """The batch dimension of each operand (lists: each item), or of each
+    mutated one."""
     out = []
     for a, t, d in zip(meta.tensor_args, tensors, bd.args):
-        if t is not None:
+        if t is not None and (a.mutable or not mutated_only):
             out += [d] * (len(t) if a.is_list else 1)
     return out
 
 
 def _result_dims(bd: BatchDims, meta, tensors) -> list:
-    out = list(bd.results[:len(meta.fresh)])
-    for a, t, d in zip(meta.tensor_args, tensors, bd.args):
-        if a.mutable and t is not None:
-            out += [d] * (len(t) if a.is_list else 1)
-    return out
+    """The batch dimension of each result, as the call returns them: fresh
+    results, then each mutated operand's new value."""
+    return list(bd.results) + _flat_dims(bd, meta, tensors, mutated_only=True)
 
 
 def _check_results(op, leaves, rdims):
-    names = [n or f"result{i}" for i, (n, _) in enumerate(op._meta.results)]
-    names = [names[i] for i in op._meta.fresh] + [a.name for a in op._meta.mutated]
+    names = [op._meta.result_names[i] for i in op._meta.fresh] + [a.name for a in op._meta.mutated]
     for k, (r, d) in enumerate(zip(leaves, rdims)):
         if d is not None and d >= r.ndim:
             raise ValueError(f"opcore.jax: op '{op.qualname}' (batch_dims): result "
@@ -124,10 +120,6 @@ def _axes_tuple(axes) -> tuple:
     return axes if isinstance(axes, tuple) else (axes,)
 
 
-def _flatten(tensors):
-    return [x for t in tensors if t is not None for x in (t if isinstance(t, list) else [t])]
-
-
 def _unflatten(tensors, flat):
     it = iter(flat)
     return [None if t is None else [next(it) for _ in t] if isinstance(t, list) else next(it)
@@ -144,7 +136,7 @@ def _batch_size(meta, flat, dims):
 
 def route(op, key: tuple, tensors: list):
     """The op's value computed per shard, or None for the plain call."""
-    from opcore.jax import _vma
+    from opcore.jax import _flatten, _vma
 
     if getattr(_state, "exporting", False):
         return None
@@ -167,9 +159,18 @@ def route(op, key: tuple, tensors: list):
     return None
 
 
-def _plain(op, key, template):
-    """The op on flat operands, as the plain custom call."""
-    return lambda *xs: op._lower(key, _unflatten(template, xs))
+def _plain(op, key, template, *operands):
+    """(run, result structure, result leaves, their batch dims): run is the
+    op on flat operands as the plain custom call; the results are those of
+    `operands` (arrays or shape structs), checked against batch_dims."""
+    def run(*xs):
+        return op._lower(key, _unflatten(template, xs))
+
+    out = jax.eval_shape(run, *operands)  # result ranks, from the shape function
+    leaves = jax.tree_util.tree_leaves(out)
+    rdims = _result_dims(op.batch_dims, op._meta, template)
+    _check_results(op, leaves, rdims)
+    return run, out, leaves, rdims
 
 
 def _explicit_axes(flat, dims):
@@ -193,12 +194,8 @@ def _explicit_axes(flat, dims):
 def _shard_mapped(op, key, tensors, flat, dims, mesh, axes):
     """The op under jax.shard_map over the explicit mesh axes `axes` that
     shard the batch: each device runs it on its slice."""
-    rdims = _result_dims(op.batch_dims, op._meta, tensors)
     in_specs = tuple(_spec(x.ndim, d, axes) for x, d in zip(flat, dims))
-    run = _plain(op, key, tensors)
-    shapes = jax.eval_shape(run, *flat)  # result ranks, from the shape function
-    leaves = jax.tree_util.tree_leaves(shapes)
-    _check_results(op, leaves, rdims)
+    run, shapes, leaves, rdims = _plain(op, key, tensors, *flat)
     out_specs = [_spec(s.ndim, d, axes) for s, d in zip(leaves, rdims)]
 
     def local(*xs):
@@ -233,12 +230,7 @@ def _partitioned(op, key: tuple, shapes: tuple):
         k = key[a.index]
         template.append(None if k is None else [0] * k if a.is_list else 0)
     dims = _flat_dims(op.batch_dims, meta, template)
-    run = _plain(op, key, template)
-
-    out_struct = jax.eval_shape(run, *[jax.ShapeDtypeStruct(s, d) for s, d in shapes])
-    leaves = jax.tree_util.tree_leaves(out_struct)
-    rdims = _result_dims(op.batch_dims, meta, template)
-    _check_results(op, leaves, rdims)
+    run, out_struct, leaves, rdims = _plain(op, key, template, *[jax.ShapeDtypeStruct(s, d) for s, d in shapes])
 
     f = custom_partitioning(run)
 

@@ -97,13 +97,11 @@ def _check(fm, bwd_name, a, x, g, item=None):
                          "(the input's)")
     if not jnp.issubdtype(x.dtype, jnp.inexact):
         return None  # integer inputs have no gradient
-    from opcore.jax import _vma
+    from opcore.jax import _to_varying, _vma
     gv, xv = _vma(g), _vma(x)
     if gv - xv:  # the input was made varying for the call: the transpose sums
         g = jax.lax.psum(g, tuple(sorted(gv - xv)))
-    if xv - _vma(g):
-        g = jax.lax.pcast(g, tuple(sorted(xv - _vma(g))), to="varying")
-    return g
+    return _to_varying(g, xv)
 
 
 def _checked(fm, bwd_name, a, x, g):
@@ -127,7 +125,7 @@ def _name(entry) -> str:
 
 def make(fwd, entries: list, missing):
     """The custom_vjp function for forward `fwd` (an opcore.jax.Op)."""
-    from opcore.jax import Op, _bind, _static_key
+    from opcore.jax import Op, _bind, _flatten, _static_key, _to_varying, _vma_union
 
     fm = fwd._meta
     tensor_args = fm.tensor_args
@@ -193,36 +191,29 @@ def make(fwd, entries: list, missing):
         if f is not None:
             return f
 
-        def values(tensors):
-            it = iter(tensors)
-            return [next(it) if a.is_tensor else k for a, k in zip(fm.args, key)]
-
         @jax.custom_vjp
         def f(*tensors):
-            return fwd._call(values(tensors))
+            return fwd._call(fwd._full(key, tensors))
 
         def f_fwd(*tensors):
-            out = fwd._call(values(tensors))
+            out = fwd._call(fwd._full(key, tensors))
             return out, (tensors, out)
 
         def f_bwd(res, ct):
             tensors, out = res
             outs = out if isinstance(out, tuple) else (out,)
             cts = ct if isinstance(out, tuple) else (ct,)
-            return backward(values(tensors), outs, cts)
+            return backward(fwd._full(key, tensors), outs, cts)
 
         f.defvjp(f_fwd, f_bwd)
         templates[key] = f
         return f
 
     def wrapped(*args, **kwargs):
-        from opcore.jax import _to_varying, _vma
-
         vals = _bind(fm, args, kwargs)
         key = _static_key(fm, vals)
         tensors = [vals[a.index] for a in tensor_args]
-        flat = [x for t in tensors if t is not None for x in (t if isinstance(t, list) else [t])]
-        vma = frozenset().union(*(_vma(x) for x in flat)) if flat else frozenset()
+        vma = _vma_union(_flatten(tensors))
         if vma:  # outside the custom_vjp, so that JAX transposes the cast itself
             tensors = [None if t is None else [_to_varying(x, vma) for x in t] if isinstance(t, list)
                        else _to_varying(t, vma) for t in tensors]

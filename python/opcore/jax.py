@@ -38,7 +38,6 @@ jaxlib version and a hash of the sources.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
 import hashlib
@@ -55,7 +54,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from opcore import _jax_dims, _jax_sharding, _jax_vjp
+from opcore import _C, _jax_dims, _jax_sharding, _jax_vjp
 
 __all__ = [
     "TARGET",
@@ -76,21 +75,9 @@ __all__ = [
 #: The custom-call target name every opcore op lowers to.
 TARGET = "opcore"
 
-# oc_dtype <-> numpy / jax dtypes
-_OC_DTYPES = [
-    np.dtype(np.float32),       # OC_FLOAT32
-    np.dtype(np.float64),       # OC_FLOAT64
-    np.dtype(np.float16),       # OC_FLOAT16
-    np.dtype(jnp.bfloat16),     # OC_BFLOAT16
-    np.dtype(np.int8),          # OC_INT8
-    np.dtype(np.int16),         # OC_INT16
-    np.dtype(np.int32),         # OC_INT32
-    np.dtype(np.int64),         # OC_INT64
-    np.dtype(np.uint8),         # OC_UINT8
-    np.dtype(np.bool_),         # OC_BOOL
-]
-_DTYPE_TO_OC = {dt: i for i, dt in enumerate(_OC_DTYPES)}
-_DTYPE_BY_NAME = {dt.name: dt for dt in _OC_DTYPES}  # "float32", "bfloat16", "bool", ...
+# opcore's dtypes (include/opcore/dtype.h) by name, as numpy / jax dtypes
+_DTYPE_BY_NAME = {name: jnp.dtype(name) for name in _C.dtype_names()}  # "float32", "bfloat16", ...
+_OC_DTYPES = frozenset(_DTYPE_BY_NAME.values())
 _SUPPORTED = "float32/64, float16, bfloat16, int8/16/32/64, uint8, bool"
 
 
@@ -101,14 +88,8 @@ _REPO = Path(__file__).resolve().parents[2]  # python/opcore/jax.py -> repo root
 
 
 def _opcore_module():
-    """The opcore package (imports its extension first, so that libopcore is
-    loaded once, by the package, before the handler links to it)."""
-    import opcore  # noqa: F401  (the package this module belongs to)
-
-    try:
-        import opcore._C  # noqa: F401
-    except ImportError:
-        pass
+    """The opcore package (its extension, imported above, has loaded
+    libopcore once, before the handler links to it)."""
     return sys.modules["opcore"]
 
 
@@ -315,22 +296,17 @@ def forget_ops() -> None:
 class _Arg:
     """One schema argument, as opcore._C.Op.arg_info describes it."""
 
-    __slots__ = ("index", "name", "type", "schema_type", "optional", "mutable", "list_len",
-                 "keyword_only", "has_default", "default")
+    _INFO = ("name", "type", "schema_type", "optional", "mutable", "list_len", "keyword_only",
+             "has_default", "default")
+    __slots__ = ("index", *_INFO, "is_tensor", "is_list")
 
     def __init__(self, index: int, info: dict):
         self.index = index
-        for k in self.__slots__[1:]:
+        for k in self._INFO:
             setattr(self, k, info[k])
-
-    @property
-    def is_tensor(self) -> bool:
-        """Tensor, Tensor?, Tensor(a!), Tensor[]: operands, not attributes."""
-        return self.type in ("Tensor", "Tensor[]")
-
-    @property
-    def is_list(self) -> bool:
-        return self.type == "Tensor[]"
+        # Tensor, Tensor?, Tensor(a!), Tensor[]: operands, not attributes
+        self.is_tensor = self.type in ("Tensor", "Tensor[]")
+        self.is_list = self.type == "Tensor[]"
 
     def __repr__(self):
         return f"{self.schema_type} {self.name}"
@@ -346,6 +322,7 @@ class _OpMeta:
         self.args = tuple(_Arg(i, d) for i, d in enumerate(cop.arg_info))
         self.by_name = {a.name: a for a in self.args}
         self.results = tuple((name, alias) for name, alias in cop.results)
+        self.result_names = tuple(name or f"result{i}" for i, (name, _) in enumerate(self.results))
         self.fresh = tuple(i for i, (_, alias) in enumerate(self.results) if alias is None)
         self.mutated = tuple(a for a in self.args if a.mutable)
         self.tensor_args = tuple(a for a in self.args if a.is_tensor)
@@ -360,7 +337,6 @@ class _OpMeta:
 
 @functools.lru_cache(maxsize=None)
 def _op_info(qualname: str) -> _OpMeta:
-    from opcore import _C
     try:
         cop = _C.find_op(qualname)
     except KeyError as e:
@@ -432,7 +408,7 @@ def _dtype_name(meta, a, v) -> str:
         dt = np.dtype(v)
     except TypeError:
         dt = None
-    if dt is None or dt not in _DTYPE_TO_OC:
+    if dt is None or dt not in _OC_DTYPES:
         raise meta.error(f"expected a dtype opcore supports ({_SUPPORTED}; e.g. jnp.float32 or "
                          f"'float32'), got {v!r}", a)
     return dt.name
@@ -485,7 +461,7 @@ def _norm_array(meta: _OpMeta, a: _Arg, v, item: int | None = None):
         except Exception:
             raise meta.error(f"{where}expected an array, got {type(v).__name__}", a) from None
     dt = np.dtype(v.dtype)
-    if dt not in _DTYPE_TO_OC:
+    if dt not in _OC_DTYPES:
         raise meta.error(f"{where}has dtype {dt}, which opcore does not support ({_SUPPORTED})", a)
     return v
 
@@ -598,6 +574,17 @@ def _result_specs(qualname: str, key: tuple, tmeta: tuple) -> tuple:
 # Varying manual axes (jax.shard_map): results vary over the axes any input
 # varies over, so out_specs are checked the way they are for jnp ops.
 
+def _flatten(tensors: list) -> list:
+    """The operands of bound tensor values: each array, each item of a list
+    (Tensor[]), none for None."""
+    return [x for t in tensors if t is not None for x in (t if isinstance(t, list) else [t])]
+
+
+def _vma_union(flat: list) -> frozenset:
+    """The axes any of the arrays `flat` varies over."""
+    return frozenset().union(*map(_vma, flat))
+
+
 def _vma(x) -> frozenset:
     aval = jax.typeof(x)
     mat = getattr(aval, "mat", None)
@@ -678,9 +665,7 @@ class Op:
         return [a.default if v is _MISSING else v for a, v in zip(self._meta.args, vals)]
 
     def __call__(self, *args, **kwargs):
-        meta = self._meta
-        vals = _bind(meta, args, kwargs)
-        return self._call(vals)
+        return self._call(_bind(self._meta, args, kwargs))
 
     # -- internals -------------------------------------------------------------
 
@@ -698,8 +683,8 @@ class Op:
     def _lower(self, key: tuple, tensors: list):
         """The custom call itself: operands, attributes, results."""
         meta = self._meta
-        flat = [x for t in tensors if t is not None for x in (t if isinstance(t, list) else [t])]
-        vma = frozenset().union(*(_vma(x) for x in flat)) if flat else frozenset()
+        flat = _flatten(tensors)
+        vma = _vma_union(flat)
         if vma:
             flat = [_to_varying(x, vma) for x in flat]
         tmeta = tuple(_tensor_meta(v) if a.is_tensor else None

@@ -174,19 +174,19 @@ static uint64_t hash_name(const char *p, size_t n)
 }
 
 /* Find the op named by (p, n); NULL with oc_errmsg() set if there is none.
- * `qualname` receives a NUL-terminated copy of the name. */
-static const oc_op *lookup_op(const char *p, size_t n, char *qualname, size_t cap)
+ * On a cache miss `buf` receives a NUL-terminated copy of the name (for
+ * oc_op_find and the not-found message); a hit copies nothing. */
+static const oc_op *lookup_op(const char *p, size_t n, char *buf, size_t cap)
 {
-    size_t len = n < cap - 1 ? n : cap - 1;
-    memcpy(qualname, p, len);
-    qualname[len] = '\0';
-
     /* Invalid after any library load/unload, or an explicit forget. */
     uint64_t gen = atomic_load_explicit(&g_generation, memory_order_acquire) + oc_registry_generation();
     cache_entry *e = &t_cache[hash_name(p, n) % OC_JAX_CACHE_SLOTS];
     if (e->generation == gen && e->len == n && memcmp(e->name, p, n) == 0) return e->op;
 
-    const oc_op *op = oc_op_find(qualname);
+    size_t len = n < cap - 1 ? n : cap - 1;
+    memcpy(buf, p, len);
+    buf[len] = '\0';
+    const oc_op *op = oc_op_find(buf);
     if (op != NULL && n < OC_JAX_CACHE_NAME) {
         e->generation = gen;
         e->len = n;
@@ -203,18 +203,13 @@ OC_JAX_EXPORT void oc_jax_forget_ops(void)
 
 /* ---- call frame decoding ------------------------------------------------------ */
 
-static bool span_eq(const XLA_FFI_ByteSpan *s, const char *str)
-{
-    size_t n = strlen(str);
-    return s->len == n && memcmp(s->ptr, str, n) == 0;
-}
-
 /* The attribute called `name`, or -1. Attributes are sorted by name, but
  * they are few: a linear scan is as fast as a binary search here. */
 static int64_t find_attr(const XLA_FFI_Attrs *attrs, const char *name)
 {
+    size_t n = strlen(name);
     for (int64_t i = 0; i < attrs->size; i++)
-        if (span_eq(attrs->names[i], name)) return i;
+        if (attrs->names[i]->len == n && memcmp(attrs->names[i]->ptr, name, n) == 0) return i;
     return -1;
 }
 
@@ -300,7 +295,7 @@ typedef struct call {
     const oc_op *op;
     const char *qualname;
     int64_t next_arg;  /* next operand buffer */
-    int64_t next_ret;  /* next result buffer for a mutated tensor */
+    int64_t next_ret;  /* next result buffer */
     scratch mem;
 } call;
 
@@ -338,6 +333,12 @@ static XLA_FFI_Error *buffer_view(call *c, const char *what, const char *name, i
     return NULL;
 }
 
+static XLA_FFI_Error *out_of_memory(call *c)
+{
+    return make_error(c->api, XLA_FFI_Error_Code_RESOURCE_EXHAUSTED, "opcore: op '%s': out of memory",
+                      c->qualname);
+}
+
 static XLA_FFI_Error *frame_mismatch(call *c, const char *what)
 {
     return make_error(c->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
@@ -351,13 +352,12 @@ static XLA_FFI_Error *frame_mismatch(call *c, const char *what)
  * operand (the handler then copied the operand): tests read it. */
 static _Atomic uint64_t g_alias_copies;
 
-/* The next operand as argument `i` (item `item` of a list, or -1). A
+/* The next operand as argument `name` (item `item` of a list, or -1). A
  * mutated tensor (Tensor(a!)) is written in its result buffer, which XLA
  * aliases to the operand (input_output_aliases); where it did not, the
  * operand is copied there first so the kernel updates the right value. */
-static XLA_FFI_Error *take_tensor(call *c, int i, int64_t item, bool mutated, oc_tensor *t)
+static XLA_FFI_Error *take_tensor(call *c, const char *name, int64_t item, bool mutated, oc_tensor *t)
 {
-    const char *name = oc_op_arg_name(c->op, i);
     if (c->next_arg >= c->cf->args.size || c->cf->args.types[c->next_arg] != XLA_FFI_ArgType_BUFFER)
         return frame_mismatch(c, "operands");
     const XLA_FFI_Buffer *in = (const XLA_FFI_Buffer *)c->cf->args.args[c->next_arg++];
@@ -370,8 +370,7 @@ static XLA_FFI_Error *take_tensor(call *c, int i, int64_t item, bool mutated, oc
     oc_tensor o;
     err = buffer_view(c, "mutated argument", name, item, out, &o, false);
     if (err) return err;
-    if (o.dtype != t->dtype || o.ndim != t->ndim ||
-        memcmp(o.sizes, t->sizes, (size_t)t->ndim * sizeof *t->sizes) != 0) {
+    if (o.dtype != t->dtype || !oc_same_shape(&o, t)) {
         char where[192];
         label(where, sizeof where, "argument", name, item);
         return make_error(c->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
@@ -379,7 +378,7 @@ static XLA_FFI_Error *take_tensor(call *c, int i, int64_t item, bool mutated, oc
                           "shape or dtype", c->qualname, where);
     }
     if (o.data != t->data) {
-        size_t bytes = (size_t)oc_numel(t) * oc_dtype_size(t->dtype);
+        size_t bytes = (size_t)oc_nbytes(t);
         if (bytes) memcpy(o.data, t->data, bytes);
         atomic_fetch_add_explicit(&g_alias_copies, 1, memory_order_relaxed);
     }
@@ -407,18 +406,16 @@ static XLA_FFI_Error *bad_attr(call *c, int i, const char *expected)
 
 /* A Tensor[] argument: attribute `name` holds its length, the items are
  * the next operands. */
-static XLA_FFI_Error *bind_tensor_list(call *c, int i, int64_t k, oc_value *v)
+static XLA_FFI_Error *bind_tensor_list(call *c, int i, const char *name, int64_t k, oc_value *v)
 {
     int64_t n;
     if (k < 0 || !int_attr(&c->cf->attrs, k, &n) || n < 0 || n > c->cf->args.size - c->next_arg)
         return bad_attr(c, i, "its length as an integer");
     oc_tensor *items = scratch_alloc(&c->mem, (size_t)n * sizeof *items);
-    if (items == NULL)
-        return make_error(c->api, XLA_FFI_Error_Code_RESOURCE_EXHAUSTED, "opcore: op '%s': out of memory",
-                          c->qualname);
+    if (items == NULL) return out_of_memory(c);
     bool mutated = oc_op_arg_mutable(c->op, i);
     for (int64_t j = 0; j < n; j++) {
-        XLA_FFI_Error *err = take_tensor(c, i, j, mutated, &items[j]);
+        XLA_FFI_Error *err = take_tensor(c, name, j, mutated, &items[j]);
         if (err) return err;
     }
     *v = oc_value_tensors(items, n);
@@ -455,9 +452,7 @@ static XLA_FFI_Error *bind_attr(call *c, int i, int64_t k, oc_value *v)
     case XLA_FFI_AttrType_STRING: {
         const XLA_FFI_ByteSpan *span = (const XLA_FFI_ByteSpan *)attrs->attrs[k];
         char *s = scratch_alloc(&c->mem, span->len + 1);
-        if (s == NULL)
-            return make_error(c->api, XLA_FFI_Error_Code_RESOURCE_EXHAUSTED, "opcore: op '%s': out of memory",
-                              c->qualname);
+        if (s == NULL) return out_of_memory(c);
         memcpy(s, span->ptr, span->len);
         s[span->len] = '\0';
         if (type != OC_ARG_DTYPE) {
@@ -488,14 +483,14 @@ static XLA_FFI_Error *bind_arg(call *c, int i, oc_tensor *tensor, oc_value *v)
     oc_arg_type type = oc_op_arg_type(c->op, i);
     const char *name = oc_op_arg_name(c->op, i);
     int64_t k = find_attr(&c->cf->attrs, name);
-    if (type == OC_ARG_TENSOR_LIST) return bind_tensor_list(c, i, k, v);
+    if (type == OC_ARG_TENSOR_LIST) return bind_tensor_list(c, i, name, k, v);
     if (k >= 0 && c->cf->attrs.types[k] == XLA_FFI_AttrType_DICTIONARY) {
         *v = oc_value_none(); /* the runtime refuses None for a non-optional argument */
         return NULL;
     }
     if (type == OC_ARG_TENSOR) {
         *v = oc_value_tensor(tensor);
-        return take_tensor(c, i, -1, oc_op_arg_mutable(c->op, i), tensor);
+        return take_tensor(c, name, -1, oc_op_arg_mutable(c->op, i), tensor);
     }
     if (k >= 0) return bind_attr(c, i, k, v);
     if (oc_op_arg_default(c->op, i, v)) return NULL;
@@ -539,39 +534,35 @@ static XLA_FFI_Error *run_op(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
                           "opcore: custom call without a string attribute 'op' (the op's "
                           "qualified name); call ops through opcore.jax.op()");
     const XLA_FFI_ByteSpan *name = (const XLA_FFI_ByteSpan *)cf->attrs.attrs[ai];
-    char qualname[256];
-    const oc_op *op = lookup_op(name->ptr, name->len, qualname, sizeof qualname);
+    char missing[256];
+    const oc_op *op = lookup_op(name->ptr, name->len, missing, sizeof missing);
     if (op == NULL)
         return make_error(api, XLA_FFI_Error_Code_NOT_FOUND,
                           "opcore: op '%s' is not loaded (%s); load its library first "
                           "(opcore.custom_op.load / load_library)",
-                          qualname, oc_errmsg());
+                          missing, oc_errmsg());
 
+    call c; /* not zero-initialised: the scratch block is 4 KiB */
+    c.cf = cf;
+    c.api = api;
+    c.op = op;
+    c.qualname = oc_op_qualname(op);
+    c.next_arg = c.next_ret = 0;
+    c.mem.used = 0;
+    c.mem.nheap = 0;
     int nargs = oc_op_num_args(op);
     oc_value stack_vals[OC_JAX_STACK_ARGS];
     oc_tensor stack_tensors[OC_JAX_STACK_ARGS];
     oc_value *vals = stack_vals;
     oc_tensor *tensors = stack_tensors;
-    void *heap = NULL;
-    if (nargs > OC_JAX_STACK_ARGS) {
-        heap = malloc((size_t)nargs * (sizeof *vals + sizeof *tensors));
-        if (heap == NULL)
-            return make_error(api, XLA_FFI_Error_Code_RESOURCE_EXHAUSTED,
-                              "opcore: op '%s': out of memory", qualname);
-        tensors = (oc_tensor *)heap;
-        vals = (oc_value *)(tensors + nargs);
+    XLA_FFI_Error *err = NULL;
+    if (nargs > OC_JAX_STACK_ARGS) { /* beyond the stack arrays: the call's scratch memory */
+        tensors = scratch_alloc(&c.mem, (size_t)nargs * (sizeof *vals + sizeof *tensors));
+        if (tensors == NULL) err = out_of_memory(&c);
+        else vals = (oc_value *)(tensors + nargs);
     }
-    call c; /* not zero-initialised: the scratch block is 4 KiB */
-    c.cf = cf;
-    c.api = api;
-    c.op = op;
-    c.qualname = qualname;
-    c.next_arg = c.next_ret = 0;
-    c.mem.used = 0;
-    c.mem.nheap = 0;
-    XLA_FFI_Error *err = run_bound(&c, vals, tensors);
+    if (err == NULL) err = run_bound(&c, vals, tensors);
     scratch_free(&c.mem);
-    free(heap);
     return err;
 }
 

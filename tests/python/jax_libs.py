@@ -1,5 +1,6 @@
 """The op libraries the JAX tests use, built and loaded once per process
-(also by the multi-device child process of test_jax_sharding.py):
+(also by the child processes of test_jax_export.py and
+test_jax_sharding.py), and the helpers those tests share:
 
   nn_ops     examples/ops: layer norm (3 results), fused SGD (Tensor(a!)[]),
              concat (Tensor[]), avg_pool2d (int[2]), linear (Tensor?),
@@ -8,6 +9,8 @@
              Scalar, int?, keyword-only, in-place results, size arithmetic
 """
 from pathlib import Path
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 OPS = REPO / "examples" / "ops"
@@ -36,3 +39,28 @@ def nn_ops():
 
 def jax_kinds():
     return _load("jax_kinds", [KINDS / "ops.c"], KINDS / "shape.c")
+
+
+def load():
+    """Both libraries."""
+    nn_ops()
+    jax_kinds()
+
+
+def rand(shape=(4, 5), seed=0, dtype=np.float32):
+    """A reproducible standard-normal array."""
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def custom_calls(text):
+    """The lines of HLO text that call opcore's custom call."""
+    return [line for line in text.splitlines() if 'custom_call_target="opcore"' in line]
+
+
+def jnp_layer_norm(x, w, b, eps=1e-5):
+    """Layer norm over the last dim in jnp (the reference for gradients)."""
+    import jax.numpy as jnp
+
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) / jnp.sqrt(v + eps) * w + b

@@ -19,6 +19,7 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec as P  # noqa: E4
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jax_libs  # noqa: E402
 import opcore.jax as ojax  # noqa: E402
+from jax_libs import custom_calls as _calls, jnp_layer_norm as _ln_ref, rand as _x  # noqa: E402
 
 CASES = {}
 
@@ -26,10 +27,6 @@ CASES = {}
 def case(f):
     CASES[f.__name__] = f
     return f
-
-
-def _x(shape, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
 def _err(got, want):
@@ -40,16 +37,6 @@ def _err(got, want):
 def _mesh(kind="auto"):
     t = AxisType.Auto if kind == "auto" else AxisType.Explicit
     return jax.make_mesh((2,), ("d",), axis_types=(t,))
-
-
-def _calls(text):
-    return [line for line in text.splitlines() if 'custom_call_target="opcore"' in line]
-
-
-def _ln_ref(x, w, b):
-    m = x.mean(-1, keepdims=True)
-    v = ((x - m) ** 2).mean(-1, keepdims=True)
-    return (x - m) / jnp.sqrt(v + 1e-5) * w + b
 
 
 # ---- shard_map --------------------------------------------------------------------
@@ -198,8 +185,7 @@ def export_sharded():
 
 
 def main():
-    jax_libs.nn_ops()
-    jax_libs.jax_kinds()
+    jax_libs.load()
     out = {"devices": jax.device_count()}
     for name, f in CASES.items():
         try:

@@ -16,18 +16,14 @@ pytest.importorskip("flatbuffers")  # jax.export's serialisation
 import opcore  # noqa: E402
 
 import jax_libs  # noqa: E402
+from jax_libs import rand as _x  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @pytest.fixture(scope="module", autouse=True)
 def libs():
-    jax_libs.nn_ops()
-    jax_libs.jax_kinds()
-
-
-def _x(shape, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    jax_libs.load()
 
 
 def model(x, y):
@@ -80,7 +76,7 @@ def test_exported_function_runs_in_a_new_process(tmp_path):
         import sys, numpy as np
         sys.path.insert(0, {HERE!r})
         import jax_libs, opcore.jax as ojax
-        jax_libs.nn_ops(); jax_libs.jax_kinds()
+        jax_libs.load()
         exp = ojax.deserialize(open({str(blob)!r}, "rb").read())
         ref = np.load({str(ref)!r})
         got = exp.call(ref["x"], ref["y"])

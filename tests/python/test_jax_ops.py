@@ -11,24 +11,16 @@ ojax = pytest.importorskip("opcore.jax")
 import opcore  # noqa: E402
 
 import jax_libs  # noqa: E402
+from jax_libs import custom_calls as _custom_calls, jnp_layer_norm, rand as _x  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
 def libs():
-    jax_libs.nn_ops()
-    jax_libs.jax_kinds()
-
-
-def _x(shape=(4, 5), seed=0, dtype=np.float32):
-    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+    jax_libs.load()
 
 
 def _close(got, want, tol=1e-5):
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol, atol=tol)
-
-
-def _custom_calls(text):
-    return [line for line in text.splitlines() if 'custom_call_target="opcore"' in line]
 
 
 # ---- numpy references ------------------------------------------------------------
@@ -44,12 +36,6 @@ def ref_layer_norm(x, w=None, b=None, eps=1e-5):
     if b is not None:
         y = y + b
     return y, m[..., 0], rstd[..., 0]
-
-
-def jnp_layer_norm(x, w, b, eps=1e-5):
-    m = x.mean(-1, keepdims=True)
-    v = ((x - m) ** 2).mean(-1, keepdims=True)
-    return (x - m) / jnp.sqrt(v + eps) * w + b
 
 
 def jnp_avg_pool(x, k, s, p):

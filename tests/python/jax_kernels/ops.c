@@ -83,21 +83,22 @@ oc_tensor *repeat_rows(const oc_tensor *x, int64_t times)
 
 oc_tensor *repeat_rows_plain(const oc_tensor *x, int64_t times) { return repeat_rows(x, times); }
 
-/* x * s, element-wise: the batch-separable op of the sharding tests. */
-oc_tensor *scale(const oc_tensor *x, double s)
+/* The result: x * s, element-wise, in x's element order. */
+static oc_tensor *times(const oc_tensor *x, double s)
 {
     oc_tensor *out = oc_dst_tensor();
     for (int64_t i = 0; i < oc_numel(x); i++) put(out, i, get(x, i) * (float)s);
     return out;
 }
 
+/* x * s: the batch-separable op of the sharding tests. */
+oc_tensor *scale(const oc_tensor *x, double s) { return times(x, s); }
+
 /* The wrong-shaped backward of scale: a gradient shaped like x transposed. */
 oc_tensor *scale_backward_transposed(const oc_tensor *grad, const oc_tensor *x, double s)
 {
     (void)x;
-    oc_tensor *out = oc_dst_tensor();
-    for (int64_t i = 0; i < oc_numel(grad); i++) put(out, i, get(grad, i) * (float)s);
-    return out;
+    return times(grad, s);
 }
 
 /* A backward whose argument names match nothing of scale's: with_vjp
@@ -105,9 +106,7 @@ oc_tensor *scale_backward_transposed(const oc_tensor *grad, const oc_tensor *x, 
 oc_tensor *mul_grad(const oc_tensor *dy, const oc_tensor *inp, double factor)
 {
     (void)inp;
-    oc_tensor *out = oc_dst_tensor();
-    for (int64_t i = 0; i < oc_numel(dy); i++) put(out, i, get(dy, i) * (float)factor);
-    return out;
+    return times(dy, factor);
 }
 
 /* No result, nothing written: a check that fails the call on a non-finite value. */
