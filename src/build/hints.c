@@ -30,7 +30,7 @@ const char *oc__library_file_stem(const char *name, char *buf, size_t len)
     size_t n = strlen(name);
     if (n > 3 && strcmp(name + n - 3, ".so") == 0) n -= 3;
     size_t skip = n > 3 && strncmp(name, "lib", 3) == 0 ? 3 : 0;
-    if (n - skip + 1 > len) return name;
+    if ((skip == 0 && name[n] == '\0') || n - skip + 1 > len) return name; /* nothing to strip */
     memcpy(buf, name + skip, n - skip);
     buf[n - skip] = '\0';
     return buf;
