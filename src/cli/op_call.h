@@ -41,6 +41,10 @@ int cli_inputs_option(const char *cmd, cli_inputs *in, int c, const char *arg);
  * option (CLI_USAGE). */
 int cli_other_option(const char *cmd, int c, int argc, char **argv, const char *head, const char *tail);
 
+/* A count option (--repeat, --rounds) in 1..max into *out: CLI_OK, or
+ * CLI_USAGE after "--OPTION 'ARG' is not a positive count". */
+int cli_parse_count(const char *cmd, const char *option, const char *arg, long max, long *out);
+
 /* After the options: exactly LIB.so and OP must remain (CLI_OK), else a
  * usage error. */
 int cli_expect_lib_op(const char *cmd, int argc, char **argv);
@@ -101,7 +105,7 @@ void cli_print_values(const char *label, const oc_tensor *t, bool all);
 double cli_now(void);
 /* "12.3 us" / "1.234 ms" / "1.234 s" after `label`. */
 void cli_print_time(const char *label, double seconds);
-/* Median of n values (sorts them). */
+/* Median of n values (sorts them: v[0] is then the smallest). */
 double cli_median(double *v, int n);
 
 #endif /* OPCORE_CLI_OP_CALL_H */
