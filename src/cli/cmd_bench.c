@@ -161,12 +161,8 @@ int cli_bench(int argc, char **argv)
         default: return cli_other_option("bench", c, argc, argv, usage_head, usage_tail);
         }
     }
-    int rc = cli_expect_lib_op("bench", argc, argv);
-    if (rc != CLI_OK) return rc;
-
-    cli_keep_heap();
     cli_call call;
-    rc = cli_call_prepare("bench", &in, argv[optind], argv[optind + 1], true, false, &call);
+    int rc = cli_call_prepare("bench", &in, argc, argv, false, &call);
     if (rc != CLI_OK) return rc;
     copier cp = {0};
     copier_arg *cargs = NULL;

@@ -53,12 +53,8 @@ int cli_run(int argc, char **argv)
         default: return cli_other_option("run", c, argc, argv, usage_head, usage_tail);
         }
     }
-    int rc = cli_expect_lib_op("run", argc, argv);
-    if (rc != CLI_OK) return rc;
-
-    cli_keep_heap();
     cli_call call;
-    rc = cli_call_prepare("run", &in, argv[optind], argv[optind + 1], true, print_all, &call);
+    int rc = cli_call_prepare("run", &in, argc, argv, print_all, &call);
     if (rc != CLI_OK) return rc;
     double *times = calloc((size_t)repeat, sizeof *times);
     if (!times) {

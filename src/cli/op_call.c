@@ -181,13 +181,6 @@ int cli_parse_count(const char *cmd, const char *option, const char *arg, long m
     return CLI_OK;
 }
 
-int cli_expect_lib_op(const char *cmd, int argc, char **argv)
-{
-    if (argc - optind < 2) return cli_usage_error(cmd, "expected LIB.so and OP");
-    if (argc - optind > 2) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind + 2]);
-    return CLI_OK;
-}
-
 /* ---- preparing a call ----------------------------------------------------------- */
 
 static const char *given_value(const cli_inputs *in, const char *aname)
@@ -198,15 +191,14 @@ static const char *given_value(const cli_inputs *in, const char *aname)
     return given;
 }
 
-/* What cli_call_prepare works from: the options, parsed, and whether to
- * show the inputs. */
+/* What cli_call_prepare works from: the options, parsed. */
 typedef struct prep {
     const char *cmd;
     const cli_inputs *in;
     int ndims[CLI_MAX_ARGS];
     int64_t sizes[CLI_MAX_ARGS][OC_MAX_DIMS];
     oc_dtype dtypes[CLI_MAX_ARGS];
-    bool show, print_all;
+    bool print_all; /* print every value of the tensors made */
 } prep;
 
 /* A random (or --arg-filled) tensor for argument i, the next --shape and
@@ -245,11 +237,9 @@ static int make_tensor(const prep *pp, cli_call *call, int i, const char *given,
     for (int64_t e = 0; e < n; e++) store(oc_flat_ptr(t, e), dt, given ? num : random_value(dt));
     *made = t;
     call->in_bytes += oc_nbytes(t);
-    if (pp->show) {
-        char shp[256];
-        printf("  input  %-8s %s %s\n", aname, oc_dtype_name(dt), oc_shape_str(t, shp, sizeof shp));
-        if (pp->print_all) cli_print_values("         ", t, true);
-    }
+    char shp[256];
+    printf("  input  %-8s %s %s\n", aname, oc_dtype_name(dt), oc_shape_str(t, shp, sizeof shp));
+    if (pp->print_all) cli_print_values("         ", t, true);
     return CLI_OK;
 }
 
@@ -262,7 +252,7 @@ static int make_scalar(const prep *pp, cli_call *call, int i, const char *given)
         if (!oc_op_arg_default(op, i, &call->args[i]))
             return cli_usage_error(pp->cmd, "op '%s' needs a value for argument '%s' (%s); give --arg %s=VALUE",
                                    oc_op_qualname(op), aname, oc_op_schema(op), aname);
-        if (pp->show) printf("  input  %-8s (default)\n", aname);
+        printf("  input  %-8s (default)\n", aname);
         return CLI_OK;
     }
     bool ok = true, bv;
@@ -271,7 +261,7 @@ static int make_scalar(const prep *pp, cli_call *call, int i, const char *given)
     char *end;
     if (oc_op_arg_optional(op, i) && is_none(given)) {
         call->args[i] = oc_value_none();
-        if (pp->show) printf("  input  %-8s None\n", aname);
+        printf("  input  %-8s None\n", aname);
         return CLI_OK;
     }
     switch (oc_op_arg_type(op, i)) {
@@ -317,7 +307,7 @@ static int make_scalar(const prep *pp, cli_call *call, int i, const char *given)
     if (!ok)
         return cli_usage_error(pp->cmd, "--arg %s=%s: not a valid value for this argument (%s)", aname, given,
                                oc_op_schema(op));
-    if (pp->show) printf("  input  %-8s %s\n", aname, given);
+    printf("  input  %-8s %s\n", aname, given);
     return CLI_OK;
 }
 
@@ -333,7 +323,7 @@ static int make_arg(const prep *pp, cli_call *call, int i)
         bool none = oc_op_arg_optional(op, i) && (given ? is_none(given) : oc_op_arg_default(op, i, NULL));
         if (none) {
             call->args[i] = oc_value_none();
-            if (pp->show) printf("  input  %-8s None%s\n", aname, given ? "" : " (default; --arg NAME=random for a tensor)");
+            printf("  input  %-8s None%s\n", aname, given ? "" : " (default; --arg NAME=random for a tensor)");
             return CLI_OK;
         }
         int rc = make_tensor(pp, call, i, given, &t);
@@ -365,12 +355,15 @@ static const oc_op *find_op(oc_library *lib, const char *opname)
     return NULL;
 }
 
-int cli_call_prepare(const char *cmd, const cli_inputs *in, const char *path, const char *opname, bool show,
-                     bool print_all, cli_call *call)
+int cli_call_prepare(const char *cmd, const cli_inputs *in, int argc, char **argv, bool print_all,
+                     cli_call *call)
 {
     memset(call, 0, sizeof *call);
     /* Check the options before touching the library. */
-    prep pp = {.cmd = cmd, .in = in, .show = show, .print_all = print_all};
+    if (argc - optind < 2) return cli_usage_error(cmd, "expected LIB.so and OP");
+    if (argc - optind > 2) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind + 2]);
+    const char *path = argv[optind], *opname = argv[optind + 1];
+    prep pp = {.cmd = cmd, .in = in, .print_all = print_all};
     for (int i = 0; i < in->nshapes; i++)
         if (parse_shape(in->shapes[i], &pp.ndims[i], pp.sizes[i]) != 0)
             return cli_usage_error(cmd, "--shape '%s' is not a list of sizes like 2,3", in->shapes[i]);
@@ -378,6 +371,8 @@ int cli_call_prepare(const char *cmd, const cli_inputs *in, const char *path, co
         if (!oc_dtype_from_name(in->dtypes[i], &pp.dtypes[i]))
             return cli_usage_error(cmd, "--dtype '%s' is not a dtype (float32, float64, float16, bfloat16, "
                                         "int8, int16, int32, int64, uint8, bool)", in->dtypes[i]);
+    mallopt(M_MMAP_THRESHOLD, 1 << 30); /* keep the heap (op_call.h) */
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
     if (oc_library_load(path, &call->lib) != OC_OK) {
         fprintf(stderr, "opcore %s: %s\n", cmd, oc_errmsg());
         return CLI_FAIL;
@@ -402,7 +397,7 @@ int cli_call_prepare(const char *cmd, const cli_inputs *in, const char *path, co
     }
     rng_state = in->seed * 0x9E3779B97F4A7C15ULL + 0x1234567ULL;
     if (!rng_state) rng_state = 1;
-    if (show) printf("op %s: %s\n", oc_op_qualname(op), oc_op_schema(op));
+    printf("op %s: %s\n", oc_op_qualname(op), oc_op_schema(op));
     for (int i = 0; i < call->nargs; i++) {
         int rc = make_arg(&pp, call, i);
         if (rc != CLI_OK) {
@@ -488,12 +483,6 @@ void cli_print_results(const cli_call *call, bool print_all)
             cli_print_values("         ", t, print_all);
         }
     }
-}
-
-void cli_keep_heap(void)
-{
-    mallopt(M_MMAP_THRESHOLD, 1 << 30);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
 /* ---- time ----------------------------------------------------------------------------- */

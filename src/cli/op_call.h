@@ -45,10 +45,6 @@ int cli_other_option(const char *cmd, int c, int argc, char **argv, const char *
  * CLI_USAGE after "--OPTION 'ARG' is not a positive count". */
 int cli_parse_count(const char *cmd, const char *option, const char *arg, long max, long *out);
 
-/* After the options: exactly LIB.so and OP must remain (CLI_OK), else a
- * usage error. */
-int cli_expect_lib_op(const char *cmd, int argc, char **argv);
-
 /* An output buffer kept across calls: allocated (64-byte aligned) only
  * when a call needs more than it holds. */
 typedef struct cli_outbuf {
@@ -74,12 +70,16 @@ typedef struct cli_call {
     cli_outbuf bufs[OC_MAX_RESULTS];
 } cli_call;
 
-/* Load `lib`, find `opname` in it, make its arguments. With `show`, print
- * the op and each input ("  input  x  float32 [2, 3]"), with every value if
- * `print_all`. CLI_OK, CLI_FAIL or CLI_USAGE (message printed); on failure
- * the call is freed. */
-int cli_call_prepare(const char *cmd, const cli_inputs *in, const char *lib, const char *opname,
-                     bool show, bool print_all, cli_call *call);
+/* After the options (argv[optind..]): exactly LIB.so and OP must remain.
+ * Keep freed heap memory in the process from here on (no trimming, no
+ * per-allocation mmap), as a long-running framework process does:
+ * temporaries a kernel makes then cost what they cost in PyTorch, not a brk
+ * and fresh page faults on every call. Load LIB.so, find OP in it, make its
+ * arguments, printing the op and each input ("  input  x  float32 [2, 3]"),
+ * with every value if `print_all`. CLI_OK, CLI_FAIL or CLI_USAGE (message
+ * printed); on failure nothing is left to free. */
+int cli_call_prepare(const char *cmd, const cli_inputs *in, int argc, char **argv, bool print_all,
+                     cli_call *call);
 void cli_call_free(cli_call *call);
 
 /* One call into call->outs (oc_op_run with the reused buffers). */
@@ -92,12 +92,6 @@ int64_t cli_out_bytes(const cli_call *call);
  * Tensor(a!) one as the argument it wrote, and its first (or all) values;
  * "(no results)" for `-> ()` ops, with the arguments they wrote. */
 void cli_print_results(const cli_call *call, bool print_all);
-
-/* Keep freed heap memory in the process (no trimming, no per-allocation
- * mmap), as a long-running framework process does: temporaries a kernel
- * makes then cost what they cost in PyTorch, not a brk and fresh page
- * faults on every call. */
-void cli_keep_heap(void);
 
 /* Print "  LABEL[v0, v1, ...]": the first 8 values, or all (up to 10000). */
 void cli_print_values(const char *label, const oc_tensor *t, bool all);
