@@ -14,8 +14,8 @@ op's out form, badd_into(x, row, out), through torch.ops.
 
 Two settings: single core (torch.set_num_threads(1), an opcore single-core
 op) and multicore (torch.set_num_threads(N), an opcore --multicore op, N =
-opcore's engine cores). Candidates are interleaved: each round times
-`reps` calls of each, in alternating order; the ratio is the median over
+opcore's engine cores). Candidates are interleaved (bench/benchlib.py):
+each round times `reps` calls of each, in rotating order; the ratio is the median over
 rounds of (torch's time / opcore's time) in the same round. Also shown: both
 writing into a fresh row-major result (torch.add(..., out=torch.empty(...))
 against the op's own badd(x, row), whose results are row-major), where a
@@ -24,19 +24,17 @@ transposed x costs both a transpose.
 Writes bench/results/iter.json (the report format of bench/report.py).
 """
 import argparse
-import json
 import os
-import statistics
 import sys
 import tempfile
-import time
 
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 
-from opcore import custom_op  # noqa: E402
+import benchlib  # noqa: E402
 
 KERNEL = r"""
 #include <opcore/kernel.h>
@@ -88,23 +86,21 @@ static void badd_into_shape(const oc_tensor *x, const oc_tensor *y, oc_tensor *o
     OC_CHECK(oc_same_shape(out, want), "out must have the broadcast shape of x and y");
 }
 
-OC_LIBRARY(%s, m) {
+OC_LIBRARY(iter_bench, m) {
     oc_def(m, "badd(Tensor x, Tensor y) -> Tensor", badd_shape, "badd");
     oc_def(m, "badd_into(Tensor x, Tensor y, Tensor(a!) out) -> ()", badd_into_shape, "badd_into");
 }
 """
 
 
-def build(workdir, name, multicore):
-    k = os.path.join(workdir, "badd.c")
-    s = os.path.join(workdir, f"shape_{name}.c")
-    with open(k, "w") as f:
-        f.write(KERNEL)
-    with open(s, "w") as f:
-        f.write(SHAPE % name)
-    custom_op.load(name=name, compute_srcs=[k], shape_srcs=[s],
-                   build_directory=os.path.join(workdir, name), multicore=multicore)
-    return getattr(torch.ops, name)
+def build(workdir):
+    """torch.ops of the kernel above as a single-core and a multicore op library."""
+    k, s = os.path.join(workdir, "badd.c"), os.path.join(workdir, "shape.c")
+    for path, text in ((k, KERNEL), (s, SHAPE)):
+        with open(path, "w") as f:
+            f.write(text)
+    return {"single": benchlib.load_renamed(workdir, "iter_bench_sc", s, [k], "iter_bench"),
+            "multi": benchlib.load_renamed(workdir, "iter_bench_mc", s, [k], "iter_bench", multicore=True)}
 
 
 def cases(size):
@@ -119,13 +115,6 @@ def cases(size):
         ("x transposed, row sliced", base.t(), row2[::2]),
         ("x sliced, row sliced", wide[:, 64:64 + size], row2[::2]),
     ]
-
-
-def timed(fn, reps):
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    return (time.perf_counter() - t0) / reps
 
 
 def opcore_add(ops, x, row):
@@ -144,18 +133,10 @@ def measure(ops, x, row, rounds, reps):
         "opcore": lambda: opcore_add(ops, x, row),
         "opcore, contiguous out": lambda: ops.badd(x, row),
     }
-    for fn in cand.values():  # warm up (page-ins, first-call costs)
-        fn()
-    times = {k: [] for k in cand}
-    order = list(cand)
-    for r in range(rounds):
-        for name in (order if r % 2 == 0 else order[::-1]):
-            times[name].append(timed(cand[name], reps))
-    ratio = statistics.median(t / o for t, o in zip(times["torch.add"], times["opcore"]))
-    ratio_same = statistics.median(t / o for t, o in zip(times["torch.add, contiguous out"],
-                                                          times["opcore, contiguous out"]))
-    med = {k: statistics.median(v) for k, v in times.items()}
-    return med, ratio, ratio_same
+    # one warm-up call each (page-ins, first-call costs)
+    s = benchlib.interleaved(cand, rounds, reps, warmup=1)
+    return (benchlib.medians(s), benchlib.paired_ratio(s, "torch.add", "opcore"),
+            benchlib.paired_ratio(s, "torch.add, contiguous out", "opcore, contiguous out"))
 
 
 def main():
@@ -171,7 +152,7 @@ def main():
     ncores = int(os.environ.get("OC_NUM_CORES") or len(os.sched_getaffinity(0)))
     load0 = os.getloadavg()[0]
     work = tempfile.mkdtemp(prefix="opcore-iter-bench-")
-    ops = {"single": build(work, "iter_bench_sc", False), "multi": build(work, "iter_bench_mc", True)}
+    ops = build(work)
     rows, worst, worst_same = [], {}, {}
     for setting, threads in (("single", 1), ("multi", ncores)):
         torch.set_num_threads(threads)
@@ -220,9 +201,7 @@ def main():
                    for s in ("single", "multi")],
         "load": [load0, load1],
     }
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+    benchlib.write(os.path.basename(args.out), result, results=os.path.dirname(os.path.abspath(args.out)))
     print(f"worst ratio: single {worst['single']:.3f}x, multi {worst['multi']:.3f}x "
           f"(target >= 0.9); same work: single {worst_same['single']:.3f}x, multi {worst_same['multi']:.3f}x; "
           f"load {load0:.2f} -> {load1:.2f}; wrote {args.out}")

@@ -85,7 +85,6 @@ enum {
  * public fields of oc_iter. */
 struct oc__iter_state {
     int32_t nact, nlev;
-    uint32_t flags;
     bool unit;                                       /* every stride 1 */
     int8_t act[OC_ITER_MAX_TENSORS];                 /* the non-NULL tensors */
     int64_t n0, n1, tw, th;                          /* two inner dims; tile width, height */

@@ -92,8 +92,8 @@ bool oc__is_cxx_source(const char *path);
 const char *oc__library_file_stem(const char *name, char *buf, size_t len);
 /* Append "hint: ..." lines for the first mistakes recognised in a
  * compiler's output (C++ headers, an oc_acc from a const tensor, two
- * OC_LIBRARY blocks in one file); returns how many. */
-int oc__build_hints(const char *output, oc__sb *out);
+ * OC_LIBRARY blocks in one file). */
+void oc__build_hints(const char *output, oc__sb *out);
 /* True if a link failed on two definitions of oc_library_entry (two
  * OC_LIBRARY blocks); the object numbers (".../N.o") of both. */
 bool oc__two_library_blocks(const char *output, int *first, int *second);

@@ -30,7 +30,7 @@ const char *oc__library_file_stem(const char *name, char *buf, size_t len)
     size_t n = strlen(name);
     if (n > 3 && strcmp(name + n - 3, ".so") == 0) n -= 3;
     size_t skip = n > 3 && strncmp(name, "lib", 3) == 0 ? 3 : 0;
-    if (n - skip + 1 > len) return name;
+    if ((skip == 0 && name[n] == '\0') || n - skip + 1 > len) return name; /* nothing to strip */
     memcpy(buf, name + skip, n - skip);
     buf[n - skip] = '\0';
     return buf;
@@ -43,31 +43,26 @@ static bool has_after(const char *text, const char *a, const char *b)
     return p && strstr(p, b);
 }
 
-int oc__build_hints(const char *output, oc__sb *out)
+void oc__build_hints(const char *output, oc__sb *out)
 {
-    int n = 0;
-    if (!output) return 0;
+    if (!output) return;
     if (strstr(output, "torch/torch.h") || strstr(output, "torch/extension.h") ||
         strstr(output, "ATen/") || strstr(output, "c10/") || strstr(output, "pybind11/")) {
         oc__sb_put(out, "hint: opcore kernels and shape functions are C, without torch's headers: "
                         "include <opcore/kernel.h> (kernels) or <opcore/library.h> (shape functions); "
                         "torch::Tensor is `const oc_tensor *`, accessors are oc_accessor/OC_AT. See "
                         "docs/tutorial_1_first_operator.md.\n");
-        n++;
     }
     if (has_after(output, "invalid initializer", "oc_accessor_of_a_const_tensor_is_an_oc_cacc") ||
         has_after(output, "incompatible types", "oc_cacc")) {
         oc__sb_put(out, "hint: oc_accessor of a `const oc_tensor *` (a kernel input) is a read-only "
                         "oc_cacc: write `oc_cacc a = oc_accessor(x, OC_FLOAT32, 2);` (oc_acc is for "
                         "writable tensors such as oc_dst_tensor()).\n");
-        n++;
     }
     if (strstr(output, "redefinition of") && strstr(output, "oc_library_entry")) {
         oc__sb_put(out, "hint: this source has two OC_LIBRARY blocks; a library has exactly one: put "
                         "every oc_def() in one block.\n");
-        n++;
     }
-    return n;
 }
 
 bool oc__two_library_blocks(const char *output, int *first, int *second)

@@ -150,7 +150,8 @@ void oc__vec_report_format(const char *opt_info, const char *src, const char *sh
                 if (l) l->versioned = true;
             } else if (!strncmp(text, "couldn't vectorize loop", 23) ||
                        !strncmp(text, "loop not vectorized", 19)) { /* gcc, clang */
-                open = loop_at(&ls, line) ? (int)(loop_at(&ls, line) - ls.v) : -1;
+                loop *l = loop_at(&ls, line);
+                open = l ? (int)(l - ls.v) : -1;
                 if (open >= 0 && text[19] == ':') add_reason(&ls.v[open], text + 21, strlen(text + 21));
             } else if (open >= 0 && !strncmp(text, "not vectorized: ", 16)) {
                 add_reason(&ls.v[open], text + 16, strlen(text + 16));

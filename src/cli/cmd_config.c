@@ -70,14 +70,10 @@ int cli_config(int argc, char **argv)
     }
     if (n == 0) {
         static const char *names[] = {"", "cflags", "libs", "include-dir", "lib-dir", "cache-dir"};
-        for (int w = CFG_INCLUDE; w <= CFG_CACHE; w++) {
-            printf("%-12s", names[w]);
-            print_setting(w);
-            putchar('\n');
-        }
-        for (int w = CFG_CFLAGS; w <= CFG_LIBS; w++) {
-            printf("%-12s", names[w]);
-            print_setting(w);
+        static const int order[] = {CFG_INCLUDE, CFG_LIB, CFG_CACHE, CFG_CFLAGS, CFG_LIBS};
+        for (size_t i = 0; i < sizeof order / sizeof *order; i++) {
+            printf("%-12s", names[order[i]]);
+            print_setting(order[i]);
             putchar('\n');
         }
         return CLI_OK;

@@ -1,6 +1,4 @@
-/* opcore new — start an op project; opcore config — flags for C programs
- * that use opcore (the project's C test builds with them). */
-#include <getopt.h>
+/* opcore new — start an op project (the files: src/build/templates/). */
 #include <stdio.h>
 #include <string.h>
 
@@ -38,4 +36,3 @@ int cli_new(int argc, char **argv)
            "next: cd %s && make test\n", dir, name, name, dir);
     return CLI_OK;
 }
-

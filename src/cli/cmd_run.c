@@ -45,23 +45,16 @@ int cli_run(int argc, char **argv)
         int rc = cli_inputs_option("run", &in, c, optarg);
         if (rc == CLI_OK) continue;
         if (rc != -1) return rc;
-        char *end;
         switch (c) {
         case 'r':
-            repeat = strtol(optarg, &end, 10);
-            if (end == optarg || *end || repeat < 1 || repeat > 100000000)
-                return cli_usage_error("run", "--repeat '%s' is not a positive count", optarg);
+            if ((rc = cli_parse_count("run", "--repeat", optarg, 100000000, &repeat)) != CLI_OK) return rc;
             break;
         case 'p': print_all = true; break;
         default: return cli_other_option("run", c, argc, argv, usage_head, usage_tail);
         }
     }
-    int rc = cli_expect_lib_op("run", argc, argv);
-    if (rc != CLI_OK) return rc;
-
-    cli_keep_heap();
     cli_call call;
-    rc = cli_call_prepare("run", &in, argv[optind], argv[optind + 1], true, print_all, &call);
+    int rc = cli_call_prepare("run", &in, argc, argv, print_all, &call);
     if (rc != CLI_OK) return rc;
     double *times = calloc((size_t)repeat, sizeof *times);
     if (!times) {
@@ -80,12 +73,11 @@ int cli_run(int argc, char **argv)
         if (r >= 0) times[r] = t;
     }
     cli_print_results(&call, print_all);
-    double best = times[0];
-    for (long r = 1; r < repeat; r++) best = times[r] < best ? times[r] : best;
     if (repeat == 1) cli_print_time("time ", times[0]);
     else {
-        cli_print_time("time best ", best);
-        cli_print_time(", median ", cli_median(times, (int)repeat));
+        double median = cli_median(times, (int)repeat); /* sorts: times[0] is the best */
+        cli_print_time("time best ", times[0]);
+        cli_print_time(", median ", median);
         printf(" (%ld calls)", repeat);
     }
     printf("\n");

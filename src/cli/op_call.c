@@ -119,6 +119,22 @@ static bool parse_number(const char *s, double *out)
     return end != s && *end == '\0';
 }
 
+static bool parse_int(const char *s, long long *out)
+{
+    char *end;
+    *out = strtoll(s, &end, 0);
+    return end != s && *end == '\0';
+}
+
+static bool is_none(const char *s) { return !strcmp(s, "none") || !strcmp(s, "None"); }
+
+/* Does --arg `def` ("NAME=VALUE") name the argument `aname`? */
+static bool names_arg(const char *def, const char *aname)
+{
+    size_t len = (size_t)(strchr(def, '=') - def);
+    return strlen(aname) == len && !strncmp(aname, def, len);
+}
+
 int cli_inputs_option(const char *cmd, cli_inputs *in, int c, const char *arg)
 {
     char *end;
@@ -156,10 +172,12 @@ int cli_other_option(const char *cmd, int c, int argc, char **argv, const char *
     return cli_usage_error(cmd, "unrecognized option '%s'", cli_bad_option(argc, argv));
 }
 
-int cli_expect_lib_op(const char *cmd, int argc, char **argv)
+int cli_parse_count(const char *cmd, const char *option, const char *arg, long max, long *out)
 {
-    if (argc - optind < 2) return cli_usage_error(cmd, "expected LIB.so and OP");
-    if (argc - optind > 2) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind + 2]);
+    char *end;
+    *out = strtol(arg, &end, 10);
+    if (end == arg || *end || *out < 1 || *out > max)
+        return cli_usage_error(cmd, "%s '%s' is not a positive count", option, arg);
     return CLI_OK;
 }
 
@@ -167,21 +185,28 @@ int cli_expect_lib_op(const char *cmd, int argc, char **argv)
 
 static const char *given_value(const cli_inputs *in, const char *aname)
 {
-    const char *given = NULL;
-    for (int k = 0; k < in->nargdefs; k++) {
-        size_t len = (size_t)(strchr(in->argdefs[k], '=') - in->argdefs[k]);
-        if (strlen(aname) == len && !strncmp(aname, in->argdefs[k], len)) given = in->argdefs[k] + len + 1;
-    }
+    const char *given = NULL; /* the last --arg NAME=... wins */
+    for (int k = 0; k < in->nargdefs; k++)
+        if (names_arg(in->argdefs[k], aname)) given = strchr(in->argdefs[k], '=') + 1;
     return given;
 }
 
+/* What cli_call_prepare works from: the options, parsed. */
+typedef struct prep {
+    const char *cmd;
+    const cli_inputs *in;
+    int ndims[CLI_MAX_ARGS];
+    int64_t sizes[CLI_MAX_ARGS][OC_MAX_DIMS];
+    oc_dtype dtypes[CLI_MAX_ARGS];
+    bool print_all; /* print every value of the tensors made */
+} prep;
+
 /* A random (or --arg-filled) tensor for argument i, the next --shape and
  * --dtype; `*made` points at it. */
-static int make_tensor(const char *cmd, const cli_inputs *in, cli_call *call, int i, const int *ndims,
-                       int64_t (*sizes)[OC_MAX_DIMS], const oc_dtype *dts, bool show, bool print_all,
-                       const char *given, oc_tensor **made)
+static int make_tensor(const prep *pp, cli_call *call, int i, const char *given, oc_tensor **made)
 {
-    const char *aname = oc_op_arg_name(call->op, i);
+    const char *cmd = pp->cmd, *aname = oc_op_arg_name(call->op, i);
+    const cli_inputs *in = pp->in;
     if (given && !strcmp(given, "random")) given = NULL;
     if (call->ntensors == CLI_MAX_TENSORS)
         return cli_usage_error(cmd, "more than %d tensors in one call", CLI_MAX_TENSORS);
@@ -189,9 +214,9 @@ static int make_tensor(const char *cmd, const cli_inputs *in, cli_call *call, in
     int si = in->nshapes ? (nt < in->nshapes ? nt : in->nshapes - 1) : -1;
     int di = in->ndtypes ? (nt < in->ndtypes ? nt : in->ndtypes - 1) : -1;
     static const int64_t def_sizes[2] = {2, 3};
-    const int64_t *sz = si >= 0 ? sizes[si] : def_sizes;
-    int nd = si >= 0 ? ndims[si] : 2;
-    oc_dtype dt = di >= 0 ? dts[di] : OC_FLOAT32;
+    const int64_t *sz = si >= 0 ? pp->sizes[si] : def_sizes;
+    int nd = si >= 0 ? pp->ndims[si] : 2;
+    oc_dtype dt = di >= 0 ? pp->dtypes[di] : OC_FLOAT32;
     double num = 0;
     if (given && !parse_number(given, &num))
         return cli_usage_error(cmd, "--arg %s=%s: a Tensor argument takes a number to fill it with", aname,
@@ -212,32 +237,31 @@ static int make_tensor(const char *cmd, const cli_inputs *in, cli_call *call, in
     for (int64_t e = 0; e < n; e++) store(oc_flat_ptr(t, e), dt, given ? num : random_value(dt));
     *made = t;
     call->in_bytes += oc_nbytes(t);
-    if (show) {
-        char shp[256];
-        printf("  input  %-8s %s %s\n", aname, oc_dtype_name(dt), oc_shape_str(t, shp, sizeof shp));
-        if (print_all) cli_print_values("         ", t, true);
-    }
+    char shp[256];
+    printf("  input  %-8s %s %s\n", aname, oc_dtype_name(dt), oc_shape_str(t, shp, sizeof shp));
+    if (pp->print_all) cli_print_values("         ", t, true);
     return CLI_OK;
 }
 
-/* A scalar argument from --arg NAME=VALUE or its default. */
-static int make_scalar(const char *cmd, const cli_inputs *in, cli_call *call, int i, bool show)
+/* A scalar argument from --arg NAME=VALUE (`given`) or its default. */
+static int make_scalar(const prep *pp, cli_call *call, int i, const char *given)
 {
     const oc_op *op = call->op;
-    const char *aname = oc_op_arg_name(op, i), *given = given_value(in, aname);
+    const char *aname = oc_op_arg_name(op, i);
     if (!given) {
         if (!oc_op_arg_default(op, i, &call->args[i]))
-            return cli_usage_error(cmd, "op '%s' needs a value for argument '%s' (%s); give --arg %s=VALUE",
+            return cli_usage_error(pp->cmd, "op '%s' needs a value for argument '%s' (%s); give --arg %s=VALUE",
                                    oc_op_qualname(op), aname, oc_op_schema(op), aname);
-        if (show) printf("  input  %-8s (default)\n", aname);
+        printf("  input  %-8s (default)\n", aname);
         return CLI_OK;
     }
     bool ok = true, bv;
     double num;
+    long long v;
     char *end;
-    if (oc_op_arg_optional(op, i) && (!strcmp(given, "none") || !strcmp(given, "None"))) {
+    if (oc_op_arg_optional(op, i) && is_none(given)) {
         call->args[i] = oc_value_none();
-        if (show) printf("  input  %-8s None\n", aname);
+        printf("  input  %-8s None\n", aname);
         return CLI_OK;
     }
     switch (oc_op_arg_type(op, i)) {
@@ -266,12 +290,7 @@ static int make_scalar(const char *cmd, const cli_inputs *in, cli_call *call, in
         break;
     }
     case OC_ARG_FLOAT: ok = parse_number(given, &num); call->args[i] = oc_value_float(num); break;
-    case OC_ARG_INT: {
-        long long v = strtoll(given, &end, 0);
-        ok = end != given && !*end;
-        call->args[i] = oc_value_int(v);
-        break;
-    }
+    case OC_ARG_INT: ok = parse_int(given, &v); call->args[i] = oc_value_int(v); break;
     case OC_ARG_BOOL: ok = parse_bool(given, &bv); call->args[i] = oc_value_bool(bv); break;
     case OC_ARG_SCALAR:
         if (parse_bool(given, &bv) && strcmp(given, "0") && strcmp(given, "1"))
@@ -279,38 +298,35 @@ static int make_scalar(const char *cmd, const cli_inputs *in, cli_call *call, in
         else if (strpbrk(given, ".eEnN") && parse_number(given, &num))
             call->args[i] = oc_value_scalar(oc_scalar_float(num));
         else {
-            long long v = strtoll(given, &end, 0);
-            ok = end != given && !*end;
+            ok = parse_int(given, &v);
             call->args[i] = oc_value_scalar(oc_scalar_int(v));
         }
         break;
     default: ok = false;
     }
     if (!ok)
-        return cli_usage_error(cmd, "--arg %s=%s: not a valid value for this argument (%s)", aname, given,
+        return cli_usage_error(pp->cmd, "--arg %s=%s: not a valid value for this argument (%s)", aname, given,
                                oc_op_schema(op));
-    if (show) printf("  input  %-8s %s\n", aname, given);
+    printf("  input  %-8s %s\n", aname, given);
     return CLI_OK;
 }
 
 /* Argument i: tensors (Tensor, Tensor?, Tensor[] of --arg N tensors) made,
  * the rest parsed from --arg or their defaults. */
-static int make_arg(const char *cmd, const cli_inputs *in, cli_call *call, int i, const int *ndims,
-                    int64_t (*sizes)[OC_MAX_DIMS], const oc_dtype *dts, bool show, bool print_all)
+static int make_arg(const prep *pp, cli_call *call, int i)
 {
     const oc_op *op = call->op;
-    const char *aname = oc_op_arg_name(op, i), *given = given_value(in, aname);
+    const char *aname = oc_op_arg_name(op, i), *given = given_value(pp->in, aname);
     oc_arg_type type = oc_op_arg_type(op, i);
     oc_tensor *t;
     if (type == OC_ARG_TENSOR) {
-        bool none = oc_op_arg_optional(op, i) && (given ? !strcmp(given, "none") || !strcmp(given, "None")
-                                                        : oc_op_arg_default(op, i, NULL));
+        bool none = oc_op_arg_optional(op, i) && (given ? is_none(given) : oc_op_arg_default(op, i, NULL));
         if (none) {
             call->args[i] = oc_value_none();
-            if (show) printf("  input  %-8s None%s\n", aname, given ? "" : " (default; --arg NAME=random for a tensor)");
+            printf("  input  %-8s None%s\n", aname, given ? "" : " (default; --arg NAME=random for a tensor)");
             return CLI_OK;
         }
-        int rc = make_tensor(cmd, in, call, i, ndims, sizes, dts, show, print_all, given, &t);
+        int rc = make_tensor(pp, call, i, given, &t);
         if (rc == CLI_OK) call->args[i] = oc_value_tensor(t);
         return rc;
     }
@@ -318,17 +334,17 @@ static int make_arg(const char *cmd, const cli_inputs *in, cli_call *call, int i
         char *end;
         long n = given ? strtol(given, &end, 10) : 2;
         if (given && (end == given || *end || n < 0 || n > CLI_MAX_TENSORS))
-            return cli_usage_error(cmd, "--arg %s=%s: a Tensor[] takes how many tensors to make (0 to %d)", aname,
-                                   given, CLI_MAX_TENSORS);
+            return cli_usage_error(pp->cmd, "--arg %s=%s: a Tensor[] takes how many tensors to make (0 to %d)",
+                                   aname, given, CLI_MAX_TENSORS);
         oc_tensor *first = &call->tensors[call->ntensors];
         for (long k = 0; k < n; k++) {
-            int rc = make_tensor(cmd, in, call, i, ndims, sizes, dts, show, print_all, NULL, &t);
+            int rc = make_tensor(pp, call, i, NULL, &t);
             if (rc != CLI_OK) return rc;
         }
         call->args[i] = oc_value_tensors(first, n);
         return CLI_OK;
     }
-    return make_scalar(cmd, in, call, i, show);
+    return make_scalar(pp, call, i, given);
 }
 
 static const oc_op *find_op(oc_library *lib, const char *opname)
@@ -339,21 +355,24 @@ static const oc_op *find_op(oc_library *lib, const char *opname)
     return NULL;
 }
 
-int cli_call_prepare(const char *cmd, const cli_inputs *in, const char *path, const char *opname, bool show,
-                     bool print_all, cli_call *call)
+int cli_call_prepare(const char *cmd, const cli_inputs *in, int argc, char **argv, bool print_all,
+                     cli_call *call)
 {
     memset(call, 0, sizeof *call);
     /* Check the options before touching the library. */
-    int ndims[CLI_MAX_ARGS];
-    int64_t sizes[CLI_MAX_ARGS][OC_MAX_DIMS];
-    oc_dtype dts[CLI_MAX_ARGS];
+    if (argc - optind < 2) return cli_usage_error(cmd, "expected LIB.so and OP");
+    if (argc - optind > 2) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind + 2]);
+    const char *path = argv[optind], *opname = argv[optind + 1];
+    prep pp = {.cmd = cmd, .in = in, .print_all = print_all};
     for (int i = 0; i < in->nshapes; i++)
-        if (parse_shape(in->shapes[i], &ndims[i], sizes[i]) != 0)
+        if (parse_shape(in->shapes[i], &pp.ndims[i], pp.sizes[i]) != 0)
             return cli_usage_error(cmd, "--shape '%s' is not a list of sizes like 2,3", in->shapes[i]);
     for (int i = 0; i < in->ndtypes; i++)
-        if (!oc_dtype_from_name(in->dtypes[i], &dts[i]))
+        if (!oc_dtype_from_name(in->dtypes[i], &pp.dtypes[i]))
             return cli_usage_error(cmd, "--dtype '%s' is not a dtype (float32, float64, float16, bfloat16, "
                                         "int8, int16, int32, int64, uint8, bool)", in->dtypes[i]);
+    mallopt(M_MMAP_THRESHOLD, 1 << 30); /* keep the heap (op_call.h) */
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
     if (oc_library_load(path, &call->lib) != OC_OK) {
         fprintf(stderr, "opcore %s: %s\n", cmd, oc_errmsg());
         return CLI_FAIL;
@@ -369,19 +388,18 @@ int cli_call_prepare(const char *cmd, const cli_inputs *in, const char *path, co
     }
     call->nargs = oc_op_num_args(op);
     for (int k = 0; k < in->nargdefs; k++) {
-        size_t len = (size_t)(strchr(in->argdefs[k], '=') - in->argdefs[k]);
         bool found = false;
-        for (int i = 0; i < call->nargs && !found; i++)
-            found = strlen(oc_op_arg_name(op, i)) == len && !strncmp(oc_op_arg_name(op, i), in->argdefs[k], len);
+        for (int i = 0; i < call->nargs && !found; i++) found = names_arg(in->argdefs[k], oc_op_arg_name(op, i));
         if (!found)
             return cli_usage_error(cmd, "--arg '%s': op '%s' has no argument '%.*s' (schema: %s)", in->argdefs[k],
-                                   oc_op_qualname(op), (int)len, in->argdefs[k], oc_op_schema(op));
+                                   oc_op_qualname(op), (int)(strchr(in->argdefs[k], '=') - in->argdefs[k]),
+                                   in->argdefs[k], oc_op_schema(op));
     }
     rng_state = in->seed * 0x9E3779B97F4A7C15ULL + 0x1234567ULL;
     if (!rng_state) rng_state = 1;
-    if (show) printf("op %s: %s\n", oc_op_qualname(op), oc_op_schema(op));
+    printf("op %s: %s\n", oc_op_qualname(op), oc_op_schema(op));
     for (int i = 0; i < call->nargs; i++) {
-        int rc = make_arg(cmd, in, call, i, ndims, sizes, dts, show, print_all);
+        int rc = make_arg(&pp, call, i);
         if (rc != CLI_OK) {
             cli_call_free(call);
             return rc;
@@ -465,12 +483,6 @@ void cli_print_results(const cli_call *call, bool print_all)
             cli_print_values("         ", t, print_all);
         }
     }
-}
-
-void cli_keep_heap(void)
-{
-    mallopt(M_MMAP_THRESHOLD, 1 << 30);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
 /* ---- time ----------------------------------------------------------------------------- */

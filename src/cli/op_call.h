@@ -41,9 +41,9 @@ int cli_inputs_option(const char *cmd, cli_inputs *in, int c, const char *arg);
  * option (CLI_USAGE). */
 int cli_other_option(const char *cmd, int c, int argc, char **argv, const char *head, const char *tail);
 
-/* After the options: exactly LIB.so and OP must remain (CLI_OK), else a
- * usage error. */
-int cli_expect_lib_op(const char *cmd, int argc, char **argv);
+/* A count option (--repeat, --rounds) in 1..max into *out: CLI_OK, or
+ * CLI_USAGE after "--OPTION 'ARG' is not a positive count". */
+int cli_parse_count(const char *cmd, const char *option, const char *arg, long max, long *out);
 
 /* An output buffer kept across calls: allocated (64-byte aligned) only
  * when a call needs more than it holds. */
@@ -70,12 +70,16 @@ typedef struct cli_call {
     cli_outbuf bufs[OC_MAX_RESULTS];
 } cli_call;
 
-/* Load `lib`, find `opname` in it, make its arguments. With `show`, print
- * the op and each input ("  input  x  float32 [2, 3]"), with every value if
- * `print_all`. CLI_OK, CLI_FAIL or CLI_USAGE (message printed); on failure
- * the call is freed. */
-int cli_call_prepare(const char *cmd, const cli_inputs *in, const char *lib, const char *opname,
-                     bool show, bool print_all, cli_call *call);
+/* After the options (argv[optind..]): exactly LIB.so and OP must remain.
+ * Keep freed heap memory in the process from here on (no trimming, no
+ * per-allocation mmap), as a long-running framework process does:
+ * temporaries a kernel makes then cost what they cost in PyTorch, not a brk
+ * and fresh page faults on every call. Load LIB.so, find OP in it, make its
+ * arguments, printing the op and each input ("  input  x  float32 [2, 3]"),
+ * with every value if `print_all`. CLI_OK, CLI_FAIL or CLI_USAGE (message
+ * printed); on failure nothing is left to free. */
+int cli_call_prepare(const char *cmd, const cli_inputs *in, int argc, char **argv, bool print_all,
+                     cli_call *call);
 void cli_call_free(cli_call *call);
 
 /* One call into call->outs (oc_op_run with the reused buffers). */
@@ -89,19 +93,13 @@ int64_t cli_out_bytes(const cli_call *call);
  * "(no results)" for `-> ()` ops, with the arguments they wrote. */
 void cli_print_results(const cli_call *call, bool print_all);
 
-/* Keep freed heap memory in the process (no trimming, no per-allocation
- * mmap), as a long-running framework process does: temporaries a kernel
- * makes then cost what they cost in PyTorch, not a brk and fresh page
- * faults on every call. */
-void cli_keep_heap(void);
-
 /* Print "  LABEL[v0, v1, ...]": the first 8 values, or all (up to 10000). */
 void cli_print_values(const char *label, const oc_tensor *t, bool all);
 
 double cli_now(void);
 /* "12.3 us" / "1.234 ms" / "1.234 s" after `label`. */
 void cli_print_time(const char *label, double seconds);
-/* Median of n values (sorts them). */
+/* Median of n values (sorts them: v[0] is then the smallest). */
 double cli_median(double *v, int n);
 
 #endif /* OPCORE_CLI_OP_CALL_H */

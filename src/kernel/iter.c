@@ -320,7 +320,6 @@ oc_status oc_iter_init(oc_iter *it, int nout, int n, const oc_tensor *const *ts,
     if (st) return st;
 
     struct oc__iter_state *p = &it->oc__;
-    p->flags = flags;
     int64_t esize[OC_ITER_MAX_TENSORS] = {0}, origin[OC_ITER_MAX_TENSORS] = {0};
     for (int k = 0; k < n; k++) {
         if (!ts[k]) continue;
@@ -345,13 +344,13 @@ oc_status oc_iter_init(oc_iter *it, int nout, int n, const oc_tensor *const *ts,
     dims w;
     collect_dims(it, ts, &w);
     if (!(flags & OC_ITER_ALLOW_OVERLAP))
-        for (int j = 0; j < p->nact && p->act[j] < nout; j++)
+        for (int k = 0; k < nout; k++) /* outputs are never NULL: they are act[0..nout) */
             for (int d = 0; d < w.nd; d++)
-                if (w.step[p->act[j]][d] == 0)
+                if (w.step[k][d] == 0)
                     return fail(OC_EINVAL, "output %d has stride 0 in a dim of size %lld (an expanded "
                                 "view): several of its elements are one memory location; write a "
                                 "contiguous tensor, or pass OC_ITER_ALLOW_OVERLAP",
-                                p->act[j], (long long)w.size[d]);
+                                k, (long long)w.size[d]);
     if (!(flags & OC_ITER_ROW_MAJOR)) order_dims(it, &w, origin);
     coalesce(it, &w);
     if (w.nd == 0) { /* a single element: one run of 1, stride 1 */
@@ -370,7 +369,7 @@ oc_status oc_iter_init(oc_iter *it, int nout, int n, const oc_tensor *const *ts,
         it->stride[k] = p->step0[k] / esize[k];
         p->unit &= it->stride[k] == 1;
     }
-    p->share_align = u ? p->tw * p->th : (64 / esize[p->act[0]] > 0 ? 64 / esize[p->act[0]] : 1);
+    p->share_align = u ? p->tw * p->th : 64 / esize[p->act[0]]; /* a cache line of the first tensor */
     oc_iter_range(it, 0, it->numel);
     return OC_OK;
 }

@@ -20,6 +20,7 @@
 #include "opcore/engine.h"
 #include "opcore/host.h"
 #include "opcore/library.h"
+#include "support/oplib.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -43,24 +44,17 @@ static int teardown(void **state)
     return 0;
 }
 
-static const char *path_in(const char *leaf)
-{
-    static char bufs[8][512];
-    static int next;
-    char *b = bufs[next++ % 8];
-    snprintf(b, 512, "%s/%s", tmp, leaf);
-    return b;
-}
+static const char *path_in(const char *leaf) { return test_path(tmp, leaf); }
 
-static void write_text(const char *leaf, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void write_text(const char *leaf, const char *fmt, ...)
 {
-    FILE *f = fopen(path_in(leaf), "w");
-    assert_non_null(f);
+    char text[16384];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
+    int n = vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    assert_int_equal(fclose(f), 0);
+    assert_true(n >= 0 && n < (int)sizeof text);
+    test_write_file(path_in(leaf), text);
 }
 
 /* The seeds' ReLU: shape source (library `lib`), compute source. */
@@ -106,9 +100,29 @@ static void relu_opts(opts *p, const char *name)
 
 static oc_status build(opts *p) { return oc_build(&p->o, &p->r); }
 
-static void assert_contains(const char *hay, const char *needle)
+/* Environment variables a test changes, saved first and put back after. */
+typedef struct saved_env {
+    int n;
+    const char *names[4];
+    char *values[4];
+} saved_env;
+
+static void env_save(saved_env *s, int n, const char *const *names)
 {
-    if (!strstr(hay, needle)) fail_msg("expected to find\n  %s\nin\n  %s", needle, hay);
+    s->n = n;
+    for (int i = 0; i < n; i++) {
+        s->names[i] = names[i];
+        s->values[i] = getenv(names[i]) ? strdup(getenv(names[i])) : NULL;
+    }
+}
+
+static void env_restore(saved_env *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        if (s->values[i]) setenv(s->names[i], s->values[i], 1);
+        else unsetenv(s->names[i]);
+        free(s->values[i]);
+    }
 }
 
 /* A finished build leaves no .opcore-build-* directory in out/. */
@@ -156,7 +170,7 @@ static void test_build_load_and_run(void **state)
     assert_int_equal(oc_library_stack_size(lib), OC_DEFAULT_STACK_SIZE);
     char march[128];
     snprintf(march, sizeof march, "-O3 -march=%s", getenv("OPCORE_MARCH") ? getenv("OPCORE_MARCH") : "native");
-    assert_contains(oc_library_cflags(lib), march);
+    test_assert_contains(oc_library_cflags(lib), march);
     assert_int_equal(oc_library_num_ops(lib), 1);
     check_relu_runs("bt_run::relu_forward");
     assert_int_equal(oc_library_unload(lib), OC_OK);
@@ -267,10 +281,10 @@ static void test_compiler_error_propagated(void **state)
     assert_int_equal(build(&p), OC_EBUILD);
     assert_int_equal(oc_errcode(), OC_EBUILD);
     const char *m = oc_errmsg();
-    assert_contains(m, "library 'bt_cerr'");
-    assert_contains(m, path_in("relu.c"));
-    assert_contains(m, "not_declared_anywhere");
-    assert_contains(m, "error");
+    test_assert_contains(m, "library 'bt_cerr'");
+    test_assert_contains(m, path_in("relu.c"));
+    test_assert_contains(m, "not_declared_anywhere");
+    test_assert_contains(m, "error");
     /* a failed build leaves no library and no temp directory */
     struct stat st;
     assert_int_not_equal(stat(path_in("out/libbt_cerr.so"), &st), 0);
@@ -291,8 +305,8 @@ static void test_link_error(void **state)
     opts p;
     relu_opts(&p, "bt_lerr");
     assert_int_equal(build(&p), OC_EBUILD);
-    assert_contains(oc_errmsg(), "no_such_function_anywhere");
-    assert_contains(oc_errmsg(), "linking");
+    test_assert_contains(oc_errmsg(), "no_such_function_anywhere");
+    test_assert_contains(oc_errmsg(), "linking");
 }
 
 static void test_kernel_signature_mismatch(void **state)
@@ -308,10 +322,10 @@ static void test_kernel_signature_mismatch(void **state)
     relu_opts(&p, "bt_ksig");
     assert_int_equal(build(&p), OC_EBUILD);
     const char *m = oc_errmsg();
-    assert_contains(m, "op 'bt_ksig::relu_forward': kernel 'relu_forward' must be declared as: "
+    test_assert_contains(m, "op 'bt_ksig::relu_forward': kernel 'relu_forward' must be declared as: "
                        "oc_tensor *relu_forward(const oc_tensor *x);");
-    assert_contains(m, "conflicting types");
-    assert_contains(m, path_in("relu.c"));
+    test_assert_contains(m, "conflicting types");
+    test_assert_contains(m, path_in("relu.c"));
 }
 
 static void test_kernel_scalar_signature(void **state)
@@ -337,7 +351,7 @@ static void test_kernel_scalar_signature(void **state)
                "oc_tensor *f_kernel(const oc_tensor *x, float s, int64_t n, bool b, oc_scalar v)\n"
                "{ (void)s; (void)n; (void)b; (void)v; return oc_zeros_like(x); }\n");
     assert_int_equal(build(&p), OC_EBUILD);
-    assert_contains(oc_errmsg(), "kernel 'f_kernel' must be declared as: oc_tensor *f_kernel(const "
+    test_assert_contains(oc_errmsg(), "kernel 'f_kernel' must be declared as: oc_tensor *f_kernel(const "
                                  "oc_tensor *x, double s, int64_t n, bool b, oc_scalar v);");
 }
 
@@ -352,7 +366,7 @@ static void test_kernel_static(void **state)
     opts p;
     relu_opts(&p, "bt_kstat");
     assert_int_equal(build(&p), OC_EBUILD);
-    assert_contains(oc_errmsg(), "kernel 'relu_forward' must be a non-static function");
+    test_assert_contains(oc_errmsg(), "kernel 'relu_forward' must be a non-static function");
 }
 
 static void test_shape_signature_mismatch(void **state)
@@ -369,9 +383,9 @@ static void test_shape_signature_mismatch(void **state)
     relu_opts(&p, "bt_ssig");
     assert_int_equal(build(&p), OC_EBUILD);
     const char *m = oc_errmsg();
-    assert_contains(m, "op 'bt_ssig::relu_forward': shape function 'relu_fwd_shape' must be "
+    test_assert_contains(m, "op 'bt_ssig::relu_forward': shape function 'relu_fwd_shape' must be "
                        "declared as: static oc_tensor *relu_fwd_shape(const oc_tensor *x);");
-    assert_contains(m, "conflicting types");
+    test_assert_contains(m, "conflicting types");
 }
 
 static void test_shape_extern_and_split(void **state)
@@ -404,7 +418,7 @@ static void test_shape_extern_and_split(void **state)
                "    oc_def(m, \"relu_forward(Tensor x) -> Tensor\", relu_fwd_shape, \"relu_forward\");\n"
                "}\n");
     assert_int_equal(build(&p), OC_EBUILD);
-    assert_contains(oc_errmsg(), "shape function 'relu_fwd_shape' must be declared as: "
+    test_assert_contains(oc_errmsg(), "shape function 'relu_fwd_shape' must be declared as: "
                                  "oc_tensor *relu_fwd_shape(const oc_tensor *x);");
 }
 
@@ -418,7 +432,7 @@ static void test_missing_kernel(void **state)
     opts p;
     relu_opts(&p, "bt_miss");
     assert_int_equal(build(&p), OC_EBUILD);
-    assert_contains(oc_errmsg(), "op 'bt_miss::relu_forward': no compute source defines kernel "
+    test_assert_contains(oc_errmsg(), "op 'bt_miss::relu_forward': no compute source defines kernel "
                                  "'relu_forward'; expected: oc_tensor *relu_forward(const oc_tensor *x);");
     /* a kernel that exists only in libc or libopcore does not count */
     write_text("shape.c",
@@ -426,7 +440,7 @@ static void test_missing_kernel(void **state)
                "static oc_tensor *s(const oc_tensor *x) { return oc_empty_like(x); }\n"
                "OC_LIBRARY(bt_miss, m) { oc_def(m, \"oc_abs(Tensor x) -> Tensor\", s, NULL); }\n");
     assert_int_equal(build(&p), OC_EBUILD);
-    assert_contains(oc_errmsg(), "no compute source defines kernel 'oc_abs'");
+    test_assert_contains(oc_errmsg(), "no compute source defines kernel 'oc_abs'");
 }
 
 static void test_no_library_block(void **state)
@@ -437,7 +451,7 @@ static void test_no_library_block(void **state)
     opts p;
     relu_opts(&p, "bt_noblk");
     assert_int_equal(build(&p), OC_EBUILD);
-    assert_contains(oc_errmsg(), "OC_LIBRARY");
+    test_assert_contains(oc_errmsg(), "OC_LIBRARY");
 }
 
 static void test_stack_size_and_multicore(void **state)
@@ -455,7 +469,7 @@ static void test_stack_size_and_multicore(void **state)
     if (oc_library_load(p.r.path, &lib)) fail_msg("%s", oc_errmsg());
     assert_int_equal(oc_library_stack_size(lib), 20000);
     assert_true(oc_library_multicore(lib));
-    assert_contains(oc_library_cflags(lib), "-DSTACK_SIZE=20000");
+    test_assert_contains(oc_library_cflags(lib), "-DSTACK_SIZE=20000");
     assert_int_equal(oc_library_unload(lib), OC_OK);
 
     /* the option wins over the flag */
@@ -472,7 +486,7 @@ static void test_stack_size_and_multicore(void **state)
     p.o.stack_size = 0;
     p.cflags[0] = "-O2 -DSTACK_SIZE=lots";
     assert_int_equal(build(&p), OC_EINVAL);
-    assert_contains(oc_errmsg(), "STACK_SIZE=lots");
+    test_assert_contains(oc_errmsg(), "STACK_SIZE=lots");
 }
 
 static void test_abi_mismatch_refused(void **state)
@@ -491,14 +505,14 @@ static void test_abi_mismatch_refused(void **state)
     oc_library *lib = NULL;
     assert_int_equal(oc_library_load(path_in("libbt_abi.so"), &lib), OC_EABI);
     assert_null(lib);
-    assert_contains(oc_errmsg(), "rebuild");
+    test_assert_contains(oc_errmsg(), "rebuild");
     /* and one with no build info at all */
     snprintf(cmd, sizeof cmd, "cc -std=c11 -D_GNU_SOURCE -fPIC -shared -I'%s' -o '%s' '%s' '%s' -L'%s' -lopcore",
              oc_build_include_dir(), path_in("libbt_abi2.so"), path_in("shape.c"), path_in("relu.c"),
              oc_build_lib_dir());
     assert_int_equal(system(cmd), 0);
     assert_int_equal(oc_library_load(path_in("libbt_abi2.so"), &lib), OC_EABI);
-    assert_contains(oc_errmsg(), "rebuild");
+    test_assert_contains(oc_errmsg(), "rebuild");
 }
 
 static void test_bad_arguments(void **state)
@@ -508,7 +522,7 @@ static void test_bad_arguments(void **state)
     opts p;
     relu_opts(&p, "9lives");
     assert_int_equal(build(&p), OC_EINVAL);
-    assert_contains(oc_errmsg(), "'9lives' is not a C identifier");
+    test_assert_contains(oc_errmsg(), "'9lives' is not a C identifier");
     relu_opts(&p, "my-ops");
     assert_int_equal(build(&p), OC_EINVAL);
     relu_opts(&p, NULL);
@@ -517,13 +531,13 @@ static void test_bad_arguments(void **state)
     relu_opts(&p, "bt_args");
     p.compute[0] = path_in("nope.c");
     assert_int_equal(build(&p), OC_ENOTFOUND);
-    assert_contains(oc_errmsg(), path_in("nope.c"));
-    assert_contains(oc_errmsg(), "compute source");
+    test_assert_contains(oc_errmsg(), path_in("nope.c"));
+    test_assert_contains(oc_errmsg(), "compute source");
 
     relu_opts(&p, "bt_args");
     p.o.num_shape_srcs = 0;
     assert_int_equal(build(&p), OC_EINVAL);
-    assert_contains(oc_errmsg(), "shape source");
+    test_assert_contains(oc_errmsg(), "shape source");
 
     assert_int_equal(oc_build(NULL, &p.r), OC_EINVAL);
     assert_int_equal(oc_build(&p.o, NULL), OC_EINVAL);
@@ -535,14 +549,12 @@ static void test_bad_compiler(void **state)
     write_relu("bt_cc");
     opts p;
     relu_opts(&p, "bt_cc");
-    const char *old = getenv("CC");
-    char *saved = old ? strdup(old) : NULL;
+    saved_env env;
+    env_save(&env, 1, (const char *[]){"CC"});
     setenv("CC", "/nonexistent/cc-9000", 1);
     assert_int_equal(build(&p), OC_EBUILD);
-    assert_contains(oc_errmsg(), "/nonexistent/cc-9000");
-    if (saved) setenv("CC", saved, 1);
-    else unsetenv("CC");
-    free(saved);
+    test_assert_contains(oc_errmsg(), "/nonexistent/cc-9000");
+    env_restore(&env);
 }
 
 static void test_replace_while_loaded(void **state)
@@ -563,7 +575,7 @@ static void test_replace_while_loaded(void **state)
     check_relu_runs("bt_repl::relu_forward");
     assert_int_equal(oc_library_unload(lib), OC_OK);
     if (oc_library_load(p.r.path, &lib)) fail_msg("%s", oc_errmsg());
-    assert_contains(oc_library_cflags(lib), "-DCHANGED");
+    test_assert_contains(oc_library_cflags(lib), "-DCHANGED");
     check_relu_runs("bt_repl::relu_forward");
     assert_int_equal(oc_library_unload(lib), OC_OK);
 }
@@ -592,7 +604,7 @@ static void test_debug_and_include_dirs(void **state)
     if (build(&p)) fail_msg("%s", oc_errmsg());
     oc_library *lib;
     if (oc_library_load(p.r.path, &lib)) fail_msg("%s", oc_errmsg());
-    assert_contains(oc_library_cflags(lib), "-DOC_DEBUG");
+    test_assert_contains(oc_library_cflags(lib), "-DOC_DEBUG");
     check_relu_runs("bt_dbg::relu_forward");
     assert_int_equal(oc_library_unload(lib), OC_OK);
     /* the included header is part of the cache key */
@@ -603,14 +615,16 @@ static void test_debug_and_include_dirs(void **state)
     assert_false(p.r.cached);
 }
 
+/* The variables the cache directory comes from. */
+static const char *const cache_env[] = {"OPCORE_CACHE_DIR", "XDG_CACHE_HOME", "HOME"};
+
 /* oc_build_cache_dir(): $OPCORE_CACHE_DIR, else $XDG_CACHE_HOME/opcore,
  * else $HOME/.cache/opcore, else "". */
 static void test_cache_dir_rule(void **state)
 {
     (void)state;
-    char *saved[3];
-    const char *names[3] = {"OPCORE_CACHE_DIR", "XDG_CACHE_HOME", "HOME"};
-    for (int i = 0; i < 3; i++) saved[i] = getenv(names[i]) ? strdup(getenv(names[i])) : NULL;
+    saved_env env;
+    env_save(&env, 3, cache_env);
     setenv("OPCORE_CACHE_DIR", "/c/oc", 1);
     setenv("XDG_CACHE_HOME", "/c/xdg", 1);
     setenv("HOME", "/c/home", 1);
@@ -621,11 +635,7 @@ static void test_cache_dir_rule(void **state)
     assert_string_equal(oc_build_cache_dir(), "/c/home/.cache/opcore");
     unsetenv("HOME");
     assert_string_equal(oc_build_cache_dir(), "");
-    for (int i = 0; i < 3; i++) {
-        if (saved[i]) setenv(names[i], saved[i], 1);
-        else unsetenv(names[i]);
-        free(saved[i]);
-    }
+    env_restore(&env);
 }
 
 /* No out_dir: the library goes to <cache>/build/<name>, where the Python
@@ -633,7 +643,8 @@ static void test_cache_dir_rule(void **state)
 static void test_default_out_dir_is_the_cache(void **state)
 {
     (void)state;
-    char *saved = getenv("OPCORE_CACHE_DIR") ? strdup(getenv("OPCORE_CACHE_DIR")) : NULL;
+    saved_env env;
+    env_save(&env, 3, cache_env);
     setenv("OPCORE_CACHE_DIR", path_in("cache"), 1);
     write_relu("bt_cache");
     opts p;
@@ -647,19 +658,12 @@ static void test_default_out_dir_is_the_cache(void **state)
     assert_int_equal(build(&p), OC_OK);
     assert_true(p.r.cached);
     /* and with neither a cache nor an out_dir: a clear error */
-    char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
     unsetenv("OPCORE_CACHE_DIR");
-    char *xdg = getenv("XDG_CACHE_HOME") ? strdup(getenv("XDG_CACHE_HOME")) : NULL;
     unsetenv("XDG_CACHE_HOME");
     unsetenv("HOME");
     assert_int_equal(build(&p), OC_EINVAL);
-    assert_contains(oc_errmsg(), "no output directory given and no cache directory");
-    if (home) setenv("HOME", home, 1);
-    if (xdg) setenv("XDG_CACHE_HOME", xdg, 1);
-    if (saved) setenv("OPCORE_CACHE_DIR", saved, 1);
-    free(home);
-    free(xdg);
-    free(saved);
+    test_assert_contains(oc_errmsg(), "no output directory given and no cache directory");
+    env_restore(&env);
 }
 
 static void test_dirs(void **state)

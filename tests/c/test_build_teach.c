@@ -35,28 +35,13 @@ static int setup(void **state)
     return 0;
 }
 
-static const char *path_in(const char *leaf)
-{
-    static char bufs[8][600];
-    static int next;
-    char *b = bufs[next++ % 8];
-    snprintf(b, sizeof bufs[0], "%s/%s", dir, leaf);
-    return b;
-}
+static const char *path_in(const char *leaf) { return test_path(dir, leaf); }
 
 static const char *write_text(const char *leaf, const char *text)
 {
     const char *p = path_in(leaf);
-    FILE *f = fopen(p, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    assert_int_equal(fclose(f), 0);
+    test_write_file(p, text);
     return p;
-}
-
-static void assert_contains(const char *hay, const char *needle)
-{
-    if (!hay || !strstr(hay, needle)) fail_msg("expected to find\n  %s\nin\n  %s", needle, hay ? hay : "(null)");
 }
 
 static const char shape_src[] =
@@ -98,11 +83,11 @@ static void test_cxx_source(void **state)
     oc_build_result r;
     const char *k = write_text("relu.cpp", "#include <torch/extension.h>\n");
     assert_int_equal(build("relu", k, write_text("shape.c", shape_src), NULL, false, &r), OC_EINVAL);
-    assert_contains(oc_errmsg(), "relu.cpp is a C++ source; opcore kernels and shape functions are C");
-    assert_contains(oc_errmsg(), "docs/tutorial_1_first_operator.md");
+    test_assert_contains(oc_errmsg(), "relu.cpp is a C++ source; opcore kernels and shape functions are C");
+    test_assert_contains(oc_errmsg(), "docs/tutorial_1_first_operator.md");
     k = write_text("relu.cu", "__global__ void f() {}\n");
     assert_int_equal(build("relu", k, path_in("shape.c"), NULL, false, &r), OC_EINVAL);
-    assert_contains(oc_errmsg(), "relu.cu is a C++ source");
+    test_assert_contains(oc_errmsg(), "relu.cu is a C++ source");
 }
 
 static void test_torch_header_in_c(void **state)
@@ -111,8 +96,8 @@ static void test_torch_header_in_c(void **state)
     oc_build_result r;
     const char *k = write_text("relu.c", "#include <torch/torch.h>\ntorch::Tensor relu_forward(torch::Tensor x);\n");
     assert_int_equal(build("relu", k, write_text("shape.c", shape_src), NULL, false, &r), OC_EBUILD);
-    assert_contains(oc_errmsg(), "hint: opcore kernels and shape functions are C, without torch's headers");
-    assert_contains(oc_errmsg(), "torch/torch.h"); /* the compiler's own words follow */
+    test_assert_contains(oc_errmsg(), "hint: opcore kernels and shape functions are C, without torch's headers");
+    test_assert_contains(oc_errmsg(), "torch/torch.h"); /* the compiler's own words follow */
 }
 
 static void test_const_accessor(void **state)
@@ -126,9 +111,9 @@ static void test_const_accessor(void **state)
                                "    (void)a; return oc_dst_tensor();\n"
                                "}\n");
     assert_int_equal(build("relu", k, write_text("shape.c", shape_src), NULL, false, &r), OC_EBUILD);
-    assert_contains(oc_errmsg(), "hint: oc_accessor of a `const oc_tensor *` (a kernel input) is a read-only "
+    test_assert_contains(oc_errmsg(), "hint: oc_accessor of a `const oc_tensor *` (a kernel input) is a read-only "
                                  "oc_cacc: write `oc_cacc a = oc_accessor(x, OC_FLOAT32, 2);`");
-    assert_contains(oc_errmsg(), "oc_accessor_of_a_const_tensor_is_an_oc_cacc");
+    test_assert_contains(oc_errmsg(), "oc_accessor_of_a_const_tensor_is_an_oc_cacc");
     /* the right spelling builds */
     k = write_text("relu.c",
                    "#include <opcore/kernel.h>\n"
@@ -167,9 +152,9 @@ static void test_two_library_blocks(void **state)
                                           "    oc_def(m, \"relu_forward(Tensor x) -> Tensor\", sh, \"relu_forward\");\n"
                                           "}\n");
     assert_int_equal(build("relu", k, s, s2, false, &r), OC_EBUILD);
-    assert_contains(oc_errmsg(), "two OC_LIBRARY blocks, in ");
-    assert_contains(oc_errmsg(), "shape.c and in ");
-    assert_contains(oc_errmsg(), "more.c; a library has exactly one: put every oc_def() in one block");
+    test_assert_contains(oc_errmsg(), "two OC_LIBRARY blocks, in ");
+    test_assert_contains(oc_errmsg(), "shape.c and in ");
+    test_assert_contains(oc_errmsg(), "more.c; a library has exactly one: put every oc_def() in one block");
     assert_null(strstr(oc_errmsg(), "multiple definition"));
     /* two blocks in one file */
     char both[1024];
@@ -177,7 +162,7 @@ static void test_two_library_blocks(void **state)
                                 "    oc_def(m2, \"relu_forward(Tensor x) -> Tensor\", relu_fwd_shape, \"relu_forward\");\n}\n",
              shape_src);
     assert_int_equal(build("relu", k, write_text("shape.c", both), NULL, false, &r), OC_EBUILD);
-    assert_contains(oc_errmsg(), "hint: this source has two OC_LIBRARY blocks; a library has exactly one");
+    test_assert_contains(oc_errmsg(), "hint: this source has two OC_LIBRARY blocks; a library has exactly one");
 }
 
 static void test_vec_report(void **state)
@@ -189,17 +174,17 @@ static void test_vec_report(void **state)
     char line7[600], line9[600];
     snprintf(line7, sizeof line7, "%s:8: vectorized (", k);
     snprintf(line9, sizeof line9, "%s:9: NOT vectorized: control flow in loop", k);
-    assert_contains(r.vec_report, "vectorization report: compute sources compiled with -O3");
-    assert_contains(r.vec_report, "1 loop vectorized, 1 not");
-    assert_contains(r.vec_report, line7);
-    assert_contains(r.vec_report, line9);
-    assert_contains(r.vec_report, "compute both sides and select");
+    test_assert_contains(r.vec_report, "vectorization report: compute sources compiled with -O3");
+    test_assert_contains(r.vec_report, "1 loop vectorized, 1 not");
+    test_assert_contains(r.vec_report, line7);
+    test_assert_contains(r.vec_report, line9);
+    test_assert_contains(r.vec_report, "compute both sides and select");
     assert_null(strstr(r.vec_report, "kernel.h")); /* only the user's sources */
     free(r.vec_report);
     /* a cached build reports too; without the option there is no report */
     if (build("relu", k, s, NULL, true, &r)) fail_msg("%s", oc_errmsg());
     assert_true(r.cached);
-    assert_contains(r.vec_report, line9);
+    test_assert_contains(r.vec_report, line9);
     free(r.vec_report);
     if (build("relu", k, s, NULL, false, &r)) fail_msg("%s", oc_errmsg());
     assert_null(r.vec_report);
@@ -225,10 +210,10 @@ static void test_vec_report_parsing(void **state)
     oc__sb out = {0};
     oc__vec_report_format(gcc, "/s/k.c", "k.c", &out);
     const char *r = oc__sb_str(&out);
-    assert_contains(r, "k.c: 1 loop vectorized, 2 not\n");
-    assert_contains(r, "  k.c:11: vectorized (32-byte vectors, with a run-time overlap check)\n");
-    assert_contains(r, "  k.c:14: NOT vectorized: control flow in loop\n");
-    assert_contains(r, "  k.c:20: NOT vectorized: calls expf() (a function call in the loop)\n");
+    test_assert_contains(r, "k.c: 1 loop vectorized, 2 not\n");
+    test_assert_contains(r, "  k.c:11: vectorized (32-byte vectors, with a run-time overlap check)\n");
+    test_assert_contains(r, "  k.c:14: NOT vectorized: control flow in loop\n");
+    test_assert_contains(r, "  k.c:20: NOT vectorized: calls expf() (a function call in the loop)\n");
     assert_null(strstr(r, "k.c:7:")); /* an outer loop: its inner loops are listed */
     assert_null(strstr(r, "vec.h"));  /* not the user's source */
     oc__sb_free(&out);
@@ -239,9 +224,9 @@ static void test_vec_report_parsing(void **state)
     memset(&out, 0, sizeof out);
     oc__vec_report_format(clang, "/s/k.c", "k.c", &out);
     r = oc__sb_str(&out);
-    assert_contains(r, "k.c: 1 loop vectorized, 1 not\n");
-    assert_contains(r, "  k.c:9: vectorized\n");
-    assert_contains(r, "  k.c:10: NOT vectorized: could not determine number of loop iterations\n");
+    test_assert_contains(r, "k.c: 1 loop vectorized, 1 not\n");
+    test_assert_contains(r, "  k.c:9: vectorized\n");
+    test_assert_contains(r, "  k.c:10: NOT vectorized: could not determine number of loop iterations\n");
     oc__sb_free(&out);
 }
 
@@ -276,9 +261,9 @@ static void test_plain_dlopen_hint(void **state)
     if (build("relu", k, s, NULL, false, &r)) fail_msg("%s", oc_errmsg());
     char text[4096];
     child_dlopen_stderr(r.path, text, sizeof text);
-    assert_contains(text, "is an opcore op library loaded by plain dlopen (torch.ops.load_library");
-    assert_contains(text, "torch.ops.teach_ops.<op> will not exist");
-    assert_contains(text, "opcore.custom_op.load_library('");
+    test_assert_contains(text, "is an opcore op library loaded by plain dlopen (torch.ops.load_library");
+    test_assert_contains(text, "torch.ops.teach_ops.<op> will not exist");
+    test_assert_contains(text, "opcore.custom_op.load_library('");
     /* opcore's own loader: silent (stderr to a file around the load) */
     fflush(stderr);
     int saved = dup(2);

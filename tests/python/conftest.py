@@ -8,6 +8,7 @@ itself (the seeds' code verbatim) run in a subprocess.
 """
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +19,28 @@ RELU = REPO / "examples" / "relu"
 TORCH_KERNELS = Path(__file__).resolve().parent / "torch_kernels"
 RELU_VARIANTS = ("elementwise", "stream", "tcm", "multicore")
 
+# The `opcore` command line tool (build/opcore, or $OPCORE_CLI).
+CLI = Path(os.environ.get("OPCORE_CLI", REPO / "build" / "opcore"))
+needs_cli = pytest.mark.skipif(not CLI.exists(), reason=f"{CLI} not built (make cli)")
+
+
+def run_cli(*args, check=None, **kw):
+    """Run `opcore ARGS...`; with `check`, assert its exit status."""
+    p = subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True, timeout=300, **kw)
+    if check is not None:
+        assert p.returncode == check, f"exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    return p
+
+
+def load_lib(build_dir, name, compute, shape, **kw):
+    """custom_op.load of library `name` from the sources `compute` and
+    `shape`, built in build_dir/name."""
+    from opcore import custom_op
+
+    out = Path(build_dir) / name
+    out.mkdir(parents=True, exist_ok=True)
+    return custom_op.load(name=name, compute_srcs=[str(compute)], shape_srcs=[str(shape)],
+                          build_directory=str(out), **kw)
 
 
 @pytest.fixture(scope="session")
@@ -26,11 +49,12 @@ def opcore_build_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("opcore_build")
 
 
-def renamed_shape_source(dst_dir, namespace):
-    """examples/relu/shape.c with its library renamed to `namespace`."""
-    src = (RELU / "shape.c").read_text()
-    text, n = re.subn(r"OC_LIBRARY\(\s*my_ops\s*,", f"OC_LIBRARY({namespace},", src)
-    assert n == 1, "examples/relu/shape.c no longer declares OC_LIBRARY(my_ops, m)"
+def renamed_shape_source(dst_dir, namespace, src=RELU / "shape.c", old="my_ops"):
+    """A shape source (examples/relu/shape.c) with its library `old`
+    renamed to `namespace`, written to dst_dir."""
+    text, n = re.subn(rf"OC_LIBRARY\(\s*{old}\s*,", f"OC_LIBRARY({namespace},", Path(src).read_text())
+    assert n == 1, f"{src} no longer declares OC_LIBRARY({old}, m)"
+    Path(dst_dir).mkdir(parents=True, exist_ok=True)
     path = Path(dst_dir) / f"shape_{namespace}.c"
     path.write_text(text)
     return path
@@ -40,17 +64,12 @@ def renamed_shape_source(dst_dir, namespace):
 def relu_libs(opcore_build_dir):
     """{variant: opcore Library} of the four ReLU examples, each loaded under
     the namespace my_ops_<variant> (torch.ops.my_ops_<variant>.relu_forward)."""
-    from opcore import custom_op
-
     libs = {}
     for variant in RELU_VARIANTS:
         ns = f"my_ops_{variant}"
-        out = opcore_build_dir / ns
-        out.mkdir(exist_ok=True)
-        shape = renamed_shape_source(out, ns)
-        libs[variant] = custom_op.load(name=ns, compute_srcs=[str(RELU / variant / "relu.c")],
-                                       shape_srcs=[str(shape)], build_directory=str(out),
-                                       multicore=(variant == "multicore"))
+        shape = renamed_shape_source(opcore_build_dir / ns, ns)
+        libs[variant] = load_lib(opcore_build_dir, ns, RELU / variant / "relu.c", shape,
+                                 multicore=(variant == "multicore"))
         assert libs[variant].name == ns
     return libs
 
@@ -59,19 +78,11 @@ def relu_libs(opcore_build_dir):
 def test_ops(opcore_build_dir):
     """The library oc_torch_test of tests/python/torch_kernels (fault, hello,
     scale, add, only_1d, sum_rows)."""
-    from opcore import custom_op
-
-    return custom_op.load(name="oc_torch_test", compute_srcs=[str(TORCH_KERNELS / "ops.c")],
-                          shape_srcs=[str(TORCH_KERNELS / "shape.c")],
-                          build_directory=str(opcore_build_dir / "oc_torch_test"))
+    return load_lib(opcore_build_dir, "oc_torch_test", TORCH_KERNELS / "ops.c", TORCH_KERNELS / "shape.c")
 
 
 @pytest.fixture(scope="session")
 def stack_ops(opcore_build_dir):
     """The library oc_torch_stack (recurse), built with a 32 KiB kernel stack."""
-    from opcore import custom_op
-
-    return custom_op.load(name="oc_torch_stack", compute_srcs=[str(TORCH_KERNELS / "stack_ops.c")],
-                          shape_srcs=[str(TORCH_KERNELS / "stack_shape.c")],
-                          build_directory=str(opcore_build_dir / "oc_torch_stack"),
-                          extra_cflags=["-DSTACK_SIZE=32768"])
+    return load_lib(opcore_build_dir, "oc_torch_stack", TORCH_KERNELS / "stack_ops.c",
+                    TORCH_KERNELS / "stack_shape.c", extra_cflags=["-DSTACK_SIZE=32768"])

@@ -3,25 +3,13 @@
 Runs build/opcore (or $OPCORE_CLI) with subprocess on the seeds' ReLU example.
 """
 import json
-import os
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-CLI = Path(os.environ.get("OPCORE_CLI", ROOT / "build" / "opcore"))
-EX = ROOT / "examples" / "relu"
+from conftest import RELU as EX, needs_cli, run_cli as opcore
 
-pytestmark = pytest.mark.skipif(not CLI.exists(), reason=f"{CLI} not built (make cli)")
-
-
-def opcore(*args, check=None):
-    p = subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True, timeout=120)
-    if check is not None:
-        assert p.returncode == check, f"exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
-    return p
+pytestmark = needs_cli
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import renamed_shape_source
+
 REPO = Path(__file__).resolve().parents[2]
 KERNELS = Path(__file__).resolve().parent / "iter_kernels"
 DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64, torch.bfloat16, torch.float16)
@@ -23,10 +25,7 @@ def build_iter_ops(out_dir, namespace, multicore):
     """Build iter_kernels/ as library `namespace`; returns the .so path."""
     from opcore import custom_op
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    shape = out_dir / f"shape_{namespace}.c"
-    shape.write_text((KERNELS / "shape.c").read_text().replace("OC_LIBRARY(iter_ops,", f"OC_LIBRARY({namespace},"))
+    shape = renamed_shape_source(out_dir, namespace, KERNELS / "shape.c", "iter_ops")
     path, _, _ = custom_op.build(namespace, [str(KERNELS / "badd.c")], [str(shape)], build_directory=str(out_dir),
                                  multicore=multicore)
     return path

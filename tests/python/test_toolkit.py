@@ -8,22 +8,14 @@ import re
 import resource
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-CLI = Path(os.environ.get("OPCORE_CLI", REPO / "build" / "opcore"))
-RELU = REPO / "examples" / "relu"
-
-needs_cli = pytest.mark.skipif(not CLI.exists(), reason=f"{CLI} not built (make cli)")
+from conftest import CLI, REPO, RELU, needs_cli, renamed_shape_source, run_cli
 
 
 def opcore(*args, check=0, **kw):
-    p = subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True, timeout=300, **kw)
-    if check is not None:
-        assert p.returncode == check, f"exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
-    return p
+    return run_cli(*args, check=check, **kw)
 
 
 def make_test(project):
@@ -165,8 +157,7 @@ def test_lib_prefixed_name_builds_librelu(tmp_path):
 def test_torch_load_library_points_to_opcore(tmp_path):
     from opcore import custom_op
 
-    shape = tmp_path / "shape.c"
-    shape.write_text((RELU / "shape.c").read_text().replace("OC_LIBRARY(my_ops,", "OC_LIBRARY(hint_ops,"))
+    shape = renamed_shape_source(tmp_path, "hint_ops")
     path, _, _ = custom_op.build("hint", [str(RELU / "tcm" / "relu.c")], [str(shape)], build_directory=str(tmp_path))
     env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
     plain = subprocess.run([sys.executable, "-c", f"import torch; torch.ops.load_library({path!r})"],

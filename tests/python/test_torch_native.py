@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import opcore
-from opcore import custom_op
+from conftest import load_lib
 from test_torch import run_threads
 
 KERNELS = Path(__file__).resolve().parent / "native_kernels"
@@ -23,10 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def lib(opcore_build_dir):
-    out = opcore_build_dir / "oc_native_test"
-    out.mkdir(exist_ok=True)
-    return custom_op.load(name="oc_native_test", compute_srcs=[str(KERNELS / "ops.c")],
-                          shape_srcs=[str(KERNELS / "shape.c")], build_directory=str(out))
+    return load_lib(opcore_build_dir, "oc_native_test", KERNELS / "ops.c", KERNELS / "shape.c")
 
 
 ops = torch.ops.oc_native_test

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from opcore import custom_op
+from conftest import load_lib
 
 ACT = Path(__file__).resolve().parents[2] / "examples" / "activations"
 F32 = np.finfo(np.float32)
@@ -22,10 +22,7 @@ SPECIALS = [float("nan"), float("inf"), float("-inf"), 0.0, -0.0, 1e-40, -1e-40,
 
 @pytest.fixture(scope="module")
 def act(opcore_build_dir):
-    out = opcore_build_dir / "act_ops"
-    out.mkdir(exist_ok=True)
-    return custom_op.load(name="act_ops", compute_srcs=[str(ACT / "activations.c")],
-                          shape_srcs=[str(ACT / "shape.c")], build_directory=str(out))
+    return load_lib(opcore_build_dir, "act_ops", ACT / "activations.c", ACT / "shape.c")
 
 
 def assert_same_specials(got, want):

@@ -31,12 +31,26 @@ const char *test_repo_path(const char *rel)
     return path;
 }
 
-static void write_file(const char *path, const char *text)
+const char *test_path(const char *dir, const char *leaf)
+{
+    static char bufs[8][600];
+    static int next;
+    char *b = bufs[next++ % 8];
+    snprintf(b, sizeof bufs[0], "%s/%s", dir, leaf);
+    return b;
+}
+
+void test_write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
     if (!f) fail_msg("cannot write %s", path);
     fputs(text, f);
-    fclose(f);
+    if (fclose(f) != 0) fail_msg("cannot write %s", path);
+}
+
+void test_assert_contains(const char *hay, const char *needle)
+{
+    if (!hay || !strstr(hay, needle)) fail_msg("expected to find\n  %s\nin\n  %s", needle, hay ? hay : "(null)");
 }
 
 const char *test_build(const char *name, const char *compute, const char *shape,
@@ -47,8 +61,8 @@ const char *test_build(const char *name, const char *compute, const char *shape,
     snprintf(out, sizeof out, "%s/%s", test_tmpdir(), name);
     snprintf(cpath, sizeof cpath, "%s/%s_compute.c", test_tmpdir(), name);
     snprintf(spath, sizeof spath, "%s/%s_shape.c", test_tmpdir(), name);
-    write_file(cpath, compute);
-    write_file(spath, shape);
+    test_write_file(cpath, compute);
+    test_write_file(spath, shape);
     const char *c[] = {cpath}, *s[] = {spath};
     oc_build_options o = {.name = name, .compute_srcs = c, .num_compute_srcs = 1,
                           .shape_srcs = s, .num_shape_srcs = 1, .out_dir = out,

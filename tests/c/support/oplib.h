@@ -29,4 +29,13 @@ const char *test_repo_path(const char *rel);
 /* A scratch directory unique to this test process. */
 const char *test_tmpdir(void);
 
+/* "dir/leaf", in one of 8 rotating buffers (several may be in use at once). */
+const char *test_path(const char *dir, const char *leaf);
+
+/* Write `text` to `path`; fails the test if it cannot. */
+void test_write_file(const char *path, const char *text);
+
+/* Fails the test, showing both, unless `hay` (may be NULL) holds `needle`. */
+void test_assert_contains(const char *hay, const char *needle);
+
 #endif
