@@ -136,6 +136,7 @@ static bool fresh_link(const char *path, const char *shown, char *out, size_t le
     char buf[65536];
     ssize_t n;
     while (ok && (n = read(src, buf, sizeof buf)) > 0) ok = write(dst, buf, (size_t)n) == n;
+    ok = ok && n == 0; /* a read error is not the end of the file */
     if (src >= 0) close(src);
     if (dst >= 0) close(dst);
     if (!ok) {
