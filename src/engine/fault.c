@@ -112,7 +112,11 @@ void oc__fault_describe(oc_core *c)
     oc__core_where(c, where, sizeof where);
     void *a = c->fault_addr;
     bool caused = c->fault_code > 0; /* else sent: there is no faulting address to show */
-    if (overflowed(c))
+    /* A debug build's guard page first: mmap may have put it right below a
+     * kernel stack, where overflowed() would claim it. */
+    if (c->mode == OC_MODE_KERNEL && caused && oc__redzone_describe(a, what, sizeof what))
+        fail(c, OC_EFAULT, "%s %s", where, what);
+    else if (overflowed(c))
         fail(c, OC_ESTACK,
              "%s: stack overflow: it needs more than its stack of %zu bytes (build with "
              "--stack-size N or -DSTACK_SIZE=N)",
@@ -122,8 +126,6 @@ void oc__fault_describe(oc_core *c)
              "%s touched tensor data (address %p); shape functions get meta tensors: "
              "shapes and dtypes, no data",
              where, a);
-    else if (c->mode == OC_MODE_KERNEL && caused && oc__redzone_describe(a, what, sizeof what))
-        fail(c, OC_EFAULT, "%s %s", where, what);
     else if (!caused)
         fail(c, OC_EFAULT,
              "%s got signal SIG%s (%s) sent by raise(), kill() or abort() from process %d, "
