@@ -163,7 +163,7 @@ static int slot_locked(const oc_library *lib)
     return -1;
 }
 
-/* Take libraries[i] out of the table (it stays allocated and mapped). */
+/* Take libraries[i] out of the table (the caller frees or retires it). */
 static void remove_locked(int i)
 {
     libraries[i] = libraries[--num_libraries];
