@@ -36,8 +36,8 @@ define run_fuzzer
 	@mkdir -p $(FUZZ_DIR)/corpus-$(1)
 	@echo "== fuzz $(1): regressions"
 	@set -e; regs=$$(find tests/fuzz/regressions/$(1) -type f ! -name '.*' 2>/dev/null | sort); \
-	    if [ -z "$$regs" ]; then echo "   none yet (no crash found by this fuzzer)"; fi; \
-	    if [ -n "$$regs" ]; then $(FUZZ_ENV) $(2) $$regs > $(FUZZ_DIR)/$(1)-regressions.log 2>&1 \
+	    if [ -z "$$regs" ]; then echo "   none yet (no crash found by this fuzzer)"; \
+	    else $(FUZZ_ENV) $(2) $$regs > $(FUZZ_DIR)/$(1)-regressions.log 2>&1 \
 	        || { tail -40 $(FUZZ_DIR)/$(1)-regressions.log; exit 1; }; \
 	        echo "   $$(echo $$regs | wc -w) regression input(s) replayed: pass"; fi
 	@echo "== fuzz $(1): $(3) s from tests/fuzz/corpus/$(1)"

@@ -92,7 +92,7 @@ def _inflate(path: str, raw: bytes, limit: int) -> bytes:
                 break  # zero padding, as gzip tolerates
     except zlib.error as e:
         raise _corrupt_gzip(path, e) from None
-    return bytes(out[:limit])
+    return bytes(out)  # each decompress call was capped at what `limit` left
 
 
 def _header(data: bytes, path: str):
@@ -142,9 +142,8 @@ def parse_idx(data: bytes, path: str = "<bytes>") -> np.ndarray:
     return arr.astype(dtype.newbyteorder("="), copy=True)
 
 
-def _too_large(path: str, tname: str, dims, want: int, limit: int) -> DatasetError:
-    return DatasetError(f"{path}: header says {tname} {list(dims)} = {want} bytes, more than "
-                        f"the {limit} bytes this reader accepts (max_bytes)")
+def _too_large(path: str, what: str, limit: int) -> DatasetError:
+    return DatasetError(f"{path}: {what}, more than the {limit} bytes this reader accepts (max_bytes)")
 
 
 def decode_idx(raw: bytes, path: str = "<bytes>", max_bytes: int = MAX_IDX_BYTES) -> np.ndarray:
@@ -153,13 +152,12 @@ def decode_idx(raw: bytes, path: str = "<bytes>", max_bytes: int = MAX_IDX_BYTES
     says, and never past `max_bytes`."""
     if raw[:2] != _GZIP_MAGIC:
         if len(raw) > max_bytes:
-            raise DatasetError(f"{path}: {len(raw)} bytes, more than the {max_bytes} bytes "
-                               f"this reader accepts (max_bytes)")
+            raise _too_large(path, f"{len(raw)} bytes", max_bytes)
         return parse_idx(raw, path)
     head = _inflate(path, raw, 4 + 4 * 255)
     _, tname, dims, _, want = _header(head, path)
     if want > max_bytes:
-        raise _too_large(path, tname, dims, want, max_bytes)
+        raise _too_large(path, f"header says {tname} {list(dims)} = {want} bytes", max_bytes)
     if want > len(raw) * _DEFLATE_MAX_RATIO + 4096:
         raise DatasetError(f"{path}: truncated: header says {tname} {list(dims)} = {want} bytes, "
                            f"more than {len(raw)} compressed bytes can hold")
@@ -172,8 +170,7 @@ def read_idx(path: str, max_bytes: int = MAX_IDX_BYTES) -> np.ndarray:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size > max_bytes:
-                raise DatasetError(f"{path}: {size} bytes, more than the {max_bytes} bytes "
-                                   f"this reader accepts (max_bytes)")
+                raise _too_large(path, f"{size} bytes", max_bytes)
             raw = f.read()
     except FileNotFoundError:
         raise DatasetError(f"{path}: no such file") from None

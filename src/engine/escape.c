@@ -3,7 +3,7 @@
  * on an engine core, longjmp() to a jmp_buf set outside the call.
  *
  * `opcore build` links every op library with -Wl,--wrap=exit,... (the list
- * is OC_ESCAPE_WRAPS in build.c), so the library's own calls to these reach
+ * is OC_ESCAPE_WRAPS in escape.h), so the library's own calls to these reach
  * the __wrap_* functions here. Inside a guarded call they end the call with
  * an error naming the op, the core and what was called; anywhere else
  * (host code in the library, called outside any op call) they do what the
@@ -19,10 +19,8 @@
 #include <ffi.h>
 #include <pthread.h>
 #include <setjmp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <threads.h>
 #include <unistd.h>
 
@@ -47,23 +45,12 @@ void oc__core_where(const oc_core *c, char *buf, size_t len)
     }
 }
 
-/* The running guarded call on this thread, or NULL. */
-static oc_core *guarded_core(void)
+/* Is this thread running a guarded call? Then oc__raise ends that call
+ * with the error, "op 'x::y': kernel 'k' on core 1: <what>". */
+static bool guarded(void)
 {
     oc_core *c = oc__core_current();
-    return c && c->guarded && c->mode != OC_MODE_IDLE ? c : NULL;
-}
-
-__attribute__((format(printf, 2, 3))) static _Noreturn void escape(oc_core *c, const char *fmt, ...)
-{
-    char where[1024], what[2048], full[sizeof where + sizeof what + 2];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    oc__core_where(c, where, sizeof where);
-    snprintf(full, sizeof full, "%s: %s", where, what);
-    oc__core_fail(c, OC_EKERNEL, full);
+    return c && c->guarded && c->mode != OC_MODE_IDLE;
 }
 
 #define NOT_YOURS "; a kernel, shape function or OC_LIBRARY block must not end the process " \
@@ -74,8 +61,7 @@ __attribute__((format(printf, 2, 3))) static _Noreturn void escape(oc_core *c, c
     _Noreturn void __wrap_##name(int status);                              \
     _Noreturn void __wrap_##name(int status)                               \
     {                                                                      \
-        oc_core *c = guarded_core();                                       \
-        if (c) escape(c, "called " #name "(%d)" NOT_YOURS, status);        \
+        if (guarded()) oc__raise(OC_EKERNEL, "called " #name "(%d)" NOT_YOURS, status); \
         name(status);                                                      \
     }
 OC_WRAP_EXIT(exit)
@@ -86,8 +72,7 @@ OC_WRAP_EXIT(quick_exit)
 _Noreturn void __wrap_abort(void);
 _Noreturn void __wrap_abort(void)
 {
-    oc_core *c = guarded_core();
-    if (c) escape(c, "called abort()" NOT_YOURS);
+    if (guarded()) oc__raise(OC_EKERNEL, "called abort()" NOT_YOURS);
     abort();
 }
 
@@ -97,8 +82,7 @@ _Noreturn void __wrap___assert_fail(const char *assertion, const char *file, uns
 _Noreturn void __wrap___assert_fail(const char *assertion, const char *file, unsigned line,
                                     const char *function)
 {
-    oc_core *c = guarded_core();
-    if (c) escape(c, "assertion failed: %s (%s:%u, in %s())", assertion, file, line, function);
+    if (guarded()) oc__raise(OC_EKERNEL, "assertion failed: %s (%s:%u, in %s())", assertion, file, line, function);
     fprintf(stderr, "%s:%u: %s: Assertion `%s' failed.\n", file, line, function, assertion);
     abort();
 }
@@ -106,16 +90,18 @@ _Noreturn void __wrap___assert_fail(const char *assertion, const char *file, uns
 _Noreturn void __wrap_pthread_exit(void *value);
 _Noreturn void __wrap_pthread_exit(void *value)
 {
-    oc_core *c = guarded_core();
-    if (c) escape(c, "called pthread_exit(); the thread is the engine's or the caller's, not the call's to end");
+    if (guarded())
+        oc__raise(OC_EKERNEL,
+                  "called pthread_exit(); the thread is the engine's or the caller's, not the call's to end");
     pthread_exit(value);
 }
 
 _Noreturn void __wrap_thrd_exit(int result);
 _Noreturn void __wrap_thrd_exit(int result)
 {
-    oc_core *c = guarded_core();
-    if (c) escape(c, "called thrd_exit(%d); the thread is the engine's or the caller's, not the call's to end", result);
+    if (guarded())
+        oc__raise(OC_EKERNEL, "called thrd_exit(%d); the thread is the engine's or the caller's, not the call's to end",
+                  result);
     thrd_exit(result);
 }
 
@@ -143,13 +129,14 @@ static uintptr_t saved_sp(const struct __jmp_buf_tag *env)
 
 static void check_jump(const struct __jmp_buf_tag *env, const char *fn)
 {
-    oc_core *c = guarded_core();
-    if (!c) return;
+    if (!guarded()) return;
 #ifdef OC_CHECK_LONGJMP
-    uintptr_t target = saved_sp(env), entry = saved_sp(c->jump), here = (uintptr_t)__builtin_frame_address(0);
+    uintptr_t target = saved_sp(env), entry = saved_sp(oc__core_current()->jump),
+              here = (uintptr_t)__builtin_frame_address(0);
     if (target > here && target <= entry) return;
-    escape(c, "called %s() to a jmp_buf set outside the call; a kernel, shape function or "
-              "OC_LIBRARY block may only jump within itself (return, or fail with OC_CHECK)", fn);
+    oc__raise(OC_EKERNEL, "called %s() to a jmp_buf set outside the call; a kernel, shape function or "
+                          "OC_LIBRARY block may only jump within itself (return, or fail with OC_CHECK)",
+              fn);
 #else
     (void)env;
     (void)fn;

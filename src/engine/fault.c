@@ -16,6 +16,7 @@
 #undef _FORTIFY_SOURCE /* siglongjmp out of a handler on the signal stack */
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,42 +94,46 @@ static bool overflowed(const oc_core *c)
     return sp && sp < c->stack_lo && (size_t)(c->stack_lo - sp) <= OC_OVERFLOW_REACH;
 }
 
+/* Record the core's failure (oc__core_fail would also leave the call; the
+ * signal handler has done that already). */
+__attribute__((format(printf, 3, 4))) static void fail(oc_core *c, oc_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->fail_msg, sizeof c->fail_msg, fmt, ap);
+    va_end(ap);
+    c->fail_status = status;
+    c->failed = true;
+}
+
 void oc__fault_describe(oc_core *c)
 {
     char where[1024], what[1024];
     oc__core_where(c, where, sizeof where);
-    const struct oc_op *op = c->exec ? c->exec->op : NULL;
     void *a = c->fault_addr;
-    if (overflowed(c)) {
-        c->fail_status = OC_ESTACK;
-        snprintf(c->fail_msg, sizeof c->fail_msg,
-                 "%s: stack overflow: it needs more than its stack of %zu bytes (build with "
-                 "--stack-size N or -DSTACK_SIZE=N)",
-                 where, op->stack_size);
-    } else if (c->mode == OC_MODE_SHAPE && c->fault_signal == SIGSEGV && c->fault_code > 0 &&
-               (uintptr_t)a < 65536) {
-        c->fail_status = OC_EMETA;
-        snprintf(c->fail_msg, sizeof c->fail_msg,
-                 "%s touched tensor data (address %p); shape functions get meta tensors: "
-                 "shapes and dtypes, no data",
-                 where, a);
-    } else if (c->mode == OC_MODE_KERNEL && c->fault_code > 0 && oc__redzone_describe(a, what, sizeof what)) {
-        c->fail_status = OC_EFAULT;
-        snprintf(c->fail_msg, sizeof c->fail_msg, "%s %s", where, what);
-    } else if (c->fault_code <= 0) {
-        /* Sent, not caused: there is no faulting address to show. */
-        c->fail_status = OC_EFAULT;
-        snprintf(c->fail_msg, sizeof c->fail_msg,
-                 "%s got signal SIG%s (%s) sent by raise(), kill() or abort() from process %d, "
-                 "not by a faulting instruction",
-                 where, sigabbrev_np(c->fault_signal) ? sigabbrev_np(c->fault_signal) : "?",
-                 strsignal(c->fault_signal), c->fault_pid);
-    } else {
-        c->fail_status = OC_EFAULT;
-        snprintf(c->fail_msg, sizeof c->fail_msg, "%s faulted: %s at address %p", where,
-                 strsignal(c->fault_signal), a);
-    }
-    c->failed = true;
+    bool caused = c->fault_code > 0; /* else sent: there is no faulting address to show */
+    /* A debug build's guard page first: mmap may have put it right below a
+     * kernel stack, where overflowed() would claim it. */
+    if (c->mode == OC_MODE_KERNEL && caused && oc__redzone_describe(a, what, sizeof what))
+        fail(c, OC_EFAULT, "%s %s", where, what);
+    else if (overflowed(c))
+        fail(c, OC_ESTACK,
+             "%s: stack overflow: it needs more than its stack of %zu bytes (build with "
+             "--stack-size N or -DSTACK_SIZE=N)",
+             where, c->exec->op->stack_size);
+    else if (c->mode == OC_MODE_SHAPE && c->fault_signal == SIGSEGV && caused && (uintptr_t)a < 65536)
+        fail(c, OC_EMETA,
+             "%s touched tensor data (address %p); shape functions get meta tensors: "
+             "shapes and dtypes, no data",
+             where, a);
+    else if (!caused)
+        fail(c, OC_EFAULT,
+             "%s got signal SIG%s (%s) sent by raise(), kill() or abort() from process %d, "
+             "not by a faulting instruction",
+             where, sigabbrev_np(c->fault_signal) ? sigabbrev_np(c->fault_signal) : "?",
+             strsignal(c->fault_signal), c->fault_pid);
+    else
+        fail(c, OC_EFAULT, "%s faulted: %s at address %p", where, strsignal(c->fault_signal), a);
 }
 
 /* (Re)install the handler where something else has replaced it since: the

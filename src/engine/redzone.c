@@ -31,10 +31,9 @@ static void extent(const oc_tensor *t, long long *lo, long long *hi)
     *hi = b + elem;
 }
 
-oc_status oc__redzone_begin(const struct oc_op *op, int index, oc_tensor *t, oc__redzone *rz)
+oc_status oc__redzone_map(const struct oc_op *op, int index, oc_tensor *t, oc__redzone *rz)
 {
-    rz->map = NULL;
-    if (!op->lib || !op->lib->debug || !t->data || oc_numel(t) == 0) return OC_OK;
+    if (!t->data || oc_numel(t) == 0) return OC_OK;
     long long lo, hi;
     extent(t, &lo, &hi);
     size_t page = oc__page_size(), span = (size_t)(hi - lo);
@@ -50,12 +49,10 @@ oc_status oc__redzone_begin(const struct oc_op *op, int index, oc_tensor *t, oc_
         return oc_set_error(OC_ENOMEM, "op '%s': cannot protect a debug shadow's guard pages", op->qualname);
     }
     *rz = (oc__redzone){.op = op, .index = index, .data = t->data, .map = map, .map_size = total, .lo = lo};
-    rz->body_lo = map + page;
-    rz->body_hi = map + page + usable;
-    rz->start = rz->body_hi - body;
+    rz->start = map + page + usable - body;
     rz->end = rz->start + span;
-    for (char *p = rz->body_lo; p < rz->start; p++) *p = (char)canary(p);
-    for (char *p = rz->end; p < rz->body_hi; p++) *p = (char)canary(p);
+    for (char *p = map + page; p < rz->start; p++) *p = (char)canary(p);
+    for (char *p = rz->end; p < map + page + usable; p++) *p = (char)canary(p);
     memcpy(rz->start, (char *)t->data + lo, span); /* a kernel may read its output */
     char shape[96];
     snprintf(rz->shape, sizeof rz->shape, "%s %s, %zu bytes", oc_dtype_name(t->dtype),
@@ -76,15 +73,15 @@ static const char *changed(const char *a, const char *b)
     return NULL;
 }
 
-oc_status oc__redzone_end(oc_tensor *t, oc__redzone *rz, oc_status status)
+oc_status oc__redzone_unmap(oc_tensor *t, oc__redzone *rz, oc_status status)
 {
-    if (!rz->map) return status;
     pthread_mutex_lock(&active_lock);
     for (oc__redzone **p = &active; *p; p = &(*p)->next)
         if (*p == rz) { *p = rz->next; break; }
     pthread_mutex_unlock(&active_lock);
-    const char *after = changed(rz->end, rz->body_hi), *before = NULL;
-    for (const char *p = rz->start; p > rz->body_lo && !before; p--)
+    size_t page = oc__page_size(); /* the canaries lie between the guard pages */
+    const char *after = changed(rz->end, rz->map + rz->map_size - page), *before = NULL;
+    for (const char *p = rz->start; p > rz->map + page && !before; p--)
         if ((unsigned char)p[-1] != canary(p - 1)) before = p - 1; /* nearest the start first */
     if (status == OC_OK && (after || before)) {
         const struct oc_op *op = rz->op;

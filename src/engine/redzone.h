@@ -23,22 +23,32 @@ typedef struct oc__redzone {
     const struct oc_op *op;
     int index;                  /* which output */
     void *data;                 /* the real output's data pointer */
-    char *map;                  /* the mapping: guard, body, guard */
+    char *map;                  /* the mapping: guard page, body, guard page */
     size_t map_size;
-    char *start, *end;          /* the output's bytes in the shadow */
-    char *body_lo, *body_hi;    /* canary-filled slack around them */
+    char *start, *end;          /* the output's bytes in the body; canaries around them */
     long long lo;               /* the tensor's extent, relative to data */
-    char shape[128];            /* "float32 [8]" for messages */
+    char shape[128];            /* "float32 [8], 32 bytes" for messages */
 } oc__redzone;
 
+/* The out-of-line parts of the two calls below (redzone.c). */
+oc_status oc__redzone_map(const struct oc_op *op, int index, oc_tensor *t, oc__redzone *rz);
+oc_status oc__redzone_unmap(oc_tensor *t, oc__redzone *rz, oc_status status);
+
 /* Swap output `index`'s data for a guarded shadow when `op`'s library is a
- * debug build (else nothing). */
-oc_status oc__redzone_begin(const struct oc_op *op, int index, oc_tensor *t, oc__redzone *rz);
+ * debug build (else nothing: a release build's call pays one flag test). */
+static inline oc_status oc__redzone_begin(const struct oc_op *op, int index, oc_tensor *t, oc__redzone *rz)
+{
+    rz->map = NULL;
+    return op->lib && op->lib->debug ? oc__redzone_map(op, index, t, rz) : OC_OK;
+}
 
 /* Check the canaries, copy the shadow back (if the call succeeded), give
  * `t` its data back. Returns `status`, or the overrun error if the call
  * had succeeded. */
-oc_status oc__redzone_end(oc_tensor *t, oc__redzone *rz, oc_status status);
+static inline oc_status oc__redzone_end(oc_tensor *t, oc__redzone *rz, oc_status status)
+{
+    return rz->map ? oc__redzone_unmap(t, rz, status) : status;
+}
 
 /* If `addr` lies in an active redzone, describe it ("wrote past the end of
  * output 0 (float32 [8], 32 bytes): ...") for the fault report. */

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,9 +226,10 @@ static oc_status check_build_info(const elf_file *f)
     const ElfW(Sym) *info = find_symbol(f, "oc_build_info_entry");
     if (!info)
         return foreign(f, "it was not built by `opcore build` (no build info): rebuild it");
-    int64_t off = vaddr_offset(f, info->st_value, sizeof(uint32_t));
-    if (off < 0 || info->st_size < sizeof(uint32_t)) return corrupt(f, "its build info is out of place");
     uint32_t abi;
+    size_t at = offsetof(oc_build_info, abi_version);
+    int64_t off = vaddr_offset(f, info->st_value + at, sizeof abi);
+    if (off < 0 || info->st_size < at + sizeof abi) return corrupt(f, "its build info is out of place");
     memcpy(&abi, f->data + off, sizeof abi);
     if (abi != OC_ABI_VERSION) {
         snprintf(msg, sizeof msg, "it was built for opcore ABI %u but this runtime is ABI %u: rebuild it",
@@ -252,7 +254,8 @@ oc_status oc__elf_check(const unsigned char *data, size_t size, const char *show
     }
     /* A sealed file whose bytes changed since: say so before anything the
      * changed bytes might make us say. */
-    if (sealed(&f) && !seal_matches(&f))
+    bool has_seal = sealed(&f);
+    if (has_seal && !seal_matches(&f))
         return corrupt(&f, "its contents do not match the checksum `opcore build` recorded: "
                            "bit flips, or a partial or mixed copy");
     f.eh = (const ElfW(Ehdr) *)data;
@@ -260,7 +263,7 @@ oc_status oc__elf_check(const unsigned char *data, size_t size, const char *show
     if (!st) st = check_segments(&f);
     if (!st) st = check_sections(&f);
     if (!st) st = check_build_info(&f);
-    if (!st && !sealed(&f))
+    if (!st && !has_seal)
         st = corrupt(&f, "it has no checksum from `opcore build`: it was truncated or changed "
                          "after the build (strip, objcopy?)");
     return st;

@@ -119,8 +119,9 @@ static oc_status bind_ops(oc_library *lib, const oc_library_defs *defs)
 }
 
 /* A new name for `path` (a hard link beside it, else a copy in the temp
- * directory) that the dynamic loader has never seen. */
-static bool fresh_link(const char *path, char *out, size_t len)
+ * directory) that the dynamic loader has never seen. On failure sets the
+ * error (naming the library as `shown`) and returns false. */
+static bool fresh_link(const char *path, const char *shown, char *out, size_t len)
 {
     static _Atomic unsigned counter;
     snprintf(out, len, "%s.reload-%d-%u", path, (int)getpid(), atomic_fetch_add(&counter, 1));
@@ -132,11 +133,13 @@ static bool fresh_link(const char *path, char *out, size_t len)
     char buf[65536];
     ssize_t n;
     while (ok && (n = read(src, buf, sizeof buf)) > 0) ok = write(dst, buf, (size_t)n) == n;
+    ok = ok && n == 0; /* a read error is not the end of the file */
     if (src >= 0) close(src);
     if (dst >= 0) close(dst);
     if (!ok) {
         if (dst >= 0) unlink(out);
-        oc_set_error(OC_EIO, "cannot make a fresh copy of %s: %s", path, strerror(errno));
+        oc_set_error(OC_EIO, "cannot reload op library %s: cannot make a fresh copy of %s: %s", shown, path,
+                     strerror(errno));
     }
     return ok;
 }
@@ -149,18 +152,30 @@ static void library_free(oc_library *lib)
     free(lib);
 }
 
-static bool retire_locked(oc_library *lib)
+/* Where `lib` is in the table, or -1. */
+static int slot_locked(const oc_library *lib)
+{
+    for (int i = 0; i < num_libraries; i++)
+        if (libraries[i] == lib) return i;
+    return -1;
+}
+
+/* Take libraries[i] out of the table (the caller frees or retires it). */
+static void remove_locked(int i)
+{
+    libraries[i] = libraries[--num_libraries];
+    registry_generation++;
+}
+
+/* Take libraries[i] out of the table but keep it for good: calls may still
+ * hold its ops. */
+static bool retire_locked(int i)
 {
     oc_library **grown = realloc(retired, (size_t)(num_retired + 1) * sizeof *grown);
     if (!grown) return false;
     retired = grown;
-    retired[num_retired++] = lib;
-    for (int i = 0; i < num_libraries; i++)
-        if (libraries[i] == lib) {
-            libraries[i] = libraries[--num_libraries];
-            break;
-        }
-    registry_generation++;
+    retired[num_retired++] = libraries[i];
+    remove_locked(i);
     return true;
 }
 
@@ -170,7 +185,7 @@ static oc_status register_locked(oc_library *lib, oc_library *replacing)
 {
     oc_library *other = find_locked(lib->name);
     if (other && other == replacing) {
-        if (!retire_locked(other)) return oc_set_error(OC_ENOMEM, "out of memory");
+        if (!retire_locked(slot_locked(other))) return oc_set_error(OC_ENOMEM, "out of memory");
         other = NULL;
     }
     if (other)
@@ -231,8 +246,7 @@ oc_status oc_library_load(const char *path, oc_library **out)
     char fresh[4096 + 64];
     const char *open_path = real;
     if (seen) {
-        if (!fresh_link(real, fresh, sizeof fresh)) {
-            oc_set_error(OC_EIO, "cannot reload op library %s: %s", path, oc_errmsg());
+        if (!fresh_link(real, path, fresh, sizeof fresh)) {
             library_free(lib);
             return OC_EIO;
         }
@@ -266,8 +280,7 @@ oc_status oc_library_load(const char *path, oc_library **out)
         library_free(lib);
         return status;
     }
-    oc__fault_install();
-    *out = lib;
+    *out = lib; /* (running its OC_LIBRARY block re-asserted opcore's fault handlers: escape.c) */
     return OC_OK;
 }
 
@@ -275,14 +288,12 @@ oc_status oc_library_unload(oc_library *lib)
 {
     if (!lib) return oc_set_error(OC_EINVAL, "oc_library_unload: library is NULL");
     pthread_rwlock_wrlock(&registry_lock);
-    int i = 0;
-    while (i < num_libraries && libraries[i] != lib) i++;
-    if (i == num_libraries) {
+    int i = slot_locked(lib);
+    if (i < 0) {
         pthread_rwlock_unlock(&registry_lock);
         return oc_set_error(OC_ENOTFOUND, "oc_library_unload: library is not loaded");
     }
-    libraries[i] = libraries[--num_libraries];
-    registry_generation++;
+    remove_locked(i);
     if (num_libraries == 0) {
         free(libraries);
         libraries = NULL;
@@ -297,10 +308,9 @@ oc_status oc_library_forget(oc_library *lib)
 {
     if (!lib) return oc_set_error(OC_EINVAL, "oc_library_forget: library is NULL");
     pthread_rwlock_wrlock(&registry_lock);
-    bool loaded = false;
-    for (int i = 0; i < num_libraries && !loaded; i++) loaded = libraries[i] == lib;
-    oc_status st = !loaded ? oc_set_error(OC_ENOTFOUND, "oc_library_forget: library is not loaded")
-                 : retire_locked(lib) ? OC_OK : oc_set_error(OC_ENOMEM, "out of memory");
+    int i = slot_locked(lib);
+    oc_status st = i < 0 ? oc_set_error(OC_ENOTFOUND, "oc_library_forget: library is not loaded")
+                 : retire_locked(i) ? OC_OK : oc_set_error(OC_ENOMEM, "out of memory");
     pthread_rwlock_unlock(&registry_lock);
     return st;
 }

@@ -57,32 +57,18 @@ static bool faults_ok(int how)
     return !getenv("OC_UNDER_VALGRIND") || (how != ISO_SEGV && how != ISO_BIG_FRAME);
 }
 
+/* tests/isolation's library, built as `name` (-DISO_NAME=name). */
 static const char *build_iso(const char *name, bool multicore, bool debug)
 {
-    static char paths[4][512];
-    static int next;
-    char define[128], out[512];
+    char define[128], compute[512]; /* (test_repo_path returns one static buffer) */
     snprintf(define, sizeof define, "-DISO_NAME=%s", name);
-    snprintf(out, sizeof out, "%s/%s", test_tmpdir(), name);
-    char compute[512], shape[512];
     snprintf(compute, sizeof compute, "%s", test_repo_path("tests/isolation/kernels.c"));
-    snprintf(shape, sizeof shape, "%s", test_repo_path("tests/isolation/shape.c"));
-    const char *c[] = {compute}, *s[] = {shape}, *flags[] = {define};
-    oc_build_options o = {.name = name, .compute_srcs = c, .num_compute_srcs = 1, .shape_srcs = s,
-                          .num_shape_srcs = 1, .out_dir = out, .multicore = multicore,
-                          .debug = debug, .cflags = flags, .num_cflags = 1};
-    oc_build_result r;
-    if (oc_build(&o, &r) != OC_OK) fail_msg("building %s: %s", name, oc_errmsg());
-    char *p = paths[next++ % 4];
-    snprintf(p, 512, "%.500s", r.path);
-    return p;
-}
-
-static oc_library *load(const char *path)
-{
-    oc_library *lib = NULL;
-    if (oc_library_load(path, &lib) != OC_OK) fail_msg("loading %s: %s", path, oc_errmsg());
-    return lib;
+    oc_status st;
+    const char *path = test_build_files(name, compute, test_repo_path("tests/isolation/shape.c"),
+                                        (test_lib_options){.multicore = multicore, .debug = debug, .cflag = define},
+                                        &st);
+    if (!path) fail_msg("building %s: %s", name, oc_errmsg());
+    return path;
 }
 
 static void assert_has(const char *needle)
@@ -270,7 +256,7 @@ static void test_library_block(void **state)
         assert_has("OC_LIBRARY block");
         assert_has(reg[i].needle);
         unsetenv("OC_ISO_REGISTER");
-        lib = load(path);
+        lib = test_load(path);
         assert_int_equal(oc_library_unload(lib), OC_OK);
         still_works();
         survived++;
@@ -292,9 +278,9 @@ static int setup(void **state)
 {
     (void)state;
     alarm(600); /* a hang anywhere fails the test instead of stalling it */
-    load(build_iso("iso", false, false));
-    load(build_iso("iso_multi", true, false));
-    load(build_iso("iso_debug", false, true));
+    test_load(build_iso("iso", false, false));
+    test_load(build_iso("iso_multi", true, false));
+    test_load(build_iso("iso_debug", false, true));
     return 0;
 }
 

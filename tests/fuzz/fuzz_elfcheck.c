@@ -5,20 +5,15 @@
  * ELF and mutates its header and tables. */
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "library/elfcheck.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* libFuzzer hands over a heap copy of exactly `size` bytes, as the loader
+ * checks one: ASan sees any read past the end. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    /* the loader checks a malloc'ed copy of the file: the same here */
-    unsigned char *copy = malloc(size ? size : 1);
-    if (!copy) return 0;
-    memcpy(copy, data, size);
-    (void)oc__elf_check(copy, size, "fuzz.so");
-    free(copy);
+    (void)oc__elf_check(data, size, "fuzz.so");
     return 0;
 }

@@ -82,6 +82,22 @@ def test_ops(opcore_build_dir):
 
 
 @pytest.fixture(scope="session")
+def load_iso(opcore_build_dir):
+    """load_iso(name, **load_kwargs): tests/isolation's library (kernels.c,
+    shape.c: every way a kernel can misbehave) built and loaded as `name`."""
+    from opcore import custom_op
+
+    iso = Path(__file__).resolve().parents[1] / "isolation"
+
+    def load(name, **kw):
+        return custom_op.load(name=name, compute_srcs=[str(iso / "kernels.c")], shape_srcs=[str(iso / "shape.c")],
+                              build_directory=str(opcore_build_dir / name), extra_cflags=[f"-DISO_NAME={name}"],
+                              **kw)
+
+    return load
+
+
+@pytest.fixture(scope="session")
 def stack_ops(opcore_build_dir):
     """The library oc_torch_stack (recurse), built with a 32 KiB kernel stack."""
     return load_lib(opcore_build_dir, "oc_torch_stack", TORCH_KERNELS / "stack_ops.c",

@@ -10,17 +10,14 @@ import os
 import random
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import opcore
-from opcore import custom_op
 
 torch = pytest.importorskip("torch")
 
-ISO = Path(__file__).resolve().parents[1] / "isolation"
 SECONDS = float(os.environ.get("OC_STRESS_SECONDS", "8"))
 THREADS = 8
 # (how, text) of tests/isolation/misbehave.h; jumps to shared jmp_bufs are
@@ -30,11 +27,6 @@ FAULTS = [(1, "called exit(3)"), (2, "called _exit(4)"), (5, "called abort()"),
           (13, "stack overflow"), (15, "arg is 0, not 42"), (16, "Segmentation fault"),
           (14, "SIGSEGV")]
 LIBS = ("iso", "iso_multi")
-
-
-def _load(build_dir, name, **kw):
-    return custom_op.load(name=name, compute_srcs=[str(ISO / "kernels.c")], shape_srcs=[str(ISO / "shape.c")],
-                          build_directory=str(build_dir / name), extra_cflags=[f"-DISO_NAME={name}"], **kw)
 
 
 def rss_mib():
@@ -55,9 +47,9 @@ class Twice(torch.autograd.Function):
         return getattr(torch.ops, ctx.bwd_lib).misbehave(g.contiguous(), ctx.how, 0), None, None, None
 
 
-def test_threads_with_faults_forward_and_backward(opcore_build_dir):
+def test_threads_with_faults_forward_and_backward(load_iso):
     for name in LIBS:
-        _load(opcore_build_dir, name, multicore=name == "iso_multi")
+        load_iso(name, multicore=name == "iso_multi")
     faulthandler.dump_traceback_later(SECONDS * 20 + 120, exit=True)  # a deadlock fails the run
     stop = time.monotonic() + SECONDS
     counts = [dict(calls=0, faults=0, backward=0) for _ in range(THREADS)]

@@ -53,23 +53,37 @@ void test_assert_contains(const char *hay, const char *needle)
     if (!hay || !strstr(hay, needle)) fail_msg("expected to find\n  %s\nin\n  %s", needle, hay ? hay : "(null)");
 }
 
+const char *test_build_files(const char *name, const char *compute_path, const char *shape_path,
+                             test_lib_options opts, oc_status *status)
+{
+    static oc_build_result result;
+    char out[512];
+    snprintf(out, sizeof out, "%s/%s", test_tmpdir(), name);
+    const char *c[] = {compute_path}, *s[] = {shape_path}, *flags[] = {opts.cflag};
+    oc_build_options o = {.name = name, .compute_srcs = c, .num_compute_srcs = 1,
+                          .shape_srcs = s, .num_shape_srcs = 1, .out_dir = out,
+                          .multicore = opts.multicore, .stack_size = opts.stack_size,
+                          .debug = opts.debug, .cflags = flags, .num_cflags = opts.cflag ? 1 : 0};
+    *status = oc_build(&o, &result);
+    return *status == OC_OK ? result.path : NULL;
+}
+
 const char *test_build(const char *name, const char *compute, const char *shape,
                        test_lib_options opts, oc_status *status)
 {
-    static oc_build_result result;
-    char cpath[512], spath[512], out[512];
-    snprintf(out, sizeof out, "%s/%s", test_tmpdir(), name);
+    char cpath[512], spath[512];
     snprintf(cpath, sizeof cpath, "%s/%s_compute.c", test_tmpdir(), name);
     snprintf(spath, sizeof spath, "%s/%s_shape.c", test_tmpdir(), name);
     test_write_file(cpath, compute);
     test_write_file(spath, shape);
-    const char *c[] = {cpath}, *s[] = {spath};
-    oc_build_options o = {.name = name, .compute_srcs = c, .num_compute_srcs = 1,
-                          .shape_srcs = s, .num_shape_srcs = 1, .out_dir = out,
-                          .multicore = opts.multicore, .stack_size = opts.stack_size,
-                          .debug = opts.debug};
-    *status = oc_build(&o, &result);
-    return *status == OC_OK ? result.path : NULL;
+    return test_build_files(name, cpath, spath, opts, status);
+}
+
+oc_library *test_load(const char *path)
+{
+    oc_library *lib = NULL;
+    if (oc_library_load(path, &lib) != OC_OK) fail_msg("loading %s failed: %s", path, oc_errmsg());
+    return lib;
 }
 
 oc_library *test_build_and_load(const char *name, const char *compute, const char *shape,
@@ -78,7 +92,5 @@ oc_library *test_build_and_load(const char *name, const char *compute, const cha
     oc_status st;
     const char *path = test_build(name, compute, shape, opts, &st);
     if (!path) fail_msg("building %s failed: %s", name, oc_errmsg());
-    oc_library *lib = NULL;
-    if (oc_library_load(path, &lib) != OC_OK) fail_msg("loading %s failed: %s", path, oc_errmsg());
-    return lib;
+    return test_load(path);
 }

@@ -11,6 +11,7 @@ typedef struct test_lib_options {
     bool multicore;
     size_t stack_size;
     bool debug;
+    const char *cflag; /* one extra compiler flag, or NULL */
 } test_lib_options;
 
 /* Write `compute` and `shape` source text to a temp dir, build lib<name>.so
@@ -22,6 +23,13 @@ oc_library *test_build_and_load(const char *name, const char *compute, const cha
  * build's status in *status. */
 const char *test_build(const char *name, const char *compute, const char *shape,
                        test_lib_options opts, oc_status *status);
+
+/* Same, from source files (paths) instead of text. */
+const char *test_build_files(const char *name, const char *compute_path, const char *shape_path,
+                             test_lib_options opts, oc_status *status);
+
+/* Load the library at `path`. Fails the test on any error. */
+oc_library *test_load(const char *path);
 
 /* Path of a file in the repository (tests run from anywhere). */
 const char *test_repo_path(const char *rel);
