@@ -14,16 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
-# Probe sizes. Symbol i takes P[i] * (r + 1) in large run r: ordinary, large
-# sizes, different per symbol, whose differences between runs are primes,
-# so no size mod a small number is the same in every run (n % 4 would be a
-# constant if every run had n = 3 mod 4). One more run gives the symbols
-# small sizes (2, 3, ...), so that min(n, k) and max(n, k) with a small k
-# differ between runs too; shape functions that refuse small sizes are
-# traced on the large runs alone.
-_PRIMES = (10007, 10009, 10037, 10039, 10061, 10067, 10069, 10079)
-_LARGE = tuple(tuple(p * (r + 1) for p in _PRIMES) for r in range(3))
-_SMALL = tuple(2 + i for i in range(len(_PRIMES)))
+from opcore import _probes
+
+# Probe sizes (opcore/_probes.py): up to 8 symbols, 3 large runs and a small one.
+_PRIMES = _probes.PRIMES[:8]
+_LARGE = _probes.large_runs(3, len(_PRIMES))
+_SMALL = _probes.small_run(len(_PRIMES))
 
 
 class ListMeta(tuple):

@@ -64,10 +64,9 @@ def cache_dir(*parts):
     `opcore build` without -o and load() without build_directory both build
     in cache_dir("build", name), one cache; the profiler keeps its bandwidth
     measurement there and opcore.jax its compiled handler in cache_dir("jax")."""
-    root = os.environ.get("OPCORE_CACHE_DIR")
-    if not root:
-        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(xdg, "opcore")
+    # the C side's rule (read now: the environment may have changed); with
+    # no HOME set, the home directory Python finds instead
+    root = _C.cache_dir() or os.path.join(os.path.expanduser("~"), ".cache", "opcore")
     return os.path.join(root, *parts)
 
 

@@ -35,7 +35,7 @@ import threading
 
 import torch
 
-from opcore import _C, _torch_native
+from opcore import _C, _probes, _torch_native
 from opcore._C import OpArgumentError
 
 __all__ = ["register_library", "unregister_library", "register_op", "register_autograd", "to_torch_dtype",
@@ -106,15 +106,10 @@ def _symints(v):
             yield from _symints(x)
 
 
-# Probe values of the dynamic sizes: symbol i takes P[i] * (r + 1) in large
-# run r -- large, different per symbol, with prime differences between runs
-# so that no size mod a small number is the same in every run -- and 2 + i
-# in one small run, so that min(n, k) / max(n, k) with a small k differ
-# between runs too (shape functions that refuse small sizes are traced on
-# the large runs alone). The same choice as opcore.jax's.
-_PRIMES = (10007, 10009, 10037, 10039, 10061, 10067, 10069, 10079, 10091, 10093, 10099, 10103)
-_PROBES = tuple(tuple(p * (r + 1) for p in _PRIMES) for r in range(2))
-_SMALL = tuple(2 + i for i in range(len(_PRIMES)))
+# Probe sizes (opcore/_probes.py): every symbol, 2 large runs and a small one.
+_PRIMES = _probes.PRIMES
+_PROBES = _probes.large_runs(2)
+_SMALL = _probes.small_run()
 
 
 def _concrete(v, value_of):

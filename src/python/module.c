@@ -7,6 +7,7 @@
  *         verbose=False, force=False, vec_report=False) -> (path, cached, seconds[, report])
  *   new_project(dir, name)          what `opcore new` writes
  *   include_dir(), lib_dir()        what oc_build uses
+ *   cache_dir()                     opcore's cache root (oc_build_cache_dir)
  *   _set_torch(Tensor, empty, dtypes)   opcore.torch hands over torch
  *   OpError, OpArgumentError, BuildError
  *   profiler_* (src/python/profiler_methods.c)
@@ -306,6 +307,13 @@ static PyObject *py_lib_dir(PyObject *self, PyObject *noargs)
     return PyUnicode_DecodeFSDefault(oc_build_lib_dir());
 }
 
+static PyObject *py_cache_dir(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return PyUnicode_DecodeFSDefault(oc_build_cache_dir());
+}
+
 /* ---- torch hand-over -------------------------------------------------------- */
 
 static PyObject *py_set_torch(PyObject *self, PyObject *args)
@@ -353,6 +361,8 @@ static PyMethodDef methods[] = {
      "new_project(dir, name)\nWrite a small op project (what `opcore new NAME DIR` does)."},
     {"include_dir", py_include_dir, METH_NOARGS, "include_dir() -> str: opcore's headers, as builds use them"},
     {"lib_dir", py_lib_dir, METH_NOARGS, "lib_dir() -> str: libopcore's directory, as builds use it"},
+    {"cache_dir", py_cache_dir, METH_NOARGS, "cache_dir() -> str: opcore's cache root, as the CLI uses it "
+     "(\"\" when no HOME is set)"},
     {"dtype_names", py_dtype_names, METH_NOARGS, "dtype_names() -> tuple of names in oc_dtype order"},
     {"_set_torch", py_set_torch, METH_VARARGS, "_set_torch(Tensor, empty, dtypes): used by opcore.torch"},
     {NULL, NULL, 0, NULL}};
