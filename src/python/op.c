@@ -380,47 +380,13 @@ static oc_status alloc_locked(alloc_ctx *c, int index, const oc_tensor *meta, oc
         PyErr_SetString(PyExc_RuntimeError, "opcore: torch is not registered (import opcore.torch)");
         return OC_ERROR;
     }
-    PyObject *t;
-    if (meta->ndim > 0) {
-        /* torch.empty(d0, d1, ..., dtype=dt): sizes as separate ints parse
-         * about twice as fast as a tuple. */
-        PyObject *argv[OC_MAX_DIMS + 1];
-        int n = meta->ndim;
-        for (int d = 0; d < n; d++) {
-            argv[d] = PyLong_FromLongLong(meta->sizes[d]);
-            if (!argv[d]) {
-                while (d--) Py_DECREF(argv[d]);
-                return OC_ENOMEM;
-            }
-        }
-        argv[n] = ocpy_dtypes[meta->dtype];
-        /* float32 is usually torch's default dtype: skip parsing dtype=
-         * then, and check that the default was indeed float32. */
-        t = NULL;
-        if (meta->dtype == OC_FLOAT32) {
-            t = PyObject_Vectorcall(ocpy_empty_fn, argv, (size_t)n, NULL);
-            if (t) {
-                PyObject *dt = ocpy_tensor_attr(t, OCPY_DTYPE);
-                if (!dt) Py_CLEAR(t);
-                else {
-                    if (dt != ocpy_dtypes[OC_FLOAT32]) Py_CLEAR(t); /* another default: redo */
-                    Py_DECREF(dt);
-                }
-            }
-            if (!t && PyErr_Occurred()) {
-                for (int d = 0; d < n; d++) Py_DECREF(argv[d]);
-                return OC_ENOMEM;
-            }
-        }
-        if (!t) t = PyObject_Vectorcall(ocpy_empty_fn, argv, (size_t)n, ocpy_kwnames_dtype);
-        for (int d = 0; d < n; d++) Py_DECREF(argv[d]);
-    } else {
-        PyObject *sizes = sizes_tuple(meta);
-        if (!sizes) return OC_ENOMEM;
-        PyObject *argv[2] = {sizes, ocpy_dtypes[meta->dtype]};
-        t = PyObject_Vectorcall(ocpy_empty_fn, argv, 1, ocpy_kwnames_dtype);
-        Py_DECREF(sizes);
-    }
+    /* torch.empty(sizes, dtype=dt): torches without the DLPack exchange
+     * API (alloc_cb tries that first) */
+    PyObject *sizes = sizes_tuple(meta);
+    if (!sizes) return OC_ENOMEM;
+    PyObject *argv[2] = {sizes, ocpy_dtypes[meta->dtype]};
+    PyObject *t = PyObject_Vectorcall(ocpy_empty_fn, argv, 1, ocpy_kwnames_dtype);
+    Py_DECREF(sizes);
     if (!t) return OC_ENOMEM;
     PyObject *ptr = ocpy_tensor_attr(t, OCPY_DATA_PTR);
     if (!ptr) {
