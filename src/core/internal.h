@@ -1,9 +1,9 @@
 /* src/core/internal.h — runtime internals shared across src/ (not public).
  *
- * The "call context": while a kernel or shape function runs, the thread has
- * a current core (oc__core_self) with its TCM arena, its list of temporary
- * tensors and a jump buffer to end the kernel on failure. Outside a call,
- * oc__raise() just records the error and returns.
+ * Failing and allocating work through the thread's call context (core/ctx.h),
+ * which the engine installs while a kernel, shape function or protected
+ * function runs. Outside a call, oc__raise() just records the error and
+ * returns. Both live in core (ctx.c, tensor.c).
  */
 #ifndef OPCORE_INTERNAL_H
 #define OPCORE_INTERNAL_H

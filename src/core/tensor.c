@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ctx.h"
 #include "core/internal.h"
-#include "engine/core.h"
 
 int64_t oc_numel(const oc_tensor *t)
 {
@@ -138,8 +138,8 @@ void *oc_flat_ptr(const oc_tensor *t, int64_t i)
 
 oc_tensor *oc__tensor_new(oc_dtype dtype, int ndim, const int64_t *sizes)
 {
-    oc_core *core = oc__core_current();
-    bool meta = core && core->mode == OC_MODE_SHAPE;
+    oc_ctx *ctx = oc__ctx_current();
+    bool meta = ctx && ctx->mode == OC_MODE_SHAPE;
     oc_status st = check_shape(dtype, ndim, sizes);
     if (st != OC_OK) {
         oc__raise(st, "cannot create a tensor: %s", oc_errmsg());
@@ -154,7 +154,7 @@ oc_tensor *oc__tensor_new(oc_dtype dtype, int ndim, const int64_t *sizes)
         bytes *= (size_t)sizes[d];
     }
     size_t total = BLOCK_DATA_OFFSET + (meta ? 0 : (bytes + 63) / 64 * 64);
-    oc_tensor_block *b = meta && core->meta_cached ? core->meta_cache[--core->meta_cached] : aligned_alloc(64, total);
+    oc_tensor_block *b = meta && ctx->meta_cached ? ctx->meta_cache[--ctx->meta_cached] : aligned_alloc(64, total);
     if (!b) {
         oc__raise(OC_ENOMEM, "out of memory creating a tensor of %zu bytes", bytes);
         return NULL;
@@ -162,11 +162,11 @@ oc_tensor *oc__tensor_new(oc_dtype dtype, int ndim, const int64_t *sizes)
     b->meta = meta;
     oc_tensor_init(&b->tensor, meta ? NULL : (char *)b + BLOCK_DATA_OFFSET, dtype, ndim, sizes);
     b->tensor.flags |= OC_TENSOR_OWNED;
-    if (core && core->mode != OC_MODE_IDLE) {
-        b->next = core->temps.next;
-        b->prev = &core->temps;
-        core->temps.next->prev = b;
-        core->temps.next = b;
+    if (ctx && ctx->mode != OC_MODE_IDLE) {
+        b->next = ctx->temps.next;
+        b->prev = &ctx->temps;
+        ctx->temps.next->prev = b;
+        ctx->temps.next = b;
     } else {
         b->next = b->prev = NULL;
     }
@@ -188,7 +188,7 @@ void oc_tensor_free(oc_tensor *t)
     free(b);
 }
 
-void oc__tensor_temps_release(oc_core *c)
+void oc__tensor_temps_release(oc_ctx *c)
 {
     oc_tensor_block *b = c->temps.next;
     while (b != &c->temps) {
@@ -200,7 +200,7 @@ void oc__tensor_temps_release(oc_core *c)
     c->temps.next = c->temps.prev = &c->temps;
 }
 
-void oc__tensor_cache_free(oc_core *c)
+void oc__tensor_cache_free(oc_ctx *c)
 {
     while (c->meta_cached) free(c->meta_cache[--c->meta_cached]);
 }

@@ -47,7 +47,6 @@
 #define OC_STACK_RESERVE ((size_t)16 * 1024)  /* opcore's own frames: ffi, printf */
 
 static _Thread_local oc_core *tls_core;     /* this thread's core */
-static _Thread_local oc_core *tls_running;  /* core with a call in progress */
 static pthread_key_t core_key;
 static pthread_once_t core_key_once = PTHREAD_ONCE_INIT;
 
@@ -61,6 +60,22 @@ size_t oc__page_size(void)
 static void thread_core_dtor(void *p) { oc__core_destroy(p); }
 static void make_core_key(void) { pthread_key_create(&core_key, thread_core_dtor); }
 
+/* The core's fail hook (its ctx.fail): prefix the message with where it
+ * happened (op, function, core) and end the call. A failure opcore raises
+ * inside a kernel (a TCM range, an accessor's bounds) is the kernel's
+ * failure, not a bad argument of the call: OC_EINVAL becomes OC_EKERNEL,
+ * so Python raises OpError rather than OpArgumentError. (In a shape
+ * function it stays: there it means the inputs do not fit.) */
+__attribute__((noreturn)) static void fail_here(oc_ctx *ctx, oc_status status, const char *fmt, va_list ap)
+{
+    oc_core *c = oc__core_of(ctx);
+    char msg[3072], where[1024], full[sizeof where + sizeof msg + 2];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    oc__core_where(c, where, sizeof where);
+    snprintf(full, sizeof full, "%s: %s", where, msg);
+    oc__core_fail(c, ctx->mode == OC_MODE_KERNEL && status == OC_EINVAL ? OC_EKERNEL : status, full);
+}
+
 oc_core *oc__core_create(size_t tcm_size)
 {
     oc_core *c = calloc(1, sizeof *c);
@@ -68,7 +83,7 @@ oc_core *oc__core_create(size_t tcm_size)
     c->tcm_size = tcm_size;
     c->tcm = aligned_alloc(64, tcm_size);
     if (!c->tcm) { free(c); return NULL; }
-    c->temps.next = c->temps.prev = &c->temps;
+    oc__ctx_init(&c->ctx, fail_here);
     c->count = 1;
     oc__tcm_reset(c);
     return c;
@@ -92,7 +107,7 @@ void oc__core_destroy(oc_core *c)
     if (!c) return;
     if (c == tls_core) tls_core = NULL;
     oc__core_release(c);
-    oc__tensor_cache_free(c);
+    oc__tensor_cache_free(&c->ctx);
     free_stack(c);
     if (c->altstack) {
         stack_t off = {.ss_flags = SS_DISABLE};
@@ -124,13 +139,11 @@ oc_core *oc__thread_core(void)
     return c;
 }
 
-oc_core *oc__core_current(void) { return tls_running; }
-
 oc_core *oc__kernel_core(const char *fn)
 {
-    oc_core *c = tls_running;
-    if (c && c->mode == OC_MODE_KERNEL) return c;
-    bool shape = c && c->mode == OC_MODE_SHAPE;
+    oc_core *c = oc__core_current();
+    if (c && c->ctx.mode == OC_MODE_KERNEL) return c;
+    bool shape = c && c->ctx.mode == OC_MODE_SHAPE;
     oc__raise(shape ? OC_EMETA : OC_EINVAL, "%s: only a running kernel may call it (called %s)", fn,
               shape ? "from a shape function: shapes and dtypes only" : "outside a kernel");
     return NULL;
@@ -170,7 +183,7 @@ _Noreturn void oc__core_fail(oc_core *c, oc_status status, const char *msg)
         c->fail_status = status;
         snprintf(c->fail_msg, sizeof c->fail_msg, "%s", msg);
     }
-    c->guarded = 0;
+    c->ctx.guarded = 0;
     siglongjmp(c->jump, 1);
 }
 
@@ -221,14 +234,14 @@ bool oc__direct_plan(const ffi_cif *cif, uint8_t *kinds)
     return ng <= OC_DIRECT_INT && nd <= OC_DIRECT_FP;
 }
 
-static void *call_direct(const struct oc_op *op, oc_fn fn, void **values)
+static void *call_direct(const oc_exec *e)
 {
     uint64_t g[OC_DIRECT_INT] = {0};
     double d[OC_DIRECT_FP] = {0};
     unsigned ng = 0, nd = 0;
-    for (unsigned i = 0; i < op->cif.nargs; i++) {
-        const void *v = values[i];
-        switch (op->direct_kind[i]) {
+    for (unsigned i = 0; i < e->cif->nargs; i++) {
+        const void *v = e->ffi_values[i];
+        switch (e->direct[i]) {
         case DK_U64: g[ng++] = *(const uint64_t *)v; break;
         case DK_S32: g[ng++] = (uint64_t)(int64_t)*(const int32_t *)v; break;
         case DK_U32: g[ng++] = *(const uint32_t *)v; break;
@@ -239,7 +252,7 @@ static void *call_direct(const struct oc_op *op, oc_fn fn, void **values)
             g[ng++] = ((const uint64_t *)v)[1];
         }
     }
-    return ((direct_fn)(void (*)(void))fn)(g[0], g[1], g[2], g[3], g[4], g[5], d[0], d[1], d[2], d[3]);
+    return ((direct_fn)(void (*)(void))e->fn)(g[0], g[1], g[2], g[3], g[4], g[5], d[0], d[1], d[2], d[3]);
 }
 #else
 bool oc__direct_plan(const ffi_cif *cif, uint8_t *kinds)
@@ -248,9 +261,9 @@ bool oc__direct_plan(const ffi_cif *cif, uint8_t *kinds)
     return false;
 }
 
-static void *call_direct(const struct oc_op *op, oc_fn fn, void **values)
+static void *call_direct(const oc_exec *e)
 {
-    (void)op, (void)fn, (void)values;
+    (void)e;
     return NULL; /* never called: no op has a plan here */
 }
 #endif
@@ -258,11 +271,11 @@ static void *call_direct(const struct oc_op *op, oc_fn fn, void **values)
 static void call_fn(oc_core *c)
 {
     oc_exec *e = c->exec;
-    if (e->op->direct) {
-        void *r = call_direct(e->op, e->fn, e->ffi_values);
-        c->ret = e->op->cif.rtype == &ffi_type_pointer ? r : NULL;
+    if (e->direct) {
+        void *r = call_direct(e);
+        c->ret = e->cif->rtype == &ffi_type_pointer ? r : NULL;
     } else {
-        ffi_call((ffi_cif *)&e->op->cif, e->fn, &c->ret, e->ffi_values);
+        ffi_call((ffi_cif *)e->cif, e->fn, &c->ret, e->ffi_values);
     }
 }
 
@@ -307,14 +320,14 @@ static inline void asan_forget_frames(const oc_core *c) { (void)c; }
  * turn per call. Never returns. */
 static void kernel_main(void)
 {
-    oc_core *c = tls_running; /* this stack's core, for good */
+    oc_core *c = oc__core_current(); /* this stack's core, for good */
     void *fake = NULL;        /* ASan's fake stack of this side while parked */
     asan_arrive(NULL, &c->host_stack_bottom, &c->host_stack_size);
     for (;;) {
         if (sigsetjmp(c->jump, 0) == 0) {
-            c->guarded = 1;
+            c->ctx.guarded = 1;
             call_fn(c);
-            c->guarded = 0;
+            c->ctx.guarded = 0;
         } else {
             asan_forget_frames(c);
         }
@@ -350,12 +363,12 @@ static void run_on_kernel_stack(oc_core *c)
 
 oc_status oc__core_run(oc_core *c, oc_exec *e, oc_core_mode mode, uint32_t id, uint32_t count)
 {
-    oc_core *outer = tls_running;
-    if (mode == OC_MODE_KERNEL && outer == c && c->mode == OC_MODE_KERNEL)
+    oc_ctx *outer = oc__ctx_current();
+    if (mode == OC_MODE_KERNEL && outer == &c->ctx && c->ctx.mode == OC_MODE_KERNEL)
         return oc_set_error(OC_EINVAL, "op '%s' was called from inside kernel '%s': a kernel cannot call "
-                            "an op (its core's stack is in use)", e->op->qualname, c->exec->op->def.kernel_name);
+                            "an op (its core's stack is in use)", e->name, c->exec->kernel_name);
     c->exec = e;
-    c->mode = mode;
+    c->ctx.mode = mode;
     c->id = id;
     c->count = count;
     c->failed = false;
@@ -364,34 +377,34 @@ oc_status oc__core_run(oc_core *c, oc_exec *e, oc_core_mode mode, uint32_t id, u
     c->ret = NULL;
     c->barriers = 0;
     memset(&c->counters, 0, sizeof c->counters);
-    tls_running = c;
+    oc__ctx_install(&c->ctx);
 
     if (mode != OC_MODE_KERNEL) { /* shape function or OC_LIBRARY block: in place */
         if (sigsetjmp(c->jump, 0) == 0) {
-            c->guarded = 1;
+            c->ctx.guarded = 1;
             call_fn(c);
-            c->guarded = 0;
+            c->ctx.guarded = 0;
         }
     } else {
-        oc_status st = ensure_stack(c, e->op->stack_size);
-        if (st != OC_OK) { tls_running = outer; c->mode = OC_MODE_IDLE; return st; }
+        oc_status st = ensure_stack(c, e->stack_size);
+        if (st != OC_OK) { oc__ctx_install(outer); c->ctx.mode = OC_MODE_IDLE; return st; }
         run_on_kernel_stack(c);
-        oc__streams_close_all(c);
+        oc__ctx_end(&c->ctx); /* e.g. streams the kernel left open */
     }
-    c->guarded = 0;
+    c->ctx.guarded = 0;
     if (c->fault_signal && !c->failed) oc__fault_describe(c);
     if (c->failed && c->fail_status == OC_OK) c->fail_status = OC_EKERNEL;
     /* printf from kernels shows up now, not when the buffer fills; a call
      * that printed nothing costs no flush. */
     if (__fpending(stdout)) fflush(stdout);
-    tls_running = outer;
-    c->mode = OC_MODE_IDLE;
+    oc__ctx_install(outer);
+    c->ctx.mode = OC_MODE_IDLE;
     return c->failed ? c->fail_status : OC_OK;
 }
 
 void oc__core_release(oc_core *c)
 {
-    oc__tensor_temps_release(c);
-    oc__streams_close_all(c);
+    oc__tensor_temps_release(&c->ctx);
+    oc__ctx_end(&c->ctx);
     if (c->tcm) oc__tcm_reset(c);
 }

@@ -18,16 +18,12 @@
 #include <stdint.h>
 #include <ucontext.h>
 
-#include "library/registry.h"
+#include <ffi.h>
+
+#include "core/ctx.h"
+#include "opcore/library.h"
 #include "opcore/tensor.h"
 #include "profiler/hooks.h"
-
-typedef enum oc_core_mode {
-    OC_MODE_IDLE = 0,   /* no call running on this thread */
-    OC_MODE_KERNEL = 1, /* running a kernel */
-    OC_MODE_SHAPE = 2,  /* running a shape function (meta tensors only) */
-    OC_MODE_LIBRARY = 3 /* running a library's OC_LIBRARY block (escape.c) */
-} oc_core_mode;
 
 struct oc_core;
 struct oc_exec;
@@ -49,11 +45,20 @@ typedef struct oc_dim_log {
  * path (the engine never calls up into it). */
 typedef void (*oc_share_fn)(struct oc_core *core, struct oc_exec *job, uint32_t id);
 
-/* One call of a kernel or shape function, shared by all cores running it. */
+/* One call of a kernel or shape function, shared by all cores running it.
+ * The engine knows nothing of ops: the caller (host/call.c) fills in what
+ * to run and the names the engine's messages use. */
 typedef struct oc_exec {
-    const struct oc_op *op;
-    oc_fn fn;            /* kernel or shape function */
-    void **ffi_values;   /* libffi argument slots */
+    oc_fn fn;                  /* kernel or shape function */
+    void **ffi_values;         /* libffi argument slots */
+    const ffi_cif *cif;        /* fn's C signature */
+    const uint8_t *direct;     /* how to load each argument for a direct call (oc__direct_plan); NULL: libffi */
+    size_t stack_size;         /* kernel: the stack it needs */
+    const char *name;          /* "lib::op" (or, OC_MODE_LIBRARY, what runs), for messages */
+    const char *kernel_name;   /* for messages */
+    const char *shape_fn_name; /* for messages */
+    const void *owner;         /* the caller's own record of the call (host/call.c: the struct oc_op),
+                                  read back by the kernel API above the engine; never by it */
     oc_tensor *dsts;     /* the results: outputs (kernel) or metas being described (shape) */
     int ndst;            /* number of results */
     uint32_t described;  /* shape mode: bit i set once result i is described */
@@ -70,23 +75,11 @@ typedef struct oc_exec_failure {
     char msg[4096];
 } oc_exec_failure;
 
-/* Header of every tensor opcore allocates; links it into the creating
- * core's list of temporaries while a call runs. */
-typedef struct oc_tensor_block {
-    struct oc_tensor_block *prev, *next;
-    bool meta;                /* made by a shape function: no data, recyclable */
-    oc_tensor tensor;
-} oc_tensor_block;
-
-/* Meta tensors a core keeps for the next shape pass: a shape-preserving
- * op's oc_empty_like then allocates nothing. */
-#define OC_META_CACHE 8
-
 typedef struct oc_stream_impl oc_stream_impl;
 
 typedef struct oc_core {
+    oc_ctx ctx;               /* mode, guarded flag, temporaries, hooks: core/ctx.h */
     uint32_t id, count;       /* oc_cpu_id / oc_cpu_count of the running call */
-    oc_core_mode mode;
     oc_exec *exec;
 
     char *tcm;                /* TCM arena */
@@ -100,13 +93,11 @@ typedef struct oc_core {
     void *altstack;           /* signal stack this core installed, if any */
 
     sigjmp_buf jump;          /* where a failure or fault resumes */
-    volatile sig_atomic_t guarded;  /* faults are ours while set */
     volatile int fault_signal;
     volatile int fault_code;        /* si_code: <= 0 when sent by kill/raise */
     volatile int fault_pid;         /* the sender, when sent */
     void *volatile fault_addr;
     void *volatile fault_sp;        /* the stack pointer at the fault */
-    const char *label;        /* OC_MODE_LIBRARY: "the OC_LIBRARY block of library 'x' (path)" */
 
     bool failed;
     oc_status fail_status;
@@ -115,10 +106,7 @@ typedef struct oc_core {
     void *ret;                /* what the kernel returned */
     struct oc_dim_log *dim_log; /* shape mode: where oc_dim_* record (NULL: off) */
     uint32_t barriers;        /* oc_barrier calls of this share so far */
-    oc_tensor_block temps;    /* list head of temporaries */
-    oc_tensor_block *meta_cache[OC_META_CACHE]; /* free meta tensors (core/tensor.c) */
-    int meta_cached;
-    oc_stream_impl *streams;  /* open streams */
+    oc_stream_impl *streams;  /* open streams (kernel/stream.c; closed by its ctx.at_end hook) */
     oc_prof_counters counters;
 
     /* Switching to the kernel stack (engine/core.c): the stack's context is
@@ -136,8 +124,18 @@ typedef struct oc_core {
  * with the error set). */
 oc_core *oc__thread_core(void);
 
-/* The core running a call on this thread, or NULL outside calls. */
-oc_core *oc__core_current(void);
+/* The core whose context is `ctx` (ctx is its first member). */
+static inline oc_core *oc__core_of(oc_ctx *ctx)
+{
+    return (oc_core *)(void *)ctx;
+}
+
+/* The core running a call on this thread, or NULL outside calls: the
+ * installed call context is always a core's (only the engine installs). */
+static inline oc_core *oc__core_current(void)
+{
+    return oc__core_of(oc__ctx_current());
+}
 
 /* The core running a kernel on this thread. Elsewhere (a shape function,
  * or no call at all) raises an error naming `fn` and returns NULL. */
@@ -161,11 +159,6 @@ bool oc__direct_plan(const ffi_cif *cif, uint8_t *kinds);
 /* Free everything a finished call left on the core (temporaries, TCM). */
 void oc__core_release(oc_core *core);
 
-/* Free the core's temporaries (meta ones go back to its cache), and the
- * cache itself when the core goes away (core/tensor.c). */
-void oc__tensor_temps_release(oc_core *core);
-void oc__tensor_cache_free(oc_core *core);
-
 /* Record a failure on the current core and leave the kernel (longjmp). */
 _Noreturn void oc__core_fail(oc_core *core, oc_status status, const char *msg);
 
@@ -186,9 +179,12 @@ void oc__fault_describe(oc_core *core);
  * messages (escape.c). */
 void oc__core_where(const oc_core *core, char *buf, size_t len);
 
-/* Run a library's OC_LIBRARY block under the fault and escape guard; a
- * fault, exit() or abort() there is an error naming the library (escape.c). */
-oc_status oc__library_run_init(const oc_library_decl *decl, oc_library_builder *m, const char *path);
+/* Run fn(arg) on the calling thread under the fault and escape guard
+ * (OC_MODE_LIBRARY): a fault, exit(), abort() or oc__raise there ends it
+ * with an error prefixed by `label` ("the OC_LIBRARY block of library 'x'
+ * (path)"), returned, the thread's error set. Inside a running call fn is
+ * already guarded and just called. (escape.c) */
+oc_status oc__run_protected(void (*fn)(void *arg), void *arg, const char *label);
 
 /* The guard region below every kernel stack (core.c). */
 #define OC_STACK_GUARD ((size_t)64 * 1024)
@@ -196,8 +192,5 @@ oc_status oc__library_run_init(const oc_library_decl *decl, oc_library_builder *
 /* Engine-wide settings. */
 size_t oc__engine_default_tcm(void);
 size_t oc__page_size(void);
-
-/* Close any streams a kernel left open (flushing writers). */
-void oc__streams_close_all(oc_core *core);
 
 #endif /* OPCORE_ENGINE_CORE_H */

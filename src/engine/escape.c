@@ -13,8 +13,8 @@
  * enters glibc's exit together and the process hangs; in one core it ends
  * the host process, which is never the kernel's to end.
  *
- * The OC_LIBRARY block runs through oc__library_run_init() below, under
- * the same guard as a shape function. */
+ * Any function can run under the same guard as a shape function through
+ * oc__run_protected() below (the loader runs each OC_LIBRARY block so). */
 #undef _FORTIFY_SOURCE /* the real longjmp, unchecked, is what we call */
 #include <ffi.h>
 #include <pthread.h>
@@ -29,16 +29,16 @@
 
 void oc__core_where(const oc_core *c, char *buf, size_t len)
 {
-    const struct oc_op *op = c->exec ? c->exec->op : NULL;
-    switch (c->mode) {
+    const oc_exec *e = c->exec;
+    switch (c->ctx.mode) {
     case OC_MODE_KERNEL:
-        snprintf(buf, len, "op '%s': kernel '%s' on core %u", op->qualname, op->def.kernel_name, c->id);
+        snprintf(buf, len, "op '%s': kernel '%s' on core %u", e->name, e->kernel_name, c->id);
         break;
     case OC_MODE_SHAPE:
-        snprintf(buf, len, "op '%s': shape function '%s'", op->qualname, op->def.shape_fn_name);
+        snprintf(buf, len, "op '%s': shape function '%s'", e->name, e->shape_fn_name);
         break;
     case OC_MODE_LIBRARY:
-        snprintf(buf, len, "%s", c->label ? c->label : "an OC_LIBRARY block");
+        snprintf(buf, len, "%s", e && e->name ? e->name : "an OC_LIBRARY block");
         break;
     default:
         snprintf(buf, len, "opcore");
@@ -50,7 +50,7 @@ void oc__core_where(const oc_core *c, char *buf, size_t len)
 static bool guarded(void)
 {
     oc_core *c = oc__core_current();
-    return c && c->guarded && c->mode != OC_MODE_IDLE;
+    return c && c->ctx.guarded && c->ctx.mode != OC_MODE_IDLE;
 }
 
 #define NOT_YOURS "; a kernel, shape function or OC_LIBRARY block must not end the process " \
@@ -157,35 +157,25 @@ OC_WRAP_JUMP(_longjmp, "_longjmp")
 OC_WRAP_JUMP(siglongjmp, "siglongjmp")
 OC_WRAP_JUMP(__longjmp_chk, "longjmp")
 
-/* ---- the OC_LIBRARY block ------------------------------------------------ */
+/* ---- running any function under the guard --------------------------------- */
 
-oc_status oc__library_run_init(const oc_library_decl *decl, oc_library_builder *m, const char *path)
+oc_status oc__run_protected(void (*fn)(void *arg), void *arg, const char *label)
 {
     oc_core *c = oc__thread_core();
     if (!c) return oc_errcode();
     oc__fault_install(); /* a host may have replaced the handlers since */
-    if (oc__core_current()) { /* loading from inside a call: already guarded */
-        decl->init(m);
+    if (oc__core_current()) { /* from inside a call: already guarded */
+        fn(arg);
         return OC_OK;
     }
-    struct oc_op *op = calloc(1, sizeof *op);
-    if (!op) return oc_set_error(OC_ENOMEM, "out of memory loading %s", path);
+    ffi_cif cif;
     ffi_type *args[1] = {&ffi_type_pointer};
-    oc_status st = OC_OK;
-    if (ffi_prep_cif(&op->cif, FFI_DEFAULT_ABI, 1, &ffi_type_void, args) != FFI_OK) {
-        st = oc_set_error(OC_ERROR, "libffi could not describe an OC_LIBRARY block");
-    } else {
-        char label[4096 + 2 * OC_MAX_NAME];
-        snprintf(label, sizeof label, "the OC_LIBRARY block of library '%s' (%s)", decl->name, path);
-        void *slot = m;
-        void *values[1] = {&slot};
-        oc_exec e = {.op = op, .fn = (oc_fn)decl->init, .ffi_values = values, .ncores = 1};
-        c->label = label;
-        st = oc__core_run(c, &e, OC_MODE_LIBRARY, 0, 1);
-        c->label = NULL;
-        if (st != OC_OK) st = oc_set_error(c->fail_status, "%s", c->fail_msg);
-        oc__core_release(c);
-    }
-    free(op);
+    if (ffi_prep_cif(&cif, FFI_DEFAULT_ABI, 1, &ffi_type_void, args) != FFI_OK)
+        return oc_set_error(OC_ERROR, "libffi could not describe %s", label);
+    void *values[1] = {&arg};
+    oc_exec e = {.fn = (oc_fn)fn, .ffi_values = values, .cif = &cif, .name = label, .ncores = 1};
+    oc_status st = oc__core_run(c, &e, OC_MODE_LIBRARY, 0, 1);
+    if (st != OC_OK) st = oc_set_error(c->fail_status, "%s", c->fail_msg);
+    oc__core_release(c);
     return st;
 }

@@ -69,8 +69,8 @@ static void *context_sp(void *uctx)
 static void on_fault(int sig, siginfo_t *info, void *uctx)
 {
     oc_core *c = oc__core_current();
-    if (c && c->guarded) {
-        c->guarded = 0;
+    if (c && c->ctx.guarded) {
+        c->ctx.guarded = 0;
         c->fault_signal = sig;
         c->fault_code = info->si_code;
         c->fault_pid = info->si_code <= 0 ? (int)info->si_pid : 0;
@@ -87,7 +87,7 @@ static void on_fault(int sig, siginfo_t *info, void *uctx)
  * itself is below the stack: a frame larger than the guard jumps over it. */
 static bool overflowed(const oc_core *c)
 {
-    if (c->mode != OC_MODE_KERNEL || c->fault_signal != SIGSEGV || c->fault_code <= 0 || !c->stack_map)
+    if (c->ctx.mode != OC_MODE_KERNEL || c->fault_signal != SIGSEGV || c->fault_code <= 0 || !c->stack_map)
         return false;
     const char *a = c->fault_addr, *sp = c->fault_sp;
     if (a >= c->stack_map - OC_STACK_GUARD && a < c->stack_lo) return true;
@@ -114,14 +114,14 @@ void oc__fault_describe(oc_core *c)
     bool caused = c->fault_code > 0; /* else sent: there is no faulting address to show */
     /* A debug build's guard page first: mmap may have put it right below a
      * kernel stack, where overflowed() would claim it. */
-    if (c->mode == OC_MODE_KERNEL && caused && oc__redzone_describe(a, what, sizeof what))
+    if (c->ctx.mode == OC_MODE_KERNEL && caused && oc__redzone_describe(a, what, sizeof what))
         fail(c, OC_EFAULT, "%s %s", where, what);
     else if (overflowed(c))
         fail(c, OC_ESTACK,
              "%s: stack overflow: it needs more than its stack of %zu bytes (build with "
              "--stack-size N or -DSTACK_SIZE=N)",
-             where, c->exec->op->stack_size);
-    else if (c->mode == OC_MODE_SHAPE && c->fault_signal == SIGSEGV && caused && (uintptr_t)a < 65536)
+             where, c->exec->stack_size);
+    else if (c->ctx.mode == OC_MODE_SHAPE && c->fault_signal == SIGSEGV && caused && (uintptr_t)a < 65536)
         fail(c, OC_EMETA,
              "%s touched tensor data (address %p); shape functions get meta tensors: "
              "shapes and dtypes, no data",

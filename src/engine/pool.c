@@ -395,10 +395,10 @@ oc_status oc__pool_launch(oc_core *caller, oc_exec *job)
 
 static _Noreturn void barrier_fail(oc_core *core, const char *why)
 {
-    const struct oc_op *op = core->exec->op;
+    const oc_exec *e = core->exec;
     char msg[512];
-    snprintf(msg, sizeof msg, "op '%s': kernel '%s' on core %u: %s (at oc_barrier #%u)", op->qualname,
-             op->def.kernel_name, core->id, why, core->barriers + 1);
+    snprintf(msg, sizeof msg, "op '%s': kernel '%s' on core %u: %s (at oc_barrier #%u)", e->name,
+             e->kernel_name, core->id, why, core->barriers + 1);
     oc__core_fail(core, OC_EKERNEL, msg);
 }
 

@@ -31,7 +31,7 @@ static void extent(const oc_tensor *t, long long *lo, long long *hi)
     *hi = b + elem;
 }
 
-oc_status oc__redzone_map(const struct oc_op *op, int index, oc_tensor *t, oc__redzone *rz)
+oc_status oc__redzone_map(const char *op, const char *kernel, int index, oc_tensor *t, oc__redzone *rz)
 {
     if (!t->data || oc_numel(t) == 0) return OC_OK;
     long long lo, hi;
@@ -43,12 +43,13 @@ oc_status oc__redzone_map(const struct oc_op *op, int index, oc_tensor *t, oc__r
     char *map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (map == MAP_FAILED)
         return oc_set_error(OC_ENOMEM, "op '%s': cannot map a debug shadow of output %d (%zu bytes)",
-                            op->qualname, index, span);
+                            op, index, span);
     if (mprotect(map, page, PROT_NONE) != 0 || mprotect(map + page + usable, page, PROT_NONE) != 0) {
         munmap(map, total);
-        return oc_set_error(OC_ENOMEM, "op '%s': cannot protect a debug shadow's guard pages", op->qualname);
+        return oc_set_error(OC_ENOMEM, "op '%s': cannot protect a debug shadow's guard pages", op);
     }
-    *rz = (oc__redzone){.op = op, .index = index, .data = t->data, .map = map, .map_size = total, .lo = lo};
+    *rz = (oc__redzone){.op = op, .kernel = kernel, .index = index, .data = t->data, .map = map,
+                        .map_size = total, .lo = lo};
     rz->start = map + page + usable - body;
     rz->end = rz->start + span;
     for (char *p = map + page; p < rz->start; p++) *p = (char)canary(p);
@@ -84,11 +85,10 @@ oc_status oc__redzone_unmap(oc_tensor *t, oc__redzone *rz, oc_status status)
     for (const char *p = rz->start; p > rz->map + page && !before; p--)
         if ((unsigned char)p[-1] != canary(p - 1)) before = p - 1; /* nearest the start first */
     if (status == OC_OK && (after || before)) {
-        const struct oc_op *op = rz->op;
         status = oc_set_error(
             OC_EFAULT, "op '%s': kernel '%s' wrote %s output %d (%s): byte %td %s it changed "
                        "(found by the debug build's canaries)",
-            op->qualname, op->def.kernel_name, after ? "past the end of" : "before the start of",
+            rz->op, rz->kernel, after ? "past the end of" : "before the start of",
             rz->index, rz->shape, after ? after - rz->end : rz->start - before,
             after ? "after the end" : "before the start");
     }

@@ -15,12 +15,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "library/registry.h"
 #include "opcore/tensor.h"
 
 typedef struct oc__redzone {
     struct oc__redzone *next;   /* the active list (for fault reports) */
-    const struct oc_op *op;
+    const char *op, *kernel;    /* names, for messages */
     int index;                  /* which output */
     void *data;                 /* the real output's data pointer */
     char *map;                  /* the mapping: guard page, body, guard page */
@@ -31,15 +30,17 @@ typedef struct oc__redzone {
 } oc__redzone;
 
 /* The out-of-line parts of the two calls below (redzone.c). */
-oc_status oc__redzone_map(const struct oc_op *op, int index, oc_tensor *t, oc__redzone *rz);
+oc_status oc__redzone_map(const char *op, const char *kernel, int index, oc_tensor *t, oc__redzone *rz);
 oc_status oc__redzone_unmap(oc_tensor *t, oc__redzone *rz, oc_status status);
 
-/* Swap output `index`'s data for a guarded shadow when `op`'s library is a
- * debug build (else nothing: a release build's call pays one flag test). */
-static inline oc_status oc__redzone_begin(const struct oc_op *op, int index, oc_tensor *t, oc__redzone *rz)
+/* Swap output `index`'s data for a guarded shadow when the op's library
+ * is a `debug` build (else nothing: a release build's call pays one flag
+ * test). `op` and `kernel` name them in messages. */
+static inline oc_status oc__redzone_begin(bool debug, const char *op, const char *kernel, int index,
+                                          oc_tensor *t, oc__redzone *rz)
 {
     rz->map = NULL;
-    return op->lib && op->lib->debug ? oc__redzone_map(op, index, t, rz) : OC_OK;
+    return debug ? oc__redzone_map(op, kernel, index, t, rz) : OC_OK;
 }
 
 /* Check the canaries, copy the shadow back (if the call succeeded), give

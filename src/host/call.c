@@ -306,6 +306,15 @@ static oc_status collect_results(const struct oc_op *op, oc_core *core, oc_exec 
     return OC_OK;
 }
 
+/* What the engine runs for `op`: `fn` (its kernel or shape function, which
+ * share one C signature) and the names its messages use. */
+static inline oc_exec exec_of(const struct oc_op *op, oc_fn fn)
+{
+    return (oc_exec){.fn = fn, .cif = &op->cif, .direct = op->direct ? op->direct_kind : NULL,
+                     .stack_size = op->stack_size, .name = op->qualname, .kernel_name = op->def.kernel_name,
+                     .shape_fn_name = op->def.shape_fn_name, .owner = op, .ncores = 1};
+}
+
 oc_status oc__frame_infer(const struct oc_op *op, call_frame *f, oc_tensor *metas, oc_dim_log *log)
 {
     /* Aliased results are their arguments. */
@@ -319,8 +328,10 @@ oc_status oc__frame_infer(const struct oc_op *op, call_frame *f, oc_tensor *meta
     if (!op->def.shape_fn) return OC_OK;
     oc_core *core = oc__thread_core();
     if (!core) return oc_errcode();
-    oc_exec e = {.op = op, .fn = op->def.shape_fn, .ffi_values = f->slots, .dsts = metas,
-                 .ndst = op->num_results, .ncores = 1};
+    oc_exec e = exec_of(op, op->def.shape_fn);
+    e.ffi_values = f->slots;
+    e.dsts = metas;
+    e.ndst = op->num_results;
     uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
     void *data[OC_MAX_ARGS];
     hide_data(op, f, data, true);
@@ -356,7 +367,7 @@ static void record_kernel(oc_core *c, oc_exec *job, uint64_t t0)
     for (int i = 0; i < job->ndst; i++) out += (uint64_t)oc_nbytes(&job->dsts[i]);
     c->counters.bytes_in = job->bytes_in / n;
     c->counters.bytes_out = out / n;
-    oc__prof_kernel(job->op->qualname, c->id, (uint32_t)n, t0, oc__prof_now(), &c->counters);
+    oc__prof_kernel(job->name, c->id, (uint32_t)n, t0, oc__prof_now(), &c->counters);
 }
 
 /* One share of a multicore launch (handed to the engine as job->run_share). */
@@ -437,15 +448,20 @@ static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *outs)
         dsts[i] = a >= 0 ? f->tensors[a] : outs[i];
         dsts[i].flags &= ~(uint32_t)(OC_TENSOR_READONLY | OC_TENSOR_OWNED);
     }
-    oc_exec e = {.op = op, .fn = op->kernel_fn, .ffi_values = f->slots, .dsts = dsts, .ndst = op->num_results,
-                 .ncores = 1, .bytes_in = op->multicore || oc__prof_on() ? input_bytes(op, f) : 0};
+    oc_exec e = exec_of(op, op->kernel_fn);
+    e.ffi_values = f->slots;
+    e.dsts = dsts;
+    e.ndst = op->num_results;
+    e.bytes_in = op->multicore || oc__prof_on() ? input_bytes(op, f) : 0;
     /* Debug builds: each fresh result in a guarded shadow (redzone.c). */
     oc__redzone rz[OC_MAX_RESULTS];
     oc_status st = OC_OK;
     int nrz = 0;
+    bool debug = op->lib && op->lib->debug;
     for (; st == OC_OK && nrz < op->num_results; nrz++)
-        st = op->def.schema.results[nrz].alias_arg >= 0 ? (rz[nrz].map = NULL, OC_OK)
-                                                         : oc__redzone_begin(op, nrz, &dsts[nrz], &rz[nrz]);
+        st = op->def.schema.results[nrz].alias_arg >= 0
+                 ? (rz[nrz].map = NULL, OC_OK)
+                 : oc__redzone_begin(debug, e.name, e.kernel_name, nrz, &dsts[nrz], &rz[nrz]);
     if (st == OC_OK) st = op->multicore ? run_multi(op, &e) : run_single(op, &e);
     while (nrz-- > 0) st = oc__redzone_end(&dsts[nrz], &rz[nrz], st);
     /* The caller sees each aliased result as the argument it passed. */

@@ -22,7 +22,7 @@ static void make(const oc_tensor *t, oc_dtype dtype, int ndim, bool write, oc_ac
     if (write && (t->flags & OC_TENSOR_READONLY))
         oc__raise(OC_EINVAL, "oc_accessor: tensor is a read-only input");
     oc_core *c = oc__core_current();
-    if (c && c->mode == OC_MODE_KERNEL) oc__coherence_check(c, t, write, NULL, "element-wise accessor");
+    if (c && c->ctx.mode == OC_MODE_KERNEL) oc__coherence_check(c, t, write, NULL, "element-wise accessor");
     a->data = t->data;
     a->ndim = t->ndim;
     a->elem_size = (int32_t)oc_dtype_size(t->dtype);

@@ -10,7 +10,7 @@
 static int64_t record(oc_dim_op op, int64_t a, int64_t b, int64_t r)
 {
     oc_core *c = oc__core_current();
-    oc_dim_log *log = c && c->mode == OC_MODE_SHAPE ? c->dim_log : NULL;
+    oc_dim_log *log = c && c->ctx.mode == OC_MODE_SHAPE ? c->dim_log : NULL;
     if (log) {
         if (log->n < OC_DIM_LOG_MAX) log->e[log->n++] = (oc_dim_entry){op, a, b, r};
         else log->overflow = true;

@@ -28,7 +28,6 @@
 #include "core/internal.h"
 #include "engine/core.h"
 #include "kernel/kernel_internal.h"
-#include "ops/ops_internal.h"
 #include "opcore/iter.h"
 #include "opcore/kernel.h"
 
@@ -337,7 +336,7 @@ oc_status oc_iter_init(oc_iter *it, int nout, int n, const oc_tensor *const *ts,
     }
 
     oc_core *core = oc__core_current();
-    if (core && core->mode == OC_MODE_KERNEL && core->streams && !(flags & OC__ITER_NO_COHERENCE))
+    if (core && core->ctx.mode == OC_MODE_KERNEL && core->streams && !(flags & OC__ITER_NO_COHERENCE))
         for (int j = 0; j < p->nact; j++)
             oc__coherence_check(core, ts[p->act[j]], p->act[j] < nout, NULL, "iterator");
 

@@ -1,4 +1,5 @@
-/* src/kernel/kernel_internal.h — shared by the accessors (internal). */
+/* src/kernel/kernel_internal.h — shared by the accessors, the iterator and
+ * broadcasting (internal; src/ops may use it: ops sit above kernel). */
 #ifndef OPCORE_KERNEL_INTERNAL_H
 #define OPCORE_KERNEL_INTERNAL_H
 
@@ -27,5 +28,10 @@ void oc__coherence_check(oc_core *core, const oc_tensor *t, bool write, const vo
 /* Part `id` of `count` near-equal parts of [0, n), in multiples of `align`
  * (except the last): oc_core_range and oc_iter_part (iter.c). */
 void oc__split_range(int64_t n, int64_t align, int64_t id, int64_t count, int64_t *lo, int64_t *hi);
+
+/* The broadcast shape of n tensors (NULL ones skipped); `fn` names the
+ * caller in the message when two shapes do not broadcast (broadcast.c). */
+oc_status oc__broadcast_shape(const char *fn, int n, const oc_tensor *const *tensors, int *ndim,
+                              int64_t *sizes);
 
 #endif /* OPCORE_KERNEL_INTERNAL_H */

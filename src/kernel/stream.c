@@ -22,6 +22,8 @@ struct oc_stream_impl {
 
 static oc_stream_impl *impl_of(oc_stream *s) { return (oc_stream_impl *)s; }
 
+static void close_all(oc_ctx *ctx);
+
 void oc__coherence_check(oc_core *c, const oc_tensor *t, bool write, const void *self, const char *what)
 {
     if (!t->data) return;
@@ -35,7 +37,7 @@ void oc__coherence_check(oc_core *c, const oc_tensor *t, bool write, const void 
         case OC_INCOHERENT_VERBOSE:
             fprintf(stderr, "opcore: warning: op '%s': %s overlaps an open %s stream; it may see stale "
                             "data (policy INCOHERENT_VERBOSE)\n",
-                    c->exec->op->qualname, what, s->write ? "write" : "read");
+                    c->exec->name, what, s->write ? "write" : "read");
             break;
         default:
             oc__raise(OC_ECOHERENCE, "%s overlaps an open %s stream on the same memory and may see stale "
@@ -83,6 +85,7 @@ static oc_stream *open_stream(const oc_tensor *t, int64_t start, int64_t count, 
     s->pub.end = write ? s->buf + (count < s->cap ? count : s->cap) * s->pub.elem_size : s->buf;
     s->next = c->streams;
     c->streams = s;
+    c->ctx.at_end = close_all; /* the engine runs it when the kernel ends */
     return &s->pub;
 }
 
@@ -167,9 +170,10 @@ void oc_stream_close(oc_stream *p)
     oc_tcm_free(s);
 }
 
-void oc__streams_close_all(oc_core *c)
+static void close_all(oc_ctx *ctx)
 {
     /* Flush writers a kernel forgot to close; the TCM goes with the reset. */
+    oc_core *c = oc__core_of(ctx);
     while (c->streams) {
         oc_stream_impl *s = c->streams;
         c->streams = s->next;

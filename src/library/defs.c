@@ -82,6 +82,19 @@ void oc__def(oc_library_builder *m, const char *schema, oc_fn shape_fn, const ch
     m->error = OC_OK;
 }
 
+/* The OC_LIBRARY block and its builder, as one argument for
+ * oc__run_protected. */
+typedef struct block_call {
+    const oc_library_decl *decl;
+    oc_library_builder *m;
+} block_call;
+
+static void run_block(void *arg)
+{
+    block_call *b = arg;
+    b->decl->init(b->m);
+}
+
 oc_status oc__library_read_defs(void *handle, const char *path, oc_library_defs *out)
 {
     memset(out, 0, sizeof *out);
@@ -96,7 +109,10 @@ oc_status oc__library_read_defs(void *handle, const char *path, oc_library_defs 
                             "(opcore build, or custom_op.load)", path, decl->abi_version, OC_ABI_VERSION);
     snprintf(out->name, sizeof out->name, "%s", decl->name);
     oc_library_builder m = {.defs = out};
-    oc_status guard = oc__library_run_init(decl, &m, path); /* faults, exit(): an error */
+    char label[4096 + 2 * OC_MAX_NAME];
+    snprintf(label, sizeof label, "the OC_LIBRARY block of library '%s' (%s)", decl->name, path);
+    /* faults, exit(), abort() in the block: an error naming it */
+    oc_status guard = oc__run_protected(run_block, &(block_call){decl, &m}, label);
     if (guard != OC_OK) { oc__library_defs_free(out); return guard; }
     if (m.error) {
         oc__library_defs_free(out);

@@ -194,11 +194,6 @@ const char *oc__argname(char *buf, size_t len, const char *fn, bool is_out, cons
 bool oc__check_tensor_arg(const oc_tensor *t, const char *fn, bool is_out, const char *arg,
                           bool writable);
 
-/* The broadcast shape of n tensors (NULL ones skipped); `fn` names the
- * caller in the message when two shapes do not broadcast (broadcast.c). */
-oc_status oc__broadcast_shape(const char *fn, int n, const oc_tensor *const *tensors, int *ndim,
-                              int64_t *sizes);
-
 /* Write `value` converted to `dtype` into every element of t. */
 void oc__fill_raw(oc_tensor *t, double value);
 

@@ -1,4 +1,4 @@
-/* src/ops/broadcast.c — NumPy broadcasting of shapes, for shape functions
+/* src/kernel/broadcast.c — NumPy broadcasting of shapes, for shape functions
  * (oc_empty_broadcast) and for the iterator (opcore/iter.h).
  *
  * One implementation, so a shape function and its kernel can never
@@ -7,7 +7,9 @@
  */
 #include <stdio.h>
 
-#include "ops/ops_internal.h"
+#include "core/internal.h"
+#include "kernel/kernel_internal.h"
+#include "opcore/tensor_ops.h"
 
 oc_status oc__broadcast_shape(const char *fn, int n, const oc_tensor *const *tensors, int *ndim,
                               int64_t *sizes)
