@@ -14,16 +14,24 @@ PIP_FLAGS  := -q --disable-pip-version-check --no-build-isolation
 deps:
 	@scripts/install-deps.sh
 
-# Runs every test: C (plain, ASan+UBSan, valgrind), the fuzzers for a
-# bounded time (mk/fuzz.mk), then Python.
+# Runs every test: the layering check, C (plain, ASan+UBSan, valgrind),
+# the fuzzers for a bounded time (mk/fuzz.mk), then Python.
 test: deps
 	$(MAKE) all
+	$(MAKE) check-layers
 	$(MAKE) test-c
 	$(MAKE) test-examples
 	$(MAKE) test-asan
 	$(MAKE) test-valgrind
 	$(MAKE) test-fuzz
 	$(MAKE) test-python
+
+.PHONY: check-layers
+
+# The runtime's layers call only downward (docs/architecture.md): checked
+# from the includes of src/ and, with the objects, from the calls.
+check-layers: lib cli
+	$(PYTHON) scripts/check_layers.py --src src --objects $(BUILD)/obj
 
 test-c: tests
 	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t; done

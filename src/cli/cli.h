@@ -19,6 +19,8 @@ int cli_bench(int argc, char **argv);
 int cli_new(int argc, char **argv);
 int cli_version(int argc, char **argv);
 
+/* Usage helpers (usage.c). */
+
 /* "opcore <cmd>: unrecognized option '--x'" + "try --help" on stderr; returns CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

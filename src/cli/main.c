@@ -8,7 +8,6 @@
  *   opcore version
  *   opcore config [--cflags] [--libs] ...
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,29 +30,6 @@ static const char top_usage[] =
     "  config    print the compiler flags for a C host, and the build cache's place\n"
     "\n"
     "Run `opcore <command> --help` for a command's options.\n";
-
-int cli_usage_error(const char *cmd, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "opcore %s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\nTry `opcore %s --help`.\n", cmd);
-    return CLI_USAGE;
-}
-
-const char *cli_bad_option(int argc, char **argv)
-{
-    extern int optind, optopt;
-    static char buf[8];
-    if (optopt) {
-        snprintf(buf, sizeof buf, "-%c", optopt);
-        return buf;
-    }
-    if (optind - 1 >= 0 && optind - 1 < argc) return argv[optind - 1];
-    return "?";
-}
 
 int cli_version(int argc, char **argv)
 {

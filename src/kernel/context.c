@@ -84,6 +84,16 @@ void oc_set_result(int index, const oc_tensor *meta)
     c->exec->described |= 1u << index;
 }
 
+void oc__split_range(int64_t n, int64_t align, int64_t id, int64_t count, int64_t *lo, int64_t *hi)
+{
+    if (align < 1) align = 1;
+    if (count < 1) count = 1, id = 0;
+    int64_t blocks = (n + align - 1) / align;
+    int64_t b0 = blocks * id / count, b1 = blocks * (id + 1) / count;
+    *lo = b0 * align < n ? b0 * align : n;
+    *hi = b1 * align < n ? b1 * align : n;
+}
+
 void oc_core_range(int64_t n, int64_t align, int64_t *lo, int64_t *hi)
 {
     oc__split_range(n, align, oc_cpu_id(), oc_cpu_count(), lo, hi);

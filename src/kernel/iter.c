@@ -424,16 +424,6 @@ void oc_iter_range(oc_iter *it, int64_t lo, int64_t hi)
     if (lo < hi) seek(it, lo);
 }
 
-void oc__split_range(int64_t n, int64_t align, int64_t id, int64_t count, int64_t *lo, int64_t *hi)
-{
-    if (align < 1) align = 1;
-    if (count < 1) count = 1, id = 0;
-    int64_t blocks = (n + align - 1) / align;
-    int64_t b0 = blocks * id / count, b1 = blocks * (id + 1) / count;
-    *lo = b0 * align < n ? b0 * align : n;
-    *hi = b1 * align < n ? b1 * align : n;
-}
-
 void oc_iter_part(oc_iter *it, uint32_t id, uint32_t count)
 {
     int64_t lo, hi;

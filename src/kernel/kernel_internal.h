@@ -26,7 +26,7 @@ void oc__coherence_check(oc_core *core, const oc_tensor *t, bool write, const vo
 #define OC__ITER_NO_COHERENCE (1u << 31)
 
 /* Part `id` of `count` near-equal parts of [0, n), in multiples of `align`
- * (except the last): oc_core_range and oc_iter_part (iter.c). */
+ * (except the last): oc_core_range and oc_iter_part (context.c). */
 void oc__split_range(int64_t n, int64_t align, int64_t id, int64_t count, int64_t *lo, int64_t *hi);
 
 /* The broadcast shape of n tensors (NULL ones skipped); `fn` names the

@@ -4,7 +4,10 @@
  * fixed chunks of events it appends to without locks; the buffer is put on
  * a global list (under a mutex) once, at the thread's first event. The
  * count of events is published with a release store; oc_profiler_stop()
- * stops recording, then reads every buffer up to its count.
+ * (session.c) stops recording, then reads every buffer up to its count.
+ *
+ * Calls within go one way: session.c (start/stop) -> exporters, import.c,
+ * membw.c -> record.c (the store), util.c; nothing calls session.c.
  *
  * Export (trace.c, xplane.c, summary.c, report.c) works on an oc__pdata: a
  * snapshot of one stopped profile, with events sorted per track.
@@ -109,15 +112,28 @@ static inline bool oc__pis_op(const oc__pev *e)
     return e->kind == OC_PROF_KERNEL || e->kind == OC_PROF_CALL || (e->kind == OC_PROF_EXTERNAL && e->ncores);
 }
 
-/* ---- shared with import.c (record.c) ---------------------------------- */
+/* Clip `e` to the profile's window; false if it lies outside (util.c). */
+bool oc__pkeep(const oc__pdata *d, oc__pev *e);
+
+/* ---- the event store (record.c) ------------------------------------------
+ * Used by import.c and driven by the session (session.c); it calls neither. */
 
 /* Intern `s` in the global name table: its id, or UINT32_MAX on OOM. */
 uint32_t oc__pintern(const char *s);
 /* The running profile's generation and realtime - monotonic offset (ns);
  * false when no profile runs. */
 bool oc__psession(unsigned *gen, int64_t *real_offset_ns);
-/* Clip `e` to the profile's window; false if it lies outside. */
-bool oc__pkeep(const oc__pdata *d, oc__pev *e);
+/* A new profile's generation number (then oc__pstore_start records it). */
+unsigned oc__pstore_new_gen(void);
+/* Record the kinds in `kind_mask` (bit per oc_prof_kind) until `deadline`
+ * (ns; UINT64_MAX: none), at most `max_events` per thread (0: unchanged);
+ * oc__psession reports `real_offset_ns`. */
+void oc__pstore_start(unsigned kind_mask, uint64_t deadline, size_t max_events, int64_t real_offset_ns);
+/* Stop recording; the profile's end: `now`, or its deadline if earlier. */
+uint64_t oc__pstore_stop(uint64_t now);
+/* Copy generation `gen`'s events within [d->start_ns, d->end_ns] onto the
+ * tracks of `d` (core, host and step tracks; unsorted). False on OOM. */
+bool oc__psnapshot(oc__pdata *d, unsigned gen);
 
 /* ---- imported spans (import.c) ------------------------------------------ */
 
@@ -178,7 +194,7 @@ oc_status oc__pexport_html(const oc__pdata *d, const char *path);
 #define OC__PMAX_LANES 16
 uint8_t *oc__plane_assign(const oc__ptrack *t, int *nlanes);
 
-/* make a directory and its parents; 0 or -1 (errno) */
+/* make a directory and its parents; 0 or -1 (errno) (util.c) */
 int oc__mkdirs(const char *path);
 
 #endif /* OPCORE_PROFILER_PROF_H */

@@ -1,4 +1,7 @@
-/* src/profiler/record.c — recording events, and starting/stopping profiles.
+/* src/profiler/record.c — the event store: recording events, and handing
+ * a stopped profile's events over (oc__psnapshot). Starting and stopping a
+ * profile, and writing it out, is the session's (session.c), which drives
+ * the store through the oc__pstore_* calls.
  *
  * Every recording thread owns one oc__pbuf (thread-local pointer). Its
  * events live in fixed chunks of OC__PCHUNK events, linked in a list that
@@ -17,13 +20,10 @@
  * cache from the caller's pointer to the interned string, checked with
  * strcmp, so the common case takes no lock.
  */
-#include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,21 +70,13 @@ static uint32_t g_nbufs;
 static pthread_key_t g_key;
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 
-static pthread_mutex_t g_sess_mu = PTHREAD_MUTEX_INITIALIZER;  /* start/stop */
+static pthread_mutex_t g_state_mu = PTHREAD_MUTEX_INITIALIZER;  /* running, gen, real offset together */
+static int64_t g_real_offset;   /* of the running profile (oc__psession) */
 static atomic_uint g_gen = 0;
 static atomic_int g_running = 0;
 static atomic_uint g_kind_mask = 0;
 static _Atomic uint64_t g_deadline = UINT64_MAX;
 static atomic_size_t g_max_events = (size_t)4 << 20;   /* per thread and profile */
-
-static struct {
-    char logdir[2048];
-    char run[256];
-    oc_profile_type type;
-    double ms_duration;
-    uint64_t start_ns;
-    int64_t real_offset_ns;
-} g_sess;
 
 static __thread oc__pbuf *t_buf;
 static __thread struct {
@@ -94,9 +86,6 @@ static __thread struct {
 } t_blocks[OC__PMAXDEPTH];
 static __thread int t_depth;
 
-/* outputs of the last stopped profile */
-static char *g_out[8];
-
 /* ---- time --------------------------------------------------------------- */
 
 uint64_t oc__prof_now(void)
@@ -104,25 +93,6 @@ uint64_t oc__prof_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* CLOCK_REALTIME - CLOCK_MONOTONIC, in ns: the realtime read bracketed by two
- * monotonic reads, against their midpoint, the tightest of a few tries, so
- * that spans imported on the realtime clock (oc_profiler_import) land
- * within a few ns of where they belong. */
-static int64_t real_offset(void)
-{
-    int64_t best = 0, width = INT64_MAX;
-    for (int i = 0; i < 5; i++) {
-        uint64_t m0 = oc__prof_now();
-        int64_t r = oc_profiler_now_ns(OC_PROFILER_CLOCK_REALTIME);
-        uint64_t m1 = oc__prof_now();
-        if ((int64_t)(m1 - m0) < width) {
-            width = (int64_t)(m1 - m0);
-            best = r - (int64_t)(m0 + (m1 - m0) / 2);
-        }
-    }
-    return best;
 }
 
 /* ---- names -------------------------------------------------------------- */
@@ -440,197 +410,43 @@ bool oc_profiler_enabled(void)
     return oc__prof_on() && !past_deadline(oc__prof_now());
 }
 
-/* ---- files -------------------------------------------------------------- */
-
-int oc__mkdirs(const char *path)
-{
-    char tmp[4096];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof tmp) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(tmp, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (tmp[i] == '/' || tmp[i] == 0) {
-            char c = tmp[i];
-            tmp[i] = 0;
-            if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return -1;
-            tmp[i] = c;
-        }
-    }
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
-}
-
-static bool exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
-static bool run_name_ok(const char *s)
-{
-    if (!*s || strcmp(s, ".") == 0 || strcmp(s, "..") == 0) return false;
-    for (; *s; s++) {
-        char c = *s;
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-              c == '_' || c == '-'))
-            return false;
-    }
-    return true;
-}
-
-static bool run_taken(const char *logdir, const char *run)
-{
-    char p[4400];
-    snprintf(p, sizeof p, "%s/plugins/profile/%s", logdir, run);
-    if (exists(p)) return true;
-    snprintf(p, sizeof p, "%s/%s.trace.json.gz", logdir, run);
-    return exists(p);
-}
-
-/* ---- start / stop ------------------------------------------------------- */
-
-oc_status oc_profiler_start(const char *logdir, oc_profile_type type, double ms_duration,
-                            const char *run_name)
-{
-    if (!logdir || !*logdir) logdir = "logs";
-    if (type != OC_PROFILE_TRACE && type != OC_PROFILE_OPERATOR)
-        return oc_set_error(OC_EINVAL, "oc_profiler_start: argument 'type' is %d; expected "
-                            "OC_PROFILE_TRACE (0) or OC_PROFILE_OPERATOR (1)", (int)type);
-    if (!(ms_duration >= 0) || isinf(ms_duration))
-        return oc_set_error(OC_EINVAL, "oc_profiler_start: argument 'ms_duration' is %g; expected a "
-                            "finite number of milliseconds >= 0 (0: until oc_profiler_stop)", ms_duration);
-    if (run_name && *run_name && (!run_name_ok(run_name) || strlen(run_name) > 200))
-        return oc_set_error(OC_EINVAL, "oc_profiler_start: argument 'run_name' is \"%s\"; expected "
-                            "1 to 200 letters, digits, '.', '_' or '-'", run_name);
-    if (strlen(logdir) >= sizeof g_sess.logdir)
-        return oc_set_error(OC_EINVAL, "oc_profiler_start: argument 'logdir' is too long (%zu bytes)",
-                            strlen(logdir));
-
-    pthread_mutex_lock(&g_sess_mu);
-    if (atomic_load(&g_running)) {
-        pthread_mutex_unlock(&g_sess_mu);
-        return oc_set_error(OC_EEXIST, "oc_profiler_start: a profile is already running (run '%s' in "
-                            "'%s'); stop it first", g_sess.run, g_sess.logdir);
-    }
-    if (oc__mkdirs(logdir) != 0) {
-        int e = errno;
-        pthread_mutex_unlock(&g_sess_mu);
-        return oc_set_error(OC_EIO, "oc_profiler_start: cannot create logdir '%s': %s", logdir, strerror(e));
-    }
-    char run[256];
-    if (run_name && *run_name) {
-        snprintf(run, sizeof run, "%s", run_name);
-    } else {
-        time_t now = time(NULL);
-        struct tm tm;
-        localtime_r(&now, &tm);
-        strftime(run, sizeof run, "%Y_%m_%d_%H_%M_%S", &tm);
-    }
-    if (run_taken(logdir, run)) {
-        char base[256];
-        snprintf(base, sizeof base, "%s", run);
-        for (int i = 1;; i++) {
-            snprintf(run, sizeof run, "%.200s_%d", base, i);
-            if (!run_taken(logdir, run)) break;
-        }
-    }
-    snprintf(g_sess.logdir, sizeof g_sess.logdir, "%s", logdir);
-    snprintf(g_sess.run, sizeof g_sess.run, "%s", run);
-    g_sess.type = type;
-    g_sess.ms_duration = ms_duration;
-
-    const char *cap = getenv("OPCORE_PROFILE_MAX_EVENTS");
-    if (cap && *cap) {
-        long long v = atoll(cap);
-        atomic_store(&g_max_events, v > 0 ? (size_t)v : ((size_t)4 << 20));
-    }
-
-    unsigned mask;
-    if (type == OC_PROFILE_TRACE) {
-        mask = (1u << (OC_PROF_EXTERNAL + 1)) - 1;
-    } else {
-        mask = (1u << OC_PROF_KERNEL) | (1u << OC_PROF_CALL) | (1u << OC_PROF_BUILD) |
-               (1u << OC_PROF_BLOCK) | (1u << OC_PROF_STEP) | (1u << OC_PROF_EXTERNAL);
-    }
-    atomic_store(&g_kind_mask, mask);
-    oc__pimport_reset(atomic_fetch_add(&g_gen, 1) + 1);
-    g_sess.real_offset_ns = real_offset();
-    g_sess.start_ns = oc__prof_now();
-    uint64_t dl = UINT64_MAX;
-    if (ms_duration > 0) dl = g_sess.start_ns + (uint64_t)(ms_duration * 1e6);
-    atomic_store(&g_deadline, dl);
-    atomic_store(&g_running, 1);
-    atomic_store_explicit(&oc__prof_active, 1, memory_order_release);
-    pthread_mutex_unlock(&g_sess_mu);
-    return OC_OK;
-}
-
-static int cmp_ev(const void *x, const void *y)
-{
-    const oc__pev *a = x, *b = y;
-    if (a->t0 != b->t0) return a->t0 < b->t0 ? -1 : 1;
-    if (a->t1 != b->t1) return a->t1 > b->t1 ? -1 : 1;  /* parents first */
-    return 0;
-}
-
-const char *oc__pname(const oc__pdata *d, uint32_t id)
-{
-    return id < d->nnames ? d->names[id] : "?";
-}
-
-const char *oc__pkind_name(unsigned kind)
-{
-    static const char *const n[] = {"kernel", "call", "shape", "alloc", "dispatch",
-                                     "wait", "build", "block", "step", "external"};
-    return kind < sizeof n / sizeof n[0] ? n[kind] : "?";
-}
-
-const char *oc__pcat(const oc__pdata *d, const oc__pev *e)
-{
-    if (e->kind == OC_PROF_EXTERNAL) return oc__pname(d, oc__pext_cat(e));
-    return oc__pkind_name(e->kind);
-}
+/* ---- the store, as the session drives it -------------------------------- */
 
 bool oc__psession(unsigned *gen, int64_t *real_offset_ns)
 {
-    pthread_mutex_lock(&g_sess_mu);
+    pthread_mutex_lock(&g_state_mu);
     bool running = atomic_load(&g_running) != 0;
     *gen = atomic_load(&g_gen);
-    *real_offset_ns = g_sess.real_offset_ns;
-    pthread_mutex_unlock(&g_sess_mu);
+    *real_offset_ns = g_real_offset;
+    pthread_mutex_unlock(&g_state_mu);
     return running;
 }
 
-static void pdata_free(oc__pdata *d)
+unsigned oc__pstore_new_gen(void) { return atomic_fetch_add(&g_gen, 1) + 1; }
+
+void oc__pstore_start(unsigned kind_mask, uint64_t deadline, size_t max_events, int64_t real_offset_ns)
 {
-    for (uint32_t i = 0; i < d->ncores; i++) free(d->cores[i].ev);
-    for (uint32_t i = 0; i < d->nhost; i++) free(d->host[i].ev);
-    free(d->cores);
-    free(d->host);
-    free(d->steps.ev);
-    for (uint32_t i = 0; i < d->nops; i++) free(d->ops[i].core_ns);
-    free(d->ops);
-    free(d->blocks);
-    free(d->names);
+    pthread_mutex_lock(&g_state_mu);
+    if (max_events) atomic_store(&g_max_events, max_events);
+    atomic_store(&g_kind_mask, kind_mask);
+    g_real_offset = real_offset_ns;
+    atomic_store(&g_deadline, deadline);
+    atomic_store(&g_running, 1);
+    atomic_store_explicit(&oc__prof_active, 1, memory_order_release);
+    pthread_mutex_unlock(&g_state_mu);
 }
 
-bool oc__pkeep(const oc__pdata *d, oc__pev *e)
+uint64_t oc__pstore_stop(uint64_t now)
 {
-    if (e->t0 > d->end_ns || e->t1 < d->start_ns) return false;
-    if (e->t0 < d->start_ns) e->t0 = d->start_ns;
-    if (e->t1 > d->end_ns) e->t1 = d->end_ns;
-    return true;
+    pthread_mutex_lock(&g_state_mu);
+    atomic_store_explicit(&oc__prof_active, 0, memory_order_relaxed);
+    uint64_t dl = atomic_load(&g_deadline);
+    atomic_store(&g_running, 0);
+    pthread_mutex_unlock(&g_state_mu);
+    return now > dl ? dl : now;
 }
 
-/* Gather the events of generation `gen` into tracks. Returns false on OOM. */
-static bool snapshot(oc__pdata *d, unsigned gen)
+bool oc__psnapshot(oc__pdata *d, unsigned gen)
 {
     pthread_mutex_lock(&g_names_mu);
     d->nnames = g_nnames;
@@ -748,116 +564,5 @@ static bool snapshot(oc__pdata *d, unsigned gen)
     free(counts);
     free(hostn);
     free(coren);
-    if (!ok || !oc__pimport_merge(d, gen)) return false;
-
-    for (uint32_t c = 0; c < d->ncores; c++) qsort(d->cores[c].ev, d->cores[c].n, sizeof(oc__pev), cmp_ev);
-    for (uint32_t i = 0; i < d->nhost; i++) qsort(d->host[i].ev, d->host[i].n, sizeof(oc__pev), cmp_ev);
-    /* steps: marker i lasts until marker i+1 or the end */
-    qsort(d->steps.ev, d->steps.n, sizeof(oc__pev), cmp_ev);
-    for (size_t i = 0; i < d->steps.n; i++)
-        d->steps.ev[i].t1 = i + 1 < d->steps.n ? d->steps.ev[i + 1].t0 : d->end_ns;
-    snprintf(d->steps.name, sizeof d->steps.name, "steps");
-    d->steps.tid = 0;
-    d->steps.sort = -1;
-    return true;
-}
-
-static void set_out(int i, const char *s)
-{
-    free(g_out[i]);
-    g_out[i] = s ? strdup(s) : NULL;
-}
-
-const char *oc_profiler_output(oc_profile_output what)
-{
-    if ((unsigned)what >= sizeof g_out / sizeof g_out[0]) return NULL;
-    return g_out[what];
-}
-
-oc_status oc_profiler_stop(char *run_dir_out, size_t len)
-{
-    if (run_dir_out && len) run_dir_out[0] = 0;
-    pthread_mutex_lock(&g_sess_mu);
-    if (!atomic_load(&g_running)) {
-        pthread_mutex_unlock(&g_sess_mu);
-        return oc_set_error(OC_EINVAL, "oc_profiler_stop: no profile is running "
-                            "(call oc_profiler_start first)");
-    }
-    atomic_store_explicit(&oc__prof_active, 0, memory_order_relaxed);
-    uint64_t end = oc__prof_now();
-    uint64_t dl = atomic_load(&g_deadline);
-    if (end > dl) end = dl;
-    atomic_store(&g_running, 0);
-    unsigned gen = atomic_load(&g_gen);
-
-    oc__pdata *d = calloc(1, sizeof *d);
-    if (!d) {
-        pthread_mutex_unlock(&g_sess_mu);
-        return oc_set_error(OC_ENOMEM, "oc_profiler_stop: out of memory");
-    }
-    snprintf(d->logdir, sizeof d->logdir, "%s", g_sess.logdir);
-    snprintf(d->run, sizeof d->run, "%s", g_sess.run);
-    if (gethostname(d->hostname, sizeof d->hostname - 1) != 0 || !d->hostname[0]) snprintf(d->hostname, sizeof d->hostname, "localhost");
-    for (char *p = d->hostname; *p; p++)
-        if (*p == '/') *p = '_';
-    d->type = g_sess.type;
-    d->ms_duration = g_sess.ms_duration;
-    d->start_ns = g_sess.start_ns;
-    d->end_ns = end;
-    d->real_offset_ns = g_sess.real_offset_ns;
-
-    oc_status st = OC_OK;
-    if (!snapshot(d, gen)) {
-        pdata_free(d);
-        free(d);
-        pthread_mutex_unlock(&g_sess_mu);
-        return oc_set_error(OC_ENOMEM, "oc_profiler_stop: out of memory gathering the events");
-    }
-    d->membw_gbps = oc_profiler_membw_gbps();
-    snprintf(d->membw_how, sizeof d->membw_how, "%s", oc_profiler_membw_source());
-    oc__psummary_compute(d);
-
-    size_t L = strlen(d->logdir) + strlen(d->run) + strlen(d->hostname) + 64;
-    char *run_dir = malloc(L), *p_trace = malloc(L), *p_xp = malloc(L), *p_json = malloc(L),
-         *p_csv = malloc(L), *p_html = malloc(L);
-    if (!run_dir || !p_trace || !p_xp || !p_json || !p_csv || !p_html) {
-        st = oc_set_error(OC_ENOMEM, "oc_profiler_stop: out of memory");
-    } else {
-        snprintf(run_dir, L, "%s/plugins/profile/%s", d->logdir, d->run);
-        snprintf(p_trace, L, "%s/%s.trace.json.gz", d->logdir, d->run);
-        snprintf(p_xp, L, "%s/%s.xplane.pb", run_dir, d->hostname);
-        snprintf(p_json, L, "%s/%s.summary.json", d->logdir, d->run);
-        snprintf(p_csv, L, "%s/%s.summary.csv", d->logdir, d->run);
-        snprintf(p_html, L, "%s/%s.report.html", d->logdir, d->run);
-        if (oc__mkdirs(run_dir) != 0) {
-            st = oc_set_error(OC_EIO, "oc_profiler_stop: cannot create '%s': %s", run_dir, strerror(errno));
-        } else {
-            oc_status s;
-            if ((s = oc__pexport_trace(d, p_trace)) != OC_OK) st = s;
-            if ((s = oc__pexport_xplane(d, p_xp)) != OC_OK && st == OC_OK) st = s;
-            if ((s = oc__pexport_summary(d, p_json, p_csv)) != OC_OK && st == OC_OK) st = s;
-            if ((s = oc__pexport_html(d, p_html)) != OC_OK && st == OC_OK) st = s;
-        }
-        const char *q = getenv("OPCORE_PROFILE_QUIET");
-        if (!q || !*q || strcmp(q, "0") == 0) oc__psummary_print(d, stdout);
-        set_out(OC_PROFILE_OUT_RUN_DIR, run_dir);
-        set_out(OC_PROFILE_OUT_TRACE, p_trace);
-        set_out(OC_PROFILE_OUT_XPLANE, p_xp);
-        set_out(OC_PROFILE_OUT_SUMMARY_JSON, p_json);
-        set_out(OC_PROFILE_OUT_SUMMARY_CSV, p_csv);
-        set_out(OC_PROFILE_OUT_HTML, p_html);
-        set_out(OC_PROFILE_OUT_LOGDIR, d->logdir);
-        set_out(OC_PROFILE_OUT_RUN_NAME, d->run);
-        if (run_dir_out && len) snprintf(run_dir_out, len, "%s", run_dir);
-    }
-    free(run_dir);
-    free(p_trace);
-    free(p_xp);
-    free(p_json);
-    free(p_csv);
-    free(p_html);
-    pdata_free(d);
-    free(d);
-    pthread_mutex_unlock(&g_sess_mu);
-    return st;
+    return ok;
 }

@@ -1,10 +1,13 @@
 /* src/profiler/util.c — a growable text buffer for the exporters, with
  * JSON and HTML escaping; it can stream to a gzFile or a FILE. And the
- * lanes of overlapping kernels, and growing an array. */
+ * lanes of overlapping kernels, growing an array, reading a snapshot's
+ * names, and making directories. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "profiler/prof.h"
@@ -140,4 +143,59 @@ void *oc__pgrow(void *p, size_t *cap, size_t need, size_t elem, size_t first)
     void *grown = realloc(p, n * elem);
     if (grown) *cap = n;
     return grown;
+}
+
+/* ---- a snapshot's names and window ------------------------------------- */
+
+const char *oc__pname(const oc__pdata *d, uint32_t id)
+{
+    return id < d->nnames ? d->names[id] : "?";
+}
+
+const char *oc__pkind_name(unsigned kind)
+{
+    static const char *const n[] = {"kernel", "call", "shape", "alloc", "dispatch",
+                                     "wait", "build", "block", "step", "external"};
+    return kind < sizeof n / sizeof n[0] ? n[kind] : "?";
+}
+
+const char *oc__pcat(const oc__pdata *d, const oc__pev *e)
+{
+    if (e->kind == OC_PROF_EXTERNAL) return oc__pname(d, oc__pext_cat(e));
+    return oc__pkind_name(e->kind);
+}
+
+bool oc__pkeep(const oc__pdata *d, oc__pev *e)
+{
+    if (e->t0 > d->end_ns || e->t1 < d->start_ns) return false;
+    if (e->t0 < d->start_ns) e->t0 = d->start_ns;
+    if (e->t1 > d->end_ns) e->t1 = d->end_ns;
+    return true;
+}
+
+/* ---- files --------------------------------------------------------------- */
+
+int oc__mkdirs(const char *path)
+{
+    char tmp[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(tmp, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (tmp[i] == '/' || tmp[i] == 0) {
+            char c = tmp[i];
+            tmp[i] = 0;
+            if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return -1;
+            tmp[i] = c;
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
 }
