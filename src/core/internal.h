@@ -39,15 +39,6 @@ oc_tensor *oc__tensor_new(oc_dtype dtype, int ndim, const int64_t *sizes);
  * this runs on every call. Returns false after raising. */
 bool oc__require_data(const oc_tensor *t, const char *fn, const char *arg);
 
-/* Element value as double / store a double, for any dtype (slow path). */
-double oc__load_as_double(const void *p, oc_dtype dtype);
-void oc__store_from_double(void *p, oc_dtype dtype, double v);
-
-/* Iterate the flattened elements of `t` in row-major order: calls
- * fn(ptr, index, ctx) for each element pointer. */
-typedef void (*oc__elem_fn)(void *p, int64_t i, void *ctx);
-void oc__for_each(const oc_tensor *t, oc__elem_fn fn, void *ctx);
-
 /* opcore's cache root into out[n]: $OPCORE_CACHE_DIR, else
  * $XDG_CACHE_HOME/opcore, else $HOME/.cache/opcore. False when none is set
  * or the path does not fit. */

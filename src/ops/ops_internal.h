@@ -194,6 +194,16 @@ const char *oc__argname(char *buf, size_t len, const char *fn, bool is_out, cons
 bool oc__check_tensor_arg(const oc_tensor *t, const char *fn, bool is_out, const char *arg,
                           bool writable);
 
+/* Element value as double / store a double, for any dtype (slow path;
+ * convert.c). */
+double oc__load_as_double(const void *p, oc_dtype dtype);
+void oc__store_from_double(void *p, oc_dtype dtype, double v);
+
+/* Iterate the flattened elements of `t` in row-major order: calls
+ * fn(ptr, index, ctx) for each element pointer (iterate.c). */
+typedef void (*oc__elem_fn)(void *p, int64_t i, void *ctx);
+void oc__for_each(const oc_tensor *t, oc__elem_fn fn, void *ctx);
+
 /* Write `value` converted to `dtype` into every element of t. */
 void oc__fill_raw(oc_tensor *t, double value);
 

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "core/internal.h"
+#include "ops/ops_internal.h"
 #include "opcore/engine.h"
 #include "opcore/host.h"
 #include "opcore/iter.h"

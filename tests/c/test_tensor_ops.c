@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "ops/ops_internal.h"
 #include "opcore/tensor_ops.h"
 
 /* ---- helpers ------------------------------------------------------------- */
