@@ -4,8 +4,11 @@
  * Every thread that runs kernels owns one oc_core: the engine's worker
  * threads, and each host thread that calls ops (it is core 0 of its calls).
  * A core holds the TCM arena, the kernel stack with its guard region, the
- * jump buffer used to end a failing kernel, and the running call's state
- * (temporaries, open streams, profiler counters).
+ * jump buffer used to end a failing kernel, and the running call's state:
+ * its call context (core/ctx.h: mode, temporaries, hooks), which the core
+ * installs on the thread while the call runs, open streams, profiler
+ * counters. The engine knows nothing of ops, libraries or streams: what it
+ * runs comes in an oc_exec, what it must call back comes as hooks.
  */
 #ifndef OPCORE_ENGINE_CORE_H
 #define OPCORE_ENGINE_CORE_H
@@ -123,6 +126,8 @@ typedef struct oc_core {
 /* The calling thread's core, created on first use (NULL if out of memory,
  * with the error set). */
 oc_core *oc__thread_core(void);
+
+_Static_assert(offsetof(oc_core, ctx) == 0, "oc__core_of relies on ctx being oc_core's first member");
 
 /* The core whose context is `ctx` (ctx is its first member). */
 static inline oc_core *oc__core_of(oc_ctx *ctx)
