@@ -25,7 +25,9 @@ test: deps
 	$(MAKE) test-fuzz
 	$(MAKE) test-python
 
+# First: libopcore exports its public API and nothing else (issue #23).
 test-c: tests
+	scripts/check-exports.sh $(BUILD)/libopcore.so.0
 	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t; done
 
 test-examples: lib cli

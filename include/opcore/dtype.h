@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -34,23 +36,23 @@ typedef uint16_t oc_half;     /* IEEE 754 binary16 bit pattern */
 typedef uint16_t oc_bfloat16; /* bfloat16 bit pattern (top half of a float) */
 
 /* Bytes per element; 0 for an invalid dtype. */
-size_t oc_dtype_size(oc_dtype dtype);
+OC_API size_t oc_dtype_size(oc_dtype dtype);
 
 /* Short name, as PyTorch spells it: "float32", "bfloat16", "bool"... */
-const char *oc_dtype_name(oc_dtype dtype);
+OC_API const char *oc_dtype_name(oc_dtype dtype);
 
 /* Parse a name produced by oc_dtype_name (also "float", "half", "int",
  * "long", "double"); returns false if unknown. */
-bool oc_dtype_from_name(const char *name, oc_dtype *out);
+OC_API bool oc_dtype_from_name(const char *name, oc_dtype *out);
 
 /* True for float32/64, float16 and bfloat16. */
-bool oc_dtype_is_floating(oc_dtype dtype);
+OC_API bool oc_dtype_is_floating(oc_dtype dtype);
 
 /* True for int8/16/32/64, uint8 and bool. */
-bool oc_dtype_is_integral(oc_dtype dtype);
+OC_API bool oc_dtype_is_integral(oc_dtype dtype);
 
 /* True if `dtype` is one of the ten above. */
-bool oc_dtype_is_valid(oc_dtype dtype);
+OC_API bool oc_dtype_is_valid(oc_dtype dtype);
 
 /* float <-> half / bfloat16 conversions (round to nearest even). */
 static inline float oc_bf16_to_f32(oc_bfloat16 h)

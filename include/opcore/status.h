@@ -8,6 +8,8 @@
 #ifndef OPCORE_STATUS_H
 #define OPCORE_STATUS_H
 
+#include "export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -32,20 +34,20 @@ typedef enum oc_status {
 
 /* The message of the last failure on this thread ("" if none). The string
  * stays valid until the next opcore call on this thread. */
-const char *oc_errmsg(void);
+OC_API const char *oc_errmsg(void);
 
 /* The status of the last failure on this thread (OC_OK if none). */
-oc_status oc_errcode(void);
+OC_API oc_status oc_errcode(void);
 
 /* The symbolic name of a status code, e.g. "OC_EINVAL". */
-const char *oc_status_name(oc_status status);
+OC_API const char *oc_status_name(oc_status status);
 
 /* Forget the last error on this thread. */
-void oc_clear_error(void);
+OC_API void oc_clear_error(void);
 
 /* Record a failure for this thread and return `status`; printf-style.
  * Host code (shape functions, frameworks glue) may use it directly. */
-oc_status oc_set_error(oc_status status, const char *fmt, ...)
+OC_API oc_status oc_set_error(oc_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 #ifdef __cplusplus
