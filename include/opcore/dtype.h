@@ -18,19 +18,39 @@
 extern "C" {
 #endif
 
+/* Every dtype, once; the enum below, oc_dtype_name/size/is_floating and
+ * the framework mappings (DLPack, XLA, torch) are generated from it:
+ *
+ *     XX(NAME, "name", code, bytes, floating, xla, dlpack)
+ *
+ *   NAME      the constant is OC_<NAME>
+ *   "name"    as PyTorch, NumPy and JAX spell it (oc_dtype_name)
+ *   code      its oc_dtype value (part of the ABI: never renumber)
+ *   bytes     the element size (oc_dtype_size); DLPack's bits: 8 * bytes
+ *   floating  1 for a floating-point type (oc_dtype_is_floating)
+ *   xla       XLA's element type, XLA_FFI_DataType_<xla>
+ *   dlpack    DLPack's type code, kDL<dlpack>
+ */
+#define OC_DTYPE_MAP(XX)                              \
+    XX(FLOAT32, "float32", 0, 4, 1, F32, Float)       \
+    XX(FLOAT64, "float64", 1, 8, 1, F64, Float)       \
+    XX(FLOAT16, "float16", 2, 2, 1, F16, Float)       \
+    XX(BFLOAT16, "bfloat16", 3, 2, 1, BF16, Bfloat)   \
+    XX(INT8, "int8", 4, 1, 0, S8, Int)                \
+    XX(INT16, "int16", 5, 2, 0, S16, Int)             \
+    XX(INT32, "int32", 6, 4, 0, S32, Int)             \
+    XX(INT64, "int64", 7, 8, 0, S64, Int)             \
+    XX(UINT8, "uint8", 8, 1, 0, U8, UInt)             \
+    XX(BOOL, "bool", 9, 1, 0, PRED, Bool)
+
+#define OC_DTYPE_ENUM_(NAME, name, code, ...) OC_##NAME = code,
+#define OC_DTYPE_COUNT_(...) +1
 typedef enum oc_dtype {
-    OC_FLOAT32 = 0,
-    OC_FLOAT64 = 1,
-    OC_FLOAT16 = 2,
-    OC_BFLOAT16 = 3,
-    OC_INT8 = 4,
-    OC_INT16 = 5,
-    OC_INT32 = 6,
-    OC_INT64 = 7,
-    OC_UINT8 = 8,
-    OC_BOOL = 9,
-    OC_NUM_DTYPES = 10
+    OC_DTYPE_MAP(OC_DTYPE_ENUM_)
+    OC_NUM_DTYPES = 0 OC_DTYPE_MAP(OC_DTYPE_COUNT_) /* 10 */
 } oc_dtype;
+#undef OC_DTYPE_ENUM_
+#undef OC_DTYPE_COUNT_
 
 typedef uint16_t oc_half;     /* IEEE 754 binary16 bit pattern */
 typedef uint16_t oc_bfloat16; /* bfloat16 bit pattern (top half of a float) */
