@@ -131,7 +131,7 @@ static bool fresh_link(const char *path, const char *shown, char *out, size_t le
     int dst = mkstemp(out), src = open(path, O_RDONLY | O_CLOEXEC);
     bool ok = dst >= 0 && src >= 0;
     char buf[65536];
-    ssize_t n;
+    ssize_t n = 0; /* (set before its use; -O1 cannot tell) */
     while (ok && (n = read(src, buf, sizeof buf)) > 0) ok = write(dst, buf, (size_t)n) == n;
     ok = ok && n == 0; /* a read error is not the end of the file */
     if (src >= 0) close(src);
