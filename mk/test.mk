@@ -33,7 +33,9 @@ test: deps
 check-layers: lib cli
 	$(PYTHON) scripts/check_layers.py --src src --objects $(BUILD)/obj
 
+# First: libopcore exports its public API and nothing else (issue #23).
 test-c: tests
+	scripts/check-exports.sh $(BUILD)/libopcore.so.0
 	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t; done
 
 test-examples: lib cli

@@ -19,6 +19,8 @@
 
 #include "status.h"
 
+#include "export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -61,7 +63,7 @@ typedef struct oc_build_result {
  * "lib" and ".so": 'relu' and 'librelu' (or 'librelu.so') both build
  * librelu.so. Sources must be C: a C++ source (.cpp, .cc, .cu...) is an
  * error saying so. */
-oc_status oc_build(const oc_build_options *opts, oc_build_result *result);
+OC_API oc_status oc_build(const oc_build_options *opts, oc_build_result *result);
 
 /* Write a small op project called `name` into `dir` (NULL: ./name): a
  * kernel (kernel.c), its shape function and registration (shape.c), a C
@@ -69,19 +71,19 @@ oc_status oc_build(const oc_build_options *opts, oc_build_result *result);
  * README -- what `opcore new NAME` does. `name` must be a C identifier (it
  * names lib<name>.so and the namespace). OC_EEXIST, with nothing written,
  * if any of the files exists. */
-oc_status oc_new_project(const char *dir, const char *name);
+OC_API oc_status oc_new_project(const char *dir, const char *name);
 
 /* Directory of opcore's public headers and of libopcore, as the build uses
  * them (set OPCORE_INCLUDE_DIR / OPCORE_LIB_DIR to override). */
-const char *oc_build_include_dir(void);
-const char *oc_build_lib_dir(void);
+OC_API const char *oc_build_include_dir(void);
+OC_API const char *oc_build_lib_dir(void);
 
 /* opcore's cache directory: $OPCORE_CACHE_DIR, else $XDG_CACHE_HOME/opcore,
  * else ~/.cache/opcore ("" when none of these is set). A build without
  * out_dir goes to <cache>/build/<name>, where the Python package's
  * custom_op.load() without build_directory builds too, so the CLI and
  * Python share one cache. Read at each call (a per-thread buffer). */
-const char *oc_build_cache_dir(void);
+OC_API const char *oc_build_cache_dir(void);
 
 #ifdef __cplusplus
 }

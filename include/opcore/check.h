@@ -9,13 +9,15 @@
 #ifndef OPCORE_CHECK_H
 #define OPCORE_CHECK_H
 
+#include "export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* End the running kernel with a formatted message (never returns inside a
  * kernel or shape function). */
-void oc_fail(const char *file, int line, const char *fmt, ...)
+OC_API void oc_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* If `cond` is false, fail the kernel: "file:line: check failed: cond: msg". */

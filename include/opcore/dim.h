@@ -26,18 +26,20 @@
 
 #include <stdint.h>
 
+#include "export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-int64_t oc_dim_add(int64_t a, int64_t b);      /* a + b */
-int64_t oc_dim_sub(int64_t a, int64_t b);      /* a - b */
-int64_t oc_dim_mul(int64_t a, int64_t b);      /* a * b */
-int64_t oc_dim_div(int64_t a, int64_t b);      /* floor(a / b); b > 0 */
-int64_t oc_dim_ceil_div(int64_t a, int64_t b); /* ceil(a / b); b > 0 */
-int64_t oc_dim_mod(int64_t a, int64_t b);      /* a mod b, in [0, b); b > 0 */
-int64_t oc_dim_min(int64_t a, int64_t b);
-int64_t oc_dim_max(int64_t a, int64_t b);
+OC_API int64_t oc_dim_add(int64_t a, int64_t b);      /* a + b */
+OC_API int64_t oc_dim_sub(int64_t a, int64_t b);      /* a - b */
+OC_API int64_t oc_dim_mul(int64_t a, int64_t b);      /* a * b */
+OC_API int64_t oc_dim_div(int64_t a, int64_t b);      /* floor(a / b); b > 0 */
+OC_API int64_t oc_dim_ceil_div(int64_t a, int64_t b); /* ceil(a / b); b > 0 */
+OC_API int64_t oc_dim_mod(int64_t a, int64_t b);      /* a mod b, in [0, b); b > 0 */
+OC_API int64_t oc_dim_min(int64_t a, int64_t b);
+OC_API int64_t oc_dim_max(int64_t a, int64_t b);
 
 #ifdef __cplusplus
 }

@@ -12,16 +12,18 @@
 #include "status.h"
 #include "tensor.h"
 
+#include "export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* View a DLTensor as an oc_tensor (NULL strides mean row-major). */
-oc_status oc_tensor_from_dlpack(const DLTensor *dl, oc_tensor *out);
+OC_API oc_status oc_tensor_from_dlpack(const DLTensor *dl, oc_tensor *out);
 
 /* Describe an oc_tensor as a DLTensor. `shape` and `strides` must hold
  * t->ndim entries each; they back out->shape and out->strides. */
-oc_status oc_tensor_to_dlpack(const oc_tensor *t, DLTensor *out, int64_t *shape, int64_t *strides);
+OC_API oc_status oc_tensor_to_dlpack(const oc_tensor *t, DLTensor *out, int64_t *shape, int64_t *strides);
 
 #ifdef __cplusplus
 }

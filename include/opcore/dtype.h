@@ -12,45 +12,67 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* Every dtype, once; the enum below, oc_dtype_name/size/is_floating and
+ * the framework mappings (DLPack, XLA, torch) are generated from it:
+ *
+ *     XX(NAME, "name", code, bytes, floating, xla, dlpack)
+ *
+ *   NAME      the constant is OC_<NAME>
+ *   "name"    as PyTorch, NumPy and JAX spell it (oc_dtype_name)
+ *   code      its oc_dtype value (part of the ABI: never renumber)
+ *   bytes     the element size (oc_dtype_size); DLPack's bits: 8 * bytes
+ *   floating  1 for a floating-point type (oc_dtype_is_floating)
+ *   xla       XLA's element type, XLA_FFI_DataType_<xla>
+ *   dlpack    DLPack's type code, kDL<dlpack>
+ */
+#define OC_DTYPE_MAP(XX)                              \
+    XX(FLOAT32, "float32", 0, 4, 1, F32, Float)       \
+    XX(FLOAT64, "float64", 1, 8, 1, F64, Float)       \
+    XX(FLOAT16, "float16", 2, 2, 1, F16, Float)       \
+    XX(BFLOAT16, "bfloat16", 3, 2, 1, BF16, Bfloat)   \
+    XX(INT8, "int8", 4, 1, 0, S8, Int)                \
+    XX(INT16, "int16", 5, 2, 0, S16, Int)             \
+    XX(INT32, "int32", 6, 4, 0, S32, Int)             \
+    XX(INT64, "int64", 7, 8, 0, S64, Int)             \
+    XX(UINT8, "uint8", 8, 1, 0, U8, UInt)             \
+    XX(BOOL, "bool", 9, 1, 0, PRED, Bool)
+
+#define OC_DTYPE_ENUM_(NAME, name, code, ...) OC_##NAME = code,
+#define OC_DTYPE_COUNT_(...) +1
 typedef enum oc_dtype {
-    OC_FLOAT32 = 0,
-    OC_FLOAT64 = 1,
-    OC_FLOAT16 = 2,
-    OC_BFLOAT16 = 3,
-    OC_INT8 = 4,
-    OC_INT16 = 5,
-    OC_INT32 = 6,
-    OC_INT64 = 7,
-    OC_UINT8 = 8,
-    OC_BOOL = 9,
-    OC_NUM_DTYPES = 10
+    OC_DTYPE_MAP(OC_DTYPE_ENUM_)
+    OC_NUM_DTYPES = 0 OC_DTYPE_MAP(OC_DTYPE_COUNT_) /* 10 */
 } oc_dtype;
+#undef OC_DTYPE_ENUM_
+#undef OC_DTYPE_COUNT_
 
 typedef uint16_t oc_half;     /* IEEE 754 binary16 bit pattern */
 typedef uint16_t oc_bfloat16; /* bfloat16 bit pattern (top half of a float) */
 
 /* Bytes per element; 0 for an invalid dtype. */
-size_t oc_dtype_size(oc_dtype dtype);
+OC_API size_t oc_dtype_size(oc_dtype dtype);
 
 /* Short name, as PyTorch spells it: "float32", "bfloat16", "bool"... */
-const char *oc_dtype_name(oc_dtype dtype);
+OC_API const char *oc_dtype_name(oc_dtype dtype);
 
 /* Parse a name produced by oc_dtype_name (also "float", "half", "int",
  * "long", "double"); returns false if unknown. */
-bool oc_dtype_from_name(const char *name, oc_dtype *out);
+OC_API bool oc_dtype_from_name(const char *name, oc_dtype *out);
 
 /* True for float32/64, float16 and bfloat16. */
-bool oc_dtype_is_floating(oc_dtype dtype);
+OC_API bool oc_dtype_is_floating(oc_dtype dtype);
 
 /* True for int8/16/32/64, uint8 and bool. */
-bool oc_dtype_is_integral(oc_dtype dtype);
+OC_API bool oc_dtype_is_integral(oc_dtype dtype);
 
 /* True if `dtype` is one of the ten above. */
-bool oc_dtype_is_valid(oc_dtype dtype);
+OC_API bool oc_dtype_is_valid(oc_dtype dtype);
 
 /* float <-> half / bfloat16 conversions (round to nearest even). */
 static inline float oc_bf16_to_f32(oc_bfloat16 h)

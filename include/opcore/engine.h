@@ -20,29 +20,31 @@
 
 #include "status.h"
 
+#include "export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* Size the pool before it starts: `num_cores` (0: default) and `tcm_bytes`
  * per core (0: default). OC_EINVAL once the engine has started. */
-oc_status oc_engine_configure(uint32_t num_cores, size_t tcm_bytes);
+OC_API oc_status oc_engine_configure(uint32_t num_cores, size_t tcm_bytes);
 
 /* Cores in the pool (starts the engine). */
-uint32_t oc_engine_num_cores(void);
+OC_API uint32_t oc_engine_num_cores(void);
 
 /* TCM bytes per core. */
-size_t oc_engine_tcm_size(void);
+OC_API size_t oc_engine_tcm_size(void);
 
 /* Multicore launches whose tensors (inputs and results together) take
  * fewer than `bytes` run as one share on the calling thread, with
  * oc_cpu_count() == 1: waking the pool costs microseconds, more than small
  * work is worth. Default 64 KiB, or $OC_MIN_SPLIT_BYTES; 0 splits every
  * launch. May be called at any time; applies to the next launch. */
-void oc_engine_set_min_split_bytes(size_t bytes);
+OC_API void oc_engine_set_min_split_bytes(size_t bytes);
 
 /* The current threshold (starts the engine). */
-size_t oc_engine_min_split_bytes(void);
+OC_API size_t oc_engine_min_split_bytes(void);
 
 /* Threads a host framework lends to the multicore launches of the calling
  * thread: run(work, n) calls work() on up to n of its threads at once (the
@@ -56,14 +58,14 @@ size_t oc_engine_min_split_bytes(void);
  * opcore's workers onto those cores would make them fight. NULL: none. */
 typedef void (*oc_engine_work_fn)(void);
 typedef bool (*oc_engine_helpers_fn)(oc_engine_work_fn work, uint32_t n);
-void oc_engine_set_thread_helpers(oc_engine_helpers_fn run);
+OC_API void oc_engine_set_thread_helpers(oc_engine_helpers_fn run);
 
 /* Default kernel stack size for ops built without --stack-size. */
 #define OC_DEFAULT_STACK_SIZE ((size_t)256 * 1024)
 
 /* Stop the worker threads and free the engine's memory. The engine starts
  * again on the next call. No call may be running. */
-void oc_engine_shutdown(void);
+OC_API void oc_engine_shutdown(void);
 
 #ifdef __cplusplus
 }

@@ -30,6 +30,8 @@
 #include "status.h"
 #include "tensor.h"
 
+#include "export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -91,10 +93,10 @@ static inline oc_value oc_value_floats(const double *values, int64_t count)
  * oc_errmsg(). On success `prototype` (if not NULL) receives the C
  * prototype the op's kernel must have, named after the op. Everything it
  * accepts, torch.library accepts and registers the same way. */
-oc_status oc_schema_check(const char *schema, char *prototype, size_t len);
+OC_API oc_status oc_schema_check(const char *schema, char *prototype, size_t len);
 
 /* The schema spelling of a base type: "Tensor", "float", "int[]", ... */
-const char *oc_arg_type_name(oc_arg_type type);
+OC_API const char *oc_arg_type_name(oc_arg_type type);
 
 /* Most results an op may have. */
 #define OC_MAX_RESULTS 16
@@ -103,7 +105,7 @@ const char *oc_arg_type_name(oc_arg_type type);
 
 /* A counter that changes whenever a library is loaded or unloaded: caches
  * of oc_op pointers compare it to know they are still valid. */
-uint64_t oc_registry_generation(void);
+OC_API uint64_t oc_registry_generation(void);
 
 /* Load an op library built by `opcore build` and register its ops. Fails
  * with OC_EABI for a library built for another ABI, OC_EEXIST if its name
@@ -112,60 +114,63 @@ uint64_t oc_registry_generation(void);
  * file was rebuilt since it was loaded replaces that library: oc_op_find
  * then finds the new ops, while pointers to the old ones stay valid (their
  * code stays mapped) -- the edit, rebuild, reload loop. */
-oc_status oc_library_load(const char *path, oc_library **out);
+OC_API oc_status oc_library_load(const char *path, oc_library **out);
 
 /* Unregister the library's ops and unload it. No call may be running. */
-oc_status oc_library_unload(oc_library *lib);
+OC_API oc_status oc_library_unload(oc_library *lib);
 
 /* Unregister the library's ops but keep its code mapped and its op
  * pointers valid until the process ends: for when calls may still be
  * running or references held (frameworks, other threads). */
-oc_status oc_library_forget(oc_library *lib);
+OC_API oc_status oc_library_forget(oc_library *lib);
 
 /* The loaded library called `name`, or NULL. */
-oc_library *oc_library_find(const char *name);
+OC_API oc_library *oc_library_find(const char *name);
 
-const char *oc_library_name(const oc_library *lib);   /* "my_ops" */
-const char *oc_library_path(const oc_library *lib);   /* file it came from */
-bool oc_library_multicore(const oc_library *lib);     /* built --multicore */
-size_t oc_library_stack_size(const oc_library *lib);  /* kernel stack, bytes */
-const char *oc_library_cflags(const oc_library *lib); /* compute flags used */
-int oc_library_num_ops(const oc_library *lib);
-const oc_op *oc_library_op(const oc_library *lib, int index);
+OC_API const char *oc_library_name(const oc_library *lib);   /* "my_ops" */
+OC_API const char *oc_library_path(const oc_library *lib);   /* file it came from */
+OC_API bool oc_library_multicore(const oc_library *lib);     /* built --multicore */
+OC_API size_t oc_library_stack_size(const oc_library *lib);  /* kernel stack, bytes */
+OC_API const char *oc_library_cflags(const oc_library *lib); /* compute flags used */
+OC_API int oc_library_num_ops(const oc_library *lib);
+OC_API const oc_op *oc_library_op(const oc_library *lib, int index);
 
 /* ---- ops ------------------------------------------------------------------ */
 
 /* Find an op by "library::op" name; NULL (with oc_errmsg) if none. */
-const oc_op *oc_op_find(const char *qualified_name);
+OC_API const oc_op *oc_op_find(const char *qualified_name);
 
-const char *oc_op_name(const oc_op *op);      /* "relu_forward" */
-const char *oc_op_qualname(const oc_op *op);  /* "my_ops::relu_forward" */
-const char *oc_op_schema(const oc_op *op);    /* as written in oc_def */
-const oc_library *oc_op_library(const oc_op *op);
-const char *oc_op_kernel_name(const oc_op *op);   /* C function run as the kernel */
-const char *oc_op_shape_fn_name(const oc_op *op); /* C function run as the shape function */
-bool oc_op_multicore(const oc_op *op);            /* runs on every core */
-size_t oc_op_stack_size(const oc_op *op);         /* its kernel stack, bytes */
+OC_API const char *oc_op_name(const oc_op *op);      /* "relu_forward" */
+OC_API const char *oc_op_qualname(const oc_op *op);  /* "my_ops::relu_forward" */
+OC_API const char *oc_op_schema(const oc_op *op);    /* as written in oc_def */
+OC_API const oc_library *oc_op_library(const oc_op *op);
+OC_API const char *oc_op_kernel_name(const oc_op *op);   /* C function run as the kernel */
+OC_API const char *oc_op_shape_fn_name(const oc_op *op); /* C function run as the shape function */
+/* The C prototype the op's kernel has, e.g. "oc_tensor *relu_forward(const
+ * oc_tensor *x)" (no ';'), written to `buf` (cut to `len` bytes); returns buf. */
+OC_API const char *oc_op_kernel_prototype(const oc_op *op, char *buf, size_t len);
+OC_API bool oc_op_multicore(const oc_op *op);            /* runs on every core */
+OC_API size_t oc_op_stack_size(const oc_op *op);         /* its kernel stack, bytes */
 
-int oc_op_num_args(const oc_op *op);
-oc_arg_type oc_op_arg_type(const oc_op *op, int index);
-const char *oc_op_arg_name(const oc_op *op, int index);
+OC_API int oc_op_num_args(const oc_op *op);
+OC_API oc_arg_type oc_op_arg_type(const oc_op *op, int index);
+OC_API const char *oc_op_arg_name(const oc_op *op, int index);
 /* The argument's type as the schema spells it: "Tensor(a!)", "int[2]". */
-const char *oc_op_arg_schema_type(const oc_op *op, int index);
-bool oc_op_arg_optional(const oc_op *op, int index);  /* T?: may be None */
-bool oc_op_arg_mutable(const oc_op *op, int index);   /* Tensor(a!): written in place */
-int64_t oc_op_arg_list_len(const oc_op *op, int index); /* int[N]: N; else 0 */
-bool oc_op_arg_keyword_only(const oc_op *op, int index);
+OC_API const char *oc_op_arg_schema_type(const oc_op *op, int index);
+OC_API bool oc_op_arg_optional(const oc_op *op, int index);  /* T?: may be None */
+OC_API bool oc_op_arg_mutable(const oc_op *op, int index);   /* Tensor(a!): written in place */
+OC_API int64_t oc_op_arg_list_len(const oc_op *op, int index); /* int[N]: N; else 0 */
+OC_API bool oc_op_arg_keyword_only(const oc_op *op, int index);
 /* The default of an optional argument; false if it has none. */
-bool oc_op_arg_default(const oc_op *op, int index, oc_value *out);
+OC_API bool oc_op_arg_default(const oc_op *op, int index, oc_value *out);
 
 /* Results: how many (0 for `-> ()`), and for each, the argument it aliases
  * (a `Tensor(a!)` result: the mutated argument, returned as is) or -1 for a
  * fresh tensor the caller allocates. Names come from `-> (Tensor out, ...)`
  * ("" when unnamed). */
-int oc_op_num_results(const oc_op *op);
-int oc_op_result_alias(const oc_op *op, int index);
-const char *oc_op_result_name(const oc_op *op, int index);
+OC_API int oc_op_num_results(const oc_op *op);
+OC_API int oc_op_result_alias(const oc_op *op, int index);
+OC_API const char *oc_op_result_name(const oc_op *op, int index);
 
 /* ---- calling ----------------------------------------------------------- */
 /* `outs` below is an array of oc_op_num_results(op) tensors, one per
@@ -174,11 +179,11 @@ const char *oc_op_result_name(const oc_op *op, int index);
 
 /* Run the shape function: fills `out_meta` with each result's shape and
  * dtype (meta tensors). Arguments may be meta or real tensors. */
-oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tensor *out_meta);
+OC_API oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tensor *out_meta);
 
 /* Run the op writing into `outs`, which the caller allocated with the
  * shapes and dtypes oc_op_infer gave (any strides). */
-oc_status oc_op_call(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs);
+OC_API oc_status oc_op_call(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs);
 
 /* Output allocator: given result `index`'s inferred meta tensor, make `out`
  * a real tensor of that shape and dtype (e.g. backed by a framework's
@@ -186,13 +191,13 @@ oc_status oc_op_call(const oc_op *op, const oc_value *args, int nargs, oc_tensor
 typedef oc_status (*oc_alloc_fn)(void *ctx, int index, const oc_tensor *meta, oc_tensor *out);
 
 /* Infer, allocate through `alloc`, then call: the frameworks' path. */
-oc_status oc_op_run(const oc_op *op, const oc_value *args, int nargs,
-                    oc_alloc_fn alloc, void *alloc_ctx, oc_tensor *outs);
+OC_API oc_status oc_op_run(const oc_op *op, const oc_value *args, int nargs,
+                           oc_alloc_fn alloc, void *alloc_ctx, oc_tensor *outs);
 
 /* Infer, allocate with malloc, call. `outs` receives one pointer per
  * result: free the fresh ones (oc_op_result_alias(op, i) < 0) with
  * oc_tensor_free; an aliased one points at the caller's argument. */
-oc_status oc_op_invoke(const oc_op *op, const oc_value *args, int nargs, oc_tensor **outs);
+OC_API oc_status oc_op_invoke(const oc_op *op, const oc_value *args, int nargs, oc_tensor **outs);
 
 /* ---- dynamic shapes ------------------------------------------------------ */
 /* Frameworks with symbolic sizes (torch.compile(dynamic=True), torch.export,
@@ -239,8 +244,8 @@ typedef struct oc_shape_trace {
 
 /* `runs[r]` is the r-th argument array (nargs values each); every run must
  * give the same arguments apart from tensor sizes. At least 2 runs. */
-oc_status oc_op_trace_shapes(const oc_op *op, const oc_value *const *runs, int nruns, int nargs,
-                             oc_shape_trace *out);
+OC_API oc_status oc_op_trace_shapes(const oc_op *op, const oc_value *const *runs, int nruns, int nargs,
+                                    oc_shape_trace *out);
 
 #ifdef __cplusplus
 }

@@ -63,6 +63,8 @@
 #include "tensor.h"
 #include "tensor_ops.h"
 
+#include "export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -122,25 +124,25 @@ typedef struct oc_iter {
 /* Prepare a walk over `n` tensors, the first `nout` of them outputs.
  * OC_TENSORS(out, x, y) supplies `n, tensors`. Starts at the first run of
  * the whole walk. */
-oc_status oc_iter_init(oc_iter *it, int nout, int n, const oc_tensor *const *tensors,
-                       unsigned flags);
+OC_API oc_status oc_iter_init(oc_iter *it, int nout, int n, const oc_tensor *const *tensors,
+                              unsigned flags);
 
 /* The next run into len / ptr / pos (stride is fixed for the whole walk);
  * false when the walk (or the range set below) is done. */
-bool oc_iter_next(oc_iter *it);
+OC_API bool oc_iter_next(oc_iter *it);
 
 /* Limit the walk to positions [lo, hi) (clamped to [0, numel)) and restart
  * it there; runs are cut at both ends. oc_iter_range(it, 0, it->numel)
  * restarts the whole walk. */
-void oc_iter_range(oc_iter *it, int64_t lo, int64_t hi);
+OC_API void oc_iter_range(oc_iter *it, int64_t lo, int64_t hi);
 
 /* Limit the walk to part `id` of `count` near-equal parts (ranges aligned so
  * that parts do not share the output's cache lines where the layout allows). */
-void oc_iter_part(oc_iter *it, uint32_t id, uint32_t count);
+OC_API void oc_iter_part(oc_iter *it, uint32_t id, uint32_t count);
 
 /* This core's part in a multicore op: oc_iter_part(it, oc_cpu_id(),
  * oc_cpu_count()). In a single-core op the whole walk. */
-void oc_iter_share(oc_iter *it);
+OC_API void oc_iter_share(oc_iter *it);
 
 /* True if every tensor's stride in this walk is 1 (NULL tensors aside):
  * the run is plain arrays, the loop the compiler vectorises. */

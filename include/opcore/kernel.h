@@ -60,6 +60,8 @@
 #include "tensor_ops.h"
 #include "vecmath.h" /* vectorised expf/logf/... and reductions at the default flags */
 
+#include "export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -67,27 +69,27 @@ extern "C" {
 /* ---- multicore model ----------------------------------------------------- */
 
 /* This core's id, 0 .. oc_cpu_count()-1 (0 in a single-core op). */
-uint32_t oc_cpu_id(void);
+OC_API uint32_t oc_cpu_id(void);
 
 /* Number of cores running this op (1 in a single-core op). */
-uint32_t oc_cpu_count(void);
+OC_API uint32_t oc_cpu_count(void);
 
 /* The op's output, allocated by the caller from the shape function's
  * answer. Every core sees the same tensor. Same as oc_dst_tensor_at(0). */
-oc_tensor *oc_dst_tensor(void);
+OC_API oc_tensor *oc_dst_tensor(void);
 
 /* Result `index` of the op (0-based, in schema order): a fresh result's
  * output, or the mutated argument of a `Tensor(a!)` result. An index the
  * op does not have fails the kernel. */
-oc_tensor *oc_dst_tensor_at(int index);
+OC_API oc_tensor *oc_dst_tensor_at(int index);
 
 /* Number of results of the running op. */
-int oc_num_results(void);
+OC_API int oc_num_results(void);
 
 /* Split [0, n) into oc_cpu_count() near-equal contiguous parts and give
  * this core's part as [*lo, *hi). Multiples of `align` elements per part
  * (except the last) keep cores off each other's cache lines; use 1 for none. */
-void oc_core_range(int64_t n, int64_t align, int64_t *lo, int64_t *hi);
+OC_API void oc_core_range(int64_t n, int64_t align, int64_t *lo, int64_t *hi);
 
 /* ---- combining across cores (multicore ops) -------------------------------
  *
@@ -102,12 +104,12 @@ void oc_core_range(int64_t n, int64_t align, int64_t *lo, int64_t *hi);
  * ...), so the result is the same on every run and every core. */
 
 /* Wait until every core of this launch has reached this barrier. */
-void oc_barrier(void);
+OC_API void oc_barrier(void);
 
-double oc_all_sum(double v);
-double oc_all_max(double v);
-double oc_all_min(double v);
-int64_t oc_all_sum_i64(int64_t v);
+OC_API double oc_all_sum(double v);
+OC_API double oc_all_max(double v);
+OC_API double oc_all_min(double v);
+OC_API int64_t oc_all_sum_i64(int64_t v);
 
 /* ---- element-wise accessor --------------------------------------------- */
 
@@ -132,8 +134,8 @@ typedef struct oc_cacc {
     int64_t strides[OC_MAX_DIMS];
 } oc_cacc;
 
-oc_acc oc_accessor_rw(oc_tensor *t, oc_dtype dtype, int ndim);
-oc_cacc oc_accessor_ro(const oc_tensor *t, oc_dtype dtype, int ndim);
+OC_API oc_acc oc_accessor_rw(oc_tensor *t, oc_dtype dtype, int ndim);
+OC_API oc_cacc oc_accessor_ro(const oc_tensor *t, oc_dtype dtype, int ndim);
 
 /* oc_accessor(t, dtype, ndim): an oc_acc for an oc_tensor *, an oc_cacc
  * (read-only) for a const oc_tensor *, such as a kernel's inputs:
@@ -147,20 +149,22 @@ oc_cacc oc_accessor_ro(const oc_tensor *t, oc_dtype dtype, int ndim);
 #define oc_accessor_of_a_const_tensor_is_an_oc_cacc(t) \
     _Generic((t), const oc_tensor *: oc_accessor_ro, oc_tensor *: oc_accessor_rw) /* const oc_tensor * gives an oc_cacc: write `oc_cacc a = oc_accessor(...)` */
 
-void oc__acc_out_of_bounds(int ndim, int dim, int64_t index, int64_t size);
+/* OC_AT's failure under OC_DEBUG: index `index` of dim `dim` (-1: the
+ * number of indices) is outside `size`; fails the kernel. Not for direct use. */
+OC_API void oc_accessor_out_of_bounds(int ndim, int dim, int64_t index, int64_t size);
 
 static inline int64_t oc__acc_offset(int ndim, const int64_t *sizes, const int64_t *strides,
                                      int nidx, const int64_t *idx)
 {
     int64_t off = 0;
 #ifdef OC_DEBUG
-    if (nidx != ndim) oc__acc_out_of_bounds(ndim, -1, nidx, ndim);
+    if (nidx != ndim) oc_accessor_out_of_bounds(ndim, -1, nidx, ndim);
 #else
     (void)ndim;
 #endif
     for (int d = 0; d < nidx; d++) {
 #ifdef OC_DEBUG
-        if (idx[d] < 0 || idx[d] >= sizes[d]) oc__acc_out_of_bounds(ndim, d, idx[d], sizes[d]);
+        if (idx[d] < 0 || idx[d] >= sizes[d]) oc_accessor_out_of_bounds(ndim, d, idx[d], sizes[d]);
 #else
         (void)sizes;
 #endif
@@ -194,34 +198,35 @@ typedef struct oc_stream oc_stream;
 
 /* Open a stream over all elements, or over the flattened range
  * [start, start + count) (each core can stream its own share). */
-oc_stream *oc_read_stream(const oc_tensor *t);
-oc_stream *oc_write_stream(oc_tensor *t);
-oc_stream *oc_read_stream_range(const oc_tensor *t, int64_t start, int64_t count);
-oc_stream *oc_write_stream_range(oc_tensor *t, int64_t start, int64_t count);
+OC_API oc_stream *oc_read_stream(const oc_tensor *t);
+OC_API oc_stream *oc_write_stream(oc_tensor *t);
+OC_API oc_stream *oc_read_stream_range(const oc_tensor *t, int64_t start, int64_t count);
+OC_API oc_stream *oc_write_stream_range(oc_tensor *t, int64_t start, int64_t count);
 
 /* Flush (for writers) and release the stream's TCM. Streams left open are
  * closed at the end of the kernel. */
-void oc_stream_close(oc_stream *s);
+OC_API void oc_stream_close(oc_stream *s);
 
 /* Elements left to read or write. */
-int64_t oc_stream_remaining(const oc_stream *s);
+OC_API int64_t oc_stream_remaining(const oc_stream *s);
 
 /* Set a tensor's coherence policy (OC_COHERENT by default). */
-void oc_set_coherence(const oc_tensor *t, oc_coherence policy);
+OC_API void oc_set_coherence(const oc_tensor *t, oc_coherence policy);
 
-/* Internal fast path: pointer to the next element, refilling or flushing
- * the TCM buffer when it runs out. */
+/* The fast path of OC_STREAM_READ/WRITE: a pointer to the next element;
+ * when the TCM buffer runs out, oc_stream_refill (readers) refills it and
+ * oc_stream_flush (writers) writes it out first. Not for direct use. */
 struct oc_stream {
     char *pos, *end;   /* window into the TCM buffer */
     int32_t elem_size;
     int32_t dtype;
 };
-void *oc__stream_refill(oc_stream *s);
-void *oc__stream_flush(oc_stream *s);
+OC_API void *oc_stream_refill(oc_stream *s);
+OC_API void *oc_stream_flush(oc_stream *s);
 
 static inline const void *oc__stream_next_read(oc_stream *s)
 {
-    if (__builtin_expect(s->pos == s->end, 0)) return oc__stream_refill(s);
+    if (__builtin_expect(s->pos == s->end, 0)) return oc_stream_refill(s);
     const void *p = s->pos;
     s->pos += s->elem_size;
     return p;
@@ -229,7 +234,7 @@ static inline const void *oc__stream_next_read(oc_stream *s)
 
 static inline void *oc__stream_next_write(oc_stream *s)
 {
-    if (__builtin_expect(s->pos == s->end, 0)) return oc__stream_flush(s);
+    if (__builtin_expect(s->pos == s->end, 0)) return oc_stream_flush(s);
     void *p = s->pos;
     s->pos += s->elem_size;
     return p;
@@ -245,20 +250,20 @@ static inline void *oc__stream_next_write(oc_stream *s)
 /* Allocate from this core's TCM arena (64-byte aligned); NULL when the
  * arena is exhausted. Whatever a kernel leaves allocated is released after
  * the call. */
-void *oc_tcm_malloc(size_t bytes);
-void oc_tcm_free(void *p);
+OC_API void *oc_tcm_malloc(size_t bytes);
+OC_API void oc_tcm_free(void *p);
 
 /* Size of this core's TCM arena and the bytes free in it. */
-size_t oc_tcm_capacity(void);
-size_t oc_tcm_available(void);
+OC_API size_t oc_tcm_capacity(void);
+OC_API size_t oc_tcm_available(void);
 
 /* TCM accessor: copy `count` elements starting at flattened index `start`
  * between a tensor and a TCM buffer. Range-checked on every call (the range
  * must lie inside the tensor and `tcm` inside this core's TCM); any strides.
  * Writing into a const (input) tensor does not compile (const) and is
  * refused at run time (OC_TENSOR_READONLY). */
-void oc_tensor_to_tcm(const oc_tensor *t, void *tcm, int64_t start, int64_t count);
-void oc_tcm_to_tensor(oc_tensor *t, const void *tcm, int64_t start, int64_t count);
+OC_API void oc_tensor_to_tcm(const oc_tensor *t, void *tcm, int64_t start, int64_t count);
+OC_API void oc_tcm_to_tensor(oc_tensor *t, const void *tcm, int64_t start, int64_t count);
 
 #ifdef __cplusplus
 }

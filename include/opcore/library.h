@@ -58,13 +58,15 @@
 #include "tensor.h"
 #include "tensor_ops.h"
 
+#include "export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* ABI version of the library <-> runtime contract. A library built for
  * another version is refused at load time ("rebuild it"). */
-#define OC_ABI_VERSION 3
+#define OC_ABI_VERSION 4
 
 typedef struct oc_library_builder oc_library_builder;
 typedef void (*oc_fn)(void);
@@ -107,17 +109,26 @@ typedef struct oc_op_options {
  * (a non-static function in a compute source; NULL means "the op's name"),
  * then any options. */
 #define oc_def(m, schema, shape_fn, kernel_name, ...)                         \
-    oc__def((m), (schema), (oc_fn)(shape_fn), #shape_fn, (kernel_name),       \
-            &(const oc_op_options){.struct_size = sizeof(oc_op_options), __VA_ARGS__})
+    oc_def_op((m), (schema), (oc_fn)(shape_fn), #shape_fn, (kernel_name),     \
+              &(const oc_op_options){.struct_size = sizeof(oc_op_options), __VA_ARGS__})
 
-void oc__def(oc_library_builder *m, const char *schema, oc_fn shape_fn,
-             const char *shape_fn_name, const char *kernel_name, const oc_op_options *options);
+/* What oc_def expands to (write oc_def: it fills in the shape function's
+ * name and the options' struct_size). */
+OC_API void oc_def_op(oc_library_builder *m, const char *schema, oc_fn shape_fn,
+                      const char *shape_fn_name, const char *kernel_name, const oc_op_options *options);
 
 /* In a shape function of an op whose results are not a single fresh Tensor:
  * result `index` (0-based, in schema order) has the shape and dtype of
  * `meta`. Every fresh result must be described; aliased (`Tensor(a!)`)
  * results are the arguments themselves and must not be. */
-void oc_set_result(int index, const oc_tensor *meta);
+OC_API void oc_set_result(int index, const oc_tensor *meta);
+
+/* Called by the constructor that `opcore build` puts in every op library,
+ * with the address of the library's build info: when something other than
+ * opcore's loader loads the library (torch.ops.load_library, ctypes), it
+ * says on stderr to load it with opcore instead (whose loader registers its
+ * ops). Not for direct use. */
+OC_API void oc_library_constructor(const void *self);
 
 #ifdef __cplusplus
 }

@@ -41,6 +41,8 @@
 
 #include "status.h"
 
+#include "export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -83,8 +85,8 @@ typedef enum oc_profile_output {
  *
  * Returns OC_OK; OC_EEXIST if a profile is already running; OC_EINVAL for
  * a bad type, duration or run name; OC_EIO if `logdir` cannot be created. */
-oc_status oc_profiler_start(const char *logdir, oc_profile_type type, double ms_duration,
-                            const char *run_name);
+OC_API oc_status oc_profiler_start(const char *logdir, oc_profile_type type, double ms_duration,
+                                   const char *run_name);
 
 /* Stop the running profile and write its files (see the top of this
  * header). If `run_dir_out` is not NULL, the run folder
@@ -99,33 +101,33 @@ oc_status oc_profiler_start(const char *logdir, oc_profile_type type, double ms_
  *
  * Returns OC_OK; OC_EINVAL if no profile is running; OC_EIO if a file
  * could not be written (the profile is stopped all the same). */
-oc_status oc_profiler_stop(char *run_dir_out, size_t len);
+OC_API oc_status oc_profiler_stop(char *run_dir_out, size_t len);
 
 /* A path or name of the last profile stopped in this process, or NULL if
  * none has stopped yet. The string stays valid until the next
  * oc_profiler_stop(). */
-const char *oc_profiler_output(oc_profile_output what);
+OC_API const char *oc_profiler_output(oc_profile_output what);
 
 /* Open a named block on the calling thread: it shows as a span on the
  * thread's track from now until the matching oc_profiler_end(). Blocks
  * nest (up to 256 deep per thread). A block is recorded if it begins while
  * a profile is recording. Cheap when no profile runs.
  * Returns OC_OK; OC_EINVAL if `name` is NULL or blocks nest too deep. */
-oc_status oc_profiler_begin(const char *name);
+OC_API oc_status oc_profiler_begin(const char *name);
 
 /* Close the innermost block opened on the calling thread.
  * Returns OC_OK; OC_EINVAL if the thread has no open block. */
-oc_status oc_profiler_end(void);
+OC_API oc_status oc_profiler_end(void);
 
 /* Mark the start of training (or serving) step `step`. A step lasts until
  * the next step marker or the end of the profile; it shows as an instant
  * marker on the calling thread, as a span "step N" on the "steps" track,
  * and as the "Steps" line of the host plane in TensorBoard. Returns OC_OK. */
-oc_status oc_profiler_step(int64_t step);
+OC_API oc_status oc_profiler_step(int64_t step);
 
 /* True while a profile is recording (false before start, after stop, and
  * once ms_duration has run out). */
-bool oc_profiler_enabled(void);
+OC_API bool oc_profiler_enabled(void);
 
 /* The machine's memory bandwidth in GB/s (10^9 bytes per second) used by
  * the summary: OPCORE_MEMBW_GBPS if set, else the cached measurement if it
@@ -133,12 +135,12 @@ bool oc_profiler_enabled(void);
  * 30 days ago, else measured now and cached: memcpy of a 128 MiB buffer on
  * one CPU and on all CPUs, several tries each, the best (about half a
  * second). */
-double oc_profiler_membw_gbps(void);
+OC_API double oc_profiler_membw_gbps(void);
 
 /* How the bandwidth of oc_profiler_membw_gbps() was obtained, in words:
  * "OPCORE_MEMBW_GBPS", or the measurement (method, machine, date) and where
  * it is cached. Valid until the next call of either function. */
-const char *oc_profiler_membw_source(void);
+OC_API const char *oc_profiler_membw_source(void);
 
 /* ---- spans from other profilers -------------------------------------------- */
 
@@ -167,8 +169,8 @@ typedef struct oc_profiler_span {
  * clipped like opcore's own. The strings are copied.
  * Returns OC_OK; OC_EINVAL if no profile is running or a span has no name
  * or ends before it starts (nothing is imported then); OC_ENOMEM. */
-oc_status oc_profiler_import(const char *source, oc_profiler_clock clock, const oc_profiler_span *spans,
-                             size_t n);
+OC_API oc_status oc_profiler_import(const char *source, oc_profiler_clock clock, const oc_profiler_span *spans,
+                                    size_t n);
 
 /* Import the host-thread spans of an XSpace (the bytes of an .xplane.pb,
  * such as jax.profiler writes): every event of its "/host:CPU" plane, on a
@@ -177,10 +179,10 @@ oc_status oc_profiler_import(const char *source, oc_profiler_clock clock, const 
  * if any). Events carrying an "hlo_op" or "tf_op" stat count as operators.
  * Returns what oc_profiler_import returns, or OC_EINVAL if the bytes are
  * not an XSpace. */
-oc_status oc_profiler_import_xspace(const char *source, const void *data, size_t len);
+OC_API oc_status oc_profiler_import_xspace(const char *source, const void *data, size_t len);
 
 /* Now on opcore's clock (CLOCK_MONOTONIC ns), and on `clock`. */
-int64_t oc_profiler_now_ns(oc_profiler_clock clock);
+OC_API int64_t oc_profiler_now_ns(oc_profiler_clock clock);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,8 @@
 #include "dtype.h"
 #include "status.h"
 
+#include "export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -49,48 +51,48 @@ typedef struct oc_tensor {
 } oc_tensor;
 
 /* Number of elements (1 for a 0-dim tensor). */
-int64_t oc_numel(const oc_tensor *t);
+OC_API int64_t oc_numel(const oc_tensor *t);
 
 /* Bytes the elements take (numel * element size). */
-int64_t oc_nbytes(const oc_tensor *t);
+OC_API int64_t oc_nbytes(const oc_tensor *t);
 
 /* True if the elements are dense in row-major order. */
-bool oc_is_contiguous(const oc_tensor *t);
+OC_API bool oc_is_contiguous(const oc_tensor *t);
 
 /* True if the elements fill numel slots exactly, in some order of the dims
  * (row-major, a transpose, any permutation of a dense layout). */
-bool oc_is_dense(const oc_tensor *t);
+OC_API bool oc_is_dense(const oc_tensor *t);
 
 /* True if the tensor carries no data (a meta tensor). */
 static inline bool oc_is_meta(const oc_tensor *t) { return (t->flags & OC_TENSOR_META) != 0; }
 
 /* Size of dim `d`; negative d counts from the end as in Python. */
-int64_t oc_size(const oc_tensor *t, int d);
+OC_API int64_t oc_size(const oc_tensor *t, int d);
 
 /* Fill `t` as a view of `data` with the given shape and row-major strides.
  * `data` may be NULL for a meta tensor. Returns OC_EINVAL on a bad shape. */
-oc_status oc_tensor_init(oc_tensor *t, void *data, oc_dtype dtype, int ndim,
-                         const int64_t *sizes);
+OC_API oc_status oc_tensor_init(oc_tensor *t, void *data, oc_dtype dtype, int ndim,
+                                const int64_t *sizes);
 
 /* Same, with explicit strides (in elements). */
-oc_status oc_tensor_init_strided(oc_tensor *t, void *data, oc_dtype dtype, int ndim,
-                                 const int64_t *sizes, const int64_t *strides);
+OC_API oc_status oc_tensor_init_strided(oc_tensor *t, void *data, oc_dtype dtype, int ndim,
+                                        const int64_t *sizes, const int64_t *strides);
 
 /* Row-major strides for `sizes`. */
-void oc_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
+OC_API void oc_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
 
 /* True if a and b have the same ndim and sizes. */
-bool oc_same_shape(const oc_tensor *a, const oc_tensor *b);
+OC_API bool oc_same_shape(const oc_tensor *a, const oc_tensor *b);
 
 /* Format the shape as "[2, 3]" into buf (always NUL-terminated). */
-const char *oc_shape_str(const oc_tensor *t, char *buf, size_t len);
+OC_API const char *oc_shape_str(const oc_tensor *t, char *buf, size_t len);
 
 /* Element pointer for the flattened (row-major) index `i`, for any strides. */
-void *oc_flat_ptr(const oc_tensor *t, int64_t i);
+OC_API void *oc_flat_ptr(const oc_tensor *t, int64_t i);
 
 /* Free a tensor created by an opcore factory (oc_empty, oc_zeros, ...).
  * Inside a kernel this is optional: temporaries are freed after the call. */
-void oc_tensor_free(oc_tensor *t);
+OC_API void oc_tensor_free(oc_tensor *t);
 
 #ifdef __cplusplus
 }

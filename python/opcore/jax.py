@@ -78,7 +78,7 @@ TARGET = "opcore"
 # opcore's dtypes (include/opcore/dtype.h) by name, as numpy / jax dtypes
 _DTYPE_BY_NAME = {name: jnp.dtype(name) for name in _C.dtype_names()}  # "float32", "bfloat16", ...
 _OC_DTYPES = frozenset(_DTYPE_BY_NAME.values())
-_SUPPORTED = "float32/64, float16, bfloat16, int8/16/32/64, uint8, bool"
+_SUPPORTED = ", ".join(_C.dtype_names())
 
 
 # ---------------------------------------------------------------------------

@@ -41,9 +41,9 @@ from opcore._C import OpArgumentError
 __all__ = ["register_library", "unregister_library", "register_op", "register_autograd", "to_torch_dtype",
            "registered_ops"]
 
-# torch dtypes in oc_dtype order (include/opcore/dtype.h)
-_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16,
-           torch.int32, torch.int64, torch.uint8, torch.bool)
+# torch dtypes in oc_dtype order, from opcore's one list (OC_DTYPE_MAP in
+# include/opcore/dtype.h): torch spells every dtype as opcore does.
+_DTYPES = tuple(getattr(torch, name) for name in _C.dtype_names())
 _C._set_torch(torch.Tensor, torch.empty, _DTYPES)
 _NAME_TO_DTYPE = dict(zip(_C.dtype_names(), _DTYPES))
 

@@ -396,7 +396,7 @@ static oc_status compute_key(build *b)
     XXH3_state_t *s = XXH3_createState();
     if (!s) return oc_set_error(OC_ENOMEM, "out of memory");
     XXH3_128bits_reset(s);
-    hash_str(s, "opcore-build 2"); /* 2: the build info holds the load-hint constructor */
+    hash_str(s, "opcore-build 3"); /* 3: the load-hint constructor calls oc_library_constructor */
     hash_u64(s, OC_ABI_VERSION);
     hash_str(s, o->name);
     for (int i = 0; i < b->nsrcs; i++) {
@@ -944,9 +944,8 @@ static oc_status two_blocks_error(build *b, const oc__job *link)
  * dlopen (torch.ops.load_library) says to use opcore's loader instead. */
 static void load_hint_constructor(oc__sb *src)
 {
-    oc__sb_put(src, "void oc__library_constructor(const void *self);\n"
-                    "__attribute__((constructor)) static void oc__loaded(void)\n"
-                    "{\n    oc__library_constructor(&oc_build_info_entry);\n}\n");
+    oc__sb_put(src, "__attribute__((constructor)) static void oc__loaded(void)\n"
+                    "{\n    oc_library_constructor(&oc_build_info_entry);\n}\n");
 }
 
 /* --vec-report: compile each compute source again with the compiler's

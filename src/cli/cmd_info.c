@@ -4,8 +4,6 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "library/registry.h"
-#include "library/schema.h"
 #include "opcore/host.h"
 
 static const char usage[] =
@@ -77,25 +75,25 @@ int cli_info(int argc, char **argv)
     for (int i = 0; i < n; i++) {
         const oc_op *op = oc_library_op(lib, i);
         char proto[2048];
-        oc__schema_prototype(&op->def.schema, op->def.kernel_name, proto, sizeof proto);
+        oc_op_kernel_prototype(op, proto, sizeof proto);
         if (json) {
             printf("%s{\"name\": ", i ? ", " : "");
             json_str(oc_op_qualname(op));
             printf(", \"schema\": ");
             json_str(oc_op_schema(op));
             printf(", \"kernel\": ");
-            json_str(op->def.kernel_name);
+            json_str(oc_op_kernel_name(op));
             printf(", \"prototype\": ");
             json_str(proto);
             printf(", \"shape_fn\": ");
-            json_str(op->def.shape_fn_name);
+            json_str(oc_op_shape_fn_name(op));
             printf(", \"multicore\": %s, \"stack_size\": %zu}", oc_op_multicore(op) ? "true" : "false",
                    oc_op_stack_size(op));
         } else {
             printf("\n  %s\n", oc_op_qualname(op));
             printf("    schema  %s\n", oc_op_schema(op));
             printf("    kernel  %s;\n", proto);
-            printf("    shape   %s\n", op->def.shape_fn_name[0] ? op->def.shape_fn_name : "(none: no new results)");
+            printf("    shape   %s\n", oc_op_shape_fn_name(op)[0] ? oc_op_shape_fn_name(op) : "(none: no new results)");
             printf("    cores   %s\n", oc_op_multicore(op) ? "all (multicore)" : "one");
             if (oc_op_stack_size(op) != oc_library_stack_size(lib))
                 printf("    stack   %zu bytes\n", oc_op_stack_size(op));

@@ -368,9 +368,13 @@ int cli_call_prepare(const char *cmd, const cli_inputs *in, int argc, char **arg
         if (parse_shape(in->shapes[i], &pp.ndims[i], pp.sizes[i]) != 0)
             return cli_usage_error(cmd, "--shape '%s' is not a list of sizes like 2,3", in->shapes[i]);
     for (int i = 0; i < in->ndtypes; i++)
-        if (!oc_dtype_from_name(in->dtypes[i], &pp.dtypes[i]))
-            return cli_usage_error(cmd, "--dtype '%s' is not a dtype (float32, float64, float16, bfloat16, "
-                                        "int8, int16, int32, int64, uint8, bool)", in->dtypes[i]);
+        if (!oc_dtype_from_name(in->dtypes[i], &pp.dtypes[i])) {
+            char names[256] = ""; /* "float32, float64, ..., bool" */
+            for (int d = 0; d < OC_NUM_DTYPES; d++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", d ? ", " : "",
+                         oc_dtype_name((oc_dtype)d));
+            return cli_usage_error(cmd, "--dtype '%s' is not a dtype (%s)", in->dtypes[i], names);
+        }
     mallopt(M_MMAP_THRESHOLD, 1 << 30); /* keep the heap (op_call.h) */
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     if (oc_library_load(path, &call->lib) != OC_OK) {

@@ -1,18 +1,14 @@
-/* Element type table. */
+/* Element type table, from OC_DTYPE_MAP (opcore/dtype.h). */
 #include <string.h>
 
 #include "opcore/dtype.h"
 
+#define OC_DTYPE_ROW_(NAME, name, code, bytes, floating, ...) [code] = {name, bytes, floating},
 static const struct {
     const char *name;
     size_t size;
-} dtype_table[OC_NUM_DTYPES] = {
-    [OC_FLOAT32] = {"float32", 4}, [OC_FLOAT64] = {"float64", 8},
-    [OC_FLOAT16] = {"float16", 2}, [OC_BFLOAT16] = {"bfloat16", 2},
-    [OC_INT8] = {"int8", 1},       [OC_INT16] = {"int16", 2},
-    [OC_INT32] = {"int32", 4},     [OC_INT64] = {"int64", 8},
-    [OC_UINT8] = {"uint8", 1},     [OC_BOOL] = {"bool", 1},
-};
+    bool floating;
+} dtype_table[OC_NUM_DTYPES] = {OC_DTYPE_MAP(OC_DTYPE_ROW_)};
 
 bool oc_dtype_is_valid(oc_dtype dtype) { return (unsigned)dtype < OC_NUM_DTYPES; }
 
@@ -41,7 +37,7 @@ bool oc_dtype_from_name(const char *name, oc_dtype *out)
 
 bool oc_dtype_is_floating(oc_dtype dtype)
 {
-    return dtype == OC_FLOAT32 || dtype == OC_FLOAT64 || dtype == OC_FLOAT16 || dtype == OC_BFLOAT16;
+    return oc_dtype_is_valid(dtype) && dtype_table[dtype].floating;
 }
 
 bool oc_dtype_is_integral(oc_dtype dtype)

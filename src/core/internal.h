@@ -23,6 +23,11 @@ void oc__raise(oc_status status, const char *fmt, ...) __attribute__((format(pri
 #include <stdarg.h>
 oc_status oc__set_errorv(oc_status status, const char *fmt, va_list ap);
 
+/* The last failure on this thread came out of calling the op `qualname`:
+ * oc_errop() names it, and its message is made to begin with
+ * "op '<qualname>'" (host/call.c calls it when an op call fails). */
+void oc__error_in_op(const char *qualname);
+
 /* True while a shape function runs on this thread: factories then make
  * meta tensors and element-wise ops compute shapes only. */
 bool oc__in_shape_fn(void);

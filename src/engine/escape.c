@@ -14,7 +14,10 @@
  * the host process, which is never the kernel's to end.
  *
  * Any function can run under the same guard as a shape function through
- * oc__run_protected() below (the loader runs each OC_LIBRARY block so). */
+ * oc__run_protected() below (the loader runs each OC_LIBRARY block so).
+ *
+ * The __wrap_* functions are OC_API: op libraries link against them, so
+ * libopcore exports them beside the oc_ API. */
 #undef _FORTIFY_SOURCE /* the real longjmp, unchecked, is what we call */
 #include <ffi.h>
 #include <pthread.h>
@@ -58,7 +61,7 @@ static bool guarded(void)
 
 /* __wrap_exit, __wrap__exit, __wrap__Exit, __wrap_quick_exit. */
 #define OC_WRAP_EXIT(name)                                                  \
-    _Noreturn void __wrap_##name(int status);                              \
+    OC_API _Noreturn void __wrap_##name(int status);                       \
     _Noreturn void __wrap_##name(int status)                               \
     {                                                                      \
         if (guarded()) oc__raise(OC_EKERNEL, "called " #name "(%d)" NOT_YOURS, status); \
@@ -69,7 +72,7 @@ OC_WRAP_EXIT(_exit)
 OC_WRAP_EXIT(_Exit)
 OC_WRAP_EXIT(quick_exit)
 
-_Noreturn void __wrap_abort(void);
+OC_API _Noreturn void __wrap_abort(void);
 _Noreturn void __wrap_abort(void)
 {
     if (guarded()) oc__raise(OC_EKERNEL, "called abort()" NOT_YOURS);
@@ -77,8 +80,8 @@ _Noreturn void __wrap_abort(void)
 }
 
 /* What assert() calls when its condition is false. */
-_Noreturn void __wrap___assert_fail(const char *assertion, const char *file, unsigned line,
-                                    const char *function);
+OC_API _Noreturn void __wrap___assert_fail(const char *assertion, const char *file, unsigned line,
+                                           const char *function);
 _Noreturn void __wrap___assert_fail(const char *assertion, const char *file, unsigned line,
                                     const char *function)
 {
@@ -87,7 +90,7 @@ _Noreturn void __wrap___assert_fail(const char *assertion, const char *file, uns
     abort();
 }
 
-_Noreturn void __wrap_pthread_exit(void *value);
+OC_API _Noreturn void __wrap_pthread_exit(void *value);
 _Noreturn void __wrap_pthread_exit(void *value)
 {
     if (guarded())
@@ -96,7 +99,7 @@ _Noreturn void __wrap_pthread_exit(void *value)
     pthread_exit(value);
 }
 
-_Noreturn void __wrap_thrd_exit(int result);
+OC_API _Noreturn void __wrap_thrd_exit(int result);
 _Noreturn void __wrap_thrd_exit(int result)
 {
     if (guarded())
@@ -146,7 +149,7 @@ static void check_jump(const struct __jmp_buf_tag *env, const char *fn)
 /* __wrap_<name>: check the jump, then make it (`shown` names it in the
  * message; __longjmp_chk is longjmp under _FORTIFY_SOURCE). */
 #define OC_WRAP_JUMP(name, shown)                                           \
-    _Noreturn void __wrap_##name(struct __jmp_buf_tag *env, int val);      \
+    OC_API _Noreturn void __wrap_##name(struct __jmp_buf_tag *env, int val); \
     _Noreturn void __wrap_##name(struct __jmp_buf_tag *env, int val)       \
     {                                                                      \
         check_jump(env, shown);                                            \

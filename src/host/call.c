@@ -478,8 +478,8 @@ static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *outs)
 static oc_status need_outs(const struct oc_op *op, const oc_tensor *outs, const char *fn)
 {
     if (!outs && op->fresh_results > 0)
-        return oc_set_error(OC_EINVAL, "%s: op '%s' has %d result%s: `outs` is required", fn, op->qualname,
-                            op->fresh_results, op->fresh_results == 1 ? "" : "s");
+        return oc_set_error(OC_EINVAL, "op '%s': %s: the op has %d result%s: `outs` is required", op->qualname,
+                            fn, op->fresh_results, op->fresh_results == 1 ? "" : "s");
     return OC_OK;
 }
 
@@ -495,6 +495,7 @@ oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tenso
     if (!st) st = oc__frame_bind(op, args, nargs, false, &f);
     if (!st) st = oc__frame_infer(op, &f, out_meta ? out_meta : scratch, NULL);
     oc__frame_release(&f);
+    if (st) oc__error_in_op(op->qualname);
     return st;
 }
 
@@ -527,6 +528,7 @@ static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_al
     if (!st) st = execute(op, &f, outs);
     oc__frame_release(&f);
     if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());
+    if (st) oc__error_in_op(op->qualname);
     return st;
 }
 

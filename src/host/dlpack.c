@@ -8,15 +8,12 @@
 #define kDLBool 6U
 #endif
 
+/* Each dtype's DLPack type code and bits, from OC_DTYPE_MAP. */
+#define OC_DLPACK_ROW_(NAME, name, code, bytes, floating, xla, dlpack) {kDL##dlpack, 8 * (bytes), OC_##NAME},
 static const struct {
     uint8_t code, bits;
     oc_dtype dtype;
-} dtype_map[] = {
-    {kDLFloat, 32, OC_FLOAT32}, {kDLFloat, 64, OC_FLOAT64}, {kDLFloat, 16, OC_FLOAT16},
-    {kDLBfloat, 16, OC_BFLOAT16}, {kDLInt, 8, OC_INT8},     {kDLInt, 16, OC_INT16},
-    {kDLInt, 32, OC_INT32},     {kDLInt, 64, OC_INT64},     {kDLUInt, 8, OC_UINT8},
-    {kDLBool, 8, OC_BOOL},
-};
+} dtype_map[] = {OC_DTYPE_MAP(OC_DLPACK_ROW_)};
 #define NUM_DTYPES (int)(sizeof dtype_map / sizeof dtype_map[0])
 
 oc_status oc_tensor_from_dlpack(const DLTensor *dl, oc_tensor *out)

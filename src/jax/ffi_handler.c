@@ -78,33 +78,27 @@ static XLA_FFI_Error *make_error(const XLA_FFI_Api *api, XLA_FFI_Error_Code code
     return api->XLA_FFI_Error_Create(&args);
 }
 
+/* XLA's error code for each status (OC_STATUS_MAP, opcore/status.h). */
 static XLA_FFI_Error_Code status_to_code(oc_status st)
 {
     switch (st) {
-    case OC_EINVAL:
-    case OC_ESHAPE:
-    case OC_EMETA:
-        return XLA_FFI_Error_Code_INVALID_ARGUMENT;
-    case OC_ENOTFOUND:
-        return XLA_FFI_Error_Code_NOT_FOUND;
-    case OC_ENOMEM:
-        return XLA_FFI_Error_Code_RESOURCE_EXHAUSTED;
-    case OC_EEXIST:
-        return XLA_FFI_Error_Code_ALREADY_EXISTS;
-    case OC_EABI:
-        return XLA_FFI_Error_Code_FAILED_PRECONDITION;
-    default:
-        return XLA_FFI_Error_Code_INTERNAL;
+#define OC_XLA_CODE_(NAME, code, xla, message) \
+    case OC_##NAME: return XLA_FFI_Error_Code_##xla;
+        OC_STATUS_MAP(OC_XLA_CODE_)
+#undef OC_XLA_CODE_
     }
+    return XLA_FFI_Error_Code_INTERNAL;
 }
 
-/* An error from the opcore runtime: the message names the op (prefixed if
- * oc_errmsg() does not already name it). */
+/* An error from the opcore runtime, naming the op: the runtime's message
+ * already does when the failure came out of calling this op (oc_errop),
+ * else it gets the op's name in front. */
 static XLA_FFI_Error *op_error(const XLA_FFI_Api *api, const char *qualname, oc_status st)
 {
     const char *msg = oc_errmsg();
-    if (msg == NULL || msg[0] == '\0') msg = oc_status_name(st);
-    if (strstr(msg, qualname) != NULL)
+    if (msg == NULL || msg[0] == '\0') msg = oc_status_message(st);
+    const char *failed = oc_errop();
+    if (failed != NULL && strcmp(failed, qualname) == 0)
         return make_error(api, status_to_code(st), "opcore: %s", msg);
     return make_error(api, status_to_code(st), "opcore: op '%s': %s", qualname, msg);
 }
@@ -213,22 +207,22 @@ static int64_t find_attr(const XLA_FFI_Attrs *attrs, const char *name)
     return -1;
 }
 
+/* The opcore dtype of an XLA element type (OC_DTYPE_MAP, opcore/dtype.h). */
 static bool xla_to_oc_dtype(XLA_FFI_DataType t, oc_dtype *out)
 {
     switch (t) {
-    case XLA_FFI_DataType_F32: *out = OC_FLOAT32; return true;
-    case XLA_FFI_DataType_F64: *out = OC_FLOAT64; return true;
-    case XLA_FFI_DataType_F16: *out = OC_FLOAT16; return true;
-    case XLA_FFI_DataType_BF16: *out = OC_BFLOAT16; return true;
-    case XLA_FFI_DataType_S8: *out = OC_INT8; return true;
-    case XLA_FFI_DataType_S16: *out = OC_INT16; return true;
-    case XLA_FFI_DataType_S32: *out = OC_INT32; return true;
-    case XLA_FFI_DataType_S64: *out = OC_INT64; return true;
-    case XLA_FFI_DataType_U8: *out = OC_UINT8; return true;
-    case XLA_FFI_DataType_PRED: *out = OC_BOOL; return true;
+#define OC_XLA_DTYPE_(NAME, name, code, bytes, floating, xla, dlpack) \
+    case XLA_FFI_DataType_##xla: *out = OC_##NAME; return true;
+        OC_DTYPE_MAP(OC_XLA_DTYPE_)
+#undef OC_XLA_DTYPE_
     default: return false;
     }
 }
+
+/* " float32 float64 ... bool": the dtypes opcore has, for messages. */
+#define OC_DTYPE_SPACED_(NAME, name, ...) " " name
+static const char oc_dtype_list[] = "" OC_DTYPE_MAP(OC_DTYPE_SPACED_);
+#undef OC_DTYPE_SPACED_
 
 /* A scalar attribute as a tagged number. */
 static bool scalar_attr(const XLA_FFI_Scalar *s, oc_scalar *out)
@@ -318,8 +312,8 @@ static XLA_FFI_Error *buffer_view(call *c, const char *what, const char *name, i
         label(where, sizeof where, what, name, item);
         return make_error(c->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                           "opcore: op '%s': %s has XLA dtype %d, which opcore does not "
-                          "support (float32/64, float16, bfloat16, int8/16/32/64, uint8, bool)",
-                          c->qualname, where, (int)buf->dtype);
+                          "support (it has:%s)",
+                          c->qualname, where, (int)buf->dtype, oc_dtype_list);
     }
     if (buf->rank < 0 || buf->rank > OC_MAX_DIMS) {
         label(where, sizeof where, what, name, item);

@@ -47,7 +47,7 @@ oc_cacc oc_accessor_ro(const oc_tensor *t, oc_dtype dtype, int ndim)
     return r;
 }
 
-void oc__acc_out_of_bounds(int ndim, int dim, int64_t index, int64_t size)
+void oc_accessor_out_of_bounds(int ndim, int dim, int64_t index, int64_t size)
 {
     if (dim < 0)
         oc__raise(OC_EINVAL, "element-wise accessor: %lld indices given for a %d-dim tensor",

@@ -102,7 +102,7 @@ oc_stream *oc_write_stream_range(oc_tensor *t, int64_t start, int64_t count)
 oc_stream *oc_read_stream(const oc_tensor *t) { return oc_read_stream_range(t, 0, t ? oc_numel(t) : 0); }
 oc_stream *oc_write_stream(oc_tensor *t) { return oc_write_stream_range(t, 0, t ? oc_numel(t) : 0); }
 
-void *oc__stream_refill(oc_stream *p)
+void *oc_stream_refill(oc_stream *p)
 {
     oc_stream_impl *s = impl_of(p);
     if (s->write) { oc__raise(OC_EINVAL, "OC_STREAM_READ on a write stream"); return s->buf; }
@@ -133,7 +133,7 @@ static void flush(oc_stream_impl *s)
     s->pub.end = s->buf + (left < s->cap ? left : s->cap) * s->pub.elem_size;
 }
 
-void *oc__stream_flush(oc_stream *p)
+void *oc_stream_flush(oc_stream *p)
 {
     oc_stream_impl *s = impl_of(p);
     if (!s->write) { oc__raise(OC_EINVAL, "OC_STREAM_WRITE on a read stream"); return s->buf; }

@@ -23,7 +23,7 @@ __attribute__((format(printf, 2, 3))) static void def_error(oc_library_builder *
     va_end(ap);
 }
 
-void oc__def(oc_library_builder *m, const char *schema, oc_fn shape_fn, const char *shape_fn_name,
+void oc_def_op(oc_library_builder *m, const char *schema, oc_fn shape_fn, const char *shape_fn_name,
              const char *kernel_name, const oc_op_options *options)
 {
     if (!m || m->error) return;

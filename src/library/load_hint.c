@@ -12,7 +12,7 @@ static _Thread_local int loading;
 void oc__loader_enter(void) { loading++; }
 void oc__loader_leave(void) { loading--; }
 
-void oc__library_constructor(const void *self)
+void oc_library_constructor(const void *self)
 {
     if (loading > 0) return;
     Dl_info info;

@@ -5,7 +5,7 @@
  * opcore library loads it silently and registers nothing; the user then
  * meets "'_OpNamespace' 'my_ops' object has no attribute 'relu_forward'".
  * Every library built by `opcore build` runs a constructor (in its
- * generated build-info source) that calls oc__library_constructor; opcore's
+ * generated build-info source) that calls oc_library_constructor; opcore's
  * own loaders bracket their dlopen with oc__loader_enter/leave, so the
  * constructor knows who loaded it and, for anyone else, says on stderr to
  * use opcore.custom_op.load_library.
@@ -18,9 +18,7 @@
 void oc__loader_enter(void);
 void oc__loader_leave(void);
 
-/* Called by an op library's constructor with the address of something in
- * it; prints the hint unless opcore is the one loading it. Declared again,
- * by hand, in the generated build-info source. */
-void oc__library_constructor(const void *self);
+/* oc_library_constructor (opcore/library.h, load_hint.c) prints the hint
+ * unless opcore is the one loading the library. */
 
 #endif /* OPCORE_LOAD_HINT_H */

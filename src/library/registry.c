@@ -131,7 +131,7 @@ static bool fresh_link(const char *path, const char *shown, char *out, size_t le
     int dst = mkstemp(out), src = open(path, O_RDONLY | O_CLOEXEC);
     bool ok = dst >= 0 && src >= 0;
     char buf[65536];
-    ssize_t n;
+    ssize_t n = 0; /* (set before its use; -O1 cannot tell) */
     while (ok && (n = read(src, buf, sizeof buf)) > 0) ok = write(dst, buf, (size_t)n) == n;
     ok = ok && n == 0; /* a read error is not the end of the file */
     if (src >= 0) close(src);
@@ -371,6 +371,11 @@ const char *oc_op_schema(const oc_op *op) { return op->def.schema_text; }
 const oc_library *oc_op_library(const oc_op *op) { return op->lib; }
 const char *oc_op_kernel_name(const oc_op *op) { return op->def.kernel_name; }
 const char *oc_op_shape_fn_name(const oc_op *op) { return op->def.shape_fn_name; }
+const char *oc_op_kernel_prototype(const oc_op *op, char *buf, size_t len)
+{
+    oc__schema_prototype(&op->def.schema, op->def.kernel_name, buf, len);
+    return buf;
+}
 bool oc_op_multicore(const oc_op *op) { return op->multicore; }
 size_t oc_op_stack_size(const oc_op *op) { return op->stack_size; }
 int oc_op_num_args(const oc_op *op) { return op->def.schema.num_args; }

@@ -341,6 +341,23 @@ static PyObject *py_dtype_names(PyObject *self, PyObject *noargs)
     return t;
 }
 
+/* The status codes' names, in code order (OC_STATUS_MAP, opcore/status.h). */
+static PyObject *py_status_names(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+#define OC_STATUS_ONE_(...) +1
+    enum { num_status = 0 OC_STATUS_MAP(OC_STATUS_ONE_) };
+#undef OC_STATUS_ONE_
+    PyObject *t = PyTuple_New(num_status);
+    for (int i = 0; t && i < num_status; i++) {
+        PyObject *name = PyUnicode_FromString(oc_status_name((oc_status)i));
+        if (!name) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, name);
+    }
+    return t;
+}
+
 static PyMethodDef methods[] = {
     {"load_library", py_load_library, METH_O,
      "load_library(path) -> dict\nLoad an op library built by opcore (loading the same file again is a "
@@ -364,6 +381,8 @@ static PyMethodDef methods[] = {
     {"cache_dir", py_cache_dir, METH_NOARGS, "cache_dir() -> str: opcore's cache root, as the CLI uses it "
      "(\"\" when no HOME is set)"},
     {"dtype_names", py_dtype_names, METH_NOARGS, "dtype_names() -> tuple of names in oc_dtype order"},
+    {"status_names", py_status_names, METH_NOARGS,
+     "status_names() -> tuple of the status names ('OC_OK', 'OC_ERROR', ...) indexed by code"},
     {"_set_torch", py_set_torch, METH_VARARGS, "_set_torch(Tensor, empty, dtypes): used by opcore.torch"},
     {NULL, NULL, 0, NULL}};
 

@@ -152,11 +152,9 @@ static PyObject *py_native_init(PyObject *self, PyObject *arg)
     SYM(exception_what, "torch_exception_get_what_without_backtrace");
     SYM(parallel_for, "torch_parallel_for");
     SYM(get_num_threads, "torch_get_num_threads");
-    static const char *const ours[OC_NUM_DTYPES] = {"float32", "float64", "float16", "bfloat16", "int8",
-                                                    "int16", "int32", "int64", "uint8", "bool"};
     char name[64];
-    for (int i = 0; i < OC_NUM_DTYPES && ok; i++) {
-        snprintf(name, sizeof name, "aoti_torch_dtype_%s", ours[i]);
+    for (int i = 0; i < OC_NUM_DTYPES && ok; i++) { /* torch spells each dtype as opcore does */
+        snprintf(name, sizeof name, "aoti_torch_dtype_%s", oc_dtype_name((oc_dtype)i));
         T.dtype_code[i] = code_of(h, name, &ok);
     }
     for (size_t i = 0; i < sizeof other_dtypes / sizeof *other_dtypes; i++) {

@@ -1,5 +1,6 @@
-/* DLPack views, tensor basics, checked accessors in debug
- * builds, and shape functions written with the tensor library. */
+/* DLPack views, tensor basics, the dtype and status vocabularies, checked
+ * accessors in debug builds, shape functions written with the tensor
+ * library, and what an op call's failure names. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -68,6 +69,57 @@ static void test_tensor_basics(void **state)
     assert_true(oc_half_to_f32(oc_f32_to_half(-2.25f)) == -2.25f);
 }
 
+/* Each dtype from the one list: its name parses back, and DLPack carries it there and back. */
+static void test_dtype_vocabulary(void **state)
+{
+    (void)state;
+    static const struct { oc_dtype d; const char *name; size_t size; uint8_t dl_code; bool floating; } want[] = {
+        {OC_FLOAT32, "float32", 4, kDLFloat, true}, {OC_FLOAT64, "float64", 8, kDLFloat, true},
+        {OC_FLOAT16, "float16", 2, kDLFloat, true}, {OC_BFLOAT16, "bfloat16", 2, kDLBfloat, true},
+        {OC_INT8, "int8", 1, kDLInt, false},        {OC_INT16, "int16", 2, kDLInt, false},
+        {OC_INT32, "int32", 4, kDLInt, false},      {OC_INT64, "int64", 8, kDLInt, false},
+        {OC_UINT8, "uint8", 1, kDLUInt, false},     {OC_BOOL, "bool", 1, 6 /* kDLBool */, false},
+    };
+    assert_int_equal(OC_NUM_DTYPES, sizeof want / sizeof want[0]);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        oc_dtype d = want[i].d, back;
+        assert_int_equal(d, (oc_dtype)i);
+        assert_string_equal(oc_dtype_name(d), want[i].name);
+        assert_int_equal(oc_dtype_size(d), want[i].size);
+        assert_int_equal(oc_dtype_is_floating(d), want[i].floating);
+        assert_true(oc_dtype_from_name(want[i].name, &back) && back == d);
+        char cell[8] = {0};
+        oc_tensor t;
+        assert_int_equal(oc_tensor_init(&t, cell, d, 0, NULL), OC_OK);
+        DLTensor dl;
+        assert_int_equal(oc_tensor_to_dlpack(&t, &dl, NULL, NULL), OC_OK);
+        assert_int_equal(dl.dtype.code, want[i].dl_code);
+        assert_int_equal(dl.dtype.bits, 8 * want[i].size);
+        oc_tensor t2;
+        assert_int_equal(oc_tensor_from_dlpack(&dl, &t2), OC_OK);
+        assert_int_equal(t2.dtype, d);
+    }
+    assert_string_equal(oc_dtype_name(OC_NUM_DTYPES), "invalid");
+    assert_false(oc_dtype_is_floating(OC_NUM_DTYPES));
+}
+
+/* Each status from the one list has its name and its own message. */
+static void test_status_vocabulary(void **state)
+{
+    (void)state;
+    assert_string_equal(oc_status_name(OC_OK), "OC_OK");
+    assert_string_equal(oc_status_name(OC_EMETA), "OC_EMETA");
+    assert_string_equal(oc_status_name((oc_status)15), "OC_UNKNOWN");
+    assert_string_equal(oc_status_message(OC_ENOMEM), "out of memory (host memory or TCM)");
+    assert_string_equal(oc_status_message((oc_status)-1), "an unknown status code");
+    for (int a = OC_OK; a <= OC_EMETA; a++) {
+        assert_true(strncmp(oc_status_name((oc_status)a), "OC_", 3) == 0);
+        assert_true(oc_status_message((oc_status)a)[0] != '\0');
+        for (int b = OC_OK; b < a; b++)
+            assert_string_not_equal(oc_status_message((oc_status)a), oc_status_message((oc_status)b));
+    }
+}
+
 static const char *acc_shape =
     "#include <opcore/library.h>\n"
     /* shape functions can use the tensor library: results are meta */
@@ -121,12 +173,46 @@ static void test_debug_accessors_and_shape_ops(void **state)
     oc_library_unload(lib);
 }
 
+/* A failed op call names its op through oc_errop(), and its message starts
+ * with it; a failure outside any op call names none. */
+static void test_error_names_the_op(void **state)
+{
+    (void)state;
+    oc_library *lib = test_build_and_load("acc", acc_compute, acc_shape, (test_lib_options){.debug = true});
+    const oc_op *op = oc_op_find("acc::addmul");
+    char proto[256];
+    assert_string_equal(oc_op_kernel_prototype(op, proto, sizeof proto),
+                        "oc_tensor *addmul(const oc_tensor *a, const oc_tensor *b)");
+    float av[6] = {0}, cv[6] = {0};
+    oc_tensor a, c, *y;
+    oc_tensor_init(&a, av, OC_FLOAT32, 2, (int64_t[]){2, 3});
+    oc_tensor_init(&c, cv, OC_FLOAT32, 2, (int64_t[]){3, 2});
+    oc_value args[] = {oc_value_tensor(&a), oc_value_tensor(&c)};
+    oc_clear_error();
+    assert_null(oc_errop());
+    assert_int_equal(oc_op_invoke(op, args, 2, &y), OC_EINVAL); /* the shape function refuses [3, 2] */
+    assert_non_null(oc_errop());
+    assert_string_equal(oc_errop(), "acc::addmul");
+    assert_true(strncmp(oc_errmsg(), "op 'acc::addmul'", 16) == 0);
+    assert_int_equal(oc_op_infer(op, args, 1, NULL), OC_EINVAL); /* arity, before any shape function */
+    assert_string_equal(oc_errop(), "acc::addmul");
+    assert_true(strncmp(oc_errmsg(), "op 'acc::addmul'", 16) == 0);
+    assert_int_equal(oc_op_call(op, args, 2, NULL), OC_EINVAL); /* no `outs`: named by the entry point */
+    assert_true(strncmp(oc_errmsg(), "op 'acc::addmul': oc_op_call:", 29) == 0);
+    assert_int_equal(oc_tensor_init(&a, NULL, OC_FLOAT32, 1, (int64_t[]){-1}), OC_EINVAL);
+    assert_null(oc_errop());
+    oc_library_unload(lib);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dlpack_views),
         cmocka_unit_test(test_tensor_basics),
+        cmocka_unit_test(test_dtype_vocabulary),
+        cmocka_unit_test(test_status_vocabulary),
         cmocka_unit_test(test_debug_accessors_and_shape_ops),
+        cmocka_unit_test(test_error_names_the_op),
     };
     int rc = cmocka_run_group_tests_name("kernel_api", tests, NULL, NULL);
     oc_engine_shutdown();

@@ -336,6 +336,18 @@ def test_error_wrong_dtype_kernel_check(relu_libs):
     assert_works()
 
 
+def test_status_and_dtype_lists_come_from_c(relu_libs):
+    """Python reads the status and dtype vocabularies from _C (OC_STATUS_MAP, OC_DTYPE_MAP)."""
+    names = opcore._C.status_names()
+    assert names[:3] == ("OC_OK", "OC_ERROR", "OC_EINVAL") and names[-1] == "OC_EMETA"
+    with pytest.raises(opcore.OpError) as e:
+        torch.ops.my_ops_elementwise.relu_forward(torch.randn(2, 3, dtype=torch.float64))
+    assert names[e.value.code] == e.value.status == "OC_EKERNEL"
+    assert opcore.torch.to_torch_dtype("bfloat16") is torch.bfloat16
+    assert opcore.torch.to_torch_dtype("bool") is torch.bool
+    assert len(opcore._C.dtype_names()) == 10
+
+
 def test_error_non_cpu_tensor(relu_libs):
     op = relu_libs["elementwise"].relu_forward
     with pytest.raises(opcore.OpArgumentError, match=r"relu_forward.*argument 1 'x' is on device 'meta'"):
