@@ -55,6 +55,7 @@ python: lib
 	$(PYTHON) -m pip install $(PIP_FLAGS) -e .
 
 test-python: python cli
+	$(PYTHON) scripts/check_py_imports.py
 	$(PYTHON) -m pytest -q tests/python
 
 demo: deps

@@ -54,7 +54,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from opcore import _C, _jax_dims, _jax_sharding, _jax_vjp
+from opcore import _C, _jax_dims, _jax_sharding, _jax_vjp, _jax_vma
 
 __all__ = [
     "TARGET",
@@ -326,13 +326,10 @@ class _OpMeta:
         self.fresh = tuple(i for i, (_, alias) in enumerate(self.results) if alias is None)
         self.mutated = tuple(a for a in self.args if a.mutable)
         self.tensor_args = tuple(a for a in self.args if a.is_tensor)
-        kw = [a.index for a in self.args if a.keyword_only]
-        self.positional = kw[0] if kw else len(self.args)
 
     def error(self, msg: str, arg: _Arg | None = None):
-        from opcore import OpArgumentError
         where = f"argument '{arg.name}' ({arg.schema_type}): " if arg is not None else ""
-        return OpArgumentError(f"opcore op '{self.qualname}': {where}{msg} (schema: {self.schema})")
+        return _C.OpArgumentError(f"opcore op '{self.qualname}': {where}{msg} (schema: {self.schema})")
 
 
 @functools.lru_cache(maxsize=None)
@@ -356,7 +353,7 @@ def _forget_python_caches():
 # ---------------------------------------------------------------------------
 # Arguments: binding a call to the schema, checking and normalising values.
 
-_MISSING = object()  # an argument left to its schema default
+_MISSING = _C.MISSING  # an argument left to its schema default
 
 
 def _is_array(v) -> bool:
@@ -481,26 +478,12 @@ def _norm_tensor(meta: _OpMeta, a: _Arg, v):
 
 def _bind(meta: _OpMeta, args: tuple, kwargs: dict) -> list:
     """The call's values in schema order (normalised; _MISSING where the
-    schema default applies)."""
-    n = len(meta.args)
-    if len(args) > meta.positional:
-        if len(args) > n:
-            raise meta.error(f"takes {n} argument{'s' if n != 1 else ''}, got {len(args)}")
-        raise meta.error(f"takes {meta.positional} positional arguments, got {len(args)}; "
-                         f"'{meta.args[meta.positional].name}' and later are keyword-only")
-    vals = list(args) + [_MISSING] * (n - len(args))
-    for k, v in kwargs.items():
-        a = meta.by_name.get(k)
-        if a is None:
-            raise meta.error(f"has no argument '{k}'")
-        if vals[a.index] is not _MISSING:
-            raise meta.error(f"argument '{k}' given twice")
-        vals[a.index] = v
+    schema default applies), bound by the C op's binder (strict: keyword-only
+    arguments by keyword only)."""
+    vals = meta.op.bind(args, kwargs, strict=True)
     for a in meta.args:
         v = vals[a.index]
         if v is _MISSING:
-            if not a.has_default:
-                raise meta.error(f"missing argument '{a.name}' ({a.schema_type})")
             if a.is_tensor:
                 vals[a.index] = None  # Tensor? = None: an explicit None keeps the operand count clear
             continue
@@ -571,44 +554,6 @@ def _result_specs(qualname: str, key: tuple, tmeta: tuple) -> tuple:
 
 
 # ---------------------------------------------------------------------------
-# Varying manual axes (jax.shard_map): results vary over the axes any input
-# varies over, so out_specs are checked the way they are for jnp ops.
-
-def _flatten(tensors: list) -> list:
-    """The operands of bound tensor values: each array, each item of a list
-    (Tensor[]), none for None."""
-    return [x for t in tensors if t is not None for x in (t if isinstance(t, list) else [t])]
-
-
-def _vma_union(flat: list) -> frozenset:
-    """The axes any of the arrays `flat` varies over."""
-    return frozenset().union(*map(_vma, flat))
-
-
-def _vma(x) -> frozenset:
-    aval = jax.typeof(x)
-    mat = getattr(aval, "mat", None)
-    if mat is not None:
-        return frozenset(mat.varying)
-    return frozenset(getattr(aval, "vma", ()))
-
-
-def _to_varying(x, axes: frozenset):
-    missing = axes - _vma(x)
-    return jax.lax.pcast(x, tuple(sorted(missing)), to="varying") if missing else x
-
-
-def _result_struct(shape, dtype, vma: frozenset, like=None):
-    """A result's type; inside shard_map it varies over `vma` (the mesh
-    comes from `like`, an operand)."""
-    if not vma:
-        return jax.ShapeDtypeStruct(shape, dtype)
-    sharding = jax.sharding.NamedSharding(jax.typeof(like).sharding.mesh, jax.sharding.PartitionSpec())
-    return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding,
-                                manual_axis_type=jax.sharding.ManualAxisType(varying=vma))
-
-
-# ---------------------------------------------------------------------------
 # The JAX callable.
 
 def _attr(a: _Arg, v):
@@ -669,6 +614,15 @@ class Op:
 
     # -- internals -------------------------------------------------------------
 
+    def _bound(self, args: tuple, kwargs: dict) -> list:
+        """The call's values in schema order, normalised (_MISSING where the
+        schema default applies)."""
+        return _bind(self._meta, args, kwargs)
+
+    def _key(self, vals: list) -> tuple:
+        """The static key of bound values (see _static_key)."""
+        return _static_key(self._meta, vals)
+
     def _call(self, vals: list):
         """Run the op on bound values (from _bind)."""
         meta = self._meta
@@ -683,17 +637,17 @@ class Op:
     def _lower(self, key: tuple, tensors: list):
         """The custom call itself: operands, attributes, results."""
         meta = self._meta
-        flat = _flatten(tensors)
-        vma = _vma_union(flat)
+        flat = _jax_vma.flatten(tensors)
+        vma = _jax_vma.vma_union(flat)
         if vma:
-            flat = [_to_varying(x, vma) for x in flat]
+            flat = [_jax_vma.to_varying(x, vma) for x in flat]
         tmeta = tuple(_tensor_meta(v) if a.is_tensor else None
                       for a, v in zip(meta.args, self._full(key, tensors)))
         specs = _result_specs(self.qualname, key, tmeta)
 
         # results: fresh ones, then one per mutated tensor (aliased to its operand)
         like = flat[0] if flat else None
-        results = [_result_struct(*specs[i], vma, like) for i in meta.fresh]
+        results = [_jax_vma.result_struct(*specs[i], vma, like) for i in meta.fresh]
         aliases, mutated_counts, pos = {}, [], 0
         for a, t in zip(meta.tensor_args, tensors):
             n = 0 if t is None else len(t) if a.is_list else 1
@@ -701,7 +655,7 @@ class Op:
                 for j in range(n):
                     aliases[pos + j] = len(results)
                     x = flat[pos + j]
-                    results.append(_result_struct(tuple(x.shape), np.dtype(x.dtype), vma, like))
+                    results.append(_jax_vma.result_struct(tuple(x.shape), np.dtype(x.dtype), vma, like))
                 mutated_counts.append((a.is_list, n))
             pos += n
 
@@ -806,7 +760,7 @@ def with_vjp(forward, *backward, vmap_method: str = "sequential") -> Callable:
     fwd = as_entry(forward)
     if not isinstance(fwd, Op):
         raise TypeError("opcore.jax.with_vjp: the forward must be an opcore op (name or opcore.jax.Op)")
-    return _jax_vjp.make(fwd, [as_entry(b) for b in backward], _MISSING)
+    return _jax_vjp.make(fwd, [as_entry(b) for b in backward], Op)
 
 
 # ---------------------------------------------------------------------------

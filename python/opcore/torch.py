@@ -35,7 +35,7 @@ import threading
 
 import torch
 
-from opcore import _C, _probes, _torch_native
+from opcore import _C, _dims, _probes, _torch_native
 from opcore._C import OpArgumentError
 
 __all__ = ["register_library", "unregister_library", "register_op", "register_autograd", "to_torch_dtype",
@@ -66,15 +66,7 @@ def registered_ops():
 # ---------------------------------------------------------------------------
 # Arguments in schema order.
 
-_MISSING = object()
-
-
-def _bind(names, args, kwargs):
-    """The call's values in schema order (_MISSING where a default applies)."""
-    vals = list(args) + [_MISSING] * (len(names) - len(args))
-    for k, v in kwargs.items():
-        vals[names.index(k)] = v
-    return vals
+_MISSING = _C.MISSING  # an argument left to its schema default (opcore._C.Op.bind)
 
 
 def _tensors_in(vals):
@@ -182,19 +174,14 @@ def _symbolic_metas(op, names, vals):
     except _C.OpError:
         traced = op.trace(runs)
 
+    def input_dim(arg, item, dim):
+        v = vals[arg]
+        if isinstance(v, (list, tuple)):
+            v = v[item]
+        return v if dim < 0 else v.shape[dim]
+
     def build(e):
-        if isinstance(e, int):
-            return e
-        if e[0] == "input":
-            _, arg, item, dim = e
-            v = vals[arg]
-            if isinstance(v, (list, tuple)):
-                v = v[item]
-            return v if dim < 0 else v.shape[dim]
-        a, b = build(e[1]), build(e[2])
-        return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b, "div": lambda: a // b,
-                "ceil_div": lambda: -((-a) // b), "mod": lambda: a % b, "min": lambda: torch.sym_min(a, b),
-                "max": lambda: torch.sym_max(a, b)}[e[0]]()
+        return _dims.build(e, input_dim, torch.sym_min, torch.sym_max)
 
     return [([build(e) for e in dims], dtype) for dtype, dims in traced]
 
@@ -203,9 +190,10 @@ def _make_fake(op):
     infer = op.infer
     names = [a["name"] for a in op.arg_info]
     results = op.results
+    bind = op.bind
 
     def fake(*args, **kwargs):
-        vals = _bind(names, args, kwargs)
+        vals = bind(args, kwargs)
         if any(True for v in vals for _ in _symints(v)):
             metas = _symbolic_metas(op, names, vals)
         else:
@@ -264,7 +252,6 @@ def register_op(op):
         if tlib is None:
             tlib = torch.library.Library(ns, "FRAGMENT")
             _torch_libs[ns] = tlib
-        names = [a["name"] for a in op.arg_info]
         mutated = [i for i, a in enumerate(op.arg_info) if a["mutable"]]
         aliased = any(alias is not None for _, alias in op.results)
         tags = (torch.Tag.pt2_compliant_tag,)
@@ -280,7 +267,7 @@ def register_op(op):
             check = _check_no_grad(op, mutated)
 
             def kernel(*args, **kwargs):
-                check(_bind(names, args, kwargs))
+                check(op.bind(args, kwargs))
                 return op(*args, **kwargs)
         if not aliased:
             # the C kernel without Python (in-place ops keep the Python kernel:
@@ -307,7 +294,7 @@ def register_op(op):
             def composite(*args, **kwargs):
                 made = impl_op(*args, **kwargs)
                 made = iter(made if isinstance(made, tuple) else (made,) if made is not None else ())
-                vals = _bind(names, args, kwargs)
+                vals = op.bind(args, kwargs)
                 outs = tuple(vals[alias] if alias is not None else next(made) for _, alias in op.results)
                 return outs[0] if len(outs) == 1 else outs
 
