@@ -43,7 +43,6 @@ import functools
 import hashlib
 import os
 import subprocess
-import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -54,7 +53,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from opcore import _C, _jax_dims, _jax_sharding, _jax_vjp, _jax_vma
+from opcore import _C, _jax_dims, _jax_sharding, _jax_vjp, _jax_vma, custom_op
 
 __all__ = [
     "TARGET",
@@ -87,67 +86,25 @@ _SUPPORTED = "float32/64, float16, bfloat16, int8/16/32/64, uint8, bool"
 _REPO = Path(__file__).resolve().parents[2]  # python/opcore/jax.py -> repo root (source tree)
 
 
-def _opcore_module():
-    """The opcore package (its extension, imported above, has loaded
-    libopcore once, before the handler links to it)."""
-    return sys.modules["opcore"]
-
-
-def _call_or_value(obj, name):
-    v = getattr(obj, name, None)
-    if callable(v):
-        try:
-            v = v()
-        except Exception:
-            return None
-    return v
-
-
-def _candidates(kind: str) -> list[Path]:
-    """Directories that may hold libopcore.so (kind='lib') or include/opcore
-    (kind='include'), most specific first."""
-    out: list[Path] = []
-    env = os.environ.get("OPCORE_LIB_DIR" if kind == "lib" else "OPCORE_INCLUDE_DIR")
-    if env:
-        out.append(Path(env))
-    pkg = _opcore_module()
-    for holder in (pkg, sys.modules.get("opcore._C")):
-        if holder is None:
-            continue
-        for attr in ((f"{kind}_dir", f"get_{kind}_dir", f"{kind.upper()}_DIR")):
-            v = _call_or_value(holder, attr)
-            if v:
-                out.append(Path(v))
-    pkg_dir = Path(pkg.__file__).resolve().parent if getattr(pkg, "__file__", None) else None
-    if pkg_dir is not None:
-        out += [pkg_dir / kind, pkg_dir / "lib", pkg_dir] if kind == "lib" else [pkg_dir / "include"]
-    home = os.environ.get("OPCORE_HOME")
-    if home:
-        out.append(Path(home) / ("build" if kind == "lib" else "include"))
-        out.append(Path(home) / kind)
-    out.append(_REPO / ("build" if kind == "lib" else "include"))
-    return out
-
-
 def _lib_dir() -> Path:
-    for d in _candidates("lib"):
-        if (d / "libopcore.so").exists():
-            return d.resolve()
-    raise RuntimeError(
-        "opcore.jax: cannot find libopcore.so (looked in: "
-        + ", ".join(str(d) for d in _candidates("lib"))
-        + "); build it with `make lib` or set OPCORE_LIB_DIR"
-    )
+    """libopcore's directory, by the rule every opcore build uses
+    (oc_build_lib_dir: $OPCORE_LIB_DIR, else next to the libopcore.so this
+    process loaded)."""
+    d = _C.lib_dir()
+    if not d or not (Path(d) / "libopcore.so").exists():
+        raise RuntimeError(f"opcore.jax: cannot find libopcore.so (opcore.lib_dir() gives {d!r}); "
+                           "build it with `make lib` or set OPCORE_LIB_DIR")
+    return Path(d).resolve()
 
 
 def _include_dir() -> Path:
-    for d in _candidates("include"):
-        if (d / "opcore" / "host.h").exists():
-            return d.resolve()
-    raise RuntimeError(
-        "opcore.jax: cannot find the opcore headers (include/opcore/host.h); "
-        "set OPCORE_INCLUDE_DIR"
-    )
+    """opcore's headers, by the rule every opcore build uses
+    (oc_build_include_dir: $OPCORE_INCLUDE_DIR, else beside libopcore)."""
+    d = _C.include_dir()
+    if not d or not (Path(d) / "opcore" / "host.h").exists():
+        raise RuntimeError(f"opcore.jax: cannot find the opcore headers (opcore.include_dir() gives {d!r}); "
+                           "set OPCORE_INCLUDE_DIR")
+    return Path(d).resolve()
 
 
 def _handler_source() -> Path:
@@ -171,8 +128,7 @@ def _prebuilt_handler(src: Path, c_api: Path, jaxlib_version: str) -> Path | Non
 
 
 def _cache_dir() -> Path:
-    from opcore.custom_op import cache_dir
-    return Path(cache_dir("jax"))
+    return Path(custom_op.cache_dir("jax"))
 
 
 # ---------------------------------------------------------------------------
