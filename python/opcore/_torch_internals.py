@@ -6,17 +6,18 @@ Autograd kernel registered with_keyset=True that redispatches below
 autograd (``torch._C._after_autograd_keyset``,
 ``torch._C._AutoDispatchBelowAutograd``), checks for dispatch modes and
 gradients in C (``torch._C._len_torch_dispatch_stack``,
-``torch._C._any_requires_grad``), an autograd.Function per pairing written
-out as straight-line code (``exec``), and clearing an OpOverload's
-Python-dispatcher cache (``_dispatch_cache``) after registering. Each is a
-private detail that a torch release may change.
+``torch._C._any_requires_grad``) and an autograd.Function per pairing
+written out as straight-line code (``exec``). Each is a private detail that
+a torch release may change.
 
 With the switch on -- ``OPCORE_TORCH_PUBLIC_API=1`` in the environment, or
 ``use_public_api(True)`` -- opcore.torch takes none of them: autograd pairs
 register through ``torch.library.register_autograd`` (the route tensor-list
 ops always take), slower per call but on public API only. Destroying a
 torch.library.Library fragment (``Library._destroy``, for reloads) has no
-public counterpart and is used either way.
+public counterpart and is used either way, as is clearing the
+OpOverload's Python-dispatcher cache (``_dispatch_cache``) after a pairing
+is registered (a trace before it may have cached "no autograd kernel").
 """
 import os
 
@@ -41,11 +42,10 @@ def destroy(lib):
 
 
 def clear_dispatch_cache(overload):
-    """Forget what the op's Python-dispatcher cache holds (an earlier trace
-    may have cached "no autograd kernel"); nothing under the public API,
-    where the cache is torch's to keep."""
-    if _public:
-        return
+    """Forget what the op's Python-dispatcher cache holds: an earlier trace
+    (torch.compile) may have cached "no autograd kernel", whichever route
+    registers the pairing (torch.library.register_autograd does not clear
+    it either)."""
     cache = getattr(overload, "_dispatch_cache", None)
     if cache is not None:
         cache.clear()
