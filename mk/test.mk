@@ -64,8 +64,15 @@ test-valgrind: tests
 python: lib
 	$(PYTHON) -m pip install $(PIP_FLAGS) -e .
 
+# The torch tests run twice: on opcore.torch's fast path (torch internals)
+# and with OPCORE_TORCH_PUBLIC_API=1 (public torch.library APIs only; see
+# python/opcore/_torch_internals.py).
+TORCH_TESTS := tests/python/test_torch.py tests/python/test_ops_torch.py tests/python/test_mlp.py
+
 test-python: python cli
+	$(PYTHON) scripts/check_py_imports.py
 	$(PYTHON) -m pytest -q tests/python
+	OPCORE_TORCH_PUBLIC_API=1 $(PYTHON) -m pytest -q $(TORCH_TESTS)
 
 demo: deps
 	$(MAKE) lib cli

@@ -13,8 +13,9 @@ C arithmetic cannot be explained: opcore's error says how to write it.
 from __future__ import annotations
 
 import numpy as np
+from jax._src import core  # min_dim / max_dim: JAX's symbolic min and max
 
-from opcore import _probes
+from opcore import _dims, _probes
 
 # Probe sizes (opcore/_probes.py): up to 8 symbols, 3 large runs and a small one.
 _PRIMES = _probes.PRIMES[:8]
@@ -54,37 +55,9 @@ def _evaluate(d, env: dict) -> int:
     return int(d._evaluate(env))
 
 
-def _binary(op: str, a, b):
-    from jax._src import core  # min_dim / max_dim: JAX's symbolic min and max
-
-    if op == "add":
-        return a + b
-    if op == "sub":
-        return a - b
-    if op == "mul":
-        return a * b
-    if op == "div":
-        return a // b
-    if op == "ceil_div":
-        return -((-a) // b)
-    if op == "mod":
-        return a % b
-    if op == "min":
-        return core.min_dim(a, b)
-    if op == "max":
-        return core.max_dim(a, b)
-    raise ValueError(f"opcore.jax: unknown size operation {op!r} from op.trace")
-
-
 def _to_jax(expr, input_dim):
     """An op.trace expression as a JAX dimension (int or symbolic)."""
-    if isinstance(expr, int):
-        return expr
-    if expr[0] == "input":
-        _, arg, item, dim = expr
-        return input_dim(arg, item, dim)
-    op, lhs, rhs = expr
-    return _binary(op, _to_jax(lhs, input_dim), _to_jax(rhs, input_dim))
+    return _dims.build(expr, input_dim, core.min_dim, core.max_dim)
 
 
 def trace(meta, shape_kwargs, tmeta) -> list[tuple[tuple, str]]:

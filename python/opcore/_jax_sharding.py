@@ -28,7 +28,7 @@ import numpy as np
 import jax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from opcore import _jax_dims
+from opcore import _jax_dims, _jax_vma
 
 _state = threading.local()
 
@@ -136,16 +136,14 @@ def _batch_size(meta, flat, dims):
 
 def route(op, key: tuple, tensors: list):
     """The op's value computed per shard, or None for the plain call."""
-    from opcore.jax import _flatten, _vma
-
     if getattr(_state, "exporting", False):
         return None
     meta = op._meta
-    flat = _flatten(tensors)
+    flat = _jax_vma.flatten(tensors)
     dims = _flat_dims(op.batch_dims, meta, tensors)
     if not flat or not all(_jax_dims.is_static(x.shape) for x in flat):
         return None
-    if any(_vma(x) for x in flat):  # already inside shard_map: per-shard values
+    if any(_jax_vma.vma(x) for x in flat):  # already inside shard_map: per-shard values
         return None
     batch = _batch_size(meta, flat, dims)
     explicit = _explicit_axes(flat, dims)

@@ -13,6 +13,9 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
+from opcore import _jax_vma
+from opcore._C import MISSING
+
 _GRAD_I = re.compile(r"grad(\d+)")
 
 
@@ -97,11 +100,10 @@ def _check(fm, bwd_name, a, x, g, item=None):
                          "(the input's)")
     if not jnp.issubdtype(x.dtype, jnp.inexact):
         return None  # integer inputs have no gradient
-    from opcore.jax import _to_varying, _vma
-    gv, xv = _vma(g), _vma(x)
+    gv, xv = _jax_vma.vma(g), _jax_vma.vma(x)
     if gv - xv:  # the input was made varying for the call: the transpose sums
         g = jax.lax.psum(g, tuple(sorted(gv - xv)))
-    return _to_varying(g, xv)
+    return _jax_vma.to_varying(g, xv)
 
 
 def _checked(fm, bwd_name, a, x, g):
@@ -123,10 +125,10 @@ def _name(entry) -> str:
     return f"'{q}'" if q else f"'{getattr(entry, '__name__', repr(entry))}'"
 
 
-def make(fwd, entries: list, missing):
-    """The custom_vjp function for forward `fwd` (an opcore.jax.Op)."""
-    from opcore.jax import Op, _bind, _flatten, _static_key, _to_varying, _vma_union
-
+def make(fwd, entries: list, op_type):
+    """The custom_vjp function for forward `fwd` (an opcore.jax.Op); entries
+    that are ops are instances of `op_type` (opcore.jax.Op), the rest
+    callables or None."""
     fm = fwd._meta
     tensor_args = fm.tensor_args
     if fm.mutated:
@@ -145,7 +147,7 @@ def make(fwd, entries: list, missing):
     for i, e in enumerate(entries):
         covers = [tensor_args[i]] if per_input else tensor_args
         lists = [a.name for a in covers if a.is_list]
-        if isinstance(e, Op) and lists:
+        if isinstance(e, op_type) and lists:
             raise TypeError(f"opcore.jax.with_vjp: '{fm.qualname}' takes a Tensor[] ({lists[0]}): "
                             "an op cannot return its gradients (a list); use a Python callable, "
                             "or None for no gradient")
@@ -157,8 +159,8 @@ def make(fwd, entries: list, missing):
         for i, e in enumerate(entries):
             if e is None:
                 continue
-            if isinstance(e, Op):
-                got = _run_op(e, ctx, missing)
+            if isinstance(e, op_type):
+                got = _run_op(e, ctx, MISSING)
                 if per_input and len(entries) > 1:
                     if i not in got and len(got) == 1:
                         got = {i: next(iter(got.values()))}
@@ -210,13 +212,13 @@ def make(fwd, entries: list, missing):
         return f
 
     def wrapped(*args, **kwargs):
-        vals = _bind(fm, args, kwargs)
-        key = _static_key(fm, vals)
+        vals = fwd._bound(args, kwargs)
+        key = fwd._key(vals)
         tensors = [vals[a.index] for a in tensor_args]
-        vma = _vma_union(_flatten(tensors))
+        vma = _jax_vma.vma_union(_jax_vma.flatten(tensors))
         if vma:  # outside the custom_vjp, so that JAX transposes the cast itself
-            tensors = [None if t is None else [_to_varying(x, vma) for x in t] if isinstance(t, list)
-                       else _to_varying(t, vma) for t in tensors]
+            tensors = [None if t is None else [_jax_vma.to_varying(x, vma) for x in t] if isinstance(t, list)
+                       else _jax_vma.to_varying(t, vma) for t in tensors]
         return make_vjp(key)(*tensors)
 
     wrapped.__name__ = fwd.__name__

@@ -43,7 +43,6 @@ import functools
 import hashlib
 import os
 import subprocess
-import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -54,7 +53,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from opcore import _C, _jax_dims, _jax_sharding, _jax_vjp
+from opcore import _C, _jax_dims, _jax_sharding, _jax_vjp, _jax_vma, custom_op
 
 __all__ = [
     "TARGET",
@@ -87,67 +86,25 @@ _SUPPORTED = ", ".join(_C.dtype_names())
 _REPO = Path(__file__).resolve().parents[2]  # python/opcore/jax.py -> repo root (source tree)
 
 
-def _opcore_module():
-    """The opcore package (its extension, imported above, has loaded
-    libopcore once, before the handler links to it)."""
-    return sys.modules["opcore"]
-
-
-def _call_or_value(obj, name):
-    v = getattr(obj, name, None)
-    if callable(v):
-        try:
-            v = v()
-        except Exception:
-            return None
-    return v
-
-
-def _candidates(kind: str) -> list[Path]:
-    """Directories that may hold libopcore.so (kind='lib') or include/opcore
-    (kind='include'), most specific first."""
-    out: list[Path] = []
-    env = os.environ.get("OPCORE_LIB_DIR" if kind == "lib" else "OPCORE_INCLUDE_DIR")
-    if env:
-        out.append(Path(env))
-    pkg = _opcore_module()
-    for holder in (pkg, sys.modules.get("opcore._C")):
-        if holder is None:
-            continue
-        for attr in ((f"{kind}_dir", f"get_{kind}_dir", f"{kind.upper()}_DIR")):
-            v = _call_or_value(holder, attr)
-            if v:
-                out.append(Path(v))
-    pkg_dir = Path(pkg.__file__).resolve().parent if getattr(pkg, "__file__", None) else None
-    if pkg_dir is not None:
-        out += [pkg_dir / kind, pkg_dir / "lib", pkg_dir] if kind == "lib" else [pkg_dir / "include"]
-    home = os.environ.get("OPCORE_HOME")
-    if home:
-        out.append(Path(home) / ("build" if kind == "lib" else "include"))
-        out.append(Path(home) / kind)
-    out.append(_REPO / ("build" if kind == "lib" else "include"))
-    return out
-
-
 def _lib_dir() -> Path:
-    for d in _candidates("lib"):
-        if (d / "libopcore.so").exists():
-            return d.resolve()
-    raise RuntimeError(
-        "opcore.jax: cannot find libopcore.so (looked in: "
-        + ", ".join(str(d) for d in _candidates("lib"))
-        + "); build it with `make lib` or set OPCORE_LIB_DIR"
-    )
+    """libopcore's directory, by the rule every opcore build uses
+    (oc_build_lib_dir: $OPCORE_LIB_DIR, else next to the libopcore.so this
+    process loaded)."""
+    d = _C.lib_dir()
+    if not d or not (Path(d) / "libopcore.so").exists():
+        raise RuntimeError(f"opcore.jax: cannot find libopcore.so (opcore.lib_dir() gives {d!r}); "
+                           "build it with `make lib` or set OPCORE_LIB_DIR")
+    return Path(d).resolve()
 
 
 def _include_dir() -> Path:
-    for d in _candidates("include"):
-        if (d / "opcore" / "host.h").exists():
-            return d.resolve()
-    raise RuntimeError(
-        "opcore.jax: cannot find the opcore headers (include/opcore/host.h); "
-        "set OPCORE_INCLUDE_DIR"
-    )
+    """opcore's headers, by the rule every opcore build uses
+    (oc_build_include_dir: $OPCORE_INCLUDE_DIR, else beside libopcore)."""
+    d = _C.include_dir()
+    if not d or not (Path(d) / "opcore" / "host.h").exists():
+        raise RuntimeError(f"opcore.jax: cannot find the opcore headers (opcore.include_dir() gives {d!r}); "
+                           "set OPCORE_INCLUDE_DIR")
+    return Path(d).resolve()
 
 
 def _handler_source() -> Path:
@@ -171,8 +128,7 @@ def _prebuilt_handler(src: Path, c_api: Path, jaxlib_version: str) -> Path | Non
 
 
 def _cache_dir() -> Path:
-    from opcore.custom_op import cache_dir
-    return Path(cache_dir("jax"))
+    return Path(custom_op.cache_dir("jax"))
 
 
 # ---------------------------------------------------------------------------
@@ -326,13 +282,10 @@ class _OpMeta:
         self.fresh = tuple(i for i, (_, alias) in enumerate(self.results) if alias is None)
         self.mutated = tuple(a for a in self.args if a.mutable)
         self.tensor_args = tuple(a for a in self.args if a.is_tensor)
-        kw = [a.index for a in self.args if a.keyword_only]
-        self.positional = kw[0] if kw else len(self.args)
 
     def error(self, msg: str, arg: _Arg | None = None):
-        from opcore import OpArgumentError
         where = f"argument '{arg.name}' ({arg.schema_type}): " if arg is not None else ""
-        return OpArgumentError(f"opcore op '{self.qualname}': {where}{msg} (schema: {self.schema})")
+        return _C.OpArgumentError(f"opcore op '{self.qualname}': {where}{msg} (schema: {self.schema})")
 
 
 @functools.lru_cache(maxsize=None)
@@ -356,7 +309,7 @@ def _forget_python_caches():
 # ---------------------------------------------------------------------------
 # Arguments: binding a call to the schema, checking and normalising values.
 
-_MISSING = object()  # an argument left to its schema default
+_MISSING = _C.MISSING  # an argument left to its schema default
 
 
 def _is_array(v) -> bool:
@@ -481,26 +434,12 @@ def _norm_tensor(meta: _OpMeta, a: _Arg, v):
 
 def _bind(meta: _OpMeta, args: tuple, kwargs: dict) -> list:
     """The call's values in schema order (normalised; _MISSING where the
-    schema default applies)."""
-    n = len(meta.args)
-    if len(args) > meta.positional:
-        if len(args) > n:
-            raise meta.error(f"takes {n} argument{'s' if n != 1 else ''}, got {len(args)}")
-        raise meta.error(f"takes {meta.positional} positional arguments, got {len(args)}; "
-                         f"'{meta.args[meta.positional].name}' and later are keyword-only")
-    vals = list(args) + [_MISSING] * (n - len(args))
-    for k, v in kwargs.items():
-        a = meta.by_name.get(k)
-        if a is None:
-            raise meta.error(f"has no argument '{k}'")
-        if vals[a.index] is not _MISSING:
-            raise meta.error(f"argument '{k}' given twice")
-        vals[a.index] = v
+    schema default applies), bound by the C op's binder (strict: keyword-only
+    arguments by keyword only)."""
+    vals = meta.op.bind(args, kwargs, strict=True)
     for a in meta.args:
         v = vals[a.index]
         if v is _MISSING:
-            if not a.has_default:
-                raise meta.error(f"missing argument '{a.name}' ({a.schema_type})")
             if a.is_tensor:
                 vals[a.index] = None  # Tensor? = None: an explicit None keeps the operand count clear
             continue
@@ -571,44 +510,6 @@ def _result_specs(qualname: str, key: tuple, tmeta: tuple) -> tuple:
 
 
 # ---------------------------------------------------------------------------
-# Varying manual axes (jax.shard_map): results vary over the axes any input
-# varies over, so out_specs are checked the way they are for jnp ops.
-
-def _flatten(tensors: list) -> list:
-    """The operands of bound tensor values: each array, each item of a list
-    (Tensor[]), none for None."""
-    return [x for t in tensors if t is not None for x in (t if isinstance(t, list) else [t])]
-
-
-def _vma_union(flat: list) -> frozenset:
-    """The axes any of the arrays `flat` varies over."""
-    return frozenset().union(*map(_vma, flat))
-
-
-def _vma(x) -> frozenset:
-    aval = jax.typeof(x)
-    mat = getattr(aval, "mat", None)
-    if mat is not None:
-        return frozenset(mat.varying)
-    return frozenset(getattr(aval, "vma", ()))
-
-
-def _to_varying(x, axes: frozenset):
-    missing = axes - _vma(x)
-    return jax.lax.pcast(x, tuple(sorted(missing)), to="varying") if missing else x
-
-
-def _result_struct(shape, dtype, vma: frozenset, like=None):
-    """A result's type; inside shard_map it varies over `vma` (the mesh
-    comes from `like`, an operand)."""
-    if not vma:
-        return jax.ShapeDtypeStruct(shape, dtype)
-    sharding = jax.sharding.NamedSharding(jax.typeof(like).sharding.mesh, jax.sharding.PartitionSpec())
-    return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding,
-                                manual_axis_type=jax.sharding.ManualAxisType(varying=vma))
-
-
-# ---------------------------------------------------------------------------
 # The JAX callable.
 
 def _attr(a: _Arg, v):
@@ -669,6 +570,15 @@ class Op:
 
     # -- internals -------------------------------------------------------------
 
+    def _bound(self, args: tuple, kwargs: dict) -> list:
+        """The call's values in schema order, normalised (_MISSING where the
+        schema default applies)."""
+        return _bind(self._meta, args, kwargs)
+
+    def _key(self, vals: list) -> tuple:
+        """The static key of bound values (see _static_key)."""
+        return _static_key(self._meta, vals)
+
     def _call(self, vals: list):
         """Run the op on bound values (from _bind)."""
         meta = self._meta
@@ -683,17 +593,17 @@ class Op:
     def _lower(self, key: tuple, tensors: list):
         """The custom call itself: operands, attributes, results."""
         meta = self._meta
-        flat = _flatten(tensors)
-        vma = _vma_union(flat)
+        flat = _jax_vma.flatten(tensors)
+        vma = _jax_vma.vma_union(flat)
         if vma:
-            flat = [_to_varying(x, vma) for x in flat]
+            flat = [_jax_vma.to_varying(x, vma) for x in flat]
         tmeta = tuple(_tensor_meta(v) if a.is_tensor else None
                       for a, v in zip(meta.args, self._full(key, tensors)))
         specs = _result_specs(self.qualname, key, tmeta)
 
         # results: fresh ones, then one per mutated tensor (aliased to its operand)
         like = flat[0] if flat else None
-        results = [_result_struct(*specs[i], vma, like) for i in meta.fresh]
+        results = [_jax_vma.result_struct(*specs[i], vma, like) for i in meta.fresh]
         aliases, mutated_counts, pos = {}, [], 0
         for a, t in zip(meta.tensor_args, tensors):
             n = 0 if t is None else len(t) if a.is_list else 1
@@ -701,7 +611,7 @@ class Op:
                 for j in range(n):
                     aliases[pos + j] = len(results)
                     x = flat[pos + j]
-                    results.append(_result_struct(tuple(x.shape), np.dtype(x.dtype), vma, like))
+                    results.append(_jax_vma.result_struct(tuple(x.shape), np.dtype(x.dtype), vma, like))
                 mutated_counts.append((a.is_list, n))
             pos += n
 
@@ -806,7 +716,7 @@ def with_vjp(forward, *backward, vmap_method: str = "sequential") -> Callable:
     fwd = as_entry(forward)
     if not isinstance(fwd, Op):
         raise TypeError("opcore.jax.with_vjp: the forward must be an opcore op (name or opcore.jax.Op)")
-    return _jax_vjp.make(fwd, [as_entry(b) for b in backward], _MISSING)
+    return _jax_vjp.make(fwd, [as_entry(b) for b in backward], Op)
 
 
 # ---------------------------------------------------------------------------

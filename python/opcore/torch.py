@@ -35,7 +35,7 @@ import threading
 
 import torch
 
-from opcore import _C, _probes, _torch_native
+from opcore import _C, _dims, _probes, _torch_internals, _torch_native
 from opcore._C import OpArgumentError
 
 __all__ = ["register_library", "unregister_library", "register_op", "register_autograd", "to_torch_dtype",
@@ -66,15 +66,7 @@ def registered_ops():
 # ---------------------------------------------------------------------------
 # Arguments in schema order.
 
-_MISSING = object()
-
-
-def _bind(names, args, kwargs):
-    """The call's values in schema order (_MISSING where a default applies)."""
-    vals = list(args) + [_MISSING] * (len(names) - len(args))
-    for k, v in kwargs.items():
-        vals[names.index(k)] = v
-    return vals
+_MISSING = _C.MISSING  # an argument left to its schema default (opcore._C.Op.bind)
 
 
 def _tensors_in(vals):
@@ -182,19 +174,14 @@ def _symbolic_metas(op, names, vals):
     except _C.OpError:
         traced = op.trace(runs)
 
+    def input_dim(arg, item, dim):
+        v = vals[arg]
+        if isinstance(v, (list, tuple)):
+            v = v[item]
+        return v if dim < 0 else v.shape[dim]
+
     def build(e):
-        if isinstance(e, int):
-            return e
-        if e[0] == "input":
-            _, arg, item, dim = e
-            v = vals[arg]
-            if isinstance(v, (list, tuple)):
-                v = v[item]
-            return v if dim < 0 else v.shape[dim]
-        a, b = build(e[1]), build(e[2])
-        return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b, "div": lambda: a // b,
-                "ceil_div": lambda: -((-a) // b), "mod": lambda: a % b, "min": lambda: torch.sym_min(a, b),
-                "max": lambda: torch.sym_max(a, b)}[e[0]]()
+        return _dims.build(e, input_dim, torch.sym_min, torch.sym_max)
 
     return [([build(e) for e in dims], dtype) for dtype, dims in traced]
 
@@ -203,9 +190,10 @@ def _make_fake(op):
     infer = op.infer
     names = [a["name"] for a in op.arg_info]
     results = op.results
+    bind = op.bind
 
     def fake(*args, **kwargs):
-        vals = _bind(names, args, kwargs)
+        vals = bind(args, kwargs)
         if any(True for v in vals for _ in _symints(v)):
             metas = _symbolic_metas(op, names, vals)
         else:
@@ -264,7 +252,6 @@ def register_op(op):
         if tlib is None:
             tlib = torch.library.Library(ns, "FRAGMENT")
             _torch_libs[ns] = tlib
-        names = [a["name"] for a in op.arg_info]
         mutated = [i for i, a in enumerate(op.arg_info) if a["mutable"]]
         aliased = any(alias is not None for _, alias in op.results)
         tags = (torch.Tag.pt2_compliant_tag,)
@@ -280,7 +267,7 @@ def register_op(op):
             check = _check_no_grad(op, mutated)
 
             def kernel(*args, **kwargs):
-                check(_bind(names, args, kwargs))
+                check(op.bind(args, kwargs))
                 return op(*args, **kwargs)
         if not aliased:
             # the C kernel without Python (in-place ops keep the Python kernel:
@@ -307,7 +294,7 @@ def register_op(op):
             def composite(*args, **kwargs):
                 made = impl_op(*args, **kwargs)
                 made = iter(made if isinstance(made, tuple) else (made,) if made is not None else ())
-                vals = _bind(names, args, kwargs)
+                vals = op.bind(args, kwargs)
                 outs = tuple(vals[alias] if alias is not None else next(made) for _, alias in op.results)
                 return outs[0] if len(outs) == 1 else outs
 
@@ -331,7 +318,7 @@ def unregister_library(name):
         _torch_native.unregister(name)
         tlib = _torch_libs.pop(name, None)
         if tlib is not None:
-            tlib._destroy()
+            _torch_internals.destroy(tlib)
         for qualname in [q for q in _registered if q.split("::", 1)[0] == name]:
             del _registered[qualname]
 
@@ -509,145 +496,14 @@ class _Pairing:
         return out
 
 
-_BELOW_AUTOGRAD = torch._C._after_autograd_keyset
 _autograd_libs = {}  # qualname -> the torch.library.Library holding its Autograd kernel
 
 
-def _lean_autograd(pairing):
-    """The Autograd kernel of a pairing without tensor lists: an
-    autograd.Function around the op's own kernel, binding the backward as
-    the pairing says; specialized (_specialize) for the eager case."""
-    fwd, n = pairing.fwd, pairing.n
-    # Plain CPU tensors and no dispatch mode: call the C op itself, as the
-    # seeds' autograd.Function does (no second trip through the dispatcher);
-    # anything else (FakeTensors under torch.compile, modes) is redispatched.
-    c_op = _registered.get(pairing.fname)
-    if c_op is not None and any(a["mutable"] for a in c_op.arg_info):
-        c_op = None
-    Tensor, modes = torch.Tensor, torch._C._len_torch_dispatch_stack
-
-    class Fn(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, keyset, kwargs, *args):
-            if c_op is not None and not modes() and all(type(a) is Tensor for a in args if isinstance(a, Tensor)):
-                out = c_op(*args, **kwargs)
-            else:
-                with torch._C._AutoDispatchBelowAutograd():
-                    out = fwd.redispatch(keyset & _BELOW_AUTOGRAD, *args, **kwargs)
-            vals = args if not kwargs and len(args) == n else pairing.inputs(args, kwargs)
-            pairing.save(ctx, vals, out)
-            ctx.nargs = len(args)
-            return out
-
-        @staticmethod
-        def backward(ctx, *grads):
-            return (None, None, *pairing.grads(ctx, grads, tensors_only=True)[:ctx.nargs])
-
-    Fn.__name__ = f"{pairing.fname.replace('::', '_')}_autograd"
-    any_requires_grad = torch._C._any_requires_grad
-    grad_enabled = torch.is_grad_enabled
-
-    def autograd_kernel(keyset, *args, **kwargs):
-        if grad_enabled() and any_requires_grad(*args, **kwargs):
-            return Fn.apply(keyset, kwargs, *args)
-        with torch._C._AutoDispatchBelowAutograd():
-            return fwd.redispatch(keyset & _BELOW_AUTOGRAD, *args, **kwargs)
-
-    return _specialize(autograd_kernel, pairing, c_op) or autograd_kernel
-
-
-def _specialize(generic_kernel, pairing, c_op):
-    """An Autograd kernel written out for this pairing: for plain CPU tensors
-    (the eager case) it calls the C op directly and, when grad is needed, an
-    autograd.Function whose forward and backward are straight-line code --
-    what a hand-written autograd.Function around the op would do. Calls that
-    do not fit (keyword arguments, defaults left out, FakeTensors, dispatch
-    modes) go to the generic kernel. None when the binding is outside the
-    common case (keyword-only backward arguments, a Python callable)."""
-    if pairing.plan is None or pairing.call_kw or c_op is None:
-        return None
-    n, tensor_idx, nt = pairing.n, pairing.tensor_idx, len(pairing.tensor_idx)
-    tpos = {i: k for k, i in enumerate(tensor_idx)}
-    # the backward's arguments: (0, saved position) a tensor input, (1, index)
-    # a non-tensor input, (2, saved position) a saved result, (3, index) a gradient
-    feed = []
-    for p, _ in pairing.call_pos:
-        if p[0] == "input":
-            feed.append((0, tpos[p[1]]) if p[1] in tpos else (1, p[1]))
-        elif p[0] == "result":
-            feed.append((2, nt + p[1]))
-        elif p[0] == "grad":
-            feed.append((3, p[1]))
-    need_vals = any(kind == 1 for kind, _ in feed)
-    # The backward op's C op too, for gradients that are plain tensors (not
-    # FakeTensors under compiled autograd, say) outside create_graph=True
-    # (where the backward op's own autograd applies): called directly, as
-    # the forward's is.
-    c_bwd = _registered.get(pairing.bwd._schema.name)
-    if c_bwd is not None and any(x["mutable"] for x in c_bwd.arg_info):
-        c_bwd = None
-    a = [f"a{i}" for i in range(n)]
-    args = ", ".join(a) + ("," if n == 1 else "")
-    plain = " and ".join(f"({a[i]} is None or type({a[i]}) is Tensor)" for i in tensor_idx)
-    res = "out if isinstance(out, tuple) else (out,)" if pairing.need_results else "()"
-    ngrads = len(pairing.fwd._schema.returns)
-    g = [f"g{i}" for i in range(ngrads)]
-    call = []
-    for kind, k in feed:
-        if kind in (0, 2):
-            call.append(f"s[{k}]")
-        elif kind == 1:
-            call.append(f"ctx.vals[{k}]")
-        else:
-            zero = f"s[{nt + k}]" if pairing.need_results else "s[0]"
-            call.append(f"({g[k]} if {g[k]} is not None else zeros_like({zero}))")
-    outs = ["None"] * n
-    grads = []
-    for j, i in enumerate(pairing.targets):
-        k = tpos.get(i)
-        if k is None:
-            continue
-        grads += [f"        x{j} = r[{j}] if len(r) > {j} else None",
-                  f"        if x{j} is not None and s[{k}] is not None and (type(x{j}) is not Tensor or "
-                  f"x{j}.shape != s[{k}].shape or x{j}.dtype != s[{k}].dtype):",
-                  f"            x{j} = check({i}, x{j}, s[{k}])",
-                  f"        if s[{k}] is None:",
-                  f"            x{j} = None"]
-        outs[i] = f"x{j}"
-    src = [f"class Fast(Function):",
-           f"    @staticmethod",
-           f"    def forward(ctx, {', '.join(a)}):",
-           f"        out = c_op({', '.join(a)})",
-           f"        ctx.save_for_backward({''.join(a[i] + ', ' for i in tensor_idx)}*({res}))",
-           f"        ctx.vals = ({args})" if need_vals else "        pass",
-           f"        return out",
-           f"    @staticmethod",
-           f"    def backward(ctx, {', '.join(g)}):",
-           f"        s = ctx.saved_tensors",
-           *([f"        if {' and '.join(f'type({x}) is Tensor' for x in g)} and not modes() and not grad_enabled():",
-              f"            r = c_bwd({', '.join(call)})",
-              f"        else:",
-              f"            r = bwd({', '.join(call)})"] if c_bwd is not None else
-             [f"        r = bwd({', '.join(call)})"]),
-           f"        r = r if isinstance(r, (tuple, list)) else (r,)",
-           *grads,
-           f"        return {', '.join(outs)}{',' if n == 1 else ''}",
-           f"",
-           f"def kernel(keyset, *args, **kwargs):",
-           f"    if not kwargs and len(args) == {n}:",
-           f"        {args} = args",
-           f"        if {plain} and not modes():",
-           f"            if grad_enabled() and any_requires_grad(*args):",
-           f"                return Fast.apply(*args)",
-           f"            return c_op(*args)",
-           f"    return generic_kernel(keyset, *args, **kwargs)"]
-    ns = dict(Function=torch.autograd.Function, generic_kernel=generic_kernel, c_op=c_op, Tensor=torch.Tensor,
-              modes=torch._C._len_torch_dispatch_stack, grad_enabled=torch.is_grad_enabled,
-              any_requires_grad=torch._C._any_requires_grad, bwd=pairing.bwd, c_bwd=c_bwd, zeros_like=torch.zeros_like,
-              check=pairing._check)
-    exec(compile("\n".join(src) + "\n", f"<opcore autograd {pairing.fname}>", "exec"), ns)
-    ns["Fast"].__name__ = f"{pairing.fname.replace('::', '_')}_autograd"
-    return ns["kernel"]
+def _plain_c_op(qualname):
+    """The C op registered as `qualname`, for the fast path's direct calls:
+    None for an op that is not opcore's or writes its arguments in place."""
+    c_op = _registered.get(qualname)
+    return None if c_op is None or any(a["mutable"] for a in c_op.arg_info) else c_op
 
 
 def register_autograd(forward, backward):
@@ -678,9 +534,12 @@ def register_autograd(forward, backward):
     with _lock:
         old = _autograd_libs.pop(fname, None)
         if old is not None:
-            old._destroy()
-        if lists:
-            # autograd.Function cannot track tensor lists: torch's generic route
+            _torch_internals.destroy(old)
+        ns, name = fname.split("::", 1)
+        lib = torch.library.Library(ns, "FRAGMENT")
+        if lists or _torch_internals.use_public_api():
+            # autograd.Function cannot track tensor lists (and the fast path
+            # is torch internals): torch's generic route
             def setup_context(ctx, inputs, output, keyword_only_inputs=None):
                 vals = list(inputs) + [(keyword_only_inputs or {}).get(a.name, pairing.defaults[i])
                                        for i, a in enumerate(schema.arguments) if i >= len(inputs)]
@@ -690,23 +549,17 @@ def register_autograd(forward, backward):
                 return tuple(pairing.grads(ctx, grads)[:len(schema.arguments) - _kwarg_only_count(schema)])
 
             backward_fn.__name__ = f"{fname.split('::')[-1]}_backward_fn"
-            torch.library.register_autograd(fname, backward_fn, setup_context=setup_context)
+            torch.library.register_autograd(fname, backward_fn, setup_context=setup_context, lib=lib)
         else:
-            ns, name = fname.split("::", 1)
-            lib = torch.library.Library(ns, "FRAGMENT")
-            lib.impl(name, _lean_autograd(pairing), "Autograd", with_keyset=True)
-            _autograd_libs[fname] = lib
+            kernel = _torch_internals.lean_autograd(pairing, _plain_c_op(fname), _plain_c_op(pairing.bwd._schema.name)
+                                                    if pairing.is_op else None)
+            lib.impl(name, kernel, "Autograd", with_keyset=True)
+        _autograd_libs[fname] = lib
     # An earlier trace (torch.compile) may have cached "no autograd kernel"
     # in the op's Python-dispatcher cache: forget it.
-    _clear_dispatch_cache(fwd)
+    _torch_internals.clear_dispatch_cache(fwd)
     return fwd
 
 
 def _kwarg_only_count(schema):
     return sum(1 for a in schema.arguments if a.kwarg_only)
-
-
-def _clear_dispatch_cache(overload):
-    cache = getattr(overload, "_dispatch_cache", None)
-    if cache is not None:
-        cache.clear()

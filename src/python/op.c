@@ -35,6 +35,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     const oc_op *op;
     int nargs;
+    int npositional; /* arguments before the first keyword-only one */
     int nresults;
     oc_arg_type types[MAX_ARGS];
     bool optional[MAX_ARGS];
@@ -74,16 +75,46 @@ static void arena_free(arena *a)
 
 /* ---- binding arguments ---------------------------------------------------- */
 
+/* An argument-binding error. The plain form is Python's ("op 'Q': takes 1
+ * argument, got 2", arguments by position and name); the strict form is
+ * opcore.jax's ("opcore op 'Q': missing argument 'x' (Tensor) (schema: S)",
+ * arguments by name and schema type). */
+static int bind_error(const oc_op *op, bool strict, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *detail = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    if (!detail) return -1;
+    if (!strict) {
+        ocpy_arg_error(op, "%U", detail);
+    } else {
+        PyObject *msg = PyUnicode_FromFormat("opcore op '%s': %U (schema: %s)", oc_op_qualname(op), detail,
+                                             oc_op_schema(op));
+        const char *text = msg ? PyUnicode_AsUTF8(msg) : NULL;
+        if (text) ocpy_raise(ocpy_ArgumentError, text, OC_EINVAL, op);
+        Py_XDECREF(msg);
+    }
+    Py_DECREF(detail);
+    return -1;
+}
+
 /* Put positional and keyword arguments into schema order; slots of missing
- * arguments stay NULL. */
-static int bind(OpObject *o, PyObject *const *args, Py_ssize_t n, PyObject *kwnames, PyObject **bound)
+ * arguments stay NULL. The one binder of every Python call path: the C op
+ * itself, opcore.torch's fake and Python kernels, and (`strict`: keyword-only
+ * arguments by keyword only, the strict error form) opcore.jax. */
+static int bind(OpObject *o, PyObject *const *args, Py_ssize_t n, PyObject *kwnames, PyObject **bound, bool strict)
 {
     const oc_op *op = o->op;
     if (n > o->nargs) {
-        ocpy_arg_error(op, "takes %d argument%s, got %zd (schema: %s)", o->nargs, o->nargs == 1 ? "" : "s",
-                       n + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0), oc_op_schema(op));
-        return -1;
+        if (strict)
+            return bind_error(op, strict, "takes %d argument%s, got %zd", o->nargs, o->nargs == 1 ? "" : "s", n);
+        return bind_error(op, strict, "takes %d argument%s, got %zd (schema: %s)", o->nargs, o->nargs == 1 ? "" : "s",
+                          n + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0), oc_op_schema(op));
     }
+    if (strict && n > o->npositional)
+        return bind_error(op, strict, "takes %d positional arguments, got %zd; '%s' and later are keyword-only",
+                          o->npositional, n, oc_op_arg_name(op, o->npositional));
     for (Py_ssize_t i = 0; i < n; i++) bound[i] = args[i];
     for (Py_ssize_t i = n; i < o->nargs; i++) bound[i] = NULL;
     if (kwnames) {
@@ -99,21 +130,24 @@ static int bind(OpObject *o, PyObject *const *args, Py_ssize_t n, PyObject *kwna
                 if (eq == 0) found = i;
             }
             if (found < 0) {
-                ocpy_arg_error(op, "got an unexpected keyword argument '%U' (schema: %s)", key, oc_op_schema(op));
-                return -1;
+                if (strict) return bind_error(op, strict, "has no argument '%U'", key);
+                return bind_error(op, strict, "got an unexpected keyword argument '%U' (schema: %s)", key,
+                                  oc_op_schema(op));
             }
             if (bound[found]) {
-                ocpy_arg_error(op, "got multiple values for argument '%U'", key);
-                return -1;
+                if (strict) return bind_error(op, strict, "argument '%U' given twice", key);
+                return bind_error(op, strict, "got multiple values for argument '%U'", key);
             }
             bound[found] = args[n + k];
         }
     }
     for (int i = 0; i < o->nargs; i++)
         if (!bound[i] && !o->has_default[i]) {
-            ocpy_arg_error(op, "missing argument %d '%s' (schema: %s)", i + 1, oc_op_arg_name(op, i),
-                           oc_op_schema(op));
-            return -1;
+            if (strict)
+                return bind_error(op, strict, "missing argument '%s' (%s)", oc_op_arg_name(op, i),
+                                  oc_op_arg_schema_type(op, i));
+            return bind_error(op, strict, "missing argument %d '%s' (schema: %s)", i + 1, oc_op_arg_name(op, i),
+                              oc_op_schema(op));
         }
     return 0;
 }
@@ -310,7 +344,7 @@ static int convert(OpObject *o, PyObject **bound, int meta, oc_value *vals, oc_t
 static int arguments(OpObject *o, PyObject *const *args, size_t nargsf, PyObject *kwnames, int meta,
                      oc_value *vals, oc_tensor *tensors, arena *ar, PyObject **bound)
 {
-    if (bind(o, args, PyVectorcall_NARGS(nargsf), kwnames, bound) < 0) return -1;
+    if (bind(o, args, PyVectorcall_NARGS(nargsf), kwnames, bound, false) < 0) return -1;
     return convert(o, bound, meta, vals, tensors, ar);
 }
 
@@ -537,6 +571,47 @@ static PyObject *op_vectorcall(PyObject *self, PyObject *const *args, size_t nar
         return NULL;
     }
     return ocpy_raise_status(st, o->op);
+}
+
+/* op.bind(args, kwargs=None, strict=False): the binder, for the Python call
+ * paths that need the values in schema order before (or instead of)
+ * calling the op. */
+static PyObject *op_bind(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"args", "kwargs", "strict", NULL};
+    PyObject *pos, *kwargs = NULL;
+    int strict = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|Op:bind", kwlist, &PyTuple_Type, &pos, &kwargs, &strict))
+        return NULL;
+    if (kwargs == Py_None) kwargs = NULL;
+    if (kwargs && !PyDict_Check(kwargs)) return PyErr_Format(PyExc_TypeError, "bind: kwargs must be a dict");
+    OpObject *o = (OpObject *)self;
+    Py_ssize_t n = PyTuple_GET_SIZE(pos), nk = kwargs ? PyDict_GET_SIZE(kwargs) : 0;
+    PyObject *bound[MAX_ARGS], *kwnames = NULL, *result = NULL;
+    PyObject **stack = PyMem_Malloc((size_t)(n + nk + 1) * sizeof *stack);
+    if (!stack) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) stack[i] = PyTuple_GET_ITEM(pos, i);
+    if (nk) {
+        kwnames = PyTuple_New(nk);
+        if (!kwnames) goto done;
+        Py_ssize_t it = 0, k = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(kwargs, &it, &key, &value)) {
+            if (!PyUnicode_Check(key)) {
+                PyErr_SetString(PyExc_TypeError, "bind: keywords must be strings");
+                goto done;
+            }
+            PyTuple_SET_ITEM(kwnames, k, Py_NewRef(key));
+            stack[n + k++] = value;
+        }
+    }
+    if (bind(o, stack, n, kwnames, bound, strict) < 0) goto done;
+    result = PyList_New(o->nargs);
+    for (int i = 0; result && i < o->nargs; i++) PyList_SET_ITEM(result, i, Py_NewRef(bound[i] ? bound[i] : ocpy_missing));
+done:
+    Py_XDECREF(kwnames);
+    PyMem_Free(stack);
+    return result;
 }
 
 static PyObject *metas_list(const oc_tensor *metas, int n)
@@ -803,6 +878,10 @@ static void op_dealloc(PyObject *self)
 }
 
 static PyMethodDef op_methods[] = {
+    {"bind", (PyCFunction)(void (*)(void))op_bind, METH_VARARGS | METH_KEYWORDS,
+     "bind(args, kwargs=None, strict=False) -> list\nThe call's values in schema order, opcore._C.MISSING "
+     "where a default applies; raises OpArgumentError as a call would. strict=True: keyword-only arguments "
+     "only by keyword, errors in opcore.jax's form (arguments by name and schema type)."},
     {"infer", (PyCFunction)(void (*)(void))op_infer, METH_FASTCALL | METH_KEYWORDS,
      "infer(*args, **kwargs) -> [(sizes, dtype_name), ...]\nRun the shape function on tensors' shapes and dtypes "
      "only, one entry per result: FakeTensors, meta tensors and plain shape specs (.shape and .dtype, e.g. "
@@ -849,6 +928,7 @@ PyObject *ocpy_op_new(const oc_op *op)
     o->vectorcall = op_vectorcall;
     o->op = op;
     o->nargs = n;
+    o->npositional = n;
     o->nresults = oc_op_num_results(op);
     o->argnames = PyTuple_New(n);
     o->qualname = PyUnicode_FromString(oc_op_qualname(op));
@@ -863,6 +943,7 @@ PyObject *ocpy_op_new(const oc_op *op)
         o->list_len[i] = oc_op_arg_list_len(op, i);
         memset(&o->defaults[i], 0, sizeof o->defaults[i]);
         o->has_default[i] = oc_op_arg_default(op, i, &o->defaults[i]);
+        if (oc_op_arg_keyword_only(op, i) && o->npositional == n) o->npositional = i;
         PyObject *name = PyUnicode_InternFromString(oc_op_arg_name(op, i));
         if (!name) {
             Py_DECREF(o);

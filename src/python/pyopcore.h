@@ -1,6 +1,7 @@
 /* src/python/pyopcore.h — what the files of the opcore._C extension share.
  *
- *   module.c   the module: exceptions, load_library, build, find_op, torch hooks
+ *   state.c    the shared state: exceptions, torch hooks, interned names (state.h)
+ *   module.c   the module: load_library, build, find_op, _set_torch
  *   op.c       the Op type: infer() for fake/meta tensors, __call__ for eager CPU
  *   tensor.c   viewing framework tensors (torch.Tensor, FakeTensor) as oc_tensor
  *   profiler_methods.c   the profiler's functions (its own engineer's file)
@@ -12,27 +13,7 @@
 #ifndef OPCORE_PYOPCORE_H
 #define OPCORE_PYOPCORE_H
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
-#include "opcore/host.h"
-
-/* ---- module state (module.c) -------------------------------------------- */
-
-extern PyObject *ocpy_OpError;       /* opcore.OpError(RuntimeError) */
-extern PyObject *ocpy_ArgumentError; /* opcore.OpArgumentError(OpError, TypeError, ValueError) */
-extern PyObject *ocpy_BuildError;    /* opcore.BuildError(RuntimeError) */
-
-/* Set by _set_torch(): torch.Tensor, torch.empty, the ten torch dtypes in
- * oc_dtype order. NULL until opcore.torch registers itself. */
-extern PyObject *ocpy_tensor_type;
-extern PyObject *ocpy_empty_fn;
-extern PyObject *ocpy_dtypes[OC_NUM_DTYPES];
-
-/* Interned attribute names, made once at import. */
-extern PyObject *ocpy_str_data_ptr, *ocpy_str_shape, *ocpy_str_stride, *ocpy_str_dtype,
-    *ocpy_str_is_cpu, *ocpy_str_device, *ocpy_str_dtype_kw;
-extern PyObject *ocpy_kwnames_dtype; /* ("dtype",) */
+#include "state.h"
 
 /* torch.Tensor attributes, fetched fast for plain torch.Tensor objects
  * (descriptors of torch._C.TensorBase, found by _set_torch) and through
@@ -40,13 +21,6 @@ extern PyObject *ocpy_kwnames_dtype; /* ("dtype",) */
 enum { OCPY_SHAPE, OCPY_DTYPE, OCPY_IS_CPU, OCPY_STRIDE, OCPY_DATA_PTR, OCPY_NUM_ATTRS };
 PyObject *ocpy_tensor_attr(PyObject *obj, int which);
 void ocpy_tensor_attrs_init(void);
-
-/* Raise the exception matching `st` with opcore's message for this thread
- * (oc_errmsg()); OC_EINVAL raises OpArgumentError. Returns NULL. */
-PyObject *ocpy_raise_status(oc_status st, const oc_op *op);
-
-/* Raise OpArgumentError "op 'Q': <formatted>". Returns NULL. */
-PyObject *ocpy_arg_error(const oc_op *op, const char *fmt, ...);
 
 /* ---- tensors (tensor.c) -------------------------------------------------- */
 
