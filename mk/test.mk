@@ -25,6 +25,8 @@ test: deps
 	$(MAKE) test-fuzz
 	$(MAKE) test-python
 
+# Each binary runs each of its tests in a process of its own, killed after
+# OC_TEST_TIMEOUT seconds (tests/c/support/runner.h).
 test-c: tests
 	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t; done
 
@@ -49,7 +51,7 @@ test-asan:
 
 test-valgrind: tests
 	@set -e; for t in $(TEST_BINS); do echo "== valgrind: $$t"; \
-	    OC_UNDER_VALGRIND=1 OPCORE_MARCH=$(VALGRIND_MARCH) $(VALGRIND) $$t; done
+	    OC_UNDER_VALGRIND=1 OC_TEST_TIMEOUT=1200 OPCORE_MARCH=$(VALGRIND_MARCH) $(VALGRIND) $$t; done
 
 python: lib
 	$(PYTHON) -m pip install $(PIP_FLAGS) -e .

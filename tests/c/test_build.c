@@ -7,6 +7,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "support/runner.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -701,7 +703,6 @@ int main(void)
         cmocka_unit_test(test_cache_dir_rule),
         cmocka_unit_test_setup_teardown(test_default_out_dir_is_the_cache, setup, teardown),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    oc_engine_shutdown();
-    return rc;
+    atexit(oc_engine_shutdown); /* in each test's process */
+    return oc_test_run("build", tests, NULL, NULL);
 }
