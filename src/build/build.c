@@ -34,6 +34,7 @@
 #include <xxhash.h>
 
 #include "build/build_internal.h"
+#include "core/alloc.h"
 #include "build/sigcheck.h"
 #include "engine/escape.h"
 #include "library/elfcheck.h"
@@ -59,7 +60,7 @@ static void find_dirs(void)
     char self_dir[PATH_MAX] = "";
     Dl_info info;
     if (dladdr((void *)(uintptr_t)&oc_build, &info) && info.dli_fname) {
-        char *real = realpath(info.dli_fname, NULL);
+        char *real = oc__realpath(info.dli_fname);
         if (real) {
             char *slash = strrchr(real, '/');
             if (slash) {
@@ -78,7 +79,7 @@ static void find_dirs(void)
             snprintf(probe, sizeof probe, "%s%s/opcore/library.h", self_dir, rel[i]);
             if (is_file(probe)) {
                 snprintf(probe, sizeof probe, "%s%s", self_dir, rel[i]);
-                char *real = realpath(probe, NULL);
+                char *real = oc__realpath(probe);
                 if (real) snprintf(inc_dir, sizeof inc_dir, "%s", real);
                 free(real);
             }
@@ -186,9 +187,9 @@ static void hash_public_headers(XXH3_state_t *s, const char *inc)
         hash_str(s, list[i]->d_name);
         if (text) XXH3_128bits_update(s, text, len);
         free(text);
-        free(list[i]);
+        (free)(list[i]); /* scandir's memory is the C library's: (free) keeps it off oc__free */
     }
-    free(list);
+    (free)(list);
 }
 
 /* Escape for a C string literal. */
@@ -324,7 +325,7 @@ static oc_status prepare(build *b)
         if (!p || !*p)
             return oc_set_error(OC_EINVAL, "opcore build: library '%s': a %s source path is empty",
                                 name, kind);
-        char *real = realpath(p, NULL);
+        char *real = oc__realpath(p);
         if (!real || !is_file(real)) {
             int e = errno;
             free(real);
@@ -361,7 +362,7 @@ static oc_status prepare(build *b)
     for (int i = 0; i < o->num_include_dirs; i++) {
         const char *d = o->include_dirs[i];
         if (!d || !*d) continue;
-        char *real = realpath(d, NULL);
+        char *real = oc__realpath(d);
         oc__argv_add(&b->incs, real ? real : d);
         free(real);
     }

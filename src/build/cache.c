@@ -21,6 +21,7 @@
 #include <xxhash.h>
 
 #include "build/build_internal.h"
+#include "core/alloc.h"
 #include "core/internal.h"
 
 void oc__hash_hex(oc__hash h, char out[33])
@@ -41,7 +42,7 @@ static int cc_count;
 
 static char *resolve_in_path(const char *prog)
 {
-    if (strchr(prog, '/')) return realpath(prog, NULL);
+    if (strchr(prog, '/')) return oc__realpath(prog);
     const char *path = getenv("PATH");
     if (!path) path = "/usr/local/bin:/usr/bin:/bin";
     while (*path) {
@@ -52,7 +53,7 @@ static char *resolve_in_path(const char *prog)
             memcpy(buf, path, n);
             buf[n] = '/';
             strcpy(buf + n + 1, prog);
-            if (access(buf, X_OK) == 0) return realpath(buf, NULL);
+            if (access(buf, X_OK) == 0) return oc__realpath(buf);
         }
         if (!end) break;
         path = end + 1;
@@ -227,7 +228,7 @@ static void add_dep(oc__argv *deps, const char *word, const char *skip_prefix)
 {
     char *abs = NULL;
     if (word[0] != '/') {
-        abs = realpath(word, NULL);
+        abs = oc__realpath(word);
         if (!abs) return;
         word = abs;
     }
