@@ -29,19 +29,28 @@ oc_status oc_replace_allocator(oc_malloc_fn malloc_fn, oc_realloc_fn realloc_fn,
     return OC_OK;
 }
 
+/* Callers read errno after a failure (strerror in messages, ENOMEM vs
+ * other causes): set it, whatever the installed function did. */
+static void *checked(void *p)
+{
+    if (!p) errno = ENOMEM;
+    return p;
+}
+
 void *oc__malloc(size_t size)
 {
-    return atomic_load_explicit(&alloc_malloc, memory_order_relaxed)(size);
+    return checked(atomic_load_explicit(&alloc_malloc, memory_order_relaxed)(size));
 }
 
 void *oc__calloc(size_t count, size_t size)
 {
-    return atomic_load_explicit(&alloc_calloc, memory_order_relaxed)(count, size);
+    return checked(atomic_load_explicit(&alloc_calloc, memory_order_relaxed)(count, size));
 }
 
 void *oc__realloc(void *ptr, size_t size)
 {
-    return atomic_load_explicit(&alloc_realloc, memory_order_relaxed)(ptr, size);
+    void *p = atomic_load_explicit(&alloc_realloc, memory_order_relaxed)(ptr, size);
+    return size ? checked(p) : p;
 }
 
 void oc__free(void *ptr)

@@ -1,6 +1,7 @@
 /* src/core/alloc.h — the allocator every host allocation in libopcore goes
  * through (opcore/alloc.h installs it). Same contracts as the C library's
- * functions; a NULL result must be handled as out of memory (OC_ENOMEM).
+ * functions; a NULL result (errno ENOMEM) must be handled as out of memory
+ * (OC_ENOMEM).
  * Memory that another library allocates (realpath(p, NULL), scandir,
  * vasprintf, ...) is released with the C library's free, never oc__free. */
 #ifndef OPCORE_CORE_ALLOC_H
