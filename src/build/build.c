@@ -173,8 +173,11 @@ static int filter_h(const struct dirent *d)
     return n > 2 && strcmp(d->d_name + n - 2, ".h") == 0;
 }
 
-static void hash_public_headers(XXH3_state_t *s, const char *inc)
+/* False when out of memory (a header that cannot be read otherwise is
+ * hashed as absent). */
+static bool hash_public_headers(XXH3_state_t *s, const char *inc)
 {
+    bool ok = true;
     char dir[PATH_MAX + 16];
     snprintf(dir, sizeof dir, "%s/opcore", inc);
     struct dirent **list = NULL;
@@ -184,12 +187,14 @@ static void hash_public_headers(XXH3_state_t *s, const char *inc)
         snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
         size_t len = 0;
         char *text = oc__read_file(path, &len);
+        if (!text && errno == ENOMEM) ok = false;
         hash_str(s, list[i]->d_name);
         if (text) XXH3_128bits_update(s, text, len);
         free(text);
         (free)(list[i]); /* scandir's memory is the C library's: (free) keeps it off oc__free */
     }
     (free)(list);
+    return ok;
 }
 
 /* Escape for a C string literal. */
@@ -329,8 +334,9 @@ static oc_status prepare(build *b)
         if (!real || !is_file(real)) {
             int e = errno;
             free(real);
-            return oc_set_error(OC_ENOTFOUND, "opcore build: library '%s': %s source %s: %s", name,
-                                kind, p, real ? "not a regular file" : strerror(e));
+            return oc_set_error(!real && e == ENOMEM ? OC_ENOMEM : OC_ENOTFOUND,
+                                "opcore build: library '%s': %s source %s: %s", name, kind, p,
+                                real ? "not a regular file" : strerror(e));
         }
         b->srcs[b->nsrcs].path = real;
         b->srcs[b->nsrcs].given = p;
@@ -406,8 +412,8 @@ static oc_status compute_key(build *b)
         if (!text) {
             int e = errno;
             XXH3_freeState(s);
-            return oc_set_error(OC_EIO, "opcore build: library '%s': cannot read %s: %s", o->name,
-                                b->srcs[i].path, strerror(e));
+            return oc_set_error(e == ENOMEM ? OC_ENOMEM : OC_EIO, "opcore build: library '%s': cannot read %s: %s",
+                                o->name, b->srcs[i].path, strerror(e));
         }
         b->srcs[i].has_library_block = strstr(text, "OC_LIBRARY") != NULL;
         hash_str(s, b->srcs[i].compute ? "compute" : "shape");
@@ -427,7 +433,11 @@ static oc_status compute_key(build *b)
     hash_str(s, ident);
     hash_str(s, oc_build_include_dir());
     hash_str(s, oc_build_lib_dir());
-    hash_public_headers(s, oc_build_include_dir());
+    if (!hash_public_headers(s, oc_build_include_dir())) {
+        XXH3_freeState(s);
+        return oc_set_error(OC_ENOMEM, "opcore build: library '%s': out of memory hashing the opcore headers",
+                            o->name);
+    }
     hash_cpu(s);
     XXH128_hash_t h = XXH3_128bits_digest(s);
     XXH3_freeState(s);
@@ -435,24 +445,36 @@ static oc_status compute_key(build *b)
     return OC_OK;
 }
 
-static bool cache_hit(build *b)
+/* *hit: the stamp says the library is up to date. OC_ENOMEM when memory
+ * ran out checking (anything else unreadable is a miss). */
+static oc_status cache_check(build *b, bool *hit_out)
 {
     oc__stamp st;
-    if (!oc__stamp_read(b->stamp_path, &st)) return false;
+    *hit_out = false;
+    errno = 0;
+    if (!oc__stamp_read(b->stamp_path, &st))
+        return errno == ENOMEM ? oc_set_error(OC_ENOMEM, "opcore build: library '%s': out of memory "
+                                                         "reading the cache stamp", b->o->name) : OC_OK;
     bool hit = false;
+    oc_status status = OC_OK;
     struct stat lib;
     if (strcmp(st.key, b->key) == 0 && stat(b->lib_path, &lib) == 0 &&
         (long long)lib.st_size == st.lib_size &&
         (long long)lib.st_mtim.tv_sec * 1000000000LL + lib.st_mtim.tv_nsec == st.lib_mtime_ns) {
         oc__hash h;
         char hex[33];
+        errno = 0;
         if (oc__deps_hash(b->key, &st.deps, &h)) {
             oc__hash_hex(h, hex);
             hit = strcmp(hex, st.full) == 0;
+        } else if (errno == ENOMEM) {
+            status = oc_set_error(OC_ENOMEM, "opcore build: library '%s': out of memory hashing its "
+                                             "dependencies", b->o->name);
         }
     }
     oc__stamp_free(&st);
-    return hit;
+    *hit_out = hit;
+    return status;
 }
 
 /* A debug build, for either kind of source: after the optimisation flag,
@@ -1030,7 +1052,9 @@ oc_status oc_build(const oc_build_options *opts, oc_build_result *result)
             while (flock(lock_fd, LOCK_EX) != 0 && errno == EINTR) {
             }
     }
-    if (!st && !opts->force && cache_hit(&b)) {
+    bool hit = false;
+    if (!st && !opts->force) st = cache_check(&b, &hit);
+    if (!st && hit) {
         strf(result->path, sizeof result->path, "%s", b.lib_path);
         result->cached = true;
         goto out;

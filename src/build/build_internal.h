@@ -74,10 +74,12 @@ typedef struct oc__stamp {
     oc__argv deps;
 } oc__stamp;
 
+/* False if there is no valid stamp at `path` (errno ENOMEM: memory ran out). */
 bool oc__stamp_read(const char *path, oc__stamp *out);
 oc_status oc__stamp_write(const char *path, const oc__stamp *st);
 void oc__stamp_free(oc__stamp *st);
-/* Hash of `key` + the contents of each dependency; false if one is gone. */
+/* Hash of `key` + the contents of each dependency; false if one is gone
+ * (errno ENOMEM: memory ran out). */
 bool oc__deps_hash(const char *key_hex, const oc__argv *deps, oc__hash *out);
 /* Add the prerequisites in a make-style .d file to `deps` (skipping those
  * under `skip_prefix` and duplicates). */

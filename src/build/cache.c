@@ -170,6 +170,7 @@ bool oc__stamp_read(const char *path, oc__stamp *out)
     }
     free(text);
     if (!ok || have != 7 || out->deps.oom) {
+        errno = out->deps.oom ? ENOMEM : 0;
         oc__stamp_free(out);
         return false;
     }
