@@ -511,6 +511,7 @@ static void shown_flags(const build *b, oc__sb *out)
     kernel_flags(b, &shown);
     oc__argv_extend(&shown, &b->user_flags);
     oc__argv_format(&shown, out);
+    if (shown.oom) out->oom = true; /* a word missing from the line */
     oc__argv_free(&shown);
 }
 
@@ -562,9 +563,11 @@ static oc_status write_build_info(build *b, char *path, size_t len)
     oc__sb_printf(&src, ", %d};\n", b->o->debug ? 1 : 0);
     load_hint_constructor(&src);
     tmp_path(b, path, len, "build_info.c", 0);
-    bool ok = !src.oom && !flags.oom && write_file(path, src.s, src.len);
+    bool oom = src.oom || flags.oom;
+    bool ok = !oom && write_file(path, src.s, src.len);
     oc__sb_free(&src);
     oc__sb_free(&flags);
+    if (oom) return oc_set_error(OC_ENOMEM, "opcore build: library '%s': out of memory writing %s", b->o->name, path);
     if (!ok) return oc_set_error(OC_EIO, "opcore build: cannot write %s: %s", path, strerror(errno));
     return OC_OK;
 }
@@ -642,7 +645,8 @@ static oc_status compile_and_link(build *b, char *tmp_lib, size_t tmp_len)
     }
     int failed = oc__jobs_run(jobs, njobs, oc__num_cpus(), b->o->verbose);
     if (failed) {
-        st = jobs_error(b, jobs, njobs, "compiling");
+        st = oc__jobs_oom(jobs, njobs, b->o->name);
+        if (!st) st = jobs_error(b, jobs, njobs, "compiling");
         goto out;
     }
     show_warnings(jobs, njobs);
@@ -670,7 +674,8 @@ static oc_status compile_and_link(build *b, char *tmp_lib, size_t tmp_len)
     oc__argv_add(&link.argv, OC_ESCAPE_WRAPS); /* exit(), abort()...: errors (escape.c) */
     link.what = "linking";
     if (oc__jobs_run(&link, 1, 1, b->o->verbose)) {
-        st = two_blocks_error(b, &link);
+        st = oc__jobs_oom(&link, 1, b->o->name);
+        if (!st) st = two_blocks_error(b, &link);
         if (!st) st = jobs_error(b, &link, 1, "linking");
     } else {
         show_warnings(&link, 1);
@@ -800,6 +805,11 @@ static oc_status check_library(build *b, const char *tmp_lib)
         oc__sb lib_h = {0};
         oc__sb_putn(&lib_h, shapes_h.s, shapes_h.len);
         if (static_lines.s) oc__sb_putn(&lib_h, static_lines.s, static_lines.len);
+        if (lib_h.oom) {
+            oc__sb_free(&lib_h);
+            st = oc_set_error(OC_ENOMEM, "opcore build: library '%s': out of memory", name);
+            goto done;
+        }
         if (!write_file(kpath, kernels_h.s, kernels_h.len) ||
             !write_file(spath, shapes_h.s, shapes_h.len) ||
             !write_file(sspath, lib_h.s, lib_h.len)) {
@@ -832,7 +842,8 @@ static oc_status check_library(build *b, const char *tmp_lib)
             jobs[i].what = whats[i];
         }
         int failed = oc__jobs_run(jobs, b->nsrcs, oc__num_cpus(), b->o->verbose);
-        if (failed) {
+        if (failed) st = oc__jobs_oom(jobs, b->nsrcs, name);
+        if (failed && !st) {
             oc__sb msg = {0};
             oc__sb_printf(&msg, "opcore build: library '%s': ", name);
             int found = 0;
@@ -904,9 +915,13 @@ static oc_status install(build *b, const char *tmp_lib)
     oc__stamp stamp = {0};
     memcpy(stamp.key, b->key, sizeof stamp.key);
     oc__hash h;
+    errno = 0;
     if (!oc__deps_hash(b->key, &b->deps, &h)) {
+        int e = errno;
         unlink(b->stamp_path); /* a header vanished mid-build: no cache */
-        return OC_OK;
+        return e == ENOMEM ? oc_set_error(OC_ENOMEM, "opcore build: library '%s': out of memory hashing "
+                                                     "its dependencies for the cache stamp", b->o->name)
+                           : OC_OK;
     }
     oc__hash_hex(h, stamp.full);
     stamp.lib_size = (long long)lib.st_size;
@@ -1002,6 +1017,10 @@ static oc_status vec_report(build *b, oc_build_result *result)
         n++;
     }
     oc__jobs_run(jobs, n, oc__num_cpus(), b->o->verbose);
+    if ((st = oc__jobs_oom(jobs, n, b->o->name))) {
+        free_jobs(jobs, n);
+        return st;
+    }
     oc__sb rep = {0}, flags = {0};
     shown_flags(b, &flags);
     oc__sb_printf(&rep, "vectorization report: compute sources compiled with %s (%s's remarks)\n",
@@ -1071,6 +1090,10 @@ oc_status oc_build(const oc_build_options *opts, oc_build_result *result)
     char tmp_lib[PATH_MAX + 512];
     if (!st) st = compile_and_link(&b, tmp_lib, sizeof tmp_lib);
     if (!st) st = check_library(&b, tmp_lib);
+    /* a temporary file left untracked, or a dependency unrecorded (the
+     * cache would miss its changes): out of memory along the way */
+    if (!st && (b.tmp_files.oom || b.deps.oom))
+        st = oc_set_error(OC_ENOMEM, "opcore build: library '%s': out of memory", opts->name);
     if (!st) st = install(&b, tmp_lib);
     if (!st) strf(result->path, sizeof result->path, "%s", b.lib_path);
 out:

@@ -90,10 +90,12 @@ oc_status oc__compiler_identity(const oc__argv *cc, const char **out)
     oc__argv_extend(&job.argv, cc);
     oc__argv_add(&job.argv, "--version");
     job.what = "compiler identity";
-    int failed = job.argv.oom ? 1 : oc__jobs_run(&job, 1, 1, false);
+    int failed = oc__jobs_run(&job, 1, 1, false);
     if (failed) {
-        oc_status st = oc_set_error(OC_EBUILD, "opcore build: the C compiler '%s' does not run: %s",
-                                    oc__sb_str(&cmd), job.output ? job.output : "");
+        oc_status st = job.oom ? oc_set_error(OC_ENOMEM, "opcore build: out of memory running the C compiler '%s'",
+                                              oc__sb_str(&cmd))
+                               : oc_set_error(OC_EBUILD, "opcore build: the C compiler '%s' does not run: %s",
+                                              oc__sb_str(&cmd), job.output ? job.output : "");
         oc__job_free(&job);
         oc__sb_free(&cmd);
         free(resolved);
@@ -183,7 +185,10 @@ oc_status oc__stamp_write(const char *path, const oc__stamp *st)
     oc__sb_printf(&b, "opcore-build-stamp 1\nkey %s\nfull %s\nlib %lld %lld\n", st->key, st->full,
                   st->lib_size, st->lib_mtime_ns);
     for (int i = 0; i < st->deps.n; i++) oc__sb_printf(&b, "dep %s\n", st->deps.v[i]);
-    if (b.oom) return oc_set_error(OC_ENOMEM, "out of memory");
+    if (b.oom) {
+        oc__sb_free(&b);
+        return oc_set_error(OC_ENOMEM, "opcore build: out of memory writing the cache stamp %s", path);
+    }
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
@@ -230,7 +235,10 @@ static void add_dep(oc__argv *deps, const char *word, const char *skip_prefix)
     char *abs = NULL;
     if (word[0] != '/') {
         abs = oc__realpath(word);
-        if (!abs) return;
+        if (!abs) {
+            if (errno == ENOMEM) deps->oom = true;
+            return;
+        }
         word = abs;
     }
     if (!(skip_prefix && *skip_prefix && strncmp(word, skip_prefix, strlen(skip_prefix)) == 0)) {
@@ -244,7 +252,10 @@ static void add_dep(oc__argv *deps, const char *word, const char *skip_prefix)
 void oc__deps_parse(const char *dfile, const char *skip_prefix, oc__argv *deps)
 {
     char *text = oc__read_file(dfile, NULL);
-    if (!text) return;
+    if (!text) {
+        if (errno == ENOMEM) deps->oom = true; /* else: no dependency file, no dependencies */
+        return;
+    }
     /* Skip the target: everything up to the first ": ". */
     char *p = strstr(text, ": ");
     if (!p) p = strchr(text, ':');
