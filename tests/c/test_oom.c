@@ -101,6 +101,7 @@ typedef struct oom_case {
     oc_status (*run)(struct oom_case *c); /* the operation */
     void (*undo)(struct oom_case *c);     /* after it succeeded: release what it made */
     void (*reset)(void);                  /* or NULL: after every run, back to the start state */
+    long stride;                          /* fail allocation 0, stride, 2 * stride, ... (0: 1) */
     const char *path;                     /* a library, for the cases that need one */
     oc_library *lib;
     const oc_op *op;
@@ -109,11 +110,11 @@ typedef struct oom_case {
 } oom_case;
 
 /* Runs c->run once failing allocation 0, once failing allocation 1, ...
- * until a run makes fewer allocations than the index armed; returns how
- * many allocations that full run made. */
+ * (or every c->stride-th) until a run makes fewer allocations than the
+ * index armed; returns that index. */
 static long drive(oom_case *c)
 {
-    for (long n = 0;; n++) {
+    for (long n = 0;; n += c->stride > 0 ? c->stride : 1) {
         long before = atomic_load(&live);
         arm(n);
         oc_status st = c->run(c);
@@ -320,6 +321,35 @@ static void test_build_cached(void **state)
     assert_true(n > 0);
 }
 
+/* A build that compiles (force: the cache is not consulted): options,
+ * hashing, the compiler jobs, loading the library to learn its ops, the
+ * prototype check, the stamp. About 300 allocations, and a failure after
+ * the compiler ran costs a compile and a rebuild: every 23rd fails here
+ * (a prime, so successive runs of the suite's changes land on other
+ * sites), every one with OC_OOM_BUILD_STRIDE=1 (some ten minutes). */
+static void test_build_fresh(void **state)
+{
+    (void)state;
+    static const char *compute[1], *shape[1];
+    compute[0] = test_path(test_tmpdir(), "oomf_compute.c");
+    shape[0] = test_path(test_tmpdir(), "oomf_shape.c");
+    test_write_file(compute[0], ops_compute);
+    char text[2048];
+    snprintf(text, sizeof text, ops_shape_fmt, "oomfresh");
+    test_write_file(shape[0], text);
+    setup_build_opts("oomfresh", compute, shape);
+    build_opts.force = true;
+    const char *stride = getenv("OC_OOM_BUILD_STRIDE");
+    oom_case c = {.what = "oc_build (compiling)", .run = build, .undo = built_ok,
+                  .stride = stride && atol(stride) > 0 ? atol(stride) : 23};
+    assert_int_equal(build(&c), OC_OK);
+    assert_false(c.built.cached);
+    built_ok(&c);
+    long n = drive(&c);
+    print_message("%s: about %ld allocations, every %ld-th failed once\n", c.what, n, c.stride);
+    assert_true(n > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -328,6 +358,7 @@ int main(void)
         cmocka_unit_test_setup(test_first_call_starts_engine, install_allocator),
         cmocka_unit_test_setup(test_library_load, install_allocator),
         cmocka_unit_test_setup(test_build_cached, install_allocator),
+        cmocka_unit_test_setup(test_build_fresh, install_allocator),
     };
     atexit(oc_engine_shutdown); /* in each test's process */
     return oc_test_run("oom", tests, NULL, NULL);
