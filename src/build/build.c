@@ -714,7 +714,8 @@ static oc_status check_library(build *b, const char *tmp_lib)
         char msg[4096];
         snprintf(msg, sizeof msg, "%s", oc_errmsg());
         dlclose(h);
-        return oc_set_error(OC_EBUILD, "opcore build: %s", msg);
+        /* a registration block's failure is the library's; memory is not */
+        return oc_set_error(st == OC_ENOMEM ? OC_ENOMEM : OC_EBUILD, "opcore build: %s", msg);
     }
     Dl_info self;
     const void *entry = dlsym(h, "oc_library_entry");
