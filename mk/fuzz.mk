@@ -18,8 +18,8 @@ FUZZ_DIR       := $(BUILD)/fuzz
 FUZZ_FLAGS     := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Iinclude -Isrc \
                   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_C_TARGETS := schema elfcheck
-FUZZ_SRCS_schema   := src/library/schema.c src/core/status.c
-FUZZ_SRCS_elfcheck := src/library/elfcheck.c src/core/status.c
+FUZZ_SRCS_schema   := src/library/schema.c src/core/status.c src/core/alloc.c
+FUZZ_SRCS_elfcheck := src/library/elfcheck.c src/core/status.c src/core/alloc.c
 FUZZ_LIBS_elfcheck := -lxxhash
 FUZZ_ENV       := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 

@@ -34,6 +34,8 @@ check-layers: lib cli
 	$(PYTHON) scripts/check_layers.py --src src --objects $(BUILD)/obj
 
 # First: libopcore exports its public API and nothing else (issue #23).
+# Each binary runs each of its tests in a process of its own, killed after
+# OC_TEST_TIMEOUT seconds (tests/c/support/runner.h).
 test-c: tests
 	scripts/check-exports.sh $(BUILD)/libopcore.so.0
 	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t; done
@@ -59,7 +61,7 @@ test-asan:
 
 test-valgrind: tests
 	@set -e; for t in $(TEST_BINS); do echo "== valgrind: $$t"; \
-	    OC_UNDER_VALGRIND=1 OPCORE_MARCH=$(VALGRIND_MARCH) $(VALGRIND) $$t; done
+	    OC_UNDER_VALGRIND=1 OC_TEST_TIMEOUT=1200 OPCORE_MARCH=$(VALGRIND_MARCH) $(VALGRIND) $$t; done
 
 python: lib
 	$(PYTHON) -m pip install $(PIP_FLAGS) -e .

@@ -53,8 +53,8 @@ typedef struct oc_build_result {
     char path[4096];  /* absolute path of lib<name>.so */
     bool cached;      /* true if nothing was compiled */
     double seconds;   /* wall time of the build */
-    char *vec_report; /* with opts->vec_report: the report (malloc'd: free() it);
-                         else NULL */
+    char *vec_report; /* with opts->vec_report: the report (free() it, or
+                         the free given to oc_replace_allocator); else NULL */
 } oc_build_result;
 
 /* Build (or reuse) the library. On OC_EBUILD, oc_errmsg() holds the

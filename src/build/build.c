@@ -34,6 +34,7 @@
 #include <xxhash.h>
 
 #include "build/build_internal.h"
+#include "core/alloc.h"
 #include "build/sigcheck.h"
 #include "engine/escape.h"
 #include "library/elfcheck.h"
@@ -59,7 +60,7 @@ static void find_dirs(void)
     char self_dir[PATH_MAX] = "";
     Dl_info info;
     if (dladdr((void *)(uintptr_t)&oc_build, &info) && info.dli_fname) {
-        char *real = realpath(info.dli_fname, NULL);
+        char *real = oc__realpath(info.dli_fname);
         if (real) {
             char *slash = strrchr(real, '/');
             if (slash) {
@@ -78,7 +79,7 @@ static void find_dirs(void)
             snprintf(probe, sizeof probe, "%s%s/opcore/library.h", self_dir, rel[i]);
             if (is_file(probe)) {
                 snprintf(probe, sizeof probe, "%s%s", self_dir, rel[i]);
-                char *real = realpath(probe, NULL);
+                char *real = oc__realpath(probe);
                 if (real) snprintf(inc_dir, sizeof inc_dir, "%s", real);
                 free(real);
             }
@@ -172,8 +173,11 @@ static int filter_h(const struct dirent *d)
     return n > 2 && strcmp(d->d_name + n - 2, ".h") == 0;
 }
 
-static void hash_public_headers(XXH3_state_t *s, const char *inc)
+/* False when out of memory (a header that cannot be read otherwise is
+ * hashed as absent). */
+static bool hash_public_headers(XXH3_state_t *s, const char *inc)
 {
+    bool ok = true;
     char dir[PATH_MAX + 16];
     snprintf(dir, sizeof dir, "%s/opcore", inc);
     struct dirent **list = NULL;
@@ -183,12 +187,14 @@ static void hash_public_headers(XXH3_state_t *s, const char *inc)
         snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
         size_t len = 0;
         char *text = oc__read_file(path, &len);
+        if (!text && errno == ENOMEM) ok = false;
         hash_str(s, list[i]->d_name);
         if (text) XXH3_128bits_update(s, text, len);
         free(text);
-        free(list[i]);
+        (free)(list[i]); /* scandir's memory is the C library's: (free) keeps it off oc__free */
     }
-    free(list);
+    (free)(list);
+    return ok;
 }
 
 /* Escape for a C string literal. */
@@ -324,12 +330,13 @@ static oc_status prepare(build *b)
         if (!p || !*p)
             return oc_set_error(OC_EINVAL, "opcore build: library '%s': a %s source path is empty",
                                 name, kind);
-        char *real = realpath(p, NULL);
+        char *real = oc__realpath(p);
         if (!real || !is_file(real)) {
             int e = errno;
             free(real);
-            return oc_set_error(OC_ENOTFOUND, "opcore build: library '%s': %s source %s: %s", name,
-                                kind, p, real ? "not a regular file" : strerror(e));
+            return oc_set_error(!real && e == ENOMEM ? OC_ENOMEM : OC_ENOTFOUND,
+                                "opcore build: library '%s': %s source %s: %s", name, kind, p,
+                                real ? "not a regular file" : strerror(e));
         }
         b->srcs[b->nsrcs].path = real;
         b->srcs[b->nsrcs].given = p;
@@ -361,7 +368,7 @@ static oc_status prepare(build *b)
     for (int i = 0; i < o->num_include_dirs; i++) {
         const char *d = o->include_dirs[i];
         if (!d || !*d) continue;
-        char *real = realpath(d, NULL);
+        char *real = oc__realpath(d);
         oc__argv_add(&b->incs, real ? real : d);
         free(real);
     }
@@ -405,8 +412,8 @@ static oc_status compute_key(build *b)
         if (!text) {
             int e = errno;
             XXH3_freeState(s);
-            return oc_set_error(OC_EIO, "opcore build: library '%s': cannot read %s: %s", o->name,
-                                b->srcs[i].path, strerror(e));
+            return oc_set_error(e == ENOMEM ? OC_ENOMEM : OC_EIO, "opcore build: library '%s': cannot read %s: %s",
+                                o->name, b->srcs[i].path, strerror(e));
         }
         b->srcs[i].has_library_block = strstr(text, "OC_LIBRARY") != NULL;
         hash_str(s, b->srcs[i].compute ? "compute" : "shape");
@@ -426,7 +433,11 @@ static oc_status compute_key(build *b)
     hash_str(s, ident);
     hash_str(s, oc_build_include_dir());
     hash_str(s, oc_build_lib_dir());
-    hash_public_headers(s, oc_build_include_dir());
+    if (!hash_public_headers(s, oc_build_include_dir())) {
+        XXH3_freeState(s);
+        return oc_set_error(OC_ENOMEM, "opcore build: library '%s': out of memory hashing the opcore headers",
+                            o->name);
+    }
     hash_cpu(s);
     XXH128_hash_t h = XXH3_128bits_digest(s);
     XXH3_freeState(s);
@@ -434,24 +445,36 @@ static oc_status compute_key(build *b)
     return OC_OK;
 }
 
-static bool cache_hit(build *b)
+/* *hit: the stamp says the library is up to date. OC_ENOMEM when memory
+ * ran out checking (anything else unreadable is a miss). */
+static oc_status cache_check(build *b, bool *hit_out)
 {
     oc__stamp st;
-    if (!oc__stamp_read(b->stamp_path, &st)) return false;
+    *hit_out = false;
+    errno = 0;
+    if (!oc__stamp_read(b->stamp_path, &st))
+        return errno == ENOMEM ? oc_set_error(OC_ENOMEM, "opcore build: library '%s': out of memory "
+                                                         "reading the cache stamp", b->o->name) : OC_OK;
     bool hit = false;
+    oc_status status = OC_OK;
     struct stat lib;
     if (strcmp(st.key, b->key) == 0 && stat(b->lib_path, &lib) == 0 &&
         (long long)lib.st_size == st.lib_size &&
         (long long)lib.st_mtim.tv_sec * 1000000000LL + lib.st_mtim.tv_nsec == st.lib_mtime_ns) {
         oc__hash h;
         char hex[33];
+        errno = 0;
         if (oc__deps_hash(b->key, &st.deps, &h)) {
             oc__hash_hex(h, hex);
             hit = strcmp(hex, st.full) == 0;
+        } else if (errno == ENOMEM) {
+            status = oc_set_error(OC_ENOMEM, "opcore build: library '%s': out of memory hashing its "
+                                             "dependencies", b->o->name);
         }
     }
     oc__stamp_free(&st);
-    return hit;
+    *hit_out = hit;
+    return status;
 }
 
 /* A debug build, for either kind of source: after the optimisation flag,
@@ -488,6 +511,7 @@ static void shown_flags(const build *b, oc__sb *out)
     kernel_flags(b, &shown);
     oc__argv_extend(&shown, &b->user_flags);
     oc__argv_format(&shown, out);
+    if (shown.oom) out->oom = true; /* a word missing from the line */
     oc__argv_free(&shown);
 }
 
@@ -539,9 +563,11 @@ static oc_status write_build_info(build *b, char *path, size_t len)
     oc__sb_printf(&src, ", %d};\n", b->o->debug ? 1 : 0);
     load_hint_constructor(&src);
     tmp_path(b, path, len, "build_info.c", 0);
-    bool ok = !src.oom && !flags.oom && write_file(path, src.s, src.len);
+    bool oom = src.oom || flags.oom;
+    bool ok = !oom && write_file(path, src.s, src.len);
     oc__sb_free(&src);
     oc__sb_free(&flags);
+    if (oom) return oc_set_error(OC_ENOMEM, "opcore build: library '%s': out of memory writing %s", b->o->name, path);
     if (!ok) return oc_set_error(OC_EIO, "opcore build: cannot write %s: %s", path, strerror(errno));
     return OC_OK;
 }
@@ -619,7 +645,8 @@ static oc_status compile_and_link(build *b, char *tmp_lib, size_t tmp_len)
     }
     int failed = oc__jobs_run(jobs, njobs, oc__num_cpus(), b->o->verbose);
     if (failed) {
-        st = jobs_error(b, jobs, njobs, "compiling");
+        st = oc__jobs_oom(jobs, njobs, b->o->name);
+        if (!st) st = jobs_error(b, jobs, njobs, "compiling");
         goto out;
     }
     show_warnings(jobs, njobs);
@@ -647,7 +674,8 @@ static oc_status compile_and_link(build *b, char *tmp_lib, size_t tmp_len)
     oc__argv_add(&link.argv, OC_ESCAPE_WRAPS); /* exit(), abort()...: errors (escape.c) */
     link.what = "linking";
     if (oc__jobs_run(&link, 1, 1, b->o->verbose)) {
-        st = two_blocks_error(b, &link);
+        st = oc__jobs_oom(&link, 1, b->o->name);
+        if (!st) st = two_blocks_error(b, &link);
         if (!st) st = jobs_error(b, &link, 1, "linking");
     } else {
         show_warnings(&link, 1);
@@ -686,7 +714,8 @@ static oc_status check_library(build *b, const char *tmp_lib)
         char msg[4096];
         snprintf(msg, sizeof msg, "%s", oc_errmsg());
         dlclose(h);
-        return oc_set_error(OC_EBUILD, "opcore build: %s", msg);
+        /* a registration block's failure is the library's; memory is not */
+        return oc_set_error(st == OC_ENOMEM ? OC_ENOMEM : OC_EBUILD, "opcore build: %s", msg);
     }
     Dl_info self;
     const void *entry = dlsym(h, "oc_library_entry");
@@ -777,6 +806,11 @@ static oc_status check_library(build *b, const char *tmp_lib)
         oc__sb lib_h = {0};
         oc__sb_putn(&lib_h, shapes_h.s, shapes_h.len);
         if (static_lines.s) oc__sb_putn(&lib_h, static_lines.s, static_lines.len);
+        if (lib_h.oom) {
+            oc__sb_free(&lib_h);
+            st = oc_set_error(OC_ENOMEM, "opcore build: library '%s': out of memory", name);
+            goto done;
+        }
         if (!write_file(kpath, kernels_h.s, kernels_h.len) ||
             !write_file(spath, shapes_h.s, shapes_h.len) ||
             !write_file(sspath, lib_h.s, lib_h.len)) {
@@ -809,7 +843,8 @@ static oc_status check_library(build *b, const char *tmp_lib)
             jobs[i].what = whats[i];
         }
         int failed = oc__jobs_run(jobs, b->nsrcs, oc__num_cpus(), b->o->verbose);
-        if (failed) {
+        if (failed) st = oc__jobs_oom(jobs, b->nsrcs, name);
+        if (failed && !st) {
             oc__sb msg = {0};
             oc__sb_printf(&msg, "opcore build: library '%s': ", name);
             int found = 0;
@@ -881,9 +916,13 @@ static oc_status install(build *b, const char *tmp_lib)
     oc__stamp stamp = {0};
     memcpy(stamp.key, b->key, sizeof stamp.key);
     oc__hash h;
+    errno = 0;
     if (!oc__deps_hash(b->key, &b->deps, &h)) {
+        int e = errno;
         unlink(b->stamp_path); /* a header vanished mid-build: no cache */
-        return OC_OK;
+        return e == ENOMEM ? oc_set_error(OC_ENOMEM, "opcore build: library '%s': out of memory hashing "
+                                                     "its dependencies for the cache stamp", b->o->name)
+                           : OC_OK;
     }
     oc__hash_hex(h, stamp.full);
     stamp.lib_size = (long long)lib.st_size;
@@ -978,6 +1017,10 @@ static oc_status vec_report(build *b, oc_build_result *result)
         n++;
     }
     oc__jobs_run(jobs, n, oc__num_cpus(), b->o->verbose);
+    if ((st = oc__jobs_oom(jobs, n, b->o->name))) {
+        free_jobs(jobs, n);
+        return st;
+    }
     oc__sb rep = {0}, flags = {0};
     shown_flags(b, &flags);
     oc__sb_printf(&rep, "vectorization report: compute sources compiled with %s (%s's remarks)\n",
@@ -1028,7 +1071,9 @@ oc_status oc_build(const oc_build_options *opts, oc_build_result *result)
             while (flock(lock_fd, LOCK_EX) != 0 && errno == EINTR) {
             }
     }
-    if (!st && !opts->force && cache_hit(&b)) {
+    bool hit = false;
+    if (!st && !opts->force) st = cache_check(&b, &hit);
+    if (!st && hit) {
         strf(result->path, sizeof result->path, "%s", b.lib_path);
         result->cached = true;
         goto out;
@@ -1045,6 +1090,10 @@ oc_status oc_build(const oc_build_options *opts, oc_build_result *result)
     char tmp_lib[PATH_MAX + 512];
     if (!st) st = compile_and_link(&b, tmp_lib, sizeof tmp_lib);
     if (!st) st = check_library(&b, tmp_lib);
+    /* a temporary file left untracked, or a dependency unrecorded (the
+     * cache would miss its changes): out of memory along the way */
+    if (!st && (b.tmp_files.oom || b.deps.oom))
+        st = oc_set_error(OC_ENOMEM, "opcore build: library '%s': out of memory", opts->name);
     if (!st) st = install(&b, tmp_lib);
     if (!st) strf(result->path, sizeof result->path, "%s", b.lib_path);
 out:

@@ -45,11 +45,16 @@ typedef struct oc__job {
     int exit_code;      /* 0 ok; -1 could not start; 128+sig if killed */
     char *output;       /* stdout + stderr as written */
     size_t output_len;
+    bool oom;           /* memory ran out for its command (not run) or its output */
 } oc__job;
 
 /* Run every job, at most `parallel` at a time (stdout and stderr captured
  * through a pipe). Returns the number that failed. */
 int oc__jobs_run(oc__job *jobs, int njobs, int parallel, bool verbose);
+/* OC_ENOMEM (with a message naming library `name`) if a job failed for
+ * want of memory, else OC_OK: check it before reading a failure as the
+ * compiler's. */
+oc_status oc__jobs_oom(const oc__job *jobs, int njobs, const char *name);
 void oc__job_free(oc__job *job);
 /* Usable CPUs (affinity mask). */
 int oc__num_cpus(void);
@@ -74,10 +79,12 @@ typedef struct oc__stamp {
     oc__argv deps;
 } oc__stamp;
 
+/* False if there is no valid stamp at `path` (errno ENOMEM: memory ran out). */
 bool oc__stamp_read(const char *path, oc__stamp *out);
 oc_status oc__stamp_write(const char *path, const oc__stamp *st);
 void oc__stamp_free(oc__stamp *st);
-/* Hash of `key` + the contents of each dependency; false if one is gone. */
+/* Hash of `key` + the contents of each dependency; false if one is gone
+ * (errno ENOMEM: memory ran out). */
 bool oc__deps_hash(const char *key_hex, const oc__argv *deps, oc__hash *out);
 /* Add the prerequisites in a make-style .d file to `deps` (skipping those
  * under `skip_prefix` and duplicates). */

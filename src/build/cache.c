@@ -21,6 +21,7 @@
 #include <xxhash.h>
 
 #include "build/build_internal.h"
+#include "core/alloc.h"
 #include "core/internal.h"
 
 void oc__hash_hex(oc__hash h, char out[33])
@@ -41,7 +42,7 @@ static int cc_count;
 
 static char *resolve_in_path(const char *prog)
 {
-    if (strchr(prog, '/')) return realpath(prog, NULL);
+    if (strchr(prog, '/')) return oc__realpath(prog);
     const char *path = getenv("PATH");
     if (!path) path = "/usr/local/bin:/usr/bin:/bin";
     while (*path) {
@@ -52,7 +53,7 @@ static char *resolve_in_path(const char *prog)
             memcpy(buf, path, n);
             buf[n] = '/';
             strcpy(buf + n + 1, prog);
-            if (access(buf, X_OK) == 0) return realpath(buf, NULL);
+            if (access(buf, X_OK) == 0) return oc__realpath(buf);
         }
         if (!end) break;
         path = end + 1;
@@ -89,10 +90,12 @@ oc_status oc__compiler_identity(const oc__argv *cc, const char **out)
     oc__argv_extend(&job.argv, cc);
     oc__argv_add(&job.argv, "--version");
     job.what = "compiler identity";
-    int failed = job.argv.oom ? 1 : oc__jobs_run(&job, 1, 1, false);
+    int failed = oc__jobs_run(&job, 1, 1, false);
     if (failed) {
-        oc_status st = oc_set_error(OC_EBUILD, "opcore build: the C compiler '%s' does not run: %s",
-                                    oc__sb_str(&cmd), job.output ? job.output : "");
+        oc_status st = job.oom ? oc_set_error(OC_ENOMEM, "opcore build: out of memory running the C compiler '%s'",
+                                              oc__sb_str(&cmd))
+                               : oc_set_error(OC_EBUILD, "opcore build: the C compiler '%s' does not run: %s",
+                                              oc__sb_str(&cmd), job.output ? job.output : "");
         oc__job_free(&job);
         oc__sb_free(&cmd);
         free(resolved);
@@ -169,6 +172,7 @@ bool oc__stamp_read(const char *path, oc__stamp *out)
     }
     free(text);
     if (!ok || have != 7 || out->deps.oom) {
+        errno = out->deps.oom ? ENOMEM : 0;
         oc__stamp_free(out);
         return false;
     }
@@ -181,7 +185,10 @@ oc_status oc__stamp_write(const char *path, const oc__stamp *st)
     oc__sb_printf(&b, "opcore-build-stamp 1\nkey %s\nfull %s\nlib %lld %lld\n", st->key, st->full,
                   st->lib_size, st->lib_mtime_ns);
     for (int i = 0; i < st->deps.n; i++) oc__sb_printf(&b, "dep %s\n", st->deps.v[i]);
-    if (b.oom) return oc_set_error(OC_ENOMEM, "out of memory");
+    if (b.oom) {
+        oc__sb_free(&b);
+        return oc_set_error(OC_ENOMEM, "opcore build: out of memory writing the cache stamp %s", path);
+    }
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
@@ -227,8 +234,11 @@ static void add_dep(oc__argv *deps, const char *word, const char *skip_prefix)
 {
     char *abs = NULL;
     if (word[0] != '/') {
-        abs = realpath(word, NULL);
-        if (!abs) return;
+        abs = oc__realpath(word);
+        if (!abs) {
+            if (errno == ENOMEM) deps->oom = true;
+            return;
+        }
         word = abs;
     }
     if (!(skip_prefix && *skip_prefix && strncmp(word, skip_prefix, strlen(skip_prefix)) == 0)) {
@@ -242,7 +252,10 @@ static void add_dep(oc__argv *deps, const char *word, const char *skip_prefix)
 void oc__deps_parse(const char *dfile, const char *skip_prefix, oc__argv *deps)
 {
     char *text = oc__read_file(dfile, NULL);
-    if (!text) return;
+    if (!text) {
+        if (errno == ENOMEM) deps->oom = true; /* else: no dependency file, no dependencies */
+        return;
+    }
     /* Skip the target: everything up to the first ": ". */
     char *p = strstr(text, ": ");
     if (!p) p = strchr(text, ':');

@@ -107,9 +107,16 @@ static void finish(oc__job *job, running *r)
         oc__sb_printf(&r->out, "%s: killed by signal %d (%s)\n", job->argv.v[0], WTERMSIG(status),
                       strsignal(WTERMSIG(status)));
     } else job->exit_code = 1;
-    if (r->out.oom) job->exit_code = job->exit_code ? job->exit_code : 1;
+    if (r->out.oom) {
+        job->oom = true;
+        job->exit_code = job->exit_code ? job->exit_code : 1;
+    }
     job->output = r->out.s ? r->out.s : strdup("");
-    job->output_len = r->out.len;
+    if (!job->output) {
+        job->oom = true;
+        job->exit_code = job->exit_code ? job->exit_code : 1;
+    }
+    job->output_len = job->output ? r->out.len : 0;
     r->out.s = NULL;
 }
 
@@ -125,8 +132,15 @@ int oc__jobs_run(oc__job *jobs, int njobs, int parallel, bool verbose)
             oc__job *job = &jobs[next];
             running *r = &run[nrun];
             r->job = next++;
-            if (start(job, r, verbose)) nrun++;
-            else failed++;
+            if (job->argv.oom) { /* an incomplete command must not run */
+                job->oom = true;
+                job->exit_code = -1;
+                failed++;
+            } else if (start(job, r, verbose)) {
+                nrun++;
+            } else {
+                failed++;
+            }
         }
         if (nrun <= 0) continue;
         for (int i = 0; i < nrun; i++) {
@@ -155,4 +169,13 @@ int oc__jobs_run(oc__job *jobs, int njobs, int parallel, bool verbose)
         }
     }
     return failed;
+}
+
+oc_status oc__jobs_oom(const oc__job *jobs, int njobs, const char *name)
+{
+    for (int i = 0; i < njobs; i++)
+        if (jobs[i].oom || jobs[i].argv.oom)
+            return oc_set_error(OC_ENOMEM, "opcore build: library '%s': out of memory running %s", name,
+                                jobs[i].what ? jobs[i].what : "the compiler");
+    return OC_OK;
 }

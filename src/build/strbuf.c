@@ -32,10 +32,13 @@ void oc__argv_add(oc__argv *a, const char *s) { argv_push(a, strdup(s)); }
 
 void oc__argv_addf(oc__argv *a, const char *fmt, ...)
 {
-    va_list ap;
+    va_list ap, again;
     va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0) s = NULL;
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *s = n < 0 ? NULL : malloc((size_t)n + 1);
+    if (s) vsnprintf(s, (size_t)n + 1, fmt, again);
+    va_end(again);
     va_end(ap);
     argv_push(a, s);
 }

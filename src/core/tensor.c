@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/ctx.h"
 #include "core/internal.h"
 
@@ -154,7 +155,7 @@ oc_tensor *oc__tensor_new(oc_dtype dtype, int ndim, const int64_t *sizes)
         bytes *= (size_t)sizes[d];
     }
     size_t total = BLOCK_DATA_OFFSET + (meta ? 0 : (bytes + 63) / 64 * 64);
-    oc_tensor_block *b = meta && ctx->meta_cached ? ctx->meta_cache[--ctx->meta_cached] : aligned_alloc(64, total);
+    oc_tensor_block *b = meta && ctx->meta_cached ? ctx->meta_cache[--ctx->meta_cached] : oc__aligned_alloc(64, total);
     if (!b) {
         oc__raise(OC_ENOMEM, "out of memory creating a tensor of %zu bytes", bytes);
         return NULL;
@@ -185,7 +186,7 @@ void oc_tensor_free(oc_tensor *t)
         b->prev->next = b->next;
         b->next->prev = b->prev;
     }
-    free(b);
+    oc__aligned_free(b);
 }
 
 void oc__tensor_temps_release(oc_ctx *c)
@@ -194,7 +195,7 @@ void oc__tensor_temps_release(oc_ctx *c)
     while (b != &c->temps) {
         oc_tensor_block *next = b->next;
         if (b->meta && c->meta_cached < OC_META_CACHE) c->meta_cache[c->meta_cached++] = b;
-        else free(b);
+        else oc__aligned_free(b);
         b = next;
     }
     c->temps.next = c->temps.prev = &c->temps;
@@ -202,7 +203,7 @@ void oc__tensor_temps_release(oc_ctx *c)
 
 void oc__tensor_cache_free(oc_ctx *c)
 {
-    while (c->meta_cached) free(c->meta_cache[--c->meta_cached]);
+    while (c->meta_cached) oc__aligned_free(c->meta_cache[--c->meta_cached]);
 }
 
 bool oc__require_data(const oc_tensor *t, const char *fn, const char *arg)

@@ -26,6 +26,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "core/internal.h"
 #include "engine/core.h"
 
@@ -81,7 +82,7 @@ oc_core *oc__core_create(size_t tcm_size)
     oc_core *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->tcm_size = tcm_size;
-    c->tcm = aligned_alloc(64, tcm_size);
+    c->tcm = oc__aligned_alloc(64, tcm_size);
     if (!c->tcm) { free(c); return NULL; }
     oc__ctx_init(&c->ctx, fail_here);
     c->count = 1;
@@ -116,7 +117,7 @@ void oc__core_destroy(oc_core *c)
         if (sigaltstack(NULL, &cur) == 0 && cur.ss_sp == c->altstack) sigaltstack(&off, NULL);
         free(c->altstack);
     }
-    free(c->tcm);
+    oc__aligned_free(c->tcm);
     free(c);
 }
 

@@ -176,6 +176,10 @@ bool oc__tcm_contains(const oc_core *core, const void *p, size_t bytes);
 void oc__fault_install(void);
 oc_status oc__fault_thread_init(oc_core *core);
 
+/* Allocate `core`'s signal stack (if it has none yet) on the calling
+ * thread, so a worker's is allocated, and can fail, before it starts. */
+oc_status oc__fault_stack_alloc(oc_core *core);
+
 /* Turn the fault the signal handler recorded on `core` into its failure
  * status and message (fault.c). */
 void oc__fault_describe(oc_core *core);

@@ -158,13 +158,19 @@ void oc__fault_install(void)
     pthread_mutex_unlock(&install_lock);
 }
 
+oc_status oc__fault_stack_alloc(oc_core *core)
+{
+    if (!core->altstack) core->altstack = malloc(OC_ALTSTACK_SIZE);
+    return core->altstack ? OC_OK : oc_set_error(OC_ENOMEM, "cannot allocate a signal stack: out of memory");
+}
+
 oc_status oc__fault_thread_init(oc_core *core)
 {
     stack_t cur;
     oc__fault_install();
     if (sigaltstack(NULL, &cur) == 0 && !(cur.ss_flags & SS_DISABLE)) return OC_OK;
-    core->altstack = malloc(OC_ALTSTACK_SIZE);
-    if (!core->altstack) return oc_set_error(OC_ENOMEM, "cannot allocate a signal stack");
+    oc_status st = oc__fault_stack_alloc(core);
+    if (st) return st;
     stack_t ss = {.ss_sp = core->altstack, .ss_size = OC_ALTSTACK_SIZE, .ss_flags = 0};
     if (sigaltstack(&ss, NULL) != 0) {
         free(core->altstack);

@@ -213,7 +213,7 @@ static oc_status start_locked(void)
     atomic_store(&pool.stopping, false);
     for (uint32_t i = 1; i < n; i++) {
         pool.cores[i] = oc__core_create(tcm);
-        if (!pool.cores[i]) goto nomem;
+        if (!pool.cores[i] || oc__fault_stack_alloc(pool.cores[i])) goto nomem;
     }
     oc__fault_install();
     pool.ncores = n;

@@ -7,6 +7,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "support/runner.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -515,7 +517,7 @@ static void test_abi_mismatch_refused(void **state)
     test_assert_contains(oc_errmsg(), "rebuild");
 }
 
-static void test_bad_arguments(void **state)
+static void test_name_must_be_identifier(void **state)
 {
     (void)state;
     write_relu("bt_args");
@@ -527,18 +529,37 @@ static void test_bad_arguments(void **state)
     assert_int_equal(build(&p), OC_EINVAL);
     relu_opts(&p, NULL);
     assert_int_equal(build(&p), OC_EINVAL);
+}
 
+static void test_missing_source_not_found(void **state)
+{
+    (void)state;
+    write_relu("bt_args");
+    opts p;
     relu_opts(&p, "bt_args");
     p.compute[0] = path_in("nope.c");
     assert_int_equal(build(&p), OC_ENOTFOUND);
     test_assert_contains(oc_errmsg(), path_in("nope.c"));
     test_assert_contains(oc_errmsg(), "compute source");
+}
 
+static void test_shape_source_required(void **state)
+{
+    (void)state;
+    write_relu("bt_args");
+    opts p;
     relu_opts(&p, "bt_args");
     p.o.num_shape_srcs = 0;
     assert_int_equal(build(&p), OC_EINVAL);
     test_assert_contains(oc_errmsg(), "shape source");
+}
 
+static void test_null_options_or_result(void **state)
+{
+    (void)state;
+    write_relu("bt_args");
+    opts p;
+    relu_opts(&p, "bt_args");
     assert_int_equal(oc_build(NULL, &p.r), OC_EINVAL);
     assert_int_equal(oc_build(&p.o, NULL), OC_EINVAL);
 }
@@ -694,14 +715,16 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_no_library_block, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stack_size_and_multicore, setup, teardown),
         cmocka_unit_test_setup_teardown(test_abi_mismatch_refused, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_name_must_be_identifier, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing_source_not_found, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shape_source_required, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_null_options_or_result, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_compiler, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replace_while_loaded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_debug_and_include_dirs, setup, teardown),
         cmocka_unit_test(test_cache_dir_rule),
         cmocka_unit_test_setup_teardown(test_default_out_dir_is_the_cache, setup, teardown),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    oc_engine_shutdown();
-    return rc;
+    atexit(oc_engine_shutdown); /* in each test's process */
+    return oc_test_run("build", tests, NULL, NULL);
 }

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "support/runner.h"
+
 #include <dlfcn.h>
 
 #include "build/build_internal.h"
@@ -27,10 +29,9 @@ static char dir[512];
 
 static int setup(void **state)
 {
-    static int n;
     (void)state;
-    snprintf(dir, sizeof dir, "%s/teach%d", test_tmpdir(), n++);
-    assert_int_equal(mkdir(dir, 0777), 0);
+    snprintf(dir, sizeof dir, "%s/teachXXXXXX", test_tmpdir());
+    assert_non_null(mkdtemp(dir));
     oc_clear_error();
     return 0;
 }
@@ -296,5 +297,5 @@ int main(void)
         cmocka_unit_test(test_vec_report_parsing),
         cmocka_unit_test_setup_teardown(test_plain_dlopen_hint, setup, NULL),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return oc_test_run("build_teach", tests, NULL, NULL);
 }

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "support/runner.h"
+
 #include "opcore/engine.h"
 #include "opcore/host.h"
 #include "support/oplib.h"
@@ -147,5 +149,5 @@ int main(void)
         cmocka_unit_test(test_truncations),
         cmocka_unit_test(test_bit_flips),
     };
-    return cmocka_run_group_tests_name("elfcheck", tests, setup, teardown);
+    return oc_test_run("elfcheck", tests, setup, teardown);
 }

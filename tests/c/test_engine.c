@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "support/runner.h"
+
 #include "opcore/engine.h"
 #include "opcore/host.h"
 #include "opcore/tensor_ops.h"
@@ -234,73 +236,177 @@ static void assert_msg(const char *needle)
     if (!strstr(oc_errmsg(), needle)) fail_msg("expected \"%s\" in: %s", needle, oc_errmsg());
 }
 
-static void test_failures_become_errors(void **state)
+/* Each failure kind below is one test: the errs library is loaded around
+ * it (setup/teardown), it checks the call's status and message, then that
+ * the next call of a working op still succeeds. */
+static oc_library *errs_lib;
+static oc_tensor errs_x;
+static float errs_xv[8] = {1, -2, 3, -4, 5, -6, 7, -8};
+
+static int errs_setup(void **state)
 {
     (void)state;
-    oc_library *lib = test_build_and_load("errs", err_compute, err_shape,
-                                          (test_lib_options){.stack_size = 32 * 1024});
-    float xv[8] = {1, -2, 3, -4, 5, -6, 7, -8};
-    oc_tensor x;
-    oc_tensor_init(&x, xv, OC_FLOAT32, 1, (int64_t[]){8});
-    oc_value none = oc_value_int(0);
-    bool faults = !getenv("OC_UNDER_VALGRIND");
+    errs_lib = test_build_and_load("errs", err_compute, err_shape, (test_lib_options){.stack_size = 32 * 1024});
+    oc_tensor_init(&errs_x, errs_xv, OC_FLOAT32, 1, (int64_t[]){8});
+    return 0;
+}
 
-    assert_int_equal(call1("errs::check_fails", &x, none, 1), OC_EKERNEL);
+static int errs_teardown(void **state)
+{
+    (void)state;
+    oc_library_unload(errs_lib);
+    errs_lib = NULL;
+    return 0;
+}
+
+static void assert_next_call_works(void)
+{
+    assert_int_equal(call1("errs::ok", &errs_x, oc_value_int(0), 1), OC_OK);
+}
+
+/* Faults are what valgrind itself reports: those tests check nothing under it. */
+static bool faults_testable(void)
+{
+    return !getenv("OC_UNDER_VALGRIND");
+}
+
+static void test_failed_check_is_kernel_error(void **state)
+{
+    (void)state;
+    assert_int_equal(call1("errs::check_fails", &errs_x, oc_value_int(0), 1), OC_EKERNEL);
     assert_msg("errs::check_fails");
     assert_msg("need 7 dims, got 1");
-    assert_int_equal(call1("errs::ok", &x, none, 1), OC_OK);
+    assert_next_call_works();
+}
 
-    if (faults) {
-        assert_int_equal(call1("errs::segv", &x, none, 1), OC_EFAULT);
-        assert_msg("errs::segv");
-        assert_msg("Segmentation fault");
-        assert_int_equal(call1("errs::ok", &x, none, 1), OC_OK);
+static void test_segfault_is_fault_error(void **state)
+{
+    (void)state;
+    if (!faults_testable()) return;
+    assert_int_equal(call1("errs::segv", &errs_x, oc_value_int(0), 1), OC_EFAULT);
+    assert_msg("errs::segv");
+    assert_msg("Segmentation fault");
+    assert_next_call_works();
+}
 
-        assert_int_equal(call1("errs::fpe", &x, none, 1), OC_EFAULT);
-        assert_msg("Floating point exception");
-        assert_int_equal(call1("errs::ok", &x, none, 1), OC_OK);
+static void test_fpe_is_fault_error(void **state)
+{
+    (void)state;
+    if (!faults_testable()) return;
+    assert_int_equal(call1("errs::fpe", &errs_x, oc_value_int(0), 1), OC_EFAULT);
+    assert_msg("Floating point exception");
+    assert_next_call_works();
+}
 
-        assert_int_equal(call1("errs::deep", &x, oc_value_int(100000), 2), OC_ESTACK);
-        assert_msg("stack overflow");
-        assert_msg("errs::deep");
-        assert_msg("core 0");
-        assert_msg("32768 bytes");
-        assert_int_equal(call1("errs::deep", &x, oc_value_int(10), 2), OC_OK);
+static void test_stack_overflow_is_stack_error(void **state)
+{
+    (void)state;
+    if (!faults_testable()) return;
+    assert_int_equal(call1("errs::deep", &errs_x, oc_value_int(100000), 2), OC_ESTACK);
+    assert_msg("stack overflow");
+    assert_msg("errs::deep");
+    assert_msg("core 0");
+    assert_msg("32768 bytes");
+    assert_int_equal(call1("errs::deep", &errs_x, oc_value_int(10), 2), OC_OK);
+}
 
-        assert_int_equal(call1("errs::shape_touches", &x, none, 1), OC_EMETA);
-        assert_msg("touched tensor data");
-        assert_msg("'touch'");
-    }
-    assert_int_equal(call1("errs::wrong_shape", &x, none, 1), OC_ESHAPE);
+static void test_shape_fn_touching_data_is_meta_error(void **state)
+{
+    (void)state;
+    if (!faults_testable()) return;
+    assert_int_equal(call1("errs::shape_touches", &errs_x, oc_value_int(0), 1), OC_EMETA);
+    assert_msg("touched tensor data");
+    assert_msg("'touch'");
+    assert_next_call_works();
+}
+
+static void test_result_of_wrong_shape_is_shape_error(void **state)
+{
+    (void)state;
+    assert_int_equal(call1("errs::wrong_shape", &errs_x, oc_value_int(0), 1), OC_ESHAPE);
     assert_msg("float32 [3, 3]");
     assert_msg("float32 [8]");
-    assert_int_equal(call1("errs::returns_null", &x, none, 1), OC_EKERNEL);
+    assert_next_call_works();
+}
+
+static void test_kernel_returning_null_is_kernel_error(void **state)
+{
+    (void)state;
+    assert_int_equal(call1("errs::returns_null", &errs_x, oc_value_int(0), 1), OC_EKERNEL);
     assert_msg("returned NULL");
-    assert_int_equal(call1("errs::shape_checks", &x, none, 1), OC_OK);
+    assert_next_call_works();
+}
+
+static void test_failed_shape_check_is_kernel_error(void **state)
+{
+    (void)state;
+    assert_int_equal(call1("errs::shape_checks", &errs_x, oc_value_int(0), 1), OC_OK);
     oc_tensor x2;
-    oc_tensor_init(&x2, xv, OC_FLOAT32, 2, (int64_t[]){2, 4});
-    assert_int_equal(call1("errs::shape_checks", &x2, none, 1), OC_EKERNEL);
+    oc_tensor_init(&x2, errs_xv, OC_FLOAT32, 2, (int64_t[]){2, 4});
+    assert_int_equal(call1("errs::shape_checks", &x2, oc_value_int(0), 1), OC_EKERNEL);
     assert_msg("shape function 'checks'");
     assert_msg("want 1-D, got 2 dims");
-    assert_int_equal(call1("errs::shape_null", &x, none, 1), OC_ESHAPE);
+    assert_next_call_works();
+}
 
-    assert_int_equal(call1("errs::tcm_abuse", &x, oc_value_int(0), 2), OC_EKERNEL);
+static void test_shape_fn_returning_null_is_shape_error(void **state)
+{
+    (void)state;
+    assert_int_equal(call1("errs::shape_null", &errs_x, oc_value_int(0), 1), OC_ESHAPE);
+    assert_next_call_works();
+}
+
+static void test_tcm_copy_out_of_range_is_kernel_error(void **state)
+{
+    (void)state;
+    assert_int_equal(call1("errs::tcm_abuse", &errs_x, oc_value_int(0), 2), OC_EKERNEL);
     assert_msg("out of range");
-    assert_int_equal(call1("errs::tcm_abuse", &x, oc_value_int(1), 2), OC_EKERNEL);
+    assert_next_call_works();
+}
+
+static void test_tcm_copy_to_non_tcm_is_kernel_error(void **state)
+{
+    (void)state;
+    assert_int_equal(call1("errs::tcm_abuse", &errs_x, oc_value_int(1), 2), OC_EKERNEL);
     assert_msg("not inside core 0's TCM");
-    assert_int_equal(call1("errs::tcm_abuse", &x, oc_value_int(2), 2), OC_EKERNEL);
+    assert_next_call_works();
+}
+
+static void test_tcm_copy_into_read_only_is_kernel_error(void **state)
+{
+    (void)state;
+    assert_int_equal(call1("errs::tcm_abuse", &errs_x, oc_value_int(2), 2), OC_EKERNEL);
     assert_msg("read-only");
-    assert_int_equal(call1("errs::tcm_abuse", &x, oc_value_int(3), 2), OC_OK);
+    assert_next_call_works();
+}
 
-    assert_int_equal(call1("errs::coherence", &x, oc_value_int(OC_COHERENT), 2), OC_ECOHERENCE);
+static void test_tcm_runs_out_with_null(void **state)
+{
+    (void)state;
+    assert_int_equal(call1("errs::tcm_abuse", &errs_x, oc_value_int(3), 2), OC_OK);
+}
+
+static void test_stale_read_is_coherence_error(void **state)
+{
+    (void)state;
+    assert_int_equal(call1("errs::coherence", &errs_x, oc_value_int(OC_COHERENT), 2), OC_ECOHERENCE);
     assert_msg("stale");
-    assert_int_equal(call1("errs::coherence", &x, oc_value_int(OC_INCOHERENT_VERBOSE), 2), OC_OK);
-    assert_int_equal(call1("errs::coherence", &x, oc_value_int(OC_INCOHERENT_QUIET), 2), OC_OK);
+    assert_next_call_works();
+}
 
-    /* Temporaries, TCM and open streams a kernel forgets are released
-     * (ASan/valgrind runs of this test catch leaks). */
-    for (int i = 0; i < 100; i++) assert_int_equal(call1("errs::leaky", &x, none, 1), OC_OK);
-    oc_library_unload(lib);
+static void test_incoherent_policies_allow_stale_reads(void **state)
+{
+    (void)state;
+    assert_int_equal(call1("errs::coherence", &errs_x, oc_value_int(OC_INCOHERENT_VERBOSE), 2), OC_OK);
+    assert_int_equal(call1("errs::coherence", &errs_x, oc_value_int(OC_INCOHERENT_QUIET), 2), OC_OK);
+}
+
+/* Temporaries, TCM and open streams a kernel forgets are released (ASan's
+ * and valgrind's leak checks of this test's process catch leaks). */
+static void test_forgotten_kernel_resources_are_released(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 100; i++) assert_int_equal(call1("errs::leaky", &errs_x, oc_value_int(0), 1), OC_OK);
 }
 
 static const char *args_shape =
@@ -546,7 +652,22 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_relu_variants),
         cmocka_unit_test(test_multicore_model),
-        cmocka_unit_test(test_failures_become_errors),
+        cmocka_unit_test_setup_teardown(test_failed_check_is_kernel_error, errs_setup, errs_teardown),
+        cmocka_unit_test_setup_teardown(test_segfault_is_fault_error, errs_setup, errs_teardown),
+        cmocka_unit_test_setup_teardown(test_fpe_is_fault_error, errs_setup, errs_teardown),
+        cmocka_unit_test_setup_teardown(test_stack_overflow_is_stack_error, errs_setup, errs_teardown),
+        cmocka_unit_test_setup_teardown(test_shape_fn_touching_data_is_meta_error, errs_setup, errs_teardown),
+        cmocka_unit_test_setup_teardown(test_result_of_wrong_shape_is_shape_error, errs_setup, errs_teardown),
+        cmocka_unit_test_setup_teardown(test_kernel_returning_null_is_kernel_error, errs_setup, errs_teardown),
+        cmocka_unit_test_setup_teardown(test_failed_shape_check_is_kernel_error, errs_setup, errs_teardown),
+        cmocka_unit_test_setup_teardown(test_shape_fn_returning_null_is_shape_error, errs_setup, errs_teardown),
+        cmocka_unit_test_setup_teardown(test_tcm_copy_out_of_range_is_kernel_error, errs_setup, errs_teardown),
+        cmocka_unit_test_setup_teardown(test_tcm_copy_to_non_tcm_is_kernel_error, errs_setup, errs_teardown),
+        cmocka_unit_test_setup_teardown(test_tcm_copy_into_read_only_is_kernel_error, errs_setup, errs_teardown),
+        cmocka_unit_test_setup_teardown(test_tcm_runs_out_with_null, errs_setup, errs_teardown),
+        cmocka_unit_test_setup_teardown(test_stale_read_is_coherence_error, errs_setup, errs_teardown),
+        cmocka_unit_test_setup_teardown(test_incoherent_policies_allow_stale_reads, errs_setup, errs_teardown),
+        cmocka_unit_test_setup_teardown(test_forgotten_kernel_resources_are_released, errs_setup, errs_teardown),
         cmocka_unit_test(test_argument_types_and_defaults),
         cmocka_unit_test(test_libraries),
         cmocka_unit_test(test_many_libraries_and_ops),
@@ -555,5 +676,5 @@ int main(void)
         cmocka_unit_test(test_foreign_faults_reach_previous_handler),
     };
     oc_engine_set_min_split_bytes(0); /* small test tensors still run on every core */
-    return cmocka_run_group_tests_name("engine", tests, NULL, teardown);
+    return oc_test_run("engine", tests, NULL, teardown);
 }

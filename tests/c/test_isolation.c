@@ -3,8 +3,8 @@
  * tests/isolation/misbehave.h runs in a single-core and a multicore
  * kernel, and in a shape function and a library's registration block; each
  * must end that call with an error naming the op (or library), the core and
- * what happened, after which every op still works. The whole test runs
- * under alarm(): a hang fails it. */
+ * what happened, after which every op still works. Each test runs in its
+ * own process under the runner's timeout: a hang fails it. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "support/runner.h"
 
 #include "../isolation/misbehave.h"
 #include "opcore/build.h"
@@ -277,7 +279,6 @@ static void test_library_block(void **state)
 static int setup(void **state)
 {
     (void)state;
-    alarm(600); /* a hang anywhere fails the test instead of stalling it */
     test_load(build_iso("iso", false, false));
     test_load(build_iso("iso_multi", true, false));
     test_load(build_iso("iso_debug", false, true));
@@ -301,5 +302,5 @@ int main(void)
         cmocka_unit_test(test_debug_build_catches_overrun),
         cmocka_unit_test(test_library_block),
     };
-    return cmocka_run_group_tests_name("isolation", tests, setup, teardown);
+    return oc_test_run("isolation", tests, setup, teardown);
 }

@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "support/runner.h"
+
 #include "core/internal.h"
 #include "ops/ops_internal.h"
 #include "opcore/engine.h"
@@ -589,5 +591,5 @@ int main(void)
         cmocka_unit_test(test_null_optional),  cmocka_unit_test(test_errors),
         cmocka_unit_test(test_broadcast_shape), cmocka_unit_test(test_multicore_shares),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return oc_test_run("iter", tests, NULL, NULL);
 }

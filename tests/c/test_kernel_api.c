@@ -5,9 +5,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "support/runner.h"
 
 #include "opcore/dlpack.h"
 #include "opcore/engine.h"
@@ -214,7 +217,6 @@ int main(void)
         cmocka_unit_test(test_debug_accessors_and_shape_ops),
         cmocka_unit_test(test_error_names_the_op),
     };
-    int rc = cmocka_run_group_tests_name("kernel_api", tests, NULL, NULL);
-    oc_engine_shutdown();
-    return rc;
+    atexit(oc_engine_shutdown); /* in each test's process */
+    return oc_test_run("kernel_api", tests, NULL, NULL);
 }

@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "support/runner.h"
+
 #include "opcore/build.h"
 #include "opcore/engine.h"
 #include "opcore/host.h"
@@ -512,5 +514,5 @@ int main(void)
         cmocka_unit_test(test_reload),
     };
     oc_engine_set_min_split_bytes(0); /* small test tensors still run on every core */
-    return cmocka_run_group_tests(tests, setup_nn_ops, teardown_nn_ops);
+    return oc_test_run("ops", tests, setup_nn_ops, teardown_nn_ops);
 }

@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "support/runner.h"
+
 #include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -1017,5 +1019,5 @@ int main(void)
         cmocka_unit_test(test_membw_cache),
         cmocka_unit_test(test_real_engine),
     };
-    return cmocka_run_group_tests_name("profiler", tests, setup_dir, teardown_dir);
+    return oc_test_run("profiler", tests, setup_dir, teardown_dir);
 }

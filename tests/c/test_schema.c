@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "support/runner.h"
+
 #include "library/schema.h"
 
 static oc_schema s;
@@ -166,5 +168,5 @@ int main(void)
         cmocka_unit_test(test_results_and_mutation),
         cmocka_unit_test(test_refused),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return oc_test_run("schema", tests, NULL, NULL);
 }

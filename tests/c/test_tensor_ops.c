@@ -10,6 +10,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "support/runner.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -602,5 +604,5 @@ int main(void)
         T(test_errors_shape_dtype), T(test_errors_unsupported),
         T(test_errors_readonly_meta),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return oc_test_run("tensor_ops", tests, NULL, NULL);
 }
