@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 
+#include "opcore/export.h"
 #include "opcore/status.h"
 
 #ifdef __cplusplus
@@ -40,7 +41,7 @@ typedef void (*oc_free_fn)(void *ptr);
  * allocator must not reach another's free. Returns OC_EINVAL (changing
  * nothing) if any function is NULL.
  * oc_replace_allocator(malloc, realloc, calloc, free) restores the default. */
-oc_status oc_replace_allocator(oc_malloc_fn malloc_fn, oc_realloc_fn realloc_fn, oc_calloc_fn calloc_fn,
+OC_API oc_status oc_replace_allocator(oc_malloc_fn malloc_fn, oc_realloc_fn realloc_fn, oc_calloc_fn calloc_fn,
                                oc_free_fn free_fn);
 
 #ifdef __cplusplus

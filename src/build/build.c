@@ -67,7 +67,7 @@ static void find_dirs(void)
                 *slash = '\0';
                 snprintf(self_dir, sizeof self_dir, "%s", real[0] ? real : "/");
             }
-            free(real);
+            oc__free(real);
         }
     }
     char probe[PATH_MAX + 64];
@@ -81,7 +81,7 @@ static void find_dirs(void)
                 snprintf(probe, sizeof probe, "%s%s", self_dir, rel[i]);
                 char *real = oc__realpath(probe);
                 if (real) snprintf(inc_dir, sizeof inc_dir, "%s", real);
-                free(real);
+                oc__free(real);
             }
         }
     }
@@ -190,7 +190,7 @@ static bool hash_public_headers(XXH3_state_t *s, const char *inc)
         if (!text && errno == ENOMEM) ok = false;
         hash_str(s, list[i]->d_name);
         if (text) XXH3_128bits_update(s, text, len);
-        free(text);
+        oc__free(text);
         (free)(list[i]); /* scandir's memory is the C library's: (free) keeps it off oc__free */
     }
     (free)(list);
@@ -249,8 +249,8 @@ static void build_free(build *b)
 {
     for (int i = 0; i < b->tmp_files.n; i++) unlink(b->tmp_files.v[i]);
     if (b->tmp_dir[0]) rmdir(b->tmp_dir);
-    for (int i = 0; i < b->nsrcs; i++) free(b->srcs[i].path);
-    free(b->srcs);
+    for (int i = 0; i < b->nsrcs; i++) oc__free(b->srcs[i].path);
+    oc__free(b->srcs);
     oc__argv_free(&b->cc);
     oc__argv_free(&b->user_flags);
     oc__argv_free(&b->incs);
@@ -321,7 +321,7 @@ static oc_status prepare(build *b)
 
     /* Sources. */
     int n = o->num_shape_srcs + o->num_compute_srcs;
-    b->srcs = calloc((size_t)n, sizeof *b->srcs);
+    b->srcs = oc__calloc((size_t)n, sizeof *b->srcs);
     if (!b->srcs) return oc_set_error(OC_ENOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
         bool compute = i >= o->num_shape_srcs;
@@ -333,7 +333,7 @@ static oc_status prepare(build *b)
         char *real = oc__realpath(p);
         if (!real || !is_file(real)) {
             int e = errno;
-            free(real);
+            oc__free(real);
             return oc_set_error(!real && e == ENOMEM ? OC_ENOMEM : OC_ENOTFOUND,
                                 "opcore build: library '%s': %s source %s: %s", name, kind, p,
                                 real ? "not a regular file" : strerror(e));
@@ -370,7 +370,7 @@ static oc_status prepare(build *b)
         if (!d || !*d) continue;
         char *real = oc__realpath(d);
         oc__argv_add(&b->incs, real ? real : d);
-        free(real);
+        oc__free(real);
     }
 
     const char *cc = getenv("CC");
@@ -420,7 +420,7 @@ static oc_status compute_key(build *b)
         hash_str(s, b->srcs[i].path);
         hash_u64(s, len);
         XXH3_128bits_update(s, text, len);
-        free(text);
+        oc__free(text);
     }
     hash_str(s, "flags");
     for (int i = 0; i < b->user_flags.n; i++) hash_str(s, b->user_flags.v[i]);
@@ -604,7 +604,7 @@ static void show_warnings(oc__job *jobs, int n)
 static void free_jobs(oc__job *jobs, int n)
 {
     for (int i = 0; i < n; i++) oc__job_free(&jobs[i]);
-    free(jobs);
+    oc__free(jobs);
 }
 
 static oc_status two_blocks_error(build *b, const oc__job *link);
@@ -616,13 +616,13 @@ static oc_status compile_and_link(build *b, char *tmp_lib, size_t tmp_len)
     oc_status st = write_build_info(b, info_c, sizeof info_c);
     if (st) return st;
     int njobs = b->nsrcs + 1;
-    oc__job *jobs = calloc((size_t)njobs, sizeof *jobs);
-    char(*objs)[PATH_MAX + 512] = calloc((size_t)njobs, sizeof *objs);
-    char(*whats)[PATH_MAX + 32] = calloc((size_t)njobs, sizeof *whats);
+    oc__job *jobs = oc__calloc((size_t)njobs, sizeof *jobs);
+    char(*objs)[PATH_MAX + 512] = oc__calloc((size_t)njobs, sizeof *objs);
+    char(*whats)[PATH_MAX + 32] = oc__calloc((size_t)njobs, sizeof *whats);
     if (!jobs || !objs || !whats) {
-        free(jobs);
-        free(objs);
-        free(whats);
+        oc__free(jobs);
+        oc__free(objs);
+        oc__free(whats);
         return oc_set_error(OC_ENOMEM, "out of memory");
     }
     for (int i = 0; i < njobs; i++) {
@@ -684,8 +684,8 @@ static oc_status compile_and_link(build *b, char *tmp_lib, size_t tmp_len)
     oc__job_free(&link);
 out:
     free_jobs(jobs, njobs);
-    free(objs);
-    free(whats);
+    oc__free(objs);
+    oc__free(whats);
     if (!st && (b->tmp_files.oom || b->deps.oom)) st = oc_set_error(OC_ENOMEM, "out of memory");
     return st;
 }
@@ -722,7 +722,7 @@ static oc_status check_library(build *b, const char *tmp_lib)
     void *base = entry && dladdr(entry, &self) ? self.dli_fbase : NULL;
 
     int nexp = 0;
-    expected *exp = calloc((size_t)(2 * defs.num_defs + 1), sizeof *exp);
+    expected *exp = oc__calloc((size_t)(2 * defs.num_defs + 1), sizeof *exp);
     oc__sb missing = {0};
     oc__sb kernels_h = {0}, shapes_h = {0}, static_lines = {0};
     oc__sig_header_begin(&kernels_h);
@@ -820,11 +820,11 @@ static oc_status check_library(build *b, const char *tmp_lib)
             goto done;
         }
         oc__sb_free(&lib_h);
-        oc__job *jobs = calloc((size_t)b->nsrcs, sizeof *jobs);
-        char(*whats)[PATH_MAX + 32] = calloc((size_t)b->nsrcs, sizeof *whats);
+        oc__job *jobs = oc__calloc((size_t)b->nsrcs, sizeof *jobs);
+        char(*whats)[PATH_MAX + 32] = oc__calloc((size_t)b->nsrcs, sizeof *whats);
         if (!jobs || !whats) {
-            free(jobs);
-            free(whats);
+            oc__free(jobs);
+            oc__free(whats);
             st = oc_set_error(OC_ENOMEM, "out of memory");
             goto done;
         }
@@ -887,7 +887,7 @@ static oc_status check_library(build *b, const char *tmp_lib)
             oc__sb_free(&msg);
         }
         free_jobs(jobs, b->nsrcs);
-        free(whats);
+        oc__free(whats);
         if (st) goto done;
     }
     if (missing.len) {
@@ -895,7 +895,7 @@ static oc_status check_library(build *b, const char *tmp_lib)
         st = oc_set_error(OC_EBUILD, "opcore build: library '%s': %s", name, missing.s);
     }
 done:
-    free(exp);
+    oc__free(exp);
     oc__sb_free(&missing);
     oc__sb_free(&kernels_h);
     oc__sb_free(&shapes_h);
@@ -995,7 +995,7 @@ static oc_status vec_report(build *b, oc_build_result *result)
     oc_status st = oc__compiler_identity(&b->cc, &ident);
     if (st) return st;
     bool clang = ident && strstr(ident, "clang");
-    oc__job *jobs = calloc((size_t)b->nsrcs + 1, sizeof *jobs);
+    oc__job *jobs = oc__calloc((size_t)b->nsrcs + 1, sizeof *jobs);
     if (!jobs) return oc_set_error(OC_ENOMEM, "out of memory");
     int n = 0;
     for (int i = 0; i < b->nsrcs; i++) {

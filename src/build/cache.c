@@ -98,7 +98,7 @@ oc_status oc__compiler_identity(const oc__argv *cc, const char **out)
                                               oc__sb_str(&cmd), job.output ? job.output : "");
         oc__job_free(&job);
         oc__sb_free(&cmd);
-        free(resolved);
+        oc__free(resolved);
         return st;
     }
     struct stat st;
@@ -109,7 +109,7 @@ oc_status oc__compiler_identity(const oc__argv *cc, const char **out)
                       st.st_mtim.tv_nsec);
     oc__sb_putn(&id, job.output, job.output_len);
     oc__job_free(&job);
-    free(resolved);
+    oc__free(resolved);
     if (id.oom) {
         oc__sb_free(&cmd);
         oc__sb_free(&id);
@@ -117,7 +117,7 @@ oc_status oc__compiler_identity(const oc__argv *cc, const char **out)
     }
 
     pthread_mutex_lock(&cc_lock);
-    cc_ident *grown = realloc(cc_cache, (size_t)(cc_count + 1) * sizeof *grown);
+    cc_ident *grown = oc__realloc(cc_cache, (size_t)(cc_count + 1) * sizeof *grown);
     if (!grown) {
         pthread_mutex_unlock(&cc_lock);
         oc__sb_free(&cmd);
@@ -137,10 +137,10 @@ oc_status oc__compiler_identity(const oc__argv *cc, const char **out)
 __attribute__((destructor)) static void cc_cache_free(void)
 {
     for (int i = 0; i < cc_count; i++) {
-        free(cc_cache[i].cmd);
-        free(cc_cache[i].ident);
+        oc__free(cc_cache[i].cmd);
+        oc__free(cc_cache[i].ident);
     }
-    free(cc_cache);
+    oc__free(cc_cache);
     cc_cache = NULL;
     cc_count = 0;
 }
@@ -170,7 +170,7 @@ bool oc__stamp_read(const char *path, oc__stamp *out)
             oc__argv_add(&out->deps, line + 4);
         }
     }
-    free(text);
+    oc__free(text);
     if (!ok || have != 7 || out->deps.oom) {
         errno = out->deps.oom ? ENOMEM : 0;
         oc__stamp_free(out);
@@ -221,7 +221,7 @@ bool oc__deps_hash(const char *key_hex, const oc__argv *deps, oc__hash *out)
         XXH3_128bits_update(s, deps->v[i], strlen(deps->v[i]) + 1);
         XXH3_128bits_update(s, &len, sizeof len);
         XXH3_128bits_update(s, text, len);
-        free(text);
+        oc__free(text);
     }
     XXH128_hash_t h = XXH3_128bits_digest(s);
     XXH3_freeState(s);
@@ -246,7 +246,7 @@ static void add_dep(oc__argv *deps, const char *word, const char *skip_prefix)
         for (int i = 0; i < deps->n && !seen; i++) seen = strcmp(deps->v[i], word) == 0;
         if (!seen) oc__argv_add(deps, word);
     }
-    free(abs);
+    oc__free(abs);
 }
 
 void oc__deps_parse(const char *dfile, const char *skip_prefix, oc__argv *deps)
@@ -260,7 +260,7 @@ void oc__deps_parse(const char *dfile, const char *skip_prefix, oc__argv *deps)
     char *p = strstr(text, ": ");
     if (!p) p = strchr(text, ':');
     if (!p) {
-        free(text);
+        oc__free(text);
         return;
     }
     p++;
@@ -295,7 +295,7 @@ void oc__deps_parse(const char *dfile, const char *skip_prefix, oc__argv *deps)
     }
     if (w.oom) deps->oom = true;
     oc__sb_free(&w);
-    free(text);
+    oc__free(text);
 }
 
 /* ---- the cache directory ------------------------------------------------ */

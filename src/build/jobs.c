@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "build/build_internal.h"
 
 extern char **environ;
@@ -34,7 +35,7 @@ int oc__num_cpus(void)
 void oc__job_free(oc__job *job)
 {
     oc__argv_free(&job->argv);
-    free(job->output);
+    oc__free(job->output);
     job->output = NULL;
     job->output_len = 0;
 }
@@ -89,7 +90,7 @@ static bool start(oc__job *job, running *r, bool verbose)
 fail:;
     char msg[512];
     snprintf(msg, sizeof msg, "cannot run %s: %s\n", job->argv.v[0], strerror(errno));
-    job->output = strdup(msg);
+    job->output = oc__strdup(msg);
     job->output_len = job->output ? strlen(msg) : 0;
     job->exit_code = -1;
     return false;
@@ -111,7 +112,7 @@ static void finish(oc__job *job, running *r)
         job->oom = true;
         job->exit_code = job->exit_code ? job->exit_code : 1;
     }
-    job->output = r->out.s ? r->out.s : strdup("");
+    job->output = r->out.s ? r->out.s : oc__strdup("");
     if (!job->output) {
         job->oom = true;
         job->exit_code = job->exit_code ? job->exit_code : 1;

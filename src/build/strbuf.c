@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "build/build_internal.h"
 
 static void argv_push(oc__argv *a, char *s)
@@ -15,9 +16,9 @@ static void argv_push(oc__argv *a, char *s)
     }
     if (a->n + 2 > a->cap) {
         int cap = a->cap ? 2 * a->cap : 16;
-        char **v = realloc(a->v, (size_t)cap * sizeof *v);
+        char **v = oc__realloc(a->v, (size_t)cap * sizeof *v);
         if (!v) {
-            free(s);
+            oc__free(s);
             a->oom = true;
             return;
         }
@@ -28,7 +29,7 @@ static void argv_push(oc__argv *a, char *s)
     a->v[a->n] = NULL;
 }
 
-void oc__argv_add(oc__argv *a, const char *s) { argv_push(a, strdup(s)); }
+void oc__argv_add(oc__argv *a, const char *s) { argv_push(a, oc__strdup(s)); }
 
 void oc__argv_addf(oc__argv *a, const char *fmt, ...)
 {
@@ -36,7 +37,7 @@ void oc__argv_addf(oc__argv *a, const char *fmt, ...)
     va_start(ap, fmt);
     va_copy(again, ap);
     int n = vsnprintf(NULL, 0, fmt, ap);
-    char *s = n < 0 ? NULL : malloc((size_t)n + 1);
+    char *s = n < 0 ? NULL : oc__malloc((size_t)n + 1);
     if (s) vsnprintf(s, (size_t)n + 1, fmt, again);
     va_end(again);
     va_end(ap);
@@ -51,8 +52,8 @@ void oc__argv_extend(oc__argv *a, const oc__argv *b)
 
 void oc__argv_free(oc__argv *a)
 {
-    for (int i = 0; i < a->n; i++) free(a->v[i]);
-    free(a->v);
+    for (int i = 0; i < a->n; i++) oc__free(a->v[i]);
+    oc__free(a->v);
     memset(a, 0, sizeof *a);
 }
 
@@ -124,7 +125,7 @@ char *oc__read_file(const char *path, size_t *len)
         return NULL;
     }
     if (!b.s) {
-        b.s = calloc(1, 1);
+        b.s = oc__calloc(1, 1);
         if (!b.s) {
             errno = ENOMEM;
             return NULL;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "build/build_internal.h"
 
 typedef struct loop {
@@ -33,7 +34,7 @@ static loop *loop_at(loops *ls, int line)
         if (ls->v[i].line == line) return &ls->v[i];
     if (ls->n == ls->cap) {
         int cap = ls->cap ? 2 * ls->cap : 16;
-        loop *v = realloc(ls->v, (size_t)cap * sizeof *v);
+        loop *v = oc__realloc(ls->v, (size_t)cap * sizeof *v);
         if (!v) return NULL;
         ls->v = v;
         ls->cap = cap;
@@ -207,5 +208,5 @@ void oc__vec_report_format(const char *opt_info, const char *src, const char *sh
         const char *m = meaning_of(l->reasons);
         if (m) oc__sb_printf(out, "      %s\n", m);
     }
-    free(ls.v);
+    oc__free(ls.v);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/strbuf.h"
 
 bool oc__sb_reserve(oc__sb *b, size_t extra)
@@ -14,7 +15,7 @@ bool oc__sb_reserve(oc__sb *b, size_t extra)
     if (b->len + extra + 1 <= b->cap) return true;
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + extra + 1) cap *= 2;
-    char *s = realloc(b->s, cap);
+    char *s = oc__realloc(b->s, cap);
     if (!s) {
         b->oom = true;
         return false;
@@ -49,7 +50,7 @@ void oc__sb_printf(oc__sb *b, const char *fmt, ...)
 
 void oc__sb_free(oc__sb *b)
 {
-    free(b->s);
+    oc__free(b->s);
     memset(b, 0, sizeof *b);
 }
 

@@ -79,11 +79,11 @@ __attribute__((noreturn)) static void fail_here(oc_ctx *ctx, oc_status status, c
 
 oc_core *oc__core_create(size_t tcm_size)
 {
-    oc_core *c = calloc(1, sizeof *c);
+    oc_core *c = oc__calloc(1, sizeof *c);
     if (!c) return NULL;
     c->tcm_size = tcm_size;
     c->tcm = oc__aligned_alloc(64, tcm_size);
-    if (!c->tcm) { free(c); return NULL; }
+    if (!c->tcm) { oc__free(c); return NULL; }
     oc__ctx_init(&c->ctx, fail_here);
     c->count = 1;
     oc__tcm_reset(c);
@@ -115,10 +115,10 @@ void oc__core_destroy(oc_core *c)
         stack_t cur;
         /* Only turn off the signal stack if it is still the one we set. */
         if (sigaltstack(NULL, &cur) == 0 && cur.ss_sp == c->altstack) sigaltstack(&off, NULL);
-        free(c->altstack);
+        oc__free(c->altstack);
     }
     oc__aligned_free(c->tcm);
-    free(c);
+    oc__free(c);
 }
 
 oc_core *oc__thread_core(void)

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <ucontext.h>
 
+#include "core/alloc.h"
 #include "core/internal.h"
 #include "engine/core.h"
 #include "engine/redzone.h"
@@ -160,7 +161,7 @@ void oc__fault_install(void)
 
 oc_status oc__fault_stack_alloc(oc_core *core)
 {
-    if (!core->altstack) core->altstack = malloc(OC_ALTSTACK_SIZE);
+    if (!core->altstack) core->altstack = oc__malloc(OC_ALTSTACK_SIZE);
     return core->altstack ? OC_OK : oc_set_error(OC_ENOMEM, "cannot allocate a signal stack: out of memory");
 }
 
@@ -173,7 +174,7 @@ oc_status oc__fault_thread_init(oc_core *core)
     if (st) return st;
     stack_t ss = {.ss_sp = core->altstack, .ss_size = OC_ALTSTACK_SIZE, .ss_flags = 0};
     if (sigaltstack(&ss, NULL) != 0) {
-        free(core->altstack);
+        oc__free(core->altstack);
         core->altstack = NULL;
         return oc_set_error(OC_ERROR, "cannot install a signal stack for kernel fault handling");
     }

@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "core/internal.h"
 #include "engine/core.h"
 #include "engine/pool.h"
@@ -206,9 +207,9 @@ static oc_status start_locked(void)
         atomic_store(&pool.min_split_bytes, split && split[0] == '0' && !split[1]
                                                 ? 0 : env_size("OC_MIN_SPLIT_BYTES", OC_MIN_SPLIT_DEFAULT));
     }
-    pool.cores = calloc(n, sizeof *pool.cores);
-    pool.threads = calloc(n, sizeof *pool.threads);
-    pool.slots = calloc(n, sizeof *pool.slots);
+    pool.cores = oc__calloc(n, sizeof *pool.cores);
+    pool.threads = oc__calloc(n, sizeof *pool.threads);
+    pool.slots = oc__calloc(n, sizeof *pool.slots);
     if (!pool.cores || !pool.threads || !pool.slots) goto nomem;
     atomic_store(&pool.stopping, false);
     for (uint32_t i = 1; i < n; i++) {
@@ -228,9 +229,9 @@ static oc_status start_locked(void)
     return OC_OK;
 nomem:
     for (uint32_t i = 1; pool.cores && i < n; i++) oc__core_destroy(pool.cores[i]);
-    free(pool.cores);
-    free(pool.threads);
-    free(pool.slots);
+    oc__free(pool.cores);
+    oc__free(pool.threads);
+    oc__free(pool.slots);
     pool.cores = NULL;
     pool.threads = NULL;
     pool.slots = NULL;
@@ -292,9 +293,9 @@ void oc_engine_shutdown(void)
         futex(&pool.generation, FUTEX_WAKE_PRIVATE, INT32_MAX);
         for (uint32_t i = 1; i < pool.ncores; i++) pthread_join(pool.threads[i], NULL);
         for (uint32_t i = 1; i < pool.ncores; i++) oc__core_destroy(pool.cores[i]);
-        free(pool.cores);
-        free(pool.threads);
-        free(pool.slots);
+        oc__free(pool.cores);
+        oc__free(pool.threads);
+        oc__free(pool.slots);
         pool.cores = NULL;
         pool.threads = NULL;
         pool.slots = NULL;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/internal.h"
 #include "engine/pool.h"
 #include "engine/redzone.h"
@@ -54,7 +55,7 @@ static oc_status copy_tensor(const struct oc_op *op, int i, int item, const oc_t
 
 static void *frame_alloc(call_frame *f, size_t bytes)
 {
-    void *p = malloc(bytes ? bytes : 1);
+    void *p = oc__malloc(bytes ? bytes : 1);
     if (p) f->heap[f->nheap++] = p;
     else oc_set_error(OC_ENOMEM, "out of memory binding a list argument of %zu bytes", bytes);
     return p;
@@ -62,7 +63,7 @@ static void *frame_alloc(call_frame *f, size_t bytes)
 
 void oc__frame_release(call_frame *f)
 {
-    for (int i = 0; i < f->nheap; i++) free(f->heap[i]);
+    for (int i = 0; i < f->nheap; i++) oc__free(f->heap[i]);
     f->nheap = 0;
 }
 

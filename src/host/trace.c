@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/internal.h"
 #include "host/call_internal.h"
 
@@ -177,7 +178,7 @@ oc_status oc_op_trace_shapes(const oc_op *op, const oc_value *const *runs, int n
     if (!op || !runs || !out || nruns < 2 || nruns > MAX_RUNS)
         return oc_set_error(OC_EINVAL, "oc_op_trace_shapes: op, out and 2 to %d runs are required", MAX_RUNS);
     tracer t = {.op = op, .nruns = nruns, .out = out};
-    t.runs = calloc((size_t)nruns, sizeof *t.runs);
+    t.runs = oc__calloc((size_t)nruns, sizeof *t.runs);
     if (!t.runs) return oc_set_error(OC_ENOMEM, "oc_op_trace_shapes: out of memory");
     memset(out, 0, sizeof *out);
     out->num_results = op->num_results;
@@ -228,6 +229,6 @@ oc_status oc_op_trace_shapes(const oc_op *op, const oc_value *const *runs, int n
         }
     }
     for (int r = 0; r < bound; r++) oc__frame_release(&t.runs[r].frame);
-    free(t.runs);
+    oc__free(t.runs);
     return st;
 }

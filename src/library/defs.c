@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "engine/core.h"
 #include "library/registry.h"
 
@@ -69,7 +70,7 @@ void oc_def_op(oc_library_builder *m, const char *schema, oc_fn shape_fn, const 
     snprintf(def.kernel_name, sizeof def.kernel_name, "%s", kernel_name ? kernel_name : op);
     if (defs->num_defs == m->capacity) {
         int cap = m->capacity ? 2 * m->capacity : 16;
-        oc_op_def *grown = realloc(defs->defs, (size_t)cap * sizeof *grown);
+        oc_op_def *grown = oc__realloc(defs->defs, (size_t)cap * sizeof *grown);
         if (!grown) {
             m->error = OC_ENOMEM;
             def_error(m, "library '%s': out of memory", defs->name);
@@ -123,7 +124,7 @@ oc_status oc__library_read_defs(void *handle, const char *path, oc_library_defs 
 
 void oc__library_defs_free(oc_library_defs *defs)
 {
-    free(defs->defs);
+    oc__free(defs->defs);
     defs->defs = NULL;
     defs->num_defs = 0;
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "core/alloc.h"
 #include "library/elfcheck.h"
 #include "opcore/library.h"
 
@@ -287,7 +288,7 @@ oc_status oc__elf_check_file(const char *path, const char *shown)
     }
     /* Read, not mmap: a file truncated while we look would be a SIGBUS. */
     size_t size = (size_t)st.st_size, got = 0;
-    unsigned char *data = malloc(size ? size : 1);
+    unsigned char *data = oc__malloc(size ? size : 1);
     if (!data) {
         close(fd);
         return oc_set_error(OC_ENOMEM, "out of memory reading %s", shown);
@@ -300,7 +301,7 @@ oc_status oc__elf_check_file(const char *path, const char *shown)
     }
     close(fd);
     oc_status result = oc__elf_check(data, got, shown);
-    free(data);
+    oc__free(data);
     return result;
 }
 

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "engine/core.h"
 #include "library/elfcheck.h"
 #include "library/load_hint.h"
@@ -84,7 +85,7 @@ static oc_status read_build_info(oc_library *lib)
 
 static oc_status bind_ops(oc_library *lib, const oc_library_defs *defs)
 {
-    lib->ops = calloc((size_t)(defs->num_defs ? defs->num_defs : 1), sizeof *lib->ops);
+    lib->ops = oc__calloc((size_t)(defs->num_defs ? defs->num_defs : 1), sizeof *lib->ops);
     if (!lib->ops) return oc_set_error(OC_ENOMEM, "out of memory loading %s", lib->path);
     for (int i = 0; i < defs->num_defs; i++) {
         struct oc_op *op = &lib->ops[i];
@@ -148,8 +149,8 @@ static void library_free(oc_library *lib)
 {
     if (!lib) return;
     if (lib->handle) dlclose(lib->handle);
-    free(lib->ops);
-    free(lib);
+    oc__free(lib->ops);
+    oc__free(lib);
 }
 
 /* Where `lib` is in the table, or -1. */
@@ -171,7 +172,7 @@ static void remove_locked(int i)
  * hold its ops. */
 static bool retire_locked(int i)
 {
-    oc_library **grown = realloc(retired, (size_t)(num_retired + 1) * sizeof *grown);
+    oc_library **grown = oc__realloc(retired, (size_t)(num_retired + 1) * sizeof *grown);
     if (!grown) return false;
     retired = grown;
     retired[num_retired++] = libraries[i];
@@ -195,7 +196,7 @@ static oc_status register_locked(oc_library *lib, oc_library *replacing)
                             lib->name, lib->path, other->name, other->path);
     if (num_libraries == cap_libraries) {
         int cap = cap_libraries ? 2 * cap_libraries : 8;
-        oc_library **grown = realloc(libraries, (size_t)cap * sizeof *grown);
+        oc_library **grown = oc__realloc(libraries, (size_t)cap * sizeof *grown);
         if (!grown) return oc_set_error(OC_ENOMEM, "out of memory");
         libraries = grown;
         cap_libraries = cap;
@@ -235,7 +236,7 @@ oc_status oc_library_load(const char *path, oc_library **out)
     pthread_rwlock_unlock(&registry_lock);
 
     if (oc__elf_check_file(real, path) != OC_OK) return oc_errcode(); /* before dlopen trusts it */
-    oc_library *lib = calloc(1, sizeof *lib);
+    oc_library *lib = oc__calloc(1, sizeof *lib);
     if (!lib) return oc_set_error(OC_ENOMEM, "out of memory loading %s", path);
     snprintf(lib->path, sizeof lib->path, "%s", real);
     lib->dev = st.st_dev;
@@ -295,7 +296,7 @@ oc_status oc_library_unload(oc_library *lib)
     }
     remove_locked(i);
     if (num_libraries == 0) {
-        free(libraries);
+        oc__free(libraries);
         libraries = NULL;
         cap_libraries = 0;
     }

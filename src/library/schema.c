@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "library/schema.h"
 
 typedef struct parser {
@@ -567,10 +568,10 @@ void oc__schema_prototype(const oc_schema *s, const char *fn_name, char *buf, si
 
 oc_status oc_schema_check(const char *schema, char *prototype, size_t len)
 {
-    oc_schema *s = malloc(sizeof *s); /* large: keep it off small stacks */
+    oc_schema *s = oc__malloc(sizeof *s); /* large: keep it off small stacks */
     if (!s) return oc_set_error(OC_ENOMEM, "oc_schema_check: out of memory");
     oc_status st = oc__schema_parse(schema, s);
     if (st == OC_OK && prototype && len) oc__schema_prototype(s, s->name, prototype, len);
-    free(s);
+    oc__free(s);
     return st;
 }

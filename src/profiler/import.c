@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/alloc.h"
 #include "opcore/profiler.h"
 #include "opcore/status.h"
 #include "profiler/prof.h"
@@ -41,7 +42,7 @@ void oc__pimport_reset(unsigned gen)
     g_nimp = 0;
     g_imp_gen = gen;
     if (g_imp_cap > ((size_t)1 << 20)) {  /* don't hold on to a huge import */
-        free(g_imp);
+        oc__free(g_imp);
         g_imp = NULL;
         g_imp_cap = 0;
     }
@@ -122,7 +123,7 @@ bool oc__pimport_merge(oc__pdata *d, unsigned gen)
     bool ok = true;
     pthread_mutex_lock(&g_imp_mu);
     size_t n = g_imp_gen == gen ? g_nimp : 0;
-    uint32_t *track = n ? malloc(n * sizeof *track) : NULL;
+    uint32_t *track = n ? oc__malloc(n * sizeof *track) : NULL;
     size_t *add = NULL;
     if (n && !track) ok = false;
     /* 1. the track of each kept span, new tracks for unseen threads */
@@ -137,7 +138,7 @@ bool oc__pimport_merge(oc__pdata *d, unsigned gen)
         if (t == UINT32_MAX) {
             if (d->nhost == cap) {
                 cap = cap ? cap * 2 : 4;
-                oc__ptrack *p = realloc(d->host, cap * sizeof *p);
+                oc__ptrack *p = oc__realloc(d->host, cap * sizeof *p);
                 if (!p) { ok = false; break; }
                 d->host = p;
             }
@@ -156,14 +157,14 @@ bool oc__pimport_merge(oc__pdata *d, unsigned gen)
     }
     /* 2. grow each track once, then copy */
     if (ok && n) {
-        add = calloc(d->nhost, sizeof *add);
+        add = oc__calloc(d->nhost, sizeof *add);
         ok = add != NULL;
     }
     for (size_t i = 0; ok && i < n; i++)
         if (track[i] != UINT32_MAX) add[track[i]]++;
     for (uint32_t h = 0; ok && add && h < d->nhost; h++) {
         if (!add[h]) continue;
-        oc__pev *p = realloc(d->host[h].ev, (d->host[h].n + add[h]) * sizeof *p);
+        oc__pev *p = oc__realloc(d->host[h].ev, (d->host[h].n + add[h]) * sizeof *p);
         if (!p) { ok = false; break; }
         d->host[h].ev = p;
     }
@@ -175,8 +176,8 @@ bool oc__pimport_merge(oc__pdata *d, unsigned gen)
         d->imported++;
     }
     pthread_mutex_unlock(&g_imp_mu);
-    free(track);
-    free(add);
+    oc__free(track);
+    oc__free(add);
     return ok;
 }
 

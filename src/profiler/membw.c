@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "opcore/profiler.h"
 #include "core/internal.h"
 #include "profiler/prof.h"
@@ -116,7 +117,7 @@ static double measure(unsigned *threads_out)
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     unsigned all = ncpu < 1 ? 1 : ncpu > MEMBW_MAX_THREADS ? MEMBW_MAX_THREADS : (unsigned)ncpu;
     size_t bytes = (size_t)buffer_mib() << 20;
-    char *src = malloc(bytes), *dst = malloc(bytes);
+    char *src = oc__malloc(bytes), *dst = oc__malloc(bytes);
     double best = 0;
     if (src && dst) {
         memset(src, 1, bytes); /* fault the pages in */
@@ -137,8 +138,8 @@ static double measure(unsigned *threads_out)
             }
         }
     }
-    free(src);
-    free(dst);
+    oc__free(src);
+    oc__free(dst);
     return best;
 }
 

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "opcore/profiler.h"
 #include "opcore/status.h"
 #include "profiler/hooks.h"
@@ -126,25 +127,25 @@ static uint32_t intern_locked(const char *s, const char **out)
     }
     if (g_nnames + 1 > g_hash_cap / 2) {
         uint32_t ncap = g_hash_cap ? g_hash_cap * 2 : 256;
-        uint32_t *nh = calloc(ncap, sizeof *nh);
+        uint32_t *nh = oc__calloc(ncap, sizeof *nh);
         if (!nh) return UINT32_MAX;
         for (uint32_t id = 0; id < g_nnames; id++) {
             uint32_t i = (uint32_t)str_hash(g_names[id]) & (ncap - 1);
             while (nh[i]) i = (i + 1) & (ncap - 1);
             nh[i] = id + 1;
         }
-        free(g_hash);
+        oc__free(g_hash);
         g_hash = nh;
         g_hash_cap = ncap;
     }
     if (g_nnames == g_names_cap) {
         uint32_t ncap = g_names_cap ? g_names_cap * 2 : 128;
-        char **nn = realloc(g_names, ncap * sizeof *nn);
+        char **nn = oc__realloc(g_names, ncap * sizeof *nn);
         if (!nn) return UINT32_MAX;
         g_names = nn;
         g_names_cap = ncap;
     }
-    char *copy = strdup(s);
+    char *copy = oc__strdup(s);
     if (!copy) return UINT32_MAX;
     uint32_t id = g_nnames++;
     g_names[id] = copy;
@@ -231,7 +232,7 @@ static oc__pbuf *buf_get(void)
         memset(b->cache, 0, sizeof b->cache);
         atomic_store(&b->dead, 0);
     } else {
-        b = calloc(1, sizeof *b);
+        b = oc__calloc(1, sizeof *b);
         if (!b) {
             pthread_mutex_unlock(&g_list_mu);
             return NULL;
@@ -269,7 +270,7 @@ static oc__pev *buf_slot(oc__pbuf *b)
     if (!b->cur || b->used == OC__PCHUNK) {
         oc__pchunk *next = b->cur ? atomic_load_explicit(&b->cur->next, memory_order_relaxed) : b->head;
         if (!next) {
-            next = malloc(sizeof *next);
+            next = oc__malloc(sizeof *next);
             if (!next) {
                 atomic_fetch_add_explicit(&b->dropped, 1, memory_order_relaxed);
                 return NULL;
@@ -450,7 +451,7 @@ bool oc__psnapshot(oc__pdata *d, unsigned gen)
 {
     pthread_mutex_lock(&g_names_mu);
     d->nnames = g_nnames;
-    d->names = malloc((g_nnames ? g_nnames : 1) * sizeof *d->names);
+    d->names = oc__malloc((g_nnames ? g_nnames : 1) * sizeof *d->names);
     if (d->names && g_nnames) memcpy(d->names, g_names, g_nnames * sizeof *d->names);
     pthread_mutex_unlock(&g_names_mu);
     if (!d->names) return false;
@@ -458,9 +459,9 @@ bool oc__psnapshot(oc__pdata *d, unsigned gen)
     pthread_mutex_lock(&g_list_mu);
     uint32_t nb = 0, maxcore = 0;
     for (oc__pbuf *b = g_bufs; b; b = b->next_buf) nb++;
-    oc__pbuf **bufs = calloc(nb ? nb : 1, sizeof *bufs);
-    size_t *counts = calloc(nb ? nb : 1, sizeof *counts);
-    size_t *hostn = calloc(nb ? nb : 1, sizeof *hostn);
+    oc__pbuf **bufs = oc__calloc(nb ? nb : 1, sizeof *bufs);
+    size_t *counts = oc__calloc(nb ? nb : 1, sizeof *counts);
+    size_t *hostn = oc__calloc(nb ? nb : 1, sizeof *hostn);
     size_t *coren = NULL;
     size_t nsteps = 0;
     bool ok = bufs && counts && hostn;
@@ -500,10 +501,10 @@ bool oc__psnapshot(oc__pdata *d, unsigned gen)
     }
     if (maxcore > 65536) maxcore = 65536;
     if (ok) {
-        coren = calloc(maxcore ? maxcore : 1, sizeof *coren);
-        d->cores = calloc(maxcore ? maxcore : 1, sizeof *d->cores);
-        d->host = calloc(k ? k : 1, sizeof *d->host);
-        d->steps.ev = calloc(nsteps ? nsteps : 1, sizeof *d->steps.ev);
+        coren = oc__calloc(maxcore ? maxcore : 1, sizeof *coren);
+        d->cores = oc__calloc(maxcore ? maxcore : 1, sizeof *d->cores);
+        d->host = oc__calloc(k ? k : 1, sizeof *d->host);
+        d->steps.ev = oc__calloc(nsteps ? nsteps : 1, sizeof *d->steps.ev);
         ok = coren && d->cores && d->host && d->steps.ev;
     }
     if (ok) {
@@ -522,14 +523,14 @@ bool oc__psnapshot(oc__pdata *d, unsigned gen)
             snprintf(t->name, sizeof t->name, "core %u", c);
             t->tid = c;
             t->sort = (int)c;
-            t->ev = malloc((coren[c] ? coren[c] : 1) * sizeof *t->ev);
+            t->ev = oc__malloc((coren[c] ? coren[c] : 1) * sizeof *t->ev);
             ok = t->ev != NULL;
         }
     }
     /* pass 2: copy */
     for (uint32_t i = 0; ok && i < k; i++) {
         oc__ptrack *h = &d->host[d->nhost];
-        h->ev = malloc((hostn[i] ? hostn[i] : 1) * sizeof *h->ev);
+        h->ev = oc__malloc((hostn[i] ? hostn[i] : 1) * sizeof *h->ev);
         if (!h->ev) { ok = false; break; }
         h->tid = bufs[i]->tid;
         h->sort = (int)i;
@@ -555,14 +556,14 @@ bool oc__psnapshot(oc__pdata *d, unsigned gen)
         if (h->n) {
             d->nhost++;
         } else {  /* a core's worker thread: only kernels, no host track */
-            free(h->ev);
+            oc__free(h->ev);
             h->ev = NULL;
         }
     }
     pthread_mutex_unlock(&g_list_mu);
-    free(bufs);
-    free(counts);
-    free(hostn);
-    free(coren);
+    oc__free(bufs);
+    oc__free(counts);
+    oc__free(hostn);
+    oc__free(coren);
     return ok;
 }

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "opcore/status.h"
 #include "profiler/prof.h"
 
@@ -132,7 +133,7 @@ typedef struct row {
 static void levels_nested(row *r)
 {
     const oc__ptrack *t = r->t;
-    r->level = malloc(t->n ? t->n : 1);
+    r->level = oc__malloc(t->n ? t->n : 1);
     r->nlevels = 1;
     if (!r->level) return;
     uint64_t stack[64];
@@ -298,7 +299,7 @@ oc_status oc__pexport_html(const oc__pdata *d, const char *path)
     s.f = f;
 
     uint32_t nrows = d->ncores + d->nhost + 1;
-    row *rows = calloc(nrows, sizeof *rows);
+    row *rows = oc__calloc(nrows, sizeof *rows);
     uint32_t nr = 0;
     if (!rows) s.failed = true;
     for (uint32_t c = 0; rows && c < d->ncores; c++) {
@@ -364,8 +365,8 @@ oc_status oc__pexport_html(const oc__pdata *d, const char *path)
     bool failed = s.failed || s.buf.oom;
     oc__pw_free(&s);
     if (fclose(f) != 0) failed = true;
-    for (uint32_t i = 0; i < nr; i++) free(rows[i].level);
-    free(rows);
+    for (uint32_t i = 0; i < nr; i++) oc__free(rows[i].level);
+    oc__free(rows);
     if (failed) return oc_set_error(OC_EIO, "oc_profiler_stop: writing '%s' failed", path);
     return OC_OK;
 }

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "opcore/profiler.h"
 #include "opcore/status.h"
 #include "profiler/hooks.h"
@@ -184,21 +185,21 @@ static bool snapshot(oc__pdata *d, unsigned gen)
 
 static void pdata_free(oc__pdata *d)
 {
-    for (uint32_t i = 0; i < d->ncores; i++) free(d->cores[i].ev);
-    for (uint32_t i = 0; i < d->nhost; i++) free(d->host[i].ev);
-    free(d->cores);
-    free(d->host);
-    free(d->steps.ev);
-    for (uint32_t i = 0; i < d->nops; i++) free(d->ops[i].core_ns);
-    free(d->ops);
-    free(d->blocks);
-    free(d->names);
+    for (uint32_t i = 0; i < d->ncores; i++) oc__free(d->cores[i].ev);
+    for (uint32_t i = 0; i < d->nhost; i++) oc__free(d->host[i].ev);
+    oc__free(d->cores);
+    oc__free(d->host);
+    oc__free(d->steps.ev);
+    for (uint32_t i = 0; i < d->nops; i++) oc__free(d->ops[i].core_ns);
+    oc__free(d->ops);
+    oc__free(d->blocks);
+    oc__free(d->names);
 }
 
 static void set_out(int i, const char *s)
 {
-    free(g_out[i]);
-    g_out[i] = s ? strdup(s) : NULL;
+    oc__free(g_out[i]);
+    g_out[i] = s ? oc__strdup(s) : NULL;
 }
 
 const char *oc_profiler_output(oc_profile_output what)
@@ -220,7 +221,7 @@ oc_status oc_profiler_stop(char *run_dir_out, size_t len)
     }
     uint64_t end = oc__pstore_stop(oc__prof_now());
 
-    oc__pdata *d = calloc(1, sizeof *d);
+    oc__pdata *d = oc__calloc(1, sizeof *d);
     if (!d) {
         pthread_mutex_unlock(&g_sess_mu);
         return oc_set_error(OC_ENOMEM, "oc_profiler_stop: out of memory");
@@ -239,7 +240,7 @@ oc_status oc_profiler_stop(char *run_dir_out, size_t len)
     oc_status st = OC_OK;
     if (!snapshot(d, gen)) {
         pdata_free(d);
-        free(d);
+        oc__free(d);
         pthread_mutex_unlock(&g_sess_mu);
         return oc_set_error(OC_ENOMEM, "oc_profiler_stop: out of memory gathering the events");
     }
@@ -248,8 +249,8 @@ oc_status oc_profiler_stop(char *run_dir_out, size_t len)
     oc__psummary_compute(d);
 
     size_t L = strlen(d->logdir) + strlen(d->run) + strlen(d->hostname) + 64;
-    char *run_dir = malloc(L), *p_trace = malloc(L), *p_xp = malloc(L), *p_json = malloc(L),
-         *p_csv = malloc(L), *p_html = malloc(L);
+    char *run_dir = oc__malloc(L), *p_trace = oc__malloc(L), *p_xp = oc__malloc(L), *p_json = oc__malloc(L),
+         *p_csv = oc__malloc(L), *p_html = oc__malloc(L);
     if (!run_dir || !p_trace || !p_xp || !p_json || !p_csv || !p_html) {
         st = oc_set_error(OC_ENOMEM, "oc_profiler_stop: out of memory");
     } else {
@@ -280,14 +281,14 @@ oc_status oc_profiler_stop(char *run_dir_out, size_t len)
         set_out(OC_PROFILE_OUT_RUN_NAME, d->run);
         if (run_dir_out && len) snprintf(run_dir_out, len, "%s", run_dir);
     }
-    free(run_dir);
-    free(p_trace);
-    free(p_xp);
-    free(p_json);
-    free(p_csv);
-    free(p_html);
+    oc__free(run_dir);
+    oc__free(p_trace);
+    oc__free(p_xp);
+    oc__free(p_json);
+    oc__free(p_csv);
+    oc__free(p_html);
     pdata_free(d);
-    free(d);
+    oc__free(d);
     pthread_mutex_unlock(&g_sess_mu);
     return st;
 }

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "opcore/status.h"
 #include "profiler/prof.h"
 
@@ -67,7 +68,7 @@ static oc__pop *op_for(oc__pdata *d, int32_t *op_of, uint32_t id)
         op->name = id;
         op->source = UINT32_MAX;
         op->min_ns = UINT64_MAX;
-        op->core_ns = calloc(d->ncores ? d->ncores : 1, sizeof(uint64_t));
+        op->core_ns = oc__calloc(d->ncores ? d->ncores : 1, sizeof(uint64_t));
     }
     return &d->ops[op_of[id]];
 }
@@ -75,13 +76,13 @@ static oc__pop *op_for(oc__pdata *d, int32_t *op_of, uint32_t id)
 void oc__psummary_compute(oc__pdata *d)
 {
     uint32_t nn = d->nnames;
-    int32_t *op_of = malloc((nn ? nn : 1) * sizeof *op_of);
-    int32_t *blk_of = malloc((nn ? nn : 1) * 2 * sizeof *blk_of);
+    int32_t *op_of = oc__malloc((nn ? nn : 1) * sizeof *op_of);
+    int32_t *blk_of = oc__malloc((nn ? nn : 1) * 2 * sizeof *blk_of);
     size_t nk = 0;
     for (uint32_t c = 0; c < d->ncores; c++) nk += d->cores[c].n;
-    kspan *ks = malloc((nk ? nk : 1) * sizeof *ks);
-    d->ops = calloc(nn ? nn : 1, sizeof *d->ops);
-    d->blocks = calloc((nn ? nn : 1) * 2, sizeof *d->blocks);
+    kspan *ks = oc__malloc((nk ? nk : 1) * sizeof *ks);
+    d->ops = oc__calloc(nn ? nn : 1, sizeof *d->ops);
+    d->blocks = oc__calloc((nn ? nn : 1) * 2, sizeof *d->blocks);
     if (!op_of || !blk_of || !ks || !d->ops || !d->blocks) goto out;
     for (uint32_t i = 0; i < nn; i++) op_of[i] = -1;
     for (uint32_t i = 0; i < nn * 2; i++) blk_of[i] = -1;
@@ -221,9 +222,9 @@ void oc__psummary_compute(oc__pdata *d)
     qsort(d->ops, d->nops, sizeof *d->ops, cmp_op);
     qsort(d->blocks, d->nblocks, sizeof *d->blocks, cmp_block);
 out:
-    free(op_of);
-    free(blk_of);
-    free(ks);
+    oc__free(op_of);
+    oc__free(blk_of);
+    oc__free(ks);
 }
 
 /* ---- writing it ------------------------------------------------------------ */

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "core/alloc.h"
 #include "profiler/prof.h"
 
 #define SB_FLUSH_AT (1u << 20)
@@ -119,7 +120,7 @@ void oc__pw_free(oc__pw *s) { oc__sb_free(&s->buf); }
 
 uint8_t *oc__plane_assign(const oc__ptrack *t, int *nlanes)
 {
-    uint8_t *lanes = malloc(t->n ? t->n : 1);
+    uint8_t *lanes = oc__malloc(t->n ? t->n : 1);
     uint64_t end[OC__PMAX_LANES] = {0};
     int n = 1;
     if (!lanes) return NULL;
@@ -140,7 +141,7 @@ void *oc__pgrow(void *p, size_t *cap, size_t need, size_t elem, size_t first)
     if (p && need <= *cap) return p;
     size_t n = *cap ? *cap : first;
     while (n < need) n *= 2;
-    void *grown = realloc(p, n * elem);
+    void *grown = oc__realloc(p, n * elem);
     if (grown) *cap = n;
     return grown;
 }

@@ -48,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "opcore/status.h"
 #include "profiler/prof.h"
 
@@ -206,10 +207,10 @@ static bool is_jax_type(const char *s)
 static char *make_tf_op(const char *name)
 {
     size_t n = strlen(name);
-    char *path = malloc(2 * n + 8), *out = malloc(3 * n + 12);
+    char *path = oc__malloc(2 * n + 8), *out = oc__malloc(3 * n + 12);
     if (!path || !out) {
-        free(path);
-        free(out);
+        oc__free(path);
+        oc__free(out);
         return NULL;
     }
     size_t k = 0;
@@ -234,7 +235,7 @@ static char *make_tf_op(const char *name)
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     snprintf(out, 3 * n + 12, "%s:%s", path, (is_tf_type(base) || is_jax_type(base)) ? base : "");
-    free(path);
+    oc__free(path);
     return out;
 }
 
@@ -426,7 +427,7 @@ static void engine_plane(oc__pw *s, ctx *c)
                 if (lanes[i] == l) kernel_event(s, c, &t->ev[i], seq++);
             pb_close(s, ln);
         }
-        free(lanes);
+        oc__free(lanes);
     }
     for (size_t md = 0; md < c->md_n; md++) {
         if (!c->md_used[md]) continue;
@@ -454,9 +455,9 @@ oc_status oc__pexport_xplane(const oc__pdata *d, const char *path)
     oc__pw s = {0};
     size_t nn = d->nnames ? d->nnames : 1;
     size_t kmd = (size_t)d->nnames * (d->ncores ? d->ncores : 1);
-    ctx c = {.d = d, .gid = calloc(d->steps.n ? d->steps.n : 1, sizeof(int64_t)),
-             .tf_op = calloc(nn, sizeof(char *)), .opcore_op = calloc(nn, sizeof(bool)),
-             .ref_used = calloc(nn, 1), .md_used = calloc(kmd > nn ? kmd : nn, sizeof(bool))};
+    ctx c = {.d = d, .gid = oc__calloc(d->steps.n ? d->steps.n : 1, sizeof(int64_t)),
+             .tf_op = oc__calloc(nn, sizeof(char *)), .opcore_op = oc__calloc(nn, sizeof(bool)),
+             .ref_used = oc__calloc(nn, 1), .md_used = oc__calloc(kmd > nn ? kmd : nn, sizeof(bool))};
     bool ok = c.gid && c.tf_op && c.opcore_op && c.ref_used && c.md_used;
     if (ok) {
         group_ids(&c);
@@ -471,12 +472,12 @@ oc_status oc__pexport_xplane(const oc__pdata *d, const char *path)
         }
         pb_str(&s, 4, d->hostname);
     }
-    for (size_t i = 0; c.tf_op && i < d->nnames; i++) free(c.tf_op[i]);
-    free(c.gid);
-    free(c.tf_op);
-    free(c.opcore_op);
-    free(c.ref_used);
-    free(c.md_used);
+    for (size_t i = 0; c.tf_op && i < d->nnames; i++) oc__free(c.tf_op[i]);
+    oc__free(c.gid);
+    oc__free(c.tf_op);
+    oc__free(c.opcore_op);
+    oc__free(c.ref_used);
+    oc__free(c.md_used);
     bool failed = !ok || s.failed || s.buf.oom;
     if (!failed) {
         FILE *f = fopen(path, "wb");

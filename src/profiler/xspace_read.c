@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "opcore/profiler.h"
 #include "opcore/status.h"
 #include "profiler/prof.h"
@@ -77,7 +78,7 @@ static bool rd_eq(const oc__pbr *s, const char *str)
 static char *rd_dup(const oc__pbr *s)
 {
     size_t n = s->p ? (size_t)(s->end - s->p) : 0;
-    char *c = malloc(n + 1);
+    char *c = oc__malloc(n + 1);
     if (c) {
         if (n) memcpy(c, s->p, n);
         c[n] = 0;
@@ -284,10 +285,10 @@ oc_status oc_profiler_import_xspace(const char *source, const void *data, size_t
                                           source ? source : "?");
         else st = oc_profiler_import(source, OC_PROFILER_CLOCK_REALTIME, r.sp, r.nsp);
     }
-    for (size_t i = 0; i < r.nmd; i++) free(r.md[i].name);
-    for (size_t i = 0; i < r.nthreads; i++) free(r.threads[i]);
-    free(r.md);
-    free(r.threads);
-    free(r.sp);
+    for (size_t i = 0; i < r.nmd; i++) oc__free(r.md[i].name);
+    for (size_t i = 0; i < r.nthreads; i++) oc__free(r.threads[i]);
+    oc__free(r.md);
+    oc__free(r.threads);
+    oc__free(r.sp);
     return st;
 }
