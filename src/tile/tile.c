@@ -35,8 +35,8 @@ oc_tile oc_tile_alloc(int64_t rows, int64_t cols, oc_dtype dtype)
         return t;
     }
     size_t bytes = oc_tile_bytes(rows, cols, dtype) - TILE_ALIGN;
-    t.data = oc_tcm_malloc(bytes);
-    if (!t.data) {
+    /* checked here so the message names the tile, not only the bytes */
+    if (bytes > oc_tcm_available() || !(t.data = oc_tcm_malloc(bytes))) {
         oc__raise(OC_ENOMEM, "oc_tile_alloc: a %lld x %lld %s tile needs %zu bytes of TCM, %zu of %zu are free "
                   "(OC_TCM_SIZE sets the TCM per core)", (long long)rows, (long long)cols,
                   oc_dtype_name(dtype), bytes, oc_tcm_available(), oc_tcm_capacity());
