@@ -71,6 +71,10 @@ oc_tile oc_tile_view(const oc_tile *t, int64_t r0, int64_t c0, int64_t rows, int
 oc_tile oc_tile_row(const oc_tile *t, int64_t i);
 oc_tile oc_tile_col(const oc_tile *t, int64_t j);
 
+/* The transposed view (cols x rows, strides swapped; no copy): a rows x 1
+ * column stored as a 1 x rows row, or B^T for a matmul. */
+oc_tile oc_tile_t(const oc_tile *t);
+
 /* The element (i, j) as float (any dtype) / set it from a float. */
 float oc_tile_get(const oc_tile *t, int64_t i, int64_t j);
 void oc_tile_set(oc_tile *t, int64_t i, int64_t j, float v);

@@ -157,7 +157,7 @@ void oc_tile_matmul_to(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned 
 {
     const char *fn = "oc_tile_matmul_to";
     if (!shapes_ok(fn, c, a, b, flags)) return;
-    if (c->dtype == OC_FLOAT32 || c->dtype == OC_INT32) {
+    if (c->dtype == OC_INT32) {
         oc_tile_fill(c, 0.0f);
         oc_tile_matmul(c, a, b, flags);
         return;
@@ -169,12 +169,17 @@ void oc_tile_matmul_to(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned 
     }
     fmat fa, fb;
     if (!as_f32(a, flags & OC_TILE_TRANS_A, 0, &fa) || !as_f32(b, flags & OC_TILE_TRANS_B, 1, &fb)) return;
-    float *acc = scratch_get(2, (size_t)(c->rows * c->cols) * sizeof(float));
+    bool direct = c->dtype == OC_FLOAT32; /* sgemm writes c itself (beta 0) */
+    float *acc = direct ? c->data : scratch_get(2, (size_t)(c->rows * c->cols) * sizeof(float));
     if (!acc) return;
-    fmat fc = {acc, c->rows, c->cols, c->cols, 1};
+    fmat fc = direct ? (fmat){acc, c->rows, c->cols, c->rs, c->cs} : (fmat){acc, c->rows, c->cols, c->cols, 1};
     fix_strides(&fc);
-    if (fa.cols == 0) memset(acc, 0, (size_t)(c->rows * c->cols) * sizeof(float));
-    else sgemm(&fc, &fa, &fb, 0.0f);
+    if (fa.cols == 0) {
+        oc_tile_fill(c, 0.0f);
+        return;
+    }
+    sgemm(&fc, &fa, &fb, 0.0f);
+    if (direct) return;
     oc_tile acc_t = {acc, c->rows, c->cols, c->cols, 1, OC_FLOAT32, false};
     oc_tile_copy(c, &acc_t); /* one rounding, to c's dtype */
 }

@@ -124,6 +124,15 @@ oc_tile oc_tile_view(const oc_tile *t, int64_t r0, int64_t c0, int64_t rows, int
 oc_tile oc_tile_row(const oc_tile *t, int64_t i) { return oc_tile_view(t, i, 0, 1, t->cols); }
 oc_tile oc_tile_col(const oc_tile *t, int64_t j) { return oc_tile_view(t, 0, j, t->rows, 1); }
 
+oc_tile oc_tile_t(const oc_tile *t)
+{
+    oc_tile v = *t;
+    v.rows = t->cols, v.cols = t->rows;
+    v.rs = t->cs, v.cs = t->rs;
+    v.in_tcm = false;
+    return v;
+}
+
 float oc_tile_get(const oc_tile *t, int64_t i, int64_t j)
 {
     if (i < 0 || j < 0 || i >= t->rows || j >= t->cols) {
