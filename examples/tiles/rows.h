@@ -12,6 +12,7 @@ typedef struct {
 
 static inline rows_plan rows_split(const oc_tensor *x, int ntiles)
 {
+    OC_CHECK(oc_is_contiguous(x), "x must be contiguous");
     rows_plan p = {.d = x->sizes[x->ndim - 1]};
     oc_core_range(oc_numel(x) / p.d, 1, &p.lo, &p.hi);
     int64_t fit = oc_tile_max_rows(p.d, OC_FLOAT32, ntiles, 1), want = (int64_t)oc_tile_l2_bytes() / 2 / (p.d * 4);

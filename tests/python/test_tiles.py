@@ -16,7 +16,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch.library import opcheck  # noqa: E402
 
 import opcore.torch  # noqa: E402,F401
-from conftest import REPO  # noqa: E402
+from conftest import CLI, REPO, needs_cli  # noqa: E402
 
 sys.path.insert(0, str(REPO / "examples" / "tiles"))
 import tiles_ops  # noqa: E402
@@ -215,3 +215,19 @@ def test_jax_jit_and_grad():
     want = jax.grad(lambda x, w, b: (ref(x, w, b) * t).sum(), argnums=(0, 1, 2))(x, w, b)
     for g, q_ in zip(got, want):
         np.testing.assert_allclose(g, q_, rtol=1e-4, atol=1e-4)
+
+
+# ---- the CLI --------------------------------------------------------------------
+
+@needs_cli
+def test_cli_builds_and_runs_every_op(tmp_path):
+    """examples/tiles/run.sh: `opcore build --multicore` and `opcore run` of
+    each op on constant inputs with known results."""
+    p = subprocess.run([str(REPO / "examples" / "tiles" / "run.sh")], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "OUT": str(tmp_path), "OPCORE_CLI": str(CLI)})
+    assert p.returncode == 0, p.stderr[-3000:]
+    firsts = [line.strip() for line in p.stdout.splitlines() if line.strip().startswith("[")]
+    want = ["[3, 3, 3", "[10, 10, 10", "[3, 3, 3", "[5, 5, 5", "[1, 1, 1", "[316.2", "[0.025, 0.025", "[2, 2, 2"]
+    assert len(firsts) == len(want), p.stdout
+    for got, w in zip(firsts, want):
+        assert got.startswith(w), (got, w)
