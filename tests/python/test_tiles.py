@@ -231,3 +231,34 @@ def test_cli_builds_and_runs_every_op(tmp_path):
     assert len(firsts) == len(want), p.stdout
     for got, w in zip(firsts, want):
         assert got.startswith(w), (got, w)
+
+
+# ---- --vec-report on a reduction the compiler keeps in order ---------------------
+
+SUMSQ_KERNEL = """#include <opcore/kernel.h>
+oc_tensor *sumsq(const oc_tensor *x)
+{
+    const float *in = x->data;
+    int64_t n = oc_numel(x);
+    float s = 0;
+    for (int64_t j = 0; j < n; j++) s += in[j] * in[j];
+    oc_tensor *o = oc_dst_tensor();
+    float *d = o->data;
+    for (int64_t j = 0; j < n; j++) d[j] = in[j] * s;
+    return o;
+}
+"""
+
+
+def test_vec_report_names_an_in_order_reduction_as_not_vectorized(tmp_path):
+    from opcore import custom_op
+
+    k, shape = tmp_path / "k.c", tmp_path / "shape.c"
+    k.write_text(SUMSQ_KERNEL)
+    shape.write_text('#include <opcore/library.h>\nstatic oc_tensor *s(const oc_tensor *x) { return oc_empty_like(x); }\n'
+                     'OC_LIBRARY(vr_ops, m) { oc_def(m, "sumsq(Tensor x) -> Tensor", s, "sumsq"); }\n')
+    rep = custom_op.build("vr_ops", [str(k)], [str(shape)], build_directory=str(tmp_path / "out"),
+                          vec_report=True).vec_report
+    assert f"{k}:7: NOT vectorized: a float reduction kept in order" in rep, rep
+    assert "oc_tile_reduce_rows" in rep
+    assert f"{k}:10: vectorized (" in rep
