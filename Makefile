@@ -16,7 +16,7 @@ SAN     ?=
 CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(SAN) -fPIC -Iinclude -Isrc $(CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS_ALL = -lffi -lz -lxxhash -ldl -lpthread -lm
 
-LIB_DIRS := core engine kernel ops library build host profiler
+LIB_DIRS := core engine kernel ops library build host profiler tile
 LIB_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c))
 LIB_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 CLI_SRCS := $(wildcard src/cli/*.c)

@@ -27,6 +27,8 @@ echo "== profiler HTML report in headless Chromium (100k events)"
 $PYTHON bench/html_report_bench.py
 echo "== broadcast add with the iterator vs torch.add"
 $PYTHON bench/iter_bench.py
+echo "== tile layer (examples/tiles): matmul, flash attention, norms vs torch"
+$PYTHON bench/tiles_bench.py
 echo "== MLP training and inference"
 $PYTHON bench/mlp_bench.py --no-report "$@"
 $PYTHON bench/report.py --readme README.md

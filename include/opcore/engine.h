@@ -5,7 +5,7 @@
  * that calls the op; cores 1.. are persistent worker threads that spin
  * briefly, then sleep, waiting for work, so launching a multicore op costs
  * microseconds. Each core owns a TCM arena (OC_TCM_SIZE bytes; by default
- * half the core's L2 cache, at least 64 KiB) and a kernel stack with a guard
+ * the core's L2 cache, at least 1 MiB) and a kernel stack with a guard
  * page below it.
  *
  * The engine starts on first use; nothing here needs calling unless you

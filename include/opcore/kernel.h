@@ -247,9 +247,10 @@ static inline void *oc__stream_next_write(oc_stream *s)
 
 /* ---- TCM ----------------------------------------------------------------- */
 
-/* Allocate from this core's TCM arena (64-byte aligned); NULL when the
- * arena is exhausted. Whatever a kernel leaves allocated is released after
- * the call. */
+/* Allocate from this core's TCM arena (64-byte aligned). When the arena
+ * cannot hold `bytes`, the kernel fails here (OC_ENOMEM, with the bytes
+ * asked and free); a size of 0 gives NULL. Whatever a kernel leaves
+ * allocated is released after the call. */
 OC_API void *oc_tcm_malloc(size_t bytes);
 OC_API void oc_tcm_free(void *p);
 

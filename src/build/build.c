@@ -1007,7 +1007,8 @@ static oc_status vec_report(build *b, oc_build_result *result)
             oc__argv_add(a, "-Rpass-missed=loop-vectorize");
             oc__argv_add(a, "-Rpass-analysis=loop-vectorize");
         } else {
-            oc__argv_add(a, "-fopt-info-vec-optimized-missed");
+            /* internals too: only they say a reduction was kept in order */
+            oc__argv_add(a, "-fopt-info-vec-all-internals");
         }
         oc__argv_add(a, "-c");
         oc__argv_add(a, b->srcs[i].path);

@@ -19,6 +19,7 @@
 typedef struct loop {
     int line;
     bool vectorized, versioned, outer;
+    bool in_order;        /* a float reduction kept in order: its adds stay scalar */
     int bytes;            /* widest vector used */
     char reasons[512];    /* "; "-separated, deduplicated */
 } loop;
@@ -139,7 +140,14 @@ void oc__vec_report_format(const char *opt_info, const char *src, const char *sh
             if (tag) bl = (size_t)(tag - body);
             char text[512];
             snprintf(text, sizeof text, "%.*s", (int)bl, body);
-            if (!strncmp(text, "loop vectorized", 15) || !strncmp(text, "vectorized loop", 15)) {
+            if (!strncmp(text, "note:", 5) || (text[0] == ' ' && !strstr(text, "loop versioned"))) {
+                /* gcc's internals (indented, or notes; asked for the one below)
+                 * leave `open` alone */
+                if (strstr(text, "in-order (fold-left) reduction")) {
+                    loop *l = loop_at(&ls, line);
+                    if (l) l->in_order = true;
+                }
+            } else if (!strncmp(text, "loop vectorized", 15) || !strncmp(text, "vectorized loop", 15)) {
                 loop *l = loop_at(&ls, line);
                 const char *u = strstr(text, "using ");
                 int bytes = u ? atoi(u + 6) : 0;
@@ -189,13 +197,23 @@ void oc__vec_report_format(const char *opt_info, const char *src, const char *sh
     int nvec = 0, nmiss = 0;
     for (int i = 0; i < ls.n; i++) {
         if (ls.v[i].outer && !ls.v[i].vectorized) continue;
-        if (ls.v[i].vectorized) nvec++;
+        if (ls.v[i].vectorized && !ls.v[i].in_order) nvec++;
         else nmiss++;
     }
     oc__sb_printf(out, "%s: %d loop%s vectorized, %d not\n", shown, nvec, nvec == 1 ? "" : "s", nmiss);
     for (int i = 0; i < ls.n; i++) {
         const loop *l = &ls.v[i];
         if (l->outer && !l->vectorized) continue; /* an outer loop: its inner loops are listed */
+        if (l->vectorized && l->in_order) {
+            /* gcc says "vectorized", but without reassociation the sum is
+             * added one lane at a time: as slow as the scalar loop */
+            oc__sb_printf(out, "  %s:%d: NOT vectorized: a float reduction kept in order (gcc's fold-left: "
+                          "its adds run one element at a time)\n", shown, l->line);
+            oc__sb_put(out, "      use oc_sum_f32 (opcore/vecmath.h) or oc_tile_reduce_rows (opcore/tile.h), "
+                            "fixed-order lane sums; or `#pragma omp simd reduction(+:s)` with --cflags "
+                            "-fopenmp-simd (reorders the sum: the last bits change)\n");
+            continue;
+        }
         if (l->vectorized) {
             oc__sb_printf(out, "  %s:%d: vectorized", shown, l->line);
             if (l->bytes) oc__sb_printf(out, " (%d-byte vectors%s)", l->bytes,

@@ -60,6 +60,11 @@ void *oc_tcm_malloc(size_t bytes)
         b->used = bytes;
         return b + 1;
     }
+    /* Fail here, with the numbers, rather than hand back a NULL that some
+     * later call reports as a buffer outside the TCM. */
+    oc__raise(OC_ENOMEM, "oc_tcm_malloc: %zu bytes asked, %zu free of core %u's %zu-byte TCM "
+              "(OC_TCM_SIZE or oc_engine_configure sets the size per core)", bytes, oc_tcm_available(), c->id,
+              c->tcm_size);
     return NULL;
 }
 

@@ -207,11 +207,18 @@ static void test_vec_report_parsing(void **state)
         "/inc/opcore/vec.h:37:27: optimized: loop vectorized using 32 byte vectors\n"
         "/s/k.c:20:27: missed: couldn't vectorize loop\n"
         "/s/k.c:21:9: missed: statement clobbers memory: _5 = expf (_4);\n"
-        "/s/k.c:6:26: missed: not vectorized: vectorization is not profitable.\n";
+        "/s/k.c:6:26: missed: not vectorized: vectorization is not profitable.\n"
+        /* -fopt-info-vec-all-internals: indented analysis lines and notes
+         * are skipped, except the note that a reduction was kept in order */
+        "/s/k.c:24:24: note:   using an in-order (fold-left) reduction.\n"
+        "/s/k.c:24:24: missed:   not vectorized: latch block not empty.\n"
+        "/s/k.c:24:24: optimized: loop vectorized using 32 byte vectors\n";
     oc__sb out = {0};
     oc__vec_report_format(gcc, "/s/k.c", "k.c", &out);
     const char *r = oc__sb_str(&out);
-    test_assert_contains(r, "k.c: 1 loop vectorized, 2 not\n");
+    test_assert_contains(r, "k.c: 1 loop vectorized, 3 not\n");
+    test_assert_contains(r, "  k.c:24: NOT vectorized: a float reduction kept in order");
+    test_assert_contains(r, "oc_tile_reduce_rows");
     test_assert_contains(r, "  k.c:11: vectorized (32-byte vectors, with a run-time overlap check)\n");
     test_assert_contains(r, "  k.c:14: NOT vectorized: control flow in loop\n");
     test_assert_contains(r, "  k.c:20: NOT vectorized: calls expf() (a function call in the loop)\n");

@@ -1,0 +1,205 @@
+/* opcore/tile.h — 2-D tiles in the TCM and the math on them (NKI's tile
+ * layer, in C). Include it in a kernel beside kernel.h.
+ *
+ * A tile is a 2-D block (rows x cols) of one dtype with a row stride and a
+ * column stride in elements. oc_tile_alloc places it in this core's TCM;
+ * oc_tile_of_tensor views the 2-D matrix of a tensor in place (no copy,
+ * for the matmul's big operands); oc_tile_view / _row / _col cut views.
+ *
+ * The NKI pattern  load -> compute -> store  reads:
+ *
+ *     oc_tile x = oc_tile_alloc(128, n, OC_FLOAT32);        nl.ndarray(..., buffer=sbuf)
+ *     oc_tile_load(&x, in, b, r0, 0, 0.0f);                  nl.load(in[b, r0:r0+128, :])
+ *     oc_tile_reduce_rows(&s, &x, OC_TILE_SUMSQ);            nl.sum(nl.square(x), axis=1)
+ *     oc_tile_unary(&s, &s, OC_TILE_RSQRT, 1.0f / n, eps);   nl.rsqrt(s / n + eps)
+ *     oc_tile_binary(&x, &x, &s, OC_TILE_MUL);               x * s   (s: 128 x 1, broadcast)
+ *     oc_tile_store(&x, out, b, r0, 0);                      nl.store(out[...], x)
+ *
+ * Rules that hold for every function here:
+ *   - compute is float32: math, reductions and scans take float32 tiles
+ *     (oc_tile_load / oc_tile_copy convert bfloat16, float16, int8 and
+ *     int32 on the way in and out);
+ *   - an operand whose rows or cols is 1 broadcasts along that dimension
+ *     (a 1 x cols row goes down every row, a rows x 1 column across);
+ *   - dst may be the same tile as an operand (in place); partial overlap
+ *     is not allowed;
+ *   - results are deterministic: the same bits on every run, core and core
+ *     count; reductions add in a fixed order (16 lane-wise partial sums,
+ *     then the lanes pairwise), vectorised without -ffast-math;
+ *   - the code is in libopcore, built for AVX2+FMA with a generic fallback
+ *     chosen at load time, so a kernel's own flags do not matter;
+ *   - a bad argument (shape mismatch, wrong dtype, a window outside the
+ *     tensor's batch) fails the kernel with a message naming the function.
+ */
+#ifndef OPCORE_TILE_H
+#define OPCORE_TILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct oc_tile {
+    void *data;      /* element (0, 0) */
+    int64_t rows, cols;
+    int64_t rs, cs;  /* row and column stride, in elements */
+    oc_dtype dtype;
+    bool in_tcm;     /* allocated by oc_tile_alloc (freed by oc_tile_free) */
+} oc_tile;
+
+/* ---- making tiles ----------------------------------------------------------- */
+
+/* A rows x cols tile in this core's TCM, row-major, each row 64-byte
+ * aligned. Fails the kernel (bytes asked and free) when the TCM is full. */
+oc_tile oc_tile_alloc(int64_t rows, int64_t cols, oc_dtype dtype);
+void oc_tile_free(oc_tile *t);
+
+/* The 2-D matrix of tensor `x` at flattened leading index `batch` (its last
+ * two dims; a 1-D tensor is one row), in place, any strides. The tile is
+ * read-only in spirit when x is an input: store results with oc_tile_store
+ * into an output instead. */
+oc_tile oc_tile_of_tensor(const oc_tensor *x, int64_t batch);
+
+/* Views (no copy): the window [r0, r0+rows) x [c0, c0+cols), row i, col j. */
+oc_tile oc_tile_view(const oc_tile *t, int64_t r0, int64_t c0, int64_t rows, int64_t cols);
+oc_tile oc_tile_row(const oc_tile *t, int64_t i);
+oc_tile oc_tile_col(const oc_tile *t, int64_t j);
+
+/* The transposed view (cols x rows, strides swapped; no copy): a rows x 1
+ * column stored as a 1 x rows row, or B^T for a matmul. */
+oc_tile oc_tile_t(const oc_tile *t);
+
+/* The element (i, j) as float (any dtype) / set it from a float. */
+float oc_tile_get(const oc_tile *t, int64_t i, int64_t j);
+void oc_tile_set(oc_tile *t, int64_t i, int64_t j, float v);
+
+/* ---- sizes that fit ------------------------------------------------------------- */
+
+/* Bytes of a rows x cols tile of `dtype` as oc_tile_alloc lays it out
+ * (rows padded to 64 bytes, plus the allocator's header). */
+size_t oc_tile_bytes(int64_t rows, int64_t cols, oc_dtype dtype);
+
+/* The most rows (a multiple of `multiple`, >= 1 asked) such that `ntiles`
+ * tiles of rows x cols `dtype` fit in the TCM free now; 0 if not even
+ * `multiple` rows fit. */
+int64_t oc_tile_max_rows(int64_t cols, oc_dtype dtype, int ntiles, int64_t multiple);
+
+/* This CPU's per-core L1 data and L2 cache sizes in bytes (sysfs; a floor
+ * of 32 KiB / 512 KiB when it cannot be read). Block sizes for the working
+ * set of an inner loop follow L1, those of a tile pass L2. */
+size_t oc_tile_l1_bytes(void);
+size_t oc_tile_l2_bytes(void);
+
+/* ---- moving data ---------------------------------------------------------------- */
+
+/* Copy the window of x's 2-D matrix at leading index `batch`, rows
+ * [r0, r0 + t->rows) and cols [c0, c0 + t->cols), into tile t, converting
+ * dtype. The part outside x (ragged edges; r0, c0 may be negative) is
+ * filled with `pad`. Returns the number of rows that were inside x. */
+int64_t oc_tile_load(oc_tile *t, const oc_tensor *x, int64_t batch, int64_t r0, int64_t c0, float pad);
+
+/* Copy tile t into that window of x (an output or Tensor(a!)), converting
+ * dtype; only the part inside x is written (the bounds mask). Writing into
+ * an input (read-only) tensor fails. */
+void oc_tile_store(const oc_tile *t, oc_tensor *x, int64_t batch, int64_t r0, int64_t c0);
+
+/* dst = src, any dtypes among float32, bfloat16, float16, int8, int32:
+ * floats round to nearest even; to int8/int32 rounds to nearest even and
+ * saturates (NaN gives 0). Same shape. */
+void oc_tile_copy(oc_tile *dst, const oc_tile *src);
+
+/* Every element = v. */
+void oc_tile_fill(oc_tile *t, float v);
+
+/* ---- element-wise math (float32 tiles) ------------------------------------------ */
+
+typedef enum oc_tile_binop {
+    OC_TILE_ADD, OC_TILE_SUB, OC_TILE_MUL, OC_TILE_DIV, OC_TILE_MAX, OC_TILE_MIN
+} oc_tile_binop;
+
+typedef enum oc_tile_unop {
+    OC_TILE_IDENTITY, OC_TILE_EXP, OC_TILE_LOG, OC_TILE_TANH, OC_TILE_SIGMOID, OC_TILE_SILU,
+    OC_TILE_GELU, /* tanh approximation, as nl.gelu and F.gelu(approximate="tanh") */
+    OC_TILE_RSQRT, OC_TILE_RECIPROCAL, OC_TILE_SQUARE
+} oc_tile_unop;
+
+/* dst = a op b; a or b may broadcast (a row or a column, see above);
+ * dst has the full shape. max/min propagate NaN as torch.maximum. */
+void oc_tile_binary(oc_tile *dst, const oc_tile *a, const oc_tile *b, oc_tile_binop op);
+
+/* dst = a op s for a scalar s. */
+void oc_tile_binary_scalar(oc_tile *dst, const oc_tile *a, float s, oc_tile_binop op);
+
+/* dst = f(a * scale + bias) (nl.activation's order: scale, then bias). */
+void oc_tile_unary(oc_tile *dst, const oc_tile *a, oc_tile_unop f, float scale, float bias);
+
+/* dst = f(a * scale + bias[i]) with a rows x 1 bias (one per row, NKI's
+ * per-partition bias): exp(x - rowmax) in softmax is this with scale 1. */
+void oc_tile_unary_rowbias(oc_tile *dst, const oc_tile *a, oc_tile_unop f, float scale,
+                           const oc_tile *bias);
+
+/* ---- reductions ------------------------------------------------------------------- */
+
+typedef enum oc_tile_redop {
+    OC_TILE_SUM, OC_TILE_RMAX, OC_TILE_RMIN, OC_TILE_MEAN, OC_TILE_SUMSQ
+} oc_tile_redop;
+
+/* Along each row: dst (rows x 1, float32) = op over a's columns.
+ * max/min propagate NaN. */
+void oc_tile_reduce_rows(oc_tile *dst, const oc_tile *a, oc_tile_redop op);
+
+/* Down each column: dst (1 x cols, float32) = op over a's rows. */
+void oc_tile_reduce_cols(oc_tile *dst, const oc_tile *a, oc_tile_redop op);
+
+/* Index of the largest element of each row into dst (rows x 1, int32;
+ * the first on ties, a NaN counts as largest). */
+void oc_tile_argmax_rows(oc_tile *dst, const oc_tile *a);
+
+/* ---- shape and order ------------------------------------------------------------- */
+
+/* dst (cols x rows) = a transposed, any dtype (both the same). */
+void oc_tile_transpose(oc_tile *dst, const oc_tile *a);
+
+/* Linear recurrence along each row (nl.tensor_tensor_scan with multiply
+ * then add): dst[i][j] = a[i][j] * dst[i][j-1] + b[i][j], dst[i][-1] =
+ * init. A prefix sum is a = 1 (a may broadcast, b may not). */
+void oc_tile_scan_rows(oc_tile *dst, const oc_tile *a, const oc_tile *b, float init);
+
+/* dst[i][j] = (c0 + ci * i + cj * j >= 0) ? a[i][j] : fill
+ * (nl.affine_select). A causal mask of the query block at q0 against the
+ * key block at k0 keeps k0 + j <= q0 + i: c0 = q0 - k0, ci = 1, cj = -1. */
+void oc_tile_affine_select(oc_tile *dst, const oc_tile *a, int64_t c0, int64_t ci, int64_t cj,
+                           float fill);
+
+/* ---- matmul ----------------------------------------------------------------------- */
+
+enum {
+    OC_TILE_TRANS_A = 1, /* use a's transpose (a is k x m) */
+    OC_TILE_TRANS_B = 2  /* use b's transpose (b is n x k) */
+};
+
+/* c += op(a) x op(b), m x k times k x n, accumulated in float32: c is a
+ * float32 m x n tile; a and b are float32, bfloat16 or float16 (converted
+ * exactly to float32), any strides. int8 a and b accumulate exactly into
+ * an int32 c. Runs on BLIS's single-threaded micro-kernels (each core
+ * its own call); `oc_tile_matmul_path` says which path a dtype takes. */
+void oc_tile_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags);
+
+/* c = op(a) x op(b) into a c of any float dtype: computed in float32 and
+ * rounded once (a bfloat16 matmul with a float32 accumulator). */
+void oc_tile_matmul_to(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags);
+
+/* A sentence naming the library, its kernel configuration and, for int8,
+ * whether the CPU's VNNI instructions or the portable fallback run. */
+const char *oc_tile_matmul_path(oc_dtype dtype);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OPCORE_TILE_H */

@@ -1,0 +1,338 @@
+/* Element-wise tile math, reductions, transpose, scan and affine select.
+ *
+ * Built at -O3 -fno-math-errno (mk/tile.mk) and cloned for AVX2+FMA with a
+ * generic fallback (target_clones: the loader picks one per CPU), so the
+ * loops vectorise whatever the kernel's flags. -std=c11 keeps FMA
+ * contraction off, and reductions use vecmath.h's fixed-order lane sums:
+ * both clones give the same bits. */
+#include <math.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "opcore/tile.h"
+#include "opcore/vecmath.h"
+#include "tile/tile_internal.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(OC_TILE_NO_CLONES)
+#define OC_TILE_FN __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define OC_TILE_FN
+#endif
+/* Helpers are inlined into each clone, so they compile for its target. */
+#define OC_TILE_INLINE static inline __attribute__((always_inline))
+
+#define F32(t, i) ((float *)(t)->data + (i) * (t)->rs)
+#define CF32(t, i) ((const float *)(t)->data + (i) * (t)->rs)
+
+/* b broadcasts to a's rows x cols? (same, or 1 along a dim) */
+static bool fits(const oc_tile *b, int64_t rows, int64_t cols)
+{
+    return (b->rows == rows || b->rows == 1) && (b->cols == cols || b->cols == 1);
+}
+
+static bool check_shapes(const char *fn, const oc_tile *dst, const oc_tile *a, const oc_tile *b)
+{
+    if (!oc__tile_want_f32(dst, fn, "dst") || !oc__tile_want_f32(a, fn, "a") || (b && !oc__tile_want_f32(b, fn, "b")))
+        return false;
+    if (fits(a, dst->rows, dst->cols) && (!b || fits(b, dst->rows, dst->cols))) return true;
+    oc__raise(OC_EINVAL, "%s: dst is %lld x %lld, a %lld x %lld%s%lld x %lld (each operand must match dst "
+              "or be 1 along a dim)", fn, (long long)dst->rows, (long long)dst->cols, (long long)a->rows,
+              (long long)a->cols, b ? ", b " : "", b ? (long long)b->rows : 0LL, b ? (long long)b->cols : 0LL);
+    return false;
+}
+
+/* ---- binary ------------------------------------------------------------------ */
+
+/* One row: d[j] = a[j*as] op b[j*bs], a stride 0 broadcasts a scalar. The
+ * switch is outside the loop (each case is its own vector loop). */
+#define BIN_LOOP(EXPR)                                                                   \
+    do {                                                                                 \
+        if (as == 1 && bs == 1 && ds == 1)                                               \
+            for (int64_t j = 0; j < n; j++) { float x = a[j], y = b[j]; d[j] = (EXPR); } \
+        else if (as == 1 && bs == 0 && ds == 1)                                          \
+            for (int64_t j = 0; j < n; j++) { float x = a[j], y = b[0]; d[j] = (EXPR); } \
+        else if (as == 0 && bs == 1 && ds == 1)                                          \
+            for (int64_t j = 0; j < n; j++) { float x = a[0], y = b[j]; d[j] = (EXPR); } \
+        else                                                                             \
+            for (int64_t j = 0; j < n; j++) { float x = a[j * as], y = b[j * bs]; d[j * ds] = (EXPR); } \
+    } while (0)
+
+OC_TILE_INLINE void bin_row(float *d, int64_t ds, const float *a, int64_t as, const float *b, int64_t bs,
+                           int64_t n, oc_tile_binop op)
+{
+    switch (op) {
+    case OC_TILE_ADD: BIN_LOOP(x + y); break;
+    case OC_TILE_SUB: BIN_LOOP(x - y); break;
+    case OC_TILE_MUL: BIN_LOOP(x * y); break;
+    case OC_TILE_DIV: BIN_LOOP(x / y); break;
+    case OC_TILE_MAX: BIN_LOOP(x > y || x != x ? x : y); break;
+    case OC_TILE_MIN: BIN_LOOP(x < y || x != x ? x : y); break;
+    }
+}
+
+OC_TILE_FN void oc_tile_binary(oc_tile *dst, const oc_tile *a, const oc_tile *b, oc_tile_binop op)
+{
+    if (!check_shapes("oc_tile_binary", dst, a, b)) return;
+    int64_t as = a->cols == 1 ? 0 : a->cs, bs = b->cols == 1 ? 0 : b->cs;
+    for (int64_t i = 0; i < dst->rows; i++)
+        bin_row(F32(dst, i), dst->cs, CF32(a, a->rows == 1 ? 0 : i), as, CF32(b, b->rows == 1 ? 0 : i), bs,
+                dst->cols, op);
+}
+
+OC_TILE_FN void oc_tile_binary_scalar(oc_tile *dst, const oc_tile *a, float s, oc_tile_binop op)
+{
+    if (!check_shapes("oc_tile_binary_scalar", dst, a, NULL)) return;
+    int64_t as = a->cols == 1 ? 0 : a->cs;
+    for (int64_t i = 0; i < dst->rows; i++)
+        bin_row(F32(dst, i), dst->cs, CF32(a, a->rows == 1 ? 0 : i), as, &s, 0, dst->cols, op);
+}
+
+/* ---- unary --------------------------------------------------------------------- */
+
+#define UN_LOOP(EXPR)                                                                          \
+    do {                                                                                       \
+        if (as == 1 && ds == 1)                                                                \
+            for (int64_t j = 0; j < n; j++) { float x = a[j] * scale + bias; d[j] = (EXPR); }  \
+        else                                                                                   \
+            for (int64_t j = 0; j < n; j++) { float x = a[j * as] * scale + bias; d[j * ds] = (EXPR); } \
+    } while (0)
+
+OC_TILE_INLINE void un_row(float *d, int64_t ds, const float *a, int64_t as, int64_t n, oc_tile_unop f,
+                          float scale, float bias)
+{
+    switch (f) {
+    case OC_TILE_IDENTITY: UN_LOOP(x); break;
+    case OC_TILE_EXP: UN_LOOP(expf(x)); break;
+    case OC_TILE_LOG: UN_LOOP(logf(x)); break;
+    case OC_TILE_TANH: UN_LOOP(tanhf(x)); break;
+    case OC_TILE_SIGMOID: UN_LOOP(1.0f / (1.0f + expf(-x))); break;
+    case OC_TILE_SILU: UN_LOOP(x / (1.0f + expf(-x))); break;
+    case OC_TILE_GELU: UN_LOOP(0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)))); break;
+    case OC_TILE_RSQRT: UN_LOOP(1.0f / sqrtf(x)); break;
+    case OC_TILE_RECIPROCAL: UN_LOOP(1.0f / x); break;
+    case OC_TILE_SQUARE: UN_LOOP(x * x); break;
+    }
+}
+
+static bool unop_ok(const char *fn, oc_tile_unop f)
+{
+    if ((unsigned)f <= OC_TILE_SQUARE) return true;
+    oc__raise(OC_EINVAL, "%s: unknown function %d", fn, (int)f);
+    return false;
+}
+
+OC_TILE_FN void oc_tile_unary(oc_tile *dst, const oc_tile *a, oc_tile_unop f, float scale, float bias)
+{
+    if (!check_shapes("oc_tile_unary", dst, a, NULL) || !unop_ok("oc_tile_unary", f)) return;
+    int64_t as = a->cols == 1 ? 0 : a->cs;
+    for (int64_t i = 0; i < dst->rows; i++)
+        un_row(F32(dst, i), dst->cs, CF32(a, a->rows == 1 ? 0 : i), as, dst->cols, f, scale, bias);
+}
+
+OC_TILE_FN void oc_tile_unary_rowbias(oc_tile *dst, const oc_tile *a, oc_tile_unop f, float scale,
+                                      const oc_tile *bias)
+{
+    const char *fn = "oc_tile_unary_rowbias";
+    if (!check_shapes(fn, dst, a, NULL) || !unop_ok(fn, f) || !oc__tile_want_f32(bias, fn, "bias")) return;
+    if (bias->cols != 1 || (bias->rows != dst->rows && bias->rows != 1)) {
+        oc__raise(OC_EINVAL, "%s: bias is %lld x %lld, want %lld x 1", fn, (long long)bias->rows,
+                  (long long)bias->cols, (long long)dst->rows);
+        return;
+    }
+    int64_t as = a->cols == 1 ? 0 : a->cs;
+    for (int64_t i = 0; i < dst->rows; i++)
+        un_row(F32(dst, i), dst->cs, CF32(a, a->rows == 1 ? 0 : i), as, dst->cols, f, scale,
+               *CF32(bias, bias->rows == 1 ? 0 : i));
+}
+
+/* ---- reductions ------------------------------------------------------------------ */
+
+/* Sum of squares with vecmath.h's order (16 lanes, then pairwise). */
+OC_TILE_INLINE float sumsq_f32(const float *x, int64_t n)
+{
+    oc__vf8 a = {0}, b = {0}, v;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        memcpy(&v, x + i, sizeof v);
+        a += v * v;
+        memcpy(&v, x + i + 8, sizeof v);
+        b += v * v;
+    }
+    a += b;
+    float s = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+    for (; i < n; i++) s += x[i] * x[i];
+    return s;
+}
+
+OC_TILE_INLINE float reduce_run(const float *x, int64_t n, oc_tile_redop op)
+{
+    switch (op) {
+    case OC_TILE_SUM: return oc_sum_f32(x, n);
+    case OC_TILE_MEAN: return oc_sum_f32(x, n) / (float)n;
+    case OC_TILE_SUMSQ: return sumsq_f32(x, n);
+    case OC_TILE_RMAX: return oc_max_f32(x, n);
+    default: return oc_min_f32(x, n);
+    }
+}
+
+static bool red_ok(const char *fn, const oc_tile *dst, const oc_tile *a, int64_t rows, int64_t cols,
+                   oc_tile_redop op)
+{
+    if (!oc__tile_want_f32(dst, fn, "dst") || !oc__tile_want_f32(a, fn, "a")) return false;
+    if ((unsigned)op > OC_TILE_SUMSQ) {
+        oc__raise(OC_EINVAL, "%s: unknown reduction %d", fn, (int)op);
+        return false;
+    }
+    if (dst->rows == rows && dst->cols == cols) return true;
+    oc__raise(OC_EINVAL, "%s: dst is %lld x %lld, want %lld x %lld for a %lld x %lld tile", fn,
+              (long long)dst->rows, (long long)dst->cols, (long long)rows, (long long)cols,
+              (long long)a->rows, (long long)a->cols);
+    return false;
+}
+
+OC_TILE_FN void oc_tile_reduce_rows(oc_tile *dst, const oc_tile *a, oc_tile_redop op)
+{
+    if (!red_ok("oc_tile_reduce_rows", dst, a, a->rows, 1, op)) return;
+    float tmp[256];
+    for (int64_t i = 0; i < a->rows; i++) {
+        const float *x = CF32(a, i);
+        float r;
+        if (a->cs == 1) {
+            r = reduce_run(x, a->cols, op);
+        } else { /* strided row: gather blocks, then the same order */
+            float part[256 / 16];
+            int64_t nb = 0, n = a->cols;
+            oc_tile_redop inner = op == OC_TILE_MEAN ? OC_TILE_SUM : op;
+            for (int64_t j0 = 0; j0 < n; j0 += 256) {
+                int64_t m = n - j0 < 256 ? n - j0 : 256;
+                for (int64_t j = 0; j < m; j++) tmp[j] = x[(j0 + j) * a->cs];
+                float p = reduce_run(tmp, m, inner);
+                part[nb++] = p;
+                if (nb == 256 / 16) { /* fold the parts kept so far into one */
+                    part[0] = reduce_run(part, nb, inner == OC_TILE_SUMSQ ? OC_TILE_SUM : inner);
+                    nb = 1;
+                }
+            }
+            r = reduce_run(part, nb, inner == OC_TILE_SUMSQ ? OC_TILE_SUM : inner);
+            if (op == OC_TILE_MEAN) r /= (float)n;
+        }
+        *F32(dst, i) = r;
+    }
+}
+
+OC_TILE_FN void oc_tile_reduce_cols(oc_tile *dst, const oc_tile *a, oc_tile_redop op)
+{
+    if (!red_ok("oc_tile_reduce_cols", dst, a, 1, a->cols, op)) return;
+    float *d = F32(dst, 0);
+    int64_t n = a->cols, ds = dst->cs, as = a->cs;
+    /* row by row into dst: one vector loop per row, rows in order */
+    for (int64_t i = 0; i < a->rows; i++) {
+        const float *x = CF32(a, i);
+        if (i == 0) {
+            for (int64_t j = 0; j < n; j++) d[j * ds] = op == OC_TILE_SUMSQ ? x[j * as] * x[j * as] : x[j * as];
+            continue;
+        }
+        switch (op) {
+        case OC_TILE_SUM:
+        case OC_TILE_MEAN:
+            if (ds == 1 && as == 1) for (int64_t j = 0; j < n; j++) d[j] += x[j];
+            else for (int64_t j = 0; j < n; j++) d[j * ds] += x[j * as];
+            break;
+        case OC_TILE_SUMSQ:
+            if (ds == 1 && as == 1) for (int64_t j = 0; j < n; j++) d[j] += x[j] * x[j];
+            else for (int64_t j = 0; j < n; j++) d[j * ds] += x[j * as] * x[j * as];
+            break;
+        case OC_TILE_RMAX:
+            for (int64_t j = 0; j < n; j++) d[j * ds] = oc__max1(d[j * ds], x[j * as]);
+            break;
+        case OC_TILE_RMIN:
+            for (int64_t j = 0; j < n; j++) d[j * ds] = oc__min1(d[j * ds], x[j * as]);
+            break;
+        }
+    }
+    if (op == OC_TILE_MEAN)
+        for (int64_t j = 0; j < n; j++) d[j * ds] /= (float)a->rows;
+}
+
+void oc_tile_argmax_rows(oc_tile *dst, const oc_tile *a)
+{
+    const char *fn = "oc_tile_argmax_rows";
+    if (!oc__tile_want_f32(a, fn, "a")) return;
+    if (dst->dtype != OC_INT32 || dst->rows != a->rows || dst->cols != 1) {
+        oc__raise(OC_EINVAL, "%s: dst is a %lld x %lld %s tile, want %lld x 1 int32", fn, (long long)dst->rows,
+                  (long long)dst->cols, oc_dtype_name(dst->dtype), (long long)a->rows);
+        return;
+    }
+    for (int64_t i = 0; i < a->rows; i++) {
+        const float *x = CF32(a, i);
+        int32_t best = 0;
+        float m = x[0];
+        /* the row's max first (vectorised when contiguous), then its first index */
+        float target = a->cs == 1 ? oc_max_f32(x, a->cols) : m;
+        if (a->cs != 1)
+            for (int64_t j = 1; j < a->cols; j++) target = oc__max1(target, x[j * a->cs]);
+        for (int64_t j = 0; j < a->cols; j++) {
+            float v = x[j * a->cs];
+            if (v == target || (target != target && v != v)) {
+                best = (int32_t)j;
+                break;
+            }
+        }
+        ((int32_t *)dst->data)[i * dst->rs] = best;
+    }
+}
+
+/* ---- transpose, scan, select -------------------------------------------------- */
+
+void oc_tile_transpose(oc_tile *dst, const oc_tile *a)
+{
+    if (dst->rows != a->cols || dst->cols != a->rows || dst->dtype != a->dtype) {
+        oc__raise(OC_EINVAL, "oc_tile_transpose: dst is %lld x %lld %s, want %lld x %lld %s",
+                  (long long)dst->rows, (long long)dst->cols, oc_dtype_name(dst->dtype), (long long)a->cols,
+                  (long long)a->rows, oc_dtype_name(a->dtype));
+        return;
+    }
+    size_t es = oc_dtype_size(a->dtype);
+    enum { B = 16 }; /* 16 x 16 blocks: both sides stay in L1 */
+    for (int64_t i0 = 0; i0 < a->rows; i0 += B)
+        for (int64_t j0 = 0; j0 < a->cols; j0 += B) {
+            int64_t ie = i0 + B < a->rows ? i0 + B : a->rows, je = j0 + B < a->cols ? j0 + B : a->cols;
+            for (int64_t j = j0; j < je; j++)
+                for (int64_t i = i0; i < ie; i++)
+                    memcpy((char *)dst->data + (j * dst->rs + i * dst->cs) * (int64_t)es,
+                           (const char *)a->data + (i * a->rs + j * a->cs) * (int64_t)es, es);
+        }
+}
+
+OC_TILE_FN void oc_tile_scan_rows(oc_tile *dst, const oc_tile *a, const oc_tile *b, float init)
+{
+    const char *fn = "oc_tile_scan_rows";
+    if (!check_shapes(fn, dst, a, b)) return;
+    if (b->rows != dst->rows || b->cols != dst->cols) {
+        oc__raise(OC_EINVAL, "%s: b is %lld x %lld, want dst's %lld x %lld", fn, (long long)b->rows,
+                  (long long)b->cols, (long long)dst->rows, (long long)dst->cols);
+        return;
+    }
+    /* column by column, all rows at once: the loop over rows vectorises */
+    int64_t ars = a->rows == 1 ? 0 : a->rs, acs = a->cols == 1 ? 0 : a->cs;
+    const float *pa = a->data, *pb = b->data;
+    float *pd = dst->data;
+    for (int64_t j = 0; j < dst->cols; j++)
+        for (int64_t i = 0; i < dst->rows; i++) {
+            float prev = j ? pd[i * dst->rs + (j - 1) * dst->cs] : init;
+            pd[i * dst->rs + j * dst->cs] = pa[i * ars + j * acs] * prev + pb[i * b->rs + j * b->cs];
+        }
+}
+
+OC_TILE_FN void oc_tile_affine_select(oc_tile *dst, const oc_tile *a, int64_t c0, int64_t ci, int64_t cj,
+                                      float fill)
+{
+    if (!check_shapes("oc_tile_affine_select", dst, a, NULL)) return;
+    int64_t as = a->cols == 1 ? 0 : a->cs;
+    for (int64_t i = 0; i < dst->rows; i++) {
+        const float *x = CF32(a, a->rows == 1 ? 0 : i);
+        float *d = F32(dst, i);
+        int64_t base = c0 + ci * i;
+        for (int64_t j = 0; j < dst->cols; j++) d[j * dst->cs] = base + cj * j >= 0 ? x[j * as] : fill;
+    }
+}

@@ -1,0 +1,210 @@
+/* Tile matmul on BLIS (docs/gemm_library.md says why BLIS).
+ *
+ * float32 operands go to bli_sgemm as they are, any strides (a transpose
+ * is a swap of strides, no copy). bfloat16 and float16 operands are
+ * widened to float32 first (exact) into a per-thread scratch that is kept
+ * between calls, then the same sgemm: the accumulator is float32 either
+ * way. libblis is the serial build, linked statically into libopcore:
+ * each engine core makes its own single-threaded call.
+ *
+ * int8 x int8 -> int32: BLIS has no integer GEMM, and this build has no
+ * VNNI kernel, so it is opcore's portable loop (vectorised by the compiler,
+ * exact); oc_tile_matmul_path says so. */
+#include <blis.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "opcore/tile.h"
+#include "tile/tile_internal.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(OC_TILE_NO_CLONES)
+#define OC_TILE_FN __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define OC_TILE_FN
+#endif
+
+/* Scratch kept per thread (engine cores are long-lived threads); grown as
+ * needed, never shrunk. */
+static _Thread_local struct {
+    void *p;
+    size_t n;
+} scratch[3];
+
+static void *scratch_get(int slot, size_t bytes)
+{
+    if (scratch[slot].n < bytes) {
+        free(scratch[slot].p);
+        scratch[slot].p = NULL;
+        if (posix_memalign(&scratch[slot].p, 64, bytes)) {
+            scratch[slot].p = NULL;
+            scratch[slot].n = 0;
+            oc__raise(OC_ENOMEM, "oc_tile_matmul: no memory for a %zu-byte float32 copy of an operand", bytes);
+            return NULL;
+        }
+        scratch[slot].n = bytes;
+    }
+    return scratch[slot].p;
+}
+
+/* A matrix as BLIS sees it: float data and strides of op(x). */
+typedef struct {
+    float *p;
+    int64_t rows, cols, rs, cs;
+} fmat;
+
+/* BLIS wants a valid stride even along a dim of extent 1. */
+static void fix_strides(fmat *m)
+{
+    if (m->rows == 1 && m->cols == 1) m->rs = m->cs = 1;
+    else if (m->rows == 1) m->rs = m->cols * (m->cs < 0 ? -m->cs : m->cs);
+    else if (m->cols == 1) m->cs = m->rows * (m->rs < 0 ? -m->rs : m->rs);
+}
+
+/* op(t) as float32: in place for float32, else widened into scratch slot. */
+static bool as_f32(const oc_tile *t, bool trans, int slot, fmat *m)
+{
+    if (t->dtype == OC_FLOAT32) {
+        *m = (fmat){t->data, t->rows, t->cols, t->rs, t->cs};
+    } else {
+        float *p = scratch_get(slot, (size_t)(t->rows * t->cols) * sizeof(float));
+        if (!p) return false;
+        size_t es = oc_dtype_size(t->dtype);
+        for (int64_t i = 0; i < t->rows; i++)
+            oc__tile_convert_run(p + i * t->cols, OC_FLOAT32, 1, (const char *)t->data + i * t->rs * (int64_t)es,
+                                 t->dtype, t->cs, t->cols);
+        *m = (fmat){p, t->rows, t->cols, t->cols, 1};
+    }
+    if (trans) *m = (fmat){m->p, m->cols, m->rows, m->cs, m->rs};
+    fix_strides(m);
+    return true;
+}
+
+static bool shapes_ok(const char *fn, const oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags)
+{
+    int64_t m = flags & OC_TILE_TRANS_A ? a->cols : a->rows, ka = flags & OC_TILE_TRANS_A ? a->rows : a->cols;
+    int64_t kb = flags & OC_TILE_TRANS_B ? b->cols : b->rows, n = flags & OC_TILE_TRANS_B ? b->rows : b->cols;
+    if (ka == kb && c->rows == m && c->cols == n) return true;
+    oc__raise(OC_EINVAL, "%s: c is %lld x %lld, op(a) %lld x %lld, op(b) %lld x %lld (want c m x n = op(a) m x k "
+              "times op(b) k x n)", fn, (long long)c->rows, (long long)c->cols, (long long)m, (long long)ka,
+              (long long)kb, (long long)n);
+    return false;
+}
+
+static bool float_in(oc_dtype d) { return d == OC_FLOAT32 || d == OC_BFLOAT16 || d == OC_FLOAT16; }
+
+static void sgemm(fmat *c, const fmat *a, const fmat *b, float beta)
+{
+    float one = 1.0f;
+    bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, c->rows, c->cols, a->cols, &one, a->p, a->rs, a->cs, b->p,
+              b->rs, b->cs, &beta, c->p, c->rs, c->cs);
+}
+
+/* int8: c[i][j] += sum_p a(i,p) * b(p,j), exact in int32. op(b) is
+ * copied to int16 rows so the inner loop is a contiguous widening
+ * multiply-add the compiler vectorises. */
+OC_TILE_FN static void int8_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags)
+{
+    int64_t m = c->rows, n = c->cols, k = flags & OC_TILE_TRANS_A ? a->rows : a->cols;
+    int16_t *bp = scratch_get(0, (size_t)(k * n) * sizeof(int16_t));
+    if (!bp) return;
+    const int8_t *pa = a->data, *pb = b->data;
+    int64_t brs = flags & OC_TILE_TRANS_B ? b->cs : b->rs, bcs = flags & OC_TILE_TRANS_B ? b->rs : b->cs;
+    int64_t ars = flags & OC_TILE_TRANS_A ? a->cs : a->rs, acs = flags & OC_TILE_TRANS_A ? a->rs : a->cs;
+    for (int64_t p = 0; p < k; p++)
+        for (int64_t j = 0; j < n; j++) bp[p * n + j] = pb[p * brs + j * bcs];
+    int32_t *row = scratch_get(1, (size_t)n * sizeof(int32_t));
+    if (!row) return;
+    int32_t *pc = c->data;
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t j = 0; j < n; j++) row[j] = pc[i * c->rs + j * c->cs];
+        for (int64_t p = 0; p < k; p++) {
+            int32_t av = pa[i * ars + p * acs];
+            const int16_t *br = bp + p * n;
+            for (int64_t j = 0; j < n; j++) row[j] += av * br[j];
+        }
+        for (int64_t j = 0; j < n; j++) pc[i * c->rs + j * c->cs] = row[j];
+    }
+}
+
+void oc_tile_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags)
+{
+    const char *fn = "oc_tile_matmul";
+    if (!shapes_ok(fn, c, a, b, flags)) return;
+    if (a->dtype == OC_INT8 && b->dtype == OC_INT8) {
+        if (c->dtype != OC_INT32) {
+            oc__raise(OC_EINVAL, "%s: int8 a and b accumulate into an int32 c, got a %s c", fn,
+                      oc_dtype_name(c->dtype));
+            return;
+        }
+        int8_matmul(c, a, b, flags);
+        return;
+    }
+    if (!float_in(a->dtype) || !float_in(b->dtype) || c->dtype != OC_FLOAT32) {
+        oc__raise(OC_EINVAL, "%s: a %s, b %s, c %s (want float32/bfloat16/float16 a and b with a float32 c, "
+                  "or int8 a and b with an int32 c)", fn, oc_dtype_name(a->dtype), oc_dtype_name(b->dtype),
+                  oc_dtype_name(c->dtype));
+        return;
+    }
+    fmat fa, fb, fc = {c->data, c->rows, c->cols, c->rs, c->cs};
+    if (!as_f32(a, flags & OC_TILE_TRANS_A, 0, &fa) || !as_f32(b, flags & OC_TILE_TRANS_B, 1, &fb)) return;
+    fix_strides(&fc);
+    if (fa.cols == 0) return;
+    sgemm(&fc, &fa, &fb, 1.0f);
+}
+
+void oc_tile_matmul_to(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags)
+{
+    const char *fn = "oc_tile_matmul_to";
+    if (!shapes_ok(fn, c, a, b, flags)) return;
+    if (c->dtype == OC_INT32) {
+        oc_tile_fill(c, 0.0f);
+        oc_tile_matmul(c, a, b, flags);
+        return;
+    }
+    if (!float_in(c->dtype) || !float_in(a->dtype) || !float_in(b->dtype)) {
+        oc__raise(OC_EINVAL, "%s: a %s, b %s, c %s (want float dtypes)", fn, oc_dtype_name(a->dtype),
+                  oc_dtype_name(b->dtype), oc_dtype_name(c->dtype));
+        return;
+    }
+    fmat fa, fb;
+    if (!as_f32(a, flags & OC_TILE_TRANS_A, 0, &fa) || !as_f32(b, flags & OC_TILE_TRANS_B, 1, &fb)) return;
+    bool direct = c->dtype == OC_FLOAT32; /* sgemm writes c itself (beta 0) */
+    float *acc = direct ? c->data : scratch_get(2, (size_t)(c->rows * c->cols) * sizeof(float));
+    if (!acc) return;
+    fmat fc = direct ? (fmat){acc, c->rows, c->cols, c->rs, c->cs} : (fmat){acc, c->rows, c->cols, c->cols, 1};
+    fix_strides(&fc);
+    if (fa.cols == 0) {
+        oc_tile_fill(c, 0.0f);
+        return;
+    }
+    sgemm(&fc, &fa, &fb, 0.0f);
+    if (direct) return;
+    oc_tile acc_t = {acc, c->rows, c->cols, c->cols, 1, OC_FLOAT32, false};
+    oc_tile_copy(c, &acc_t); /* one rounding, to c's dtype */
+}
+
+const char *oc_tile_matmul_path(oc_dtype dtype)
+{
+    static _Thread_local char buf[256];
+    const char *arch = bli_arch_string(bli_arch_query_id());
+    switch (dtype) {
+    case OC_FLOAT32:
+        snprintf(buf, sizeof buf, "float32: BLIS %s sgemm, configuration '%s', single-threaded", bli_info_get_version_str(), arch);
+        break;
+    case OC_BFLOAT16:
+    case OC_FLOAT16:
+        snprintf(buf, sizeof buf, "%s: widened to float32 (exact), then BLIS %s sgemm, configuration '%s' "
+                 "(no bf16/fp16 GEMM kernel in this BLIS)", oc_dtype_name(dtype), bli_info_get_version_str(), arch);
+        break;
+    case OC_INT8: {
+        bool vnni = __builtin_cpu_supports("avx512vnni");
+        snprintf(buf, sizeof buf, "int8: opcore's portable int32 loop (compiler-vectorised, exact): BLIS has no "
+                 "integer GEMM and %s", vnni ? "no VNNI path is built yet (this CPU has AVX512-VNNI)"
+                                             : "this CPU has no AVX512-VNNI");
+        break;
+    }
+    default: snprintf(buf, sizeof buf, "%s: no matmul path", oc_dtype_name(dtype)); break;
+    }
+    return buf;
+}

@@ -1,0 +1,36 @@
+/* src/tile/tile_internal.h — helpers shared by the tile sources (not public). */
+#ifndef OPCORE_TILE_INTERNAL_H
+#define OPCORE_TILE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "opcore/dtype.h"
+#include "opcore/tile.h"
+
+/* A tensor's 2-D matrix at one leading index. */
+typedef struct oc__tile_mat {
+    void *data;
+    int64_t rows, cols, rs, cs;
+    oc_dtype dtype;
+} oc__tile_mat;
+
+/* The dtypes a tile may hold. */
+bool oc__tile_dtype_ok(oc_dtype dtype);
+
+/* One element as float / store a float, rounding and saturating as
+ * oc_tile_copy says. */
+float oc__tile_load1(const void *p, oc_dtype dtype);
+void oc__tile_store1(void *p, oc_dtype dtype, float v);
+
+/* n elements from src (stride scs) to dst (stride dcs), converting dtype;
+ * vectorised runs when both strides are 1. float64 is allowed on either
+ * side (tensors may be float64; tiles never are). */
+void oc__tile_convert_run(void *dst, oc_dtype ddt, int64_t dcs, const void *src, oc_dtype sdt, int64_t scs,
+                          int64_t n);
+void oc__tile_fill_run(void *dst, oc_dtype dt, int64_t cs, int64_t n, float v);
+
+/* Fails the kernel unless t is float32 ("fn: argument 'arg' is int8, want float32"). */
+bool oc__tile_want_f32(const oc_tile *t, const char *fn, const char *arg);
+
+#endif

@@ -1,0 +1,385 @@
+/* The tile layer (opcore/tile.h): every tile function run inside a real
+ * kernel (tests/c/tile_kernels) and checked against a plain C reference. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "opcore/engine.h"
+#include "opcore/host.h"
+#include "opcore/tile.h"
+#include "support/oplib.h"
+
+enum { R = 37, C = 53 }; /* odd sizes: vector bodies and tails both run */
+
+static oc_library *lib;
+
+static int setup(void **state)
+{
+    (void)state;
+    oc_status st;
+    char compute[512]; /* test_repo_path answers in one static buffer */
+    snprintf(compute, sizeof compute, "%s", test_repo_path("tests/c/tile_kernels/kernels.c"));
+    const char *path = test_build_files("tiletest", compute, test_repo_path("tests/c/tile_kernels/shape.c"),
+                                        (test_lib_options){0}, &st);
+    if (!path) {
+        fprintf(stderr, "building tiletest failed: %s\n", oc_errmsg());
+        return 1;
+    }
+    lib = test_load(path);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    oc_library_unload(lib);
+    return 0;
+}
+
+static void fill(float *p, int64_t n, unsigned seed)
+{
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        p[i] = (float)((seed >> 9) % 2001) / 500.0f - 2.0f; /* [-2, 2] */
+    }
+}
+
+static oc_status run(const char *op, oc_tensor *out, const oc_tensor *x, const oc_tensor *y, int which)
+{
+    oc_tensor *res = NULL;
+    oc_value a[] = {oc_value_tensor(out), oc_value_tensor(x), oc_value_tensor(y), oc_value_int(which)};
+    oc_status st = oc_op_invoke(oc_op_find(op), a, 4, &res);
+    if (st != OC_OK) print_message("case %d: %s\n", which, oc_errmsg());
+    return st;
+}
+
+static oc_tensor mk(void *data, oc_dtype dt, int64_t rows, int64_t cols)
+{
+    oc_tensor t;
+    oc_tensor_init(&t, data, dt, 2, (int64_t[]){rows, cols});
+    return t;
+}
+
+static void near(double got, double want, double tol, const char *what, int64_t i)
+{
+    if (!(got == want || fabs(got - want) <= tol * (1.0 + fabs(want)) || (isnan(got) && isnan(want))))
+        fail_msg("%s[%lld]: got %.9g, want %.9g", what, (long long)i, got, want);
+}
+
+static void test_load_store_window(void **state)
+{
+    (void)state;
+    /* x is a transposed (column-major) view: any strides */
+    float xs[R * C], o[6 * 60];
+    fill(xs, R * C, 1);
+    oc_tensor x;
+    oc_tensor_init(&x, xs, OC_FLOAT32, 2, (int64_t[]){R, C});
+    x.strides[0] = 1;
+    x.strides[1] = R;
+    oc_tensor out = mk(o, OC_FLOAT32, 6, 60);
+    assert_int_equal(run("tiletest::tcase", &out, &x, &x, 0), OC_OK);
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 60; j++) {
+            int xi = i - 1, xj = j + 2;
+            float want = xi < 0 || xj >= C ? -7.0f : xs[xi + xj * R];
+            near(o[i * 60 + j], want, 0, "window", i * 60 + j);
+        }
+}
+
+static double bin_ref(double a, double b, int op)
+{
+    switch (op) {
+    case OC_TILE_ADD: return a + b;
+    case OC_TILE_SUB: return a - b;
+    case OC_TILE_MUL: return a * b;
+    case OC_TILE_DIV: return a / b;
+    case OC_TILE_MAX: return a > b ? a : b;
+    default: return a < b ? a : b;
+    }
+}
+
+static void test_binary_broadcast(void **state)
+{
+    (void)state;
+    float xs[R * C], ys[R * C], o[R * C];
+    fill(xs, R * C, 2);
+    fill(ys, R * C, 3);
+    for (int i = 0; i < R * C; i++) ys[i] += ys[i] >= 0 ? 0.5f : -0.5f; /* no division by ~0 */
+    oc_tensor x = mk(xs, OC_FLOAT32, R, C), out = mk(o, OC_FLOAT32, R, C);
+    const int64_t yshapes[3][2] = {{R, C}, {1, C}, {R, 1}};
+    for (int s = 0; s < 3; s++)
+        for (int op = OC_TILE_ADD; op <= OC_TILE_MIN; op++) {
+            oc_tensor y = mk(ys, OC_FLOAT32, yshapes[s][0], yshapes[s][1]);
+            assert_int_equal(run("tiletest::tcase", &out, &x, &y, 10 + op), OC_OK);
+            for (int i = 0; i < R; i++)
+                for (int j = 0; j < C; j++) {
+                    int yi = yshapes[s][0] == 1 ? 0 : i, yj = yshapes[s][1] == 1 ? 0 : j;
+                    float want = (float)bin_ref(xs[i * C + j], ys[yi * yshapes[s][1] + yj], op);
+                    near(o[i * C + j], want, 0, "binary", op * 1000 + i * C + j);
+                }
+        }
+    /* shape mismatch: a clear error naming the function */
+    oc_tensor bad = mk(ys, OC_FLOAT32, 2, C);
+    assert_int_equal(run("tiletest::tcase", &out, &x, &bad, 10), OC_EKERNEL);
+    test_assert_contains(oc_errmsg(), "oc_tile_binary: dst is 37 x 53, a 37 x 53, b 2 x 53");
+}
+
+static double un_ref(double x, int f)
+{
+    switch (f) {
+    case OC_TILE_IDENTITY: return x;
+    case OC_TILE_EXP: return exp(x);
+    case OC_TILE_LOG: return log(x);
+    case OC_TILE_TANH: return tanh(x);
+    case OC_TILE_SIGMOID: return 1 / (1 + exp(-x));
+    case OC_TILE_SILU: return x / (1 + exp(-x));
+    case OC_TILE_GELU: return 0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)));
+    case OC_TILE_RSQRT: return 1 / sqrt(x);
+    case OC_TILE_RECIPROCAL: return 1 / x;
+    default: return x * x;
+    }
+}
+
+static void test_unary(void **state)
+{
+    (void)state;
+    float xs[R * C], bias[R], o[R * C];
+    fill(xs, R * C, 4);
+    fill(bias, R, 5);
+    oc_tensor x = mk(xs, OC_FLOAT32, R, C), b = mk(bias, OC_FLOAT32, R, 1), out = mk(o, OC_FLOAT32, R, C);
+    for (int f = OC_TILE_IDENTITY; f <= OC_TILE_SQUARE; f++)
+        for (int rowbias = 0; rowbias < 2; rowbias++) {
+            assert_int_equal(run("tiletest::tcase", &out, &x, &b, (rowbias ? 30 : 20) + f), OC_OK);
+            for (int i = 0; i < R * C; i++) {
+                double v = (double)xs[i] * 0.5 + (rowbias ? bias[i / C] : 0.25);
+                near(o[i], un_ref(v, f), 4e-6, "unary", f * 100000 + i);
+            }
+        }
+}
+
+static void test_reductions(void **state)
+{
+    (void)state;
+    float xs[R * C], o[R * C], o2[R * C];
+    fill(xs, R * C, 6);
+    xs[5 * C + 7] = NAN; /* row 5, column 7: max/min propagate it */
+    oc_tensor x = mk(xs, OC_FLOAT32, R, C);
+    for (int op = OC_TILE_SUM; op <= OC_TILE_SUMSQ; op++)
+        for (int along = 0; along < 2; along++) {
+            int n = along ? C : R;
+            oc_tensor out = along ? mk(o, OC_FLOAT32, 1, C) : mk(o, OC_FLOAT32, R, 1);
+            assert_int_equal(run("tiletest::tcase", &out, &x, &x, (along ? 50 : 40) + op), OC_OK);
+            memcpy(o2, o, sizeof o);
+            assert_int_equal(run("tiletest::tcase", &out, &x, &x, (along ? 50 : 40) + op), OC_OK);
+            assert_memory_equal(o, o2, (size_t)n * sizeof(float)); /* the same bits again */
+            for (int k = 0; k < n; k++) {
+                double s = 0, sq = 0, mx = -INFINITY, mn = INFINITY;
+                int m = along ? R : C;
+                bool nan = false;
+                for (int t = 0; t < m; t++) {
+                    double v = along ? xs[t * C + k] : xs[k * C + t];
+                    nan |= isnan(v);
+                    s += v, sq += v * v;
+                    mx = v > mx ? v : mx, mn = v < mn ? v : mn;
+                }
+                double want = op == OC_TILE_SUM ? s : op == OC_TILE_MEAN ? s / m : op == OC_TILE_SUMSQ ? sq
+                              : op == OC_TILE_RMAX ? mx : mn;
+                if (nan) want = NAN;
+                near(o[k], want, 1e-5, "reduce", op * 1000 + along * 100 + k);
+            }
+        }
+    int32_t idx[R];
+    oc_tensor out = mk(idx, OC_INT32, R, 1);
+    xs[3 * C + 9] = 5.0f; /* ties: the first wins */
+    xs[3 * C + 20] = 5.0f;
+    assert_int_equal(run("tiletest::tcase", &out, &x, &x, 60), OC_OK);
+    assert_int_equal(idx[3], 9);
+    assert_int_equal(idx[5], 7); /* NaN counts as largest */
+    for (int i = 0; i < R; i++) {
+        if (i == 3 || i == 5) continue;
+        int best = 0;
+        for (int j = 1; j < C; j++) if (xs[i * C + j] > xs[i * C + best]) best = j;
+        assert_int_equal(idx[i], best);
+    }
+}
+
+static void test_transpose_scan_select(void **state)
+{
+    (void)state;
+    float xs[R * C], ys[R * C], o[R * C];
+    fill(xs, R * C, 7);
+    fill(ys, R * C, 8);
+    oc_tensor x = mk(xs, OC_FLOAT32, R, C), y = mk(ys, OC_FLOAT32, R, C);
+    oc_tensor out = mk(o, OC_FLOAT32, C, R);
+    assert_int_equal(run("tiletest::tcase", &out, &x, &y, 61), OC_OK);
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < C; j++) near(o[j * R + i], xs[i * C + j], 0, "transpose", i * C + j);
+    out = mk(o, OC_FLOAT32, R, C);
+    assert_int_equal(run("tiletest::tcase", &out, &x, &y, 62), OC_OK);
+    for (int i = 0; i < R; i++) {
+        float prev = 1.0f;
+        for (int j = 0; j < C; j++) {
+            prev = xs[i * C + j] * prev + ys[i * C + j];
+            near(o[i * C + j], prev, 0, "scan", i * C + j);
+        }
+    }
+    assert_int_equal(run("tiletest::tcase", &out, &x, &y, 63), OC_OK);
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < C; j++)
+            near(o[i * C + j], 2 + i - j >= 0 ? xs[i * C + j] : -1e30f, 0, "select", i * C + j);
+}
+
+static void test_conversions(void **state)
+{
+    (void)state;
+    float xs[R * C];
+    fill(xs, R * C, 9);
+    for (int i = 0; i < R * C; i++) xs[i] *= 80.0f; /* int8 saturates beyond +-127 */
+    xs[0] = NAN;
+    oc_tensor x = mk(xs, OC_FLOAT32, R, C);
+    uint16_t h[R * C];
+    int8_t i8[R * C];
+    oc_tensor out = mk(h, OC_BFLOAT16, R, C);
+    assert_int_equal(run("tiletest::tcase", &out, &x, &x, 64), OC_OK);
+    for (int i = 0; i < R * C; i++) assert_int_equal(h[i], oc_f32_to_bf16(xs[i]));
+    out = mk(h, OC_FLOAT16, R, C);
+    assert_int_equal(run("tiletest::tcase", &out, &x, &x, 64), OC_OK);
+    for (int i = 0; i < R * C; i++) assert_int_equal(h[i], oc_f32_to_half(xs[i]));
+    out = mk(i8, OC_INT8, R, C);
+    assert_int_equal(run("tiletest::tcase", &out, &x, &x, 64), OC_OK);
+    assert_int_equal(i8[0], 0); /* NaN */
+    for (int i = 1; i < R * C; i++) {
+        double r = nearbyint(xs[i]);
+        assert_int_equal(i8[i], r > 127 ? 127 : r < -128 ? -128 : (int)r);
+    }
+}
+
+/* out (m x n) = op(a) op(b) in double, a/b float32 data of the stored shapes. */
+static void mm_ref(double *out, const float *a, const float *b, int m, int n, int k, unsigned flags)
+{
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = 0;
+            for (int p = 0; p < k; p++) {
+                double av = flags & OC_TILE_TRANS_A ? a[p * m + i] : a[i * k + p];
+                double bv = flags & OC_TILE_TRANS_B ? b[j * k + p] : b[p * n + j];
+                s += av * bv;
+            }
+            out[i * n + j] = s;
+        }
+}
+
+enum { M = 67, N = 45, K = 91 };
+
+static void test_matmul_float(void **state)
+{
+    (void)state;
+    static float a[M * K], b[K * N], c[M * N];
+    static double ref[M * N];
+    static uint16_t a16[M * K], b16[K * N];
+    fill(a, M * K, 10);
+    fill(b, K * N, 11);
+    for (unsigned flags = 0; flags < 4; flags++) {
+        oc_tensor ta = flags & OC_TILE_TRANS_A ? mk(a, OC_FLOAT32, K, M) : mk(a, OC_FLOAT32, M, K);
+        oc_tensor tb = flags & OC_TILE_TRANS_B ? mk(b, OC_FLOAT32, N, K) : mk(b, OC_FLOAT32, K, N);
+        for (int i = 0; i < M * N; i++) c[i] = 1.0f; /* accumulates: c += a b */
+        oc_tensor tc = mk(c, OC_FLOAT32, M, N);
+        assert_int_equal(run("tiletest::tcase", &tc, &ta, &tb, 70 + (int)flags), OC_OK);
+        mm_ref(ref, a, b, M, N, K, flags);
+        for (int i = 0; i < M * N; i++) near(c[i], ref[i] + 1, 1e-5, "matmul", (int)flags * 10000 + i);
+    }
+    /* bfloat16 and float16 in, float32 accumulate: exact inputs, float32 sums */
+    for (int d = 0; d < 2; d++) {
+        oc_dtype dt = d ? OC_FLOAT16 : OC_BFLOAT16;
+        static float ar[M * K], br[K * N];
+        for (int i = 0; i < M * K; i++) {
+            a16[i] = d ? oc_f32_to_half(a[i]) : oc_f32_to_bf16(a[i]);
+            ar[i] = d ? oc_half_to_f32(a16[i]) : oc_bf16_to_f32(a16[i]);
+        }
+        for (int i = 0; i < K * N; i++) {
+            b16[i] = d ? oc_f32_to_half(b[i]) : oc_f32_to_bf16(b[i]);
+            br[i] = d ? oc_half_to_f32(b16[i]) : oc_bf16_to_f32(b16[i]);
+        }
+        oc_tensor ta = mk(a16, dt, M, K), tb = mk(b16, dt, K, N), tc = mk(c, OC_FLOAT32, M, N);
+        memset(c, 0, sizeof c);
+        assert_int_equal(run("tiletest::tcase", &tc, &ta, &tb, 70), OC_OK);
+        mm_ref(ref, ar, br, M, N, K, 0);
+        for (int i = 0; i < M * N; i++) near(c[i], ref[i], 1e-5, "matmul16", i);
+        /* matmul_to: the result in bfloat16, rounded once from float32 */
+        static uint16_t c16[M * N];
+        tc = mk(c16, OC_BFLOAT16, M, N);
+        assert_int_equal(run("tiletest::tcase", &tc, &ta, &tb, 74), OC_OK);
+        for (int i = 0; i < M * N; i++) near(oc_bf16_to_f32(c16[i]), ref[i], 1.0 / 128, "matmul_to", i);
+    }
+    /* wrong shapes and dtypes: clear errors */
+    oc_tensor ta = mk(a, OC_FLOAT32, M, K), tb = mk(b, OC_FLOAT32, N, K), tc = mk(c, OC_FLOAT32, M, N);
+    assert_int_equal(run("tiletest::tcase", &tc, &ta, &tb, 70), OC_EKERNEL);
+    test_assert_contains(oc_errmsg(), "oc_tile_matmul: c is 67 x 45, op(a) 67 x 91, op(b) 45 x 91");
+    assert_non_null(strstr(oc_tile_matmul_path(OC_FLOAT32), "BLIS"));
+}
+
+static void test_matmul_int8(void **state)
+{
+    (void)state;
+    static int8_t a[M * K], b[K * N];
+    static int32_t c[M * N];
+    for (int i = 0; i < M * K; i++) a[i] = (int8_t)((i * 37) % 255 - 127);
+    for (int i = 0; i < K * N; i++) b[i] = (int8_t)((i * 91) % 255 - 127);
+    for (unsigned flags = 0; flags < 4; flags++) {
+        oc_tensor ta = flags & OC_TILE_TRANS_A ? mk(a, OC_INT8, K, M) : mk(a, OC_INT8, M, K);
+        oc_tensor tb = flags & OC_TILE_TRANS_B ? mk(b, OC_INT8, N, K) : mk(b, OC_INT8, K, N);
+        for (int i = 0; i < M * N; i++) c[i] = 3;
+        oc_tensor tc = mk(c, OC_INT32, M, N);
+        assert_int_equal(run("tiletest::tcase", &tc, &ta, &tb, 70 + (int)flags), OC_OK);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                int32_t s = 3;
+                for (int p = 0; p < K; p++)
+                    s += (flags & OC_TILE_TRANS_A ? a[p * M + i] : a[i * K + p]) *
+                         (flags & OC_TILE_TRANS_B ? b[j * K + p] : b[p * N + j]);
+                assert_int_equal(c[i * N + j], s);
+            }
+    }
+    const char *path = oc_tile_matmul_path(OC_INT8);
+    print_message("int8 path: %s\n", path);
+    assert_non_null(strstr(path, "portable int32 loop"));
+}
+
+static void test_tcm_limits(void **state)
+{
+    (void)state;
+    float o[8];
+    oc_tensor out = mk(o, OC_FLOAT32, 1, 8);
+    assert_int_equal(run("tiletest::tcase", &out, &out, &out, 80), OC_ENOMEM);
+    test_assert_contains(oc_errmsg(), "oc_tile_alloc: a 1048576 x 1024 float32 tile needs 4294967296 bytes of TCM");
+    assert_int_equal(run("tiletest::tcase", &out, &out, &out, 81), OC_ENOMEM); /* the two fit, the third not */
+    test_assert_contains(oc_errmsg(), "oc_tile_alloc");
+    assert_int_equal(run("tiletest::tcase", &out, &out, &out, 82), OC_OK);
+    assert_true(o[0] >= 32 * 1024 && o[1] >= 512 * 1024);
+    assert_true(o[3] >= 1024 * 1024 && o[3] >= o[1]); /* the TCM follows L2, at least 1 MiB */
+    assert_true(o[2] >= 120); /* two float32 120 x 1024 tiles fit (NKI's two 128 x 512 too) */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_load_store_window),
+        cmocka_unit_test(test_binary_broadcast),
+        cmocka_unit_test(test_unary),
+        cmocka_unit_test(test_reductions),
+        cmocka_unit_test(test_transpose_scan_select),
+        cmocka_unit_test(test_conversions),
+        cmocka_unit_test(test_matmul_float),
+        cmocka_unit_test(test_matmul_int8),
+        cmocka_unit_test(test_tcm_limits),
+    };
+    int rc = cmocka_run_group_tests_name("tile", tests, setup, teardown);
+    oc_engine_shutdown();
+    return rc;
+}

@@ -1,0 +1,90 @@
+/* Tile cases for tests/c/test_tile.c: each loads x (and y) into TCM tiles,
+ * runs one tile function and stores the result into out. Cases:
+ *   0        window load at (-1, 2) with pad -7, out's shape; store
+ *   10 + op  binary x op y (y may be a row or a column: broadcast)
+ *   20 + f   unary f(x * 0.5 + 0.25); 30 + f: the same with row bias y
+ *   40 + r   reduce along rows (out rows x 1); 50 + r: down columns
+ *   60       argmax rows (out int32); 61 transpose; 62 scan (x * prev + y,
+ *            init 1); 63 causal affine select at offset 2, fill -1e30
+ *   64       round trip: x (float32) -> tile of out's dtype -> out
+ *   70 + f   matmul out += op(x) op(y) (f: OC_TILE_TRANS_* bits), out f32
+ *            or int32 accumulates in place, x and y used in place
+ *   74       matmul_to out (any float dtype) = x y
+ *   80       a TCM tile bigger than the TCM; 81 max_rows then one more
+ *   82       the tile sizes: out[0..3] = l1, l2, max_rows(cols 1024, f32, 2),
+ *            the TCM's capacity. */
+#include <opcore/kernel.h>
+#include <opcore/tile.h>
+
+static oc_tile load(const oc_tensor *t, oc_dtype dtype)
+{
+    oc_tile r = oc_tile_alloc(t->ndim > 1 ? t->sizes[t->ndim - 2] : 1, t->sizes[t->ndim - 1], dtype);
+    oc_tile_load(&r, t, 0, 0, 0, 0.0f);
+    return r;
+}
+
+static oc_tile out_tile(const oc_tensor *out, oc_dtype dtype)
+{
+    return oc_tile_alloc(out->ndim > 1 ? out->sizes[out->ndim - 2] : 1, out->sizes[out->ndim - 1], dtype);
+}
+
+void tcase(oc_tensor *out, const oc_tensor *x, const oc_tensor *y, int64_t which)
+{
+    oc_tile o = out_tile(out, which == 60 ? OC_INT32 : OC_FLOAT32);
+    if (which == 0) {
+        oc_tile_load(&o, x, 0, -1, 2, -7.0f);
+    } else if (which >= 10 && which < 20) {
+        oc_tile a = load(x, OC_FLOAT32), b = load(y, OC_FLOAT32);
+        oc_tile_binary(&o, &a, &b, (oc_tile_binop)(which - 10));
+    } else if (which >= 20 && which < 30) {
+        oc_tile a = load(x, OC_FLOAT32);
+        oc_tile_unary(&o, &a, (oc_tile_unop)(which - 20), 0.5f, 0.25f);
+    } else if (which >= 30 && which < 40) {
+        oc_tile a = load(x, OC_FLOAT32), b = load(y, OC_FLOAT32);
+        oc_tile_unary_rowbias(&o, &a, (oc_tile_unop)(which - 30), 0.5f, &b);
+    } else if (which >= 40 && which < 60) {
+        oc_tile a = load(x, OC_FLOAT32);
+        if (which < 50) oc_tile_reduce_rows(&o, &a, (oc_tile_redop)(which - 40));
+        else oc_tile_reduce_cols(&o, &a, (oc_tile_redop)(which - 50));
+    } else if (which == 60) {
+        oc_tile a = load(x, OC_FLOAT32);
+        oc_tile_argmax_rows(&o, &a);
+    } else if (which == 61) {
+        oc_tile a = load(x, OC_FLOAT32);
+        oc_tile_transpose(&o, &a);
+    } else if (which == 62) {
+        oc_tile a = load(x, OC_FLOAT32), b = load(y, OC_FLOAT32);
+        oc_tile_scan_rows(&o, &a, &b, 1.0f);
+    } else if (which == 63) {
+        oc_tile a = load(x, OC_FLOAT32);
+        oc_tile_affine_select(&o, &a, 2, 1, -1, -1e30f);
+    } else if (which == 64) {
+        oc_tile_free(&o);
+        o = load(x, out->dtype);
+    } else if (which >= 70 && which < 74) {
+        oc_tile c = oc_tile_of_tensor(out, 0), a = oc_tile_of_tensor(x, 0), b = oc_tile_of_tensor(y, 0);
+        oc_tile_matmul(&c, &a, &b, (unsigned)(which - 70));
+        return;
+    } else if (which == 74) {
+        oc_tile c = oc_tile_of_tensor(out, 0), a = oc_tile_of_tensor(x, 0), b = oc_tile_of_tensor(y, 0);
+        oc_tile_matmul_to(&c, &a, &b, 0);
+        return;
+    } else if (which == 80) {
+        oc_tile_alloc(1 << 20, 1024, OC_FLOAT32);
+    } else if (which == 81) {
+        oc_tile_free(&o);
+        int64_t rows = oc_tile_max_rows(256, OC_FLOAT32, 2, 8);
+        OC_CHECK(rows >= 8, "max_rows gave %lld", (long long)rows);
+        oc_tile t1 = oc_tile_alloc(rows, 256, OC_FLOAT32), t2 = oc_tile_alloc(rows, 256, OC_FLOAT32);
+        (void)t1, (void)t2;
+        oc_tile_alloc(8 + oc_tcm_available() / 1024, 256, OC_FLOAT32); /* fails */
+    } else if (which == 82) {
+        float *p = out->data;
+        p[0] = (float)oc_tile_l1_bytes();
+        p[1] = (float)oc_tile_l2_bytes();
+        p[2] = (float)oc_tile_max_rows(1024, OC_FLOAT32, 2, 1);
+        p[3] = (float)oc_tcm_capacity();
+        return;
+    }
+    oc_tile_store(&o, out, 0, 0, 0);
+}

@@ -1,0 +1,264 @@
+"""The `tiles` example library (examples/tiles, written with opcore/tile.h)
+from PyTorch (eager, autograd, torch.compile, opcheck) and JAX (jit, grad
+through with_vjp), against torch / numpy references, on odd shapes that
+leave ragged tiles."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch.nn.functional as F  # noqa: E402
+from torch.library import opcheck  # noqa: E402
+
+import opcore.torch  # noqa: E402,F401
+from conftest import CLI, REPO, needs_cli  # noqa: E402
+
+sys.path.insert(0, str(REPO / "examples" / "tiles"))
+import tiles_ops  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.fixture(scope="module")
+def T(opcore_build_dir):
+    tiles_ops.load(build_directory=str(opcore_build_dir / "tiles"))
+    return torch.ops.tiles
+
+
+def r(*shape, seed=0, dtype=torch.float32):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def rms_ref(x, w, eps):
+    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
+
+
+def cases():
+    x, w, b = r(3, 37, 300), r(300, seed=1), r(300, seed=2)
+    q, k, v = r(1, 2, 300, 64, seed=3), r(1, 2, 300, 64, seed=4), r(1, 2, 300, 64, seed=5)
+    a, bm = r(67, 91, seed=6), r(91, 45, seed=7)
+    return {
+        "tensor_add": ((x, r(3, 37, 300, seed=8)), lambda a, b: a + b),
+        "matmul": ((a, bm), torch.matmul),
+        "rmsnorm": ((x, w, 1e-6), rms_ref),
+        "layer_norm": ((x, w, b, 1e-5), lambda x, w, b, eps: F.layer_norm(x, [300], w, b, eps)),
+        "softmax": ((x,), lambda x: x.softmax(-1)),
+        "flash_attention": ((q, k, v, False), lambda q, k, v, c: F.scaled_dot_product_attention(q, k, v, is_causal=c)),
+        "flash_attention_causal": ((q, k, v, True),
+                                   lambda q, k, v, c: F.scaled_dot_product_attention(q, k, v, is_causal=c)),
+    }
+
+
+def op_of(T, name):
+    return getattr(T, name.replace("_causal", ""))
+
+
+@pytest.mark.parametrize("name", list(cases()))
+def test_eager_matches_torch(T, name):
+    args, ref = cases()[name]
+    got = op_of(T, name)(*args)
+    if name == "layer_norm":
+        out, mean, rstd = got
+        x = args[0]
+        torch.testing.assert_close(mean, x.mean(-1), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(rstd, torch.rsqrt(x.var(-1, unbiased=False) + 1e-5), rtol=1e-5, atol=1e-5)
+        got = out
+    torch.testing.assert_close(got, ref(*args), rtol=1e-5, atol=2e-5)
+
+
+def test_matmul_bfloat16_accumulates_in_float32(T):
+    a, b = r(130, 257, seed=9, dtype=torch.bfloat16), r(257, 70, seed=10, dtype=torch.bfloat16)
+    got = T.matmul(a, b)
+    assert got.dtype == torch.bfloat16
+    # float32 sums of the exact bfloat16 products, rounded once
+    want = (a.float() @ b.float()).bfloat16()
+    assert (got.float() - want.float()).abs().max() <= (want.float().abs() / 128).max()
+    torch.testing.assert_close(got.float(), want.float(), rtol=1 / 128, atol=1e-2)
+
+
+def test_results_are_deterministic_at_every_core_count(T, opcore_build_dir):
+    """softmax, rmsnorm, flash attention and layer norm's gradients (weight
+    and bias sum over rows) at OC_NUM_CORES = 1, 2, 3: the same bits."""
+    script = textwrap.dedent(f"""
+        import hashlib, sys, torch
+        sys.path.insert(0, {str(REPO / "examples" / "tiles")!r})
+        import opcore.torch, tiles_ops
+        tiles_ops.load(build_directory={str(opcore_build_dir / "tiles")!r})
+        T = torch.ops.tiles
+        g = torch.Generator().manual_seed(0)
+        x, w, b, t = torch.randn(64, 1000, generator=g), torch.randn(1000, generator=g), torch.randn(1000, generator=g), torch.randn(64, 1000, generator=g)
+        q = torch.randn(1, 2, 300, 32, generator=g)
+        p = [v.clone().requires_grad_() for v in (x, w, b)]
+        (T.layer_norm(*p, 1e-5)[0] * t).sum().backward()
+        outs = [T.softmax(x), T.rmsnorm(x, w, 1e-6), T.flash_attention(q, q, q, True)] + [v.grad for v in p]
+        print(hashlib.sha256(b"".join(o.numpy().tobytes() for o in outs)).hexdigest())
+    """)
+    digests = set()
+    for cores in (1, 2, 3):
+        p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "OC_NUM_CORES": str(cores)})
+        assert p.returncode == 0, p.stderr[-2000:]
+        digests.add(p.stdout.strip())
+    assert len(digests) == 1
+
+
+def test_layer_norm_autograd_matches_torch(T):
+    x, w, b = r(5, 33, 200, seed=15), r(200, seed=16), r(200, seed=17)
+    t = r(5, 33, 200, seed=18)
+    mine = [p.clone().requires_grad_() for p in (x, w, b)]
+    ref = [p.clone().requires_grad_() for p in (x, w, b)]
+    (T.layer_norm(*mine, 1e-5)[0] * t).sum().backward()
+    (F.layer_norm(ref[0], [200], ref[1], ref[2], 1e-5) * t).sum().backward()
+    for m, q in zip(mine, ref):
+        torch.testing.assert_close(m.grad, q.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_layer_norm_trains_a_small_model_like_torch(T):
+    torch.manual_seed(0)
+    data, target = r(64, 32, seed=19), r(64, 1, seed=20)
+
+    def train(norm):
+        torch.manual_seed(1)
+        lin1, lin2 = torch.nn.Linear(32, 48), torch.nn.Linear(48, 1)
+        w, b = torch.ones(48, requires_grad=True), torch.zeros(48, requires_grad=True)
+        opt = torch.optim.SGD([*lin1.parameters(), *lin2.parameters(), w, b], lr=0.05)
+        losses = []
+        for _ in range(30):
+            opt.zero_grad()
+            loss = F.mse_loss(lin2(torch.relu(norm(lin1(data), w, b))), target)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses
+
+    mine = train(lambda h, w, b: T.layer_norm(h, w, b, 1e-5)[0])
+    ref = train(lambda h, w, b: F.layer_norm(h, [48], w, b, 1e-5))
+    assert mine[-1] < 0.5 * mine[0]
+    np.testing.assert_allclose(mine, ref, rtol=1e-3)
+
+
+@pytest.mark.parametrize("name", list(cases()))
+def test_opcheck(T, name):
+    args, _ = cases()[name]
+    opcheck(op_of(T, name), args)
+
+
+def test_compile_fullgraph(T):
+    x, w, b = r(37, 300), r(300, seed=1), r(300, seed=2)
+    q = r(1, 2, 130, 32, seed=3)
+
+    @torch.compile(fullgraph=True)
+    def f(x, w, b, q):
+        h = T.layer_norm(x, w, b, 1e-5)[0]
+        h = T.rmsnorm(T.softmax(h), w, 1e-6)
+        return T.matmul(h, T.tensor_add(h, h).t().contiguous()), T.flash_attention(q, q, q, True)
+
+    got, att = f(x, w, b, q)
+    h = rms_ref(F.layer_norm(x, [300], w, b, 1e-5).softmax(-1), w, 1e-6)
+    torch.testing.assert_close(got, h @ (2 * h).t(), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(att, F.scaled_dot_product_attention(q, q, q, is_causal=True), rtol=1e-5, atol=1e-5)
+    xr = x.clone().requires_grad_()
+    g = torch.compile(lambda x: T.layer_norm(x, w, b, 1e-5)[0].square().sum(), fullgraph=True)
+    g(xr).backward()
+    x2 = x.clone().requires_grad_()
+    F.layer_norm(x2, [300], w, b, 1e-5).square().sum().backward()
+    torch.testing.assert_close(xr.grad, x2.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_bad_inputs_are_clear_errors(T):
+    with pytest.raises(Exception, match="a's columns"):
+        T.matmul(r(3, 4), r(5, 6))
+    with pytest.raises(Exception, match="w must be 1-D"):
+        T.rmsnorm(r(3, 4), r(5), 1e-6)
+    with pytest.raises(Exception, match=r"q must be \[b, h, s, d\]"):
+        T.flash_attention(r(3, 4), r(3, 4), r(3, 4), False)
+
+
+# ---- JAX ------------------------------------------------------------------------
+
+def test_jax_jit_and_grad():
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    ojax = pytest.importorskip("opcore.jax")
+    tiles_ops.load()
+    x = np.asarray(r(6, 37, 130, seed=21))
+    w, b = np.asarray(r(130, seed=22)), np.asarray(r(130, seed=23))
+    q = np.asarray(r(1, 2, 70, 16, seed=24))
+    fa = ojax.op("tiles::flash_attention")
+    sm, rms, mm = ojax.op("tiles::softmax"), ojax.op("tiles::rmsnorm"), ojax.op("tiles::matmul")
+    got = jax.jit(lambda x: sm(x))(x)
+    np.testing.assert_allclose(got, jax.nn.softmax(x, -1), rtol=1e-5, atol=1e-6)
+    got = jax.jit(lambda x, w: rms(x, w, 1e-6))(x, w)
+    np.testing.assert_allclose(got, np.asarray(rms_ref(torch.from_numpy(x), torch.from_numpy(w), 1e-6)),
+                               rtol=1e-5, atol=1e-5)
+    a2 = x.reshape(-1, 130)
+    np.testing.assert_allclose(jax.jit(mm)(a2, a2.T.copy()), a2 @ a2.T, rtol=1e-4, atol=1e-4)
+    att = jax.jit(lambda q: fa(q, q, q, True))(q)
+    tq = torch.from_numpy(q)
+    np.testing.assert_allclose(att, F.scaled_dot_product_attention(tq, tq, tq, is_causal=True).numpy(),
+                               rtol=1e-5, atol=1e-5)
+
+    ln = ojax.with_vjp("tiles::layer_norm", "tiles::layer_norm_backward")
+    t = np.asarray(r(6, 37, 130, seed=25))
+
+    def ref(x, w, b):
+        m = x.mean(-1, keepdims=True)
+        v = ((x - m) ** 2).mean(-1, keepdims=True)
+        return (x - m) / jnp.sqrt(v + 1e-5) * w + b
+
+    got = jax.jit(jax.grad(lambda x, w, b: (ln(x, w, b, 1e-5)[0] * t).sum(), argnums=(0, 1, 2)))(x, w, b)
+    want = jax.grad(lambda x, w, b: (ref(x, w, b) * t).sum(), argnums=(0, 1, 2))(x, w, b)
+    for g, q_ in zip(got, want):
+        np.testing.assert_allclose(g, q_, rtol=1e-4, atol=1e-4)
+
+
+# ---- the CLI --------------------------------------------------------------------
+
+@needs_cli
+def test_cli_builds_and_runs_every_op(tmp_path):
+    """examples/tiles/run.sh: `opcore build --multicore` and `opcore run` of
+    each op on constant inputs with known results."""
+    p = subprocess.run([str(REPO / "examples" / "tiles" / "run.sh")], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "OUT": str(tmp_path), "OPCORE_CLI": str(CLI)})
+    assert p.returncode == 0, p.stderr[-3000:]
+    firsts = [line.strip() for line in p.stdout.splitlines() if line.strip().startswith("[")]
+    want = ["[3, 3, 3", "[10, 10, 10", "[3, 3, 3", "[5, 5, 5", "[1, 1, 1", "[316.2", "[0.025, 0.025", "[2, 2, 2"]
+    assert len(firsts) == len(want), p.stdout
+    for got, w in zip(firsts, want):
+        assert got.startswith(w), (got, w)
+
+
+# ---- --vec-report on a reduction the compiler keeps in order ---------------------
+
+SUMSQ_KERNEL = """#include <opcore/kernel.h>
+oc_tensor *sumsq(const oc_tensor *x)
+{
+    const float *in = x->data;
+    int64_t n = oc_numel(x);
+    float s = 0;
+    for (int64_t j = 0; j < n; j++) s += in[j] * in[j];
+    oc_tensor *o = oc_dst_tensor();
+    float *d = o->data;
+    for (int64_t j = 0; j < n; j++) d[j] = in[j] * s;
+    return o;
+}
+"""
+
+
+def test_vec_report_names_an_in_order_reduction_as_not_vectorized(tmp_path):
+    from opcore import custom_op
+
+    k, shape = tmp_path / "k.c", tmp_path / "shape.c"
+    k.write_text(SUMSQ_KERNEL)
+    shape.write_text('#include <opcore/library.h>\nstatic oc_tensor *s(const oc_tensor *x) { return oc_empty_like(x); }\n'
+                     'OC_LIBRARY(vr_ops, m) { oc_def(m, "sumsq(Tensor x) -> Tensor", s, "sumsq"); }\n')
+    rep = custom_op.build("vr_ops", [str(k)], [str(shape)], build_directory=str(tmp_path / "out"),
+                          vec_report=True).vec_report
+    assert f"{k}:7: NOT vectorized: a float reduction kept in order" in rep, rep
+    assert "oc_tile_reduce_rows" in rep
+    assert f"{k}:10: vectorized (" in rep
