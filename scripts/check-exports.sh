@@ -9,7 +9,9 @@ here=$(dirname "$0")/..
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-nm -D --defined-only "$lib" | awk '{print $3}' | sort > "$tmp/exported"
+# gcc's target_clones (the tile math's AVX2 / generic versions) exports an
+# ifunc resolver beside each cloned API function: part of that function.
+nm -D --defined-only "$lib" | awk '{print $3}' | sed 's/\.resolver$//' | sort -u > "$tmp/exported"
 # A declaration: a line at file level naming an oc_ function, not a macro,
 # typedef or static inline (the pattern that put OC_API on each of them).
 grep -hE '^[A-Za-z_][^;{}()=#]*\boc_[a-z0-9_]+[[:space:]]*\(' "$here"/include/opcore/*.h |

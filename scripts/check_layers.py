@@ -28,7 +28,7 @@ LAYERS = [
     ("engine",),                # cores, kernel stacks, faults, the pool, TCM
     ("library",),               # loading libraries, schemas, the op registry
     ("kernel",),                # what a kernel calls: context, accessors, streams, iterator
-    ("ops",),                   # opcore's own tensor ops, on the kernel API
+    ("ops", "tile"),            # opcore's own tensor ops and the tile layer, on the kernel API
     ("host",),                  # the call path: binding, shape inference, running
     ("build",),                 # the build tool (opcore build, the cache)
     ("cli", "python", "jax"),   # front ends: the CLI, Python, JAX

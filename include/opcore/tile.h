@@ -39,6 +39,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "export.h"
 #include "tensor.h"
 
 #ifdef __cplusplus
@@ -57,44 +58,44 @@ typedef struct oc_tile {
 
 /* A rows x cols tile in this core's TCM, row-major, each row 64-byte
  * aligned. Fails the kernel (bytes asked and free) when the TCM is full. */
-oc_tile oc_tile_alloc(int64_t rows, int64_t cols, oc_dtype dtype);
-void oc_tile_free(oc_tile *t);
+OC_API oc_tile oc_tile_alloc(int64_t rows, int64_t cols, oc_dtype dtype);
+OC_API void oc_tile_free(oc_tile *t);
 
 /* The 2-D matrix of tensor `x` at flattened leading index `batch` (its last
  * two dims; a 1-D tensor is one row), in place, any strides. The tile is
  * read-only in spirit when x is an input: store results with oc_tile_store
  * into an output instead. */
-oc_tile oc_tile_of_tensor(const oc_tensor *x, int64_t batch);
+OC_API oc_tile oc_tile_of_tensor(const oc_tensor *x, int64_t batch);
 
 /* Views (no copy): the window [r0, r0+rows) x [c0, c0+cols), row i, col j. */
-oc_tile oc_tile_view(const oc_tile *t, int64_t r0, int64_t c0, int64_t rows, int64_t cols);
-oc_tile oc_tile_row(const oc_tile *t, int64_t i);
-oc_tile oc_tile_col(const oc_tile *t, int64_t j);
+OC_API oc_tile oc_tile_view(const oc_tile *t, int64_t r0, int64_t c0, int64_t rows, int64_t cols);
+OC_API oc_tile oc_tile_row(const oc_tile *t, int64_t i);
+OC_API oc_tile oc_tile_col(const oc_tile *t, int64_t j);
 
 /* The transposed view (cols x rows, strides swapped; no copy): a rows x 1
  * column stored as a 1 x rows row, or B^T for a matmul. */
-oc_tile oc_tile_t(const oc_tile *t);
+OC_API oc_tile oc_tile_t(const oc_tile *t);
 
 /* The element (i, j) as float (any dtype) / set it from a float. */
-float oc_tile_get(const oc_tile *t, int64_t i, int64_t j);
-void oc_tile_set(oc_tile *t, int64_t i, int64_t j, float v);
+OC_API float oc_tile_get(const oc_tile *t, int64_t i, int64_t j);
+OC_API void oc_tile_set(oc_tile *t, int64_t i, int64_t j, float v);
 
 /* ---- sizes that fit ------------------------------------------------------------- */
 
 /* Bytes of a rows x cols tile of `dtype` as oc_tile_alloc lays it out
  * (rows padded to 64 bytes, plus the allocator's header). */
-size_t oc_tile_bytes(int64_t rows, int64_t cols, oc_dtype dtype);
+OC_API size_t oc_tile_bytes(int64_t rows, int64_t cols, oc_dtype dtype);
 
 /* The most rows (a multiple of `multiple`, >= 1 asked) such that `ntiles`
  * tiles of rows x cols `dtype` fit in the TCM free now; 0 if not even
  * `multiple` rows fit. */
-int64_t oc_tile_max_rows(int64_t cols, oc_dtype dtype, int ntiles, int64_t multiple);
+OC_API int64_t oc_tile_max_rows(int64_t cols, oc_dtype dtype, int ntiles, int64_t multiple);
 
 /* This CPU's per-core L1 data and L2 cache sizes in bytes (sysfs; a floor
  * of 32 KiB / 512 KiB when it cannot be read). Block sizes for the working
  * set of an inner loop follow L1, those of a tile pass L2. */
-size_t oc_tile_l1_bytes(void);
-size_t oc_tile_l2_bytes(void);
+OC_API size_t oc_tile_l1_bytes(void);
+OC_API size_t oc_tile_l2_bytes(void);
 
 /* ---- moving data ---------------------------------------------------------------- */
 
@@ -102,20 +103,20 @@ size_t oc_tile_l2_bytes(void);
  * [r0, r0 + t->rows) and cols [c0, c0 + t->cols), into tile t, converting
  * dtype. The part outside x (ragged edges; r0, c0 may be negative) is
  * filled with `pad`. Returns the number of rows that were inside x. */
-int64_t oc_tile_load(oc_tile *t, const oc_tensor *x, int64_t batch, int64_t r0, int64_t c0, float pad);
+OC_API int64_t oc_tile_load(oc_tile *t, const oc_tensor *x, int64_t batch, int64_t r0, int64_t c0, float pad);
 
 /* Copy tile t into that window of x (an output or Tensor(a!)), converting
  * dtype; only the part inside x is written (the bounds mask). Writing into
  * an input (read-only) tensor fails. */
-void oc_tile_store(const oc_tile *t, oc_tensor *x, int64_t batch, int64_t r0, int64_t c0);
+OC_API void oc_tile_store(const oc_tile *t, oc_tensor *x, int64_t batch, int64_t r0, int64_t c0);
 
 /* dst = src, any dtypes among float32, bfloat16, float16, int8, int32:
  * floats round to nearest even; to int8/int32 rounds to nearest even and
  * saturates (NaN gives 0). Same shape. */
-void oc_tile_copy(oc_tile *dst, const oc_tile *src);
+OC_API void oc_tile_copy(oc_tile *dst, const oc_tile *src);
 
 /* Every element = v. */
-void oc_tile_fill(oc_tile *t, float v);
+OC_API void oc_tile_fill(oc_tile *t, float v);
 
 /* ---- element-wise math (float32 tiles) ------------------------------------------ */
 
@@ -131,17 +132,17 @@ typedef enum oc_tile_unop {
 
 /* dst = a op b; a or b may broadcast (a row or a column, see above);
  * dst has the full shape. max/min propagate NaN as torch.maximum. */
-void oc_tile_binary(oc_tile *dst, const oc_tile *a, const oc_tile *b, oc_tile_binop op);
+OC_API void oc_tile_binary(oc_tile *dst, const oc_tile *a, const oc_tile *b, oc_tile_binop op);
 
 /* dst = a op s for a scalar s. */
-void oc_tile_binary_scalar(oc_tile *dst, const oc_tile *a, float s, oc_tile_binop op);
+OC_API void oc_tile_binary_scalar(oc_tile *dst, const oc_tile *a, float s, oc_tile_binop op);
 
 /* dst = f(a * scale + bias) (nl.activation's order: scale, then bias). */
-void oc_tile_unary(oc_tile *dst, const oc_tile *a, oc_tile_unop f, float scale, float bias);
+OC_API void oc_tile_unary(oc_tile *dst, const oc_tile *a, oc_tile_unop f, float scale, float bias);
 
 /* dst = f(a * scale + bias[i]) with a rows x 1 bias (one per row, NKI's
  * per-partition bias): exp(x - rowmax) in softmax is this with scale 1. */
-void oc_tile_unary_rowbias(oc_tile *dst, const oc_tile *a, oc_tile_unop f, float scale,
+OC_API void oc_tile_unary_rowbias(oc_tile *dst, const oc_tile *a, oc_tile_unop f, float scale,
                            const oc_tile *bias);
 
 /* ---- reductions ------------------------------------------------------------------- */
@@ -152,29 +153,29 @@ typedef enum oc_tile_redop {
 
 /* Along each row: dst (rows x 1, float32) = op over a's columns.
  * max/min propagate NaN. */
-void oc_tile_reduce_rows(oc_tile *dst, const oc_tile *a, oc_tile_redop op);
+OC_API void oc_tile_reduce_rows(oc_tile *dst, const oc_tile *a, oc_tile_redop op);
 
 /* Down each column: dst (1 x cols, float32) = op over a's rows. */
-void oc_tile_reduce_cols(oc_tile *dst, const oc_tile *a, oc_tile_redop op);
+OC_API void oc_tile_reduce_cols(oc_tile *dst, const oc_tile *a, oc_tile_redop op);
 
 /* Index of the largest element of each row into dst (rows x 1, int32;
  * the first on ties, a NaN counts as largest). */
-void oc_tile_argmax_rows(oc_tile *dst, const oc_tile *a);
+OC_API void oc_tile_argmax_rows(oc_tile *dst, const oc_tile *a);
 
 /* ---- shape and order ------------------------------------------------------------- */
 
 /* dst (cols x rows) = a transposed, any dtype (both the same). */
-void oc_tile_transpose(oc_tile *dst, const oc_tile *a);
+OC_API void oc_tile_transpose(oc_tile *dst, const oc_tile *a);
 
 /* Linear recurrence along each row (nl.tensor_tensor_scan with multiply
  * then add): dst[i][j] = a[i][j] * dst[i][j-1] + b[i][j], dst[i][-1] =
  * init. A prefix sum is a = 1 (a may broadcast, b may not). */
-void oc_tile_scan_rows(oc_tile *dst, const oc_tile *a, const oc_tile *b, float init);
+OC_API void oc_tile_scan_rows(oc_tile *dst, const oc_tile *a, const oc_tile *b, float init);
 
 /* dst[i][j] = (c0 + ci * i + cj * j >= 0) ? a[i][j] : fill
  * (nl.affine_select). A causal mask of the query block at q0 against the
  * key block at k0 keeps k0 + j <= q0 + i: c0 = q0 - k0, ci = 1, cj = -1. */
-void oc_tile_affine_select(oc_tile *dst, const oc_tile *a, int64_t c0, int64_t ci, int64_t cj,
+OC_API void oc_tile_affine_select(oc_tile *dst, const oc_tile *a, int64_t c0, int64_t ci, int64_t cj,
                            float fill);
 
 /* ---- matmul ----------------------------------------------------------------------- */
@@ -189,15 +190,15 @@ enum {
  * exactly to float32), any strides. int8 a and b accumulate exactly into
  * an int32 c. Runs on BLIS's single-threaded micro-kernels (each core
  * its own call); `oc_tile_matmul_path` says which path a dtype takes. */
-void oc_tile_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags);
+OC_API void oc_tile_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags);
 
 /* c = op(a) x op(b) into a c of any float dtype: computed in float32 and
  * rounded once (a bfloat16 matmul with a float32 accumulator). */
-void oc_tile_matmul_to(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags);
+OC_API void oc_tile_matmul_to(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags);
 
 /* A sentence naming the library, its kernel configuration and, for int8,
  * whether the CPU's VNNI instructions or the portable fallback run. */
-const char *oc_tile_matmul_path(oc_dtype dtype);
+OC_API const char *oc_tile_matmul_path(oc_dtype dtype);
 
 #ifdef __cplusplus
 }

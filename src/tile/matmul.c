@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/internal.h"
 #include "opcore/tile.h"
 #include "tile/tile_internal.h"
@@ -34,7 +35,7 @@ static _Thread_local struct {
 static void *scratch_get(int slot, size_t bytes)
 {
     if (scratch[slot].n < bytes) {
-        free(scratch[slot].p);
+        oc__free(scratch[slot].p);
         scratch[slot].p = NULL;
         if (posix_memalign(&scratch[slot].p, 64, bytes)) {
             scratch[slot].p = NULL;
