@@ -71,7 +71,8 @@ def test_new_project_refuses_to_overwrite_and_bad_names(tmp_path):
 def test_opcore_new_usage(tmp_path):
     assert opcore("new", check=2).stderr.startswith("opcore new: expected the project's NAME")
     assert "is not a C identifier" in opcore("new", "9lives", tmp_path / "x", check=2).stderr
-    assert "usage: opcore new NAME [DIR]" in opcore("new", "--help").stdout
+    assert "usage: opcore new [--package] NAME [DIR]" in opcore("new", "--help").stdout
+    assert "is not a C identifier" in opcore("new", "--package", "9lives", tmp_path / "y", check=2).stderr
 
 
 @needs_cli
