@@ -190,3 +190,19 @@ def test_extension_cpp_port(venv):
     out = run([venv["py"], "-m", "pytest", "-q", "-p", "no:cacheprovider", tests], env=_no_compiler_env(venv),
               cwd=venv["work"], timeout=600).stdout
     assert " passed" in out and "failed" not in out, out
+
+
+def test_opcore_command_is_the_c_tool(venv):
+    """The venv's `opcore` is a /bin/sh launcher exec'ing the C tool inside
+    the package (no Python start-up); `python -m opcore` runs the same tool."""
+    script = venv["venv"] / "bin" / "opcore"
+    text = script.read_text()
+    assert text.startswith("#!/bin/sh\n") and "python" not in text.splitlines()[0], text
+    tool = _site_packages(venv["venv"]) / "opcore" / "bin" / "opcore"
+    assert tool.read_bytes()[:4] == b"\x7fELF"
+    # the launcher's first choice is that tool (it falls back to python only without it)
+    exe = next(line for line in text.splitlines() if line.startswith("exe="))
+    exe = exe.split("=", 1)[1].strip('"').replace("${0%/*}", str(script.parent))
+    assert Path(exe).resolve() == tool.resolve(), (exe, tool)
+    for cmd in ([script], [venv["py"], "-m", "opcore"]):
+        assert run([*cmd, "version"], env=_no_compiler_env(venv)).stdout.startswith("opcore 0.1.0 (op library ABI")
