@@ -206,3 +206,21 @@ def test_opcore_command_is_the_c_tool(venv):
     assert Path(exe).resolve() == tool.resolve(), (exe, tool)
     for cmd in ([script], [venv["py"], "-m", "opcore"]):
         assert run([*cmd, "version"], env=_no_compiler_env(venv)).stdout.startswith("opcore 0.1.0 (op library ABI")
+
+
+def test_sdist_carries_the_sources_and_builds_the_library(venv, shipdemo):
+    """python -m build --sdist, then a wheel built from that sdist alone
+    holds the library: the sources travel in the sdist."""
+    import tarfile
+    import zipfile
+
+    run([venv["py"], "-m", "pip", "install", "-q", "build"], env=venv["env"], timeout=600)
+    out = venv["work"] / "sdist"
+    run([venv["py"], "-m", "build", "--sdist", "-o", out, shipdemo["proj"]], env=venv["env"], timeout=600)
+    sdist = next(out.glob("shipdemo-*.tar.gz"))
+    with tarfile.open(sdist) as t:
+        names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
+    assert {"csrc/kernel.c", "csrc/shape.c", "setup.py", "pyproject.toml", "shipdemo/__init__.py"} <= names, names
+    run([venv["py"], "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, sdist], env=venv["env"], timeout=600)
+    wheel = next(out.glob("shipdemo-*.whl"))
+    assert "shipdemo/libshipdemo.so" in zipfile.ZipFile(wheel).namelist()
