@@ -166,4 +166,33 @@ ext = Extension(
     depends=sorted(glob.glob("src/python/*.h") + glob.glob("include/opcore/*.h")),
 )
 
-setup(ext_modules=[ext], cmdclass={"build_py": BuildPy, "build_ext": BuildExt})
+# The `opcore` command: a /bin/sh script that execs the C tool inside the
+# installed package (opcore/bin/opcore), so a call costs the C program's few
+# milliseconds, not a Python start-up (a console script's 25+ ms). The tool
+# is found from the script's own folder by the install scheme's relative path
+# from scripts to purelib, the same for a venv, --user and system installs;
+# where it is not there (an editable install, --target) the script falls back
+# to `python -m opcore`. (The C tool itself cannot be the script: its rpath
+# would not find libopcore, and auditwheel refuses an ELF file it cannot
+# resolve.)
+LAUNCHER = os.path.join(BUILD, "launcher", "opcore")
+
+
+def write_launcher():
+    import sysconfig
+
+    rel = os.path.relpath(sysconfig.get_path("purelib"), sysconfig.get_path("scripts"))
+    text = ("#!/bin/sh\n"
+            "# opcore's command: the C tool inside the installed opcore package (written by setup.py)\n"
+            f'exe="${{0%/*}}/{rel}/opcore/bin/opcore"\n'
+            '[ -x "$exe" ] && exec "$exe" "$@"\n'
+            'py="${0%/*}/python3"; [ -x "$py" ] || py=python3\n'
+            'exec "$py" -m opcore "$@"\n')
+    os.makedirs(os.path.dirname(os.path.join(ROOT, LAUNCHER)), exist_ok=True)
+    with open(os.path.join(ROOT, LAUNCHER), "w") as f:
+        f.write(text)
+    os.chmod(os.path.join(ROOT, LAUNCHER), 0o755)
+
+
+write_launcher()
+setup(ext_modules=[ext], scripts=[LAUNCHER], cmdclass={"build_py": BuildPy, "build_ext": BuildExt})

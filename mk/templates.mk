@@ -1,4 +1,5 @@
-# `opcore new`'s project templates: src/build/templates/*.in are the
+# `opcore new`'s project templates: src/build/templates/*.in (and templates_package/ for --package) are the
 # sources, src/build/templates.c (checked in) is generated from them.
-src/build/templates.c: $(wildcard src/build/templates/*.in) scripts/gen_templates.sh
+src/build/templates.c: $(wildcard src/build/templates/*.in) $(shell find src/build/templates_package -name "*.in") \
+                       scripts/gen_templates.sh
 	scripts/gen_templates.sh > $@.tmp && mv $@.tmp $@

@@ -7,7 +7,8 @@ throughput, final loss and test accuracy of both, and their ratio.
 
     python examples/mlp/demo.py [--variant elementwise] [--epochs 4] [--data-dir DIR]
 
-Takes about 15 s of training on an idle 2-core machine with the default 4 epochs.
+Takes about 15 s of training on an idle 2-core machine with the default 4 epochs
+and one torch thread (its default here: --threads N to change it).
 The two models take turns every 50 steps (see loop.run_interleaved), so the
 ratio is fair even when other work shares the machine.
 """
@@ -26,8 +27,14 @@ def main(argv=None):
                     choices=[v for v, c in my_ops.VARIANTS.items() if not c["multicore"]],
                     help="ReLU kernel to train with (default element-wise)")
     ap.add_argument("--verbose", action="store_true", help="show the build commands")
+    # One torch thread unless asked: the MLP's matmuls (batch 32, 784x512)
+    # are too small to gain from more, and on a machine other work shares,
+    # torch's default (a thread per CPU) oversubscribes it: measured at load
+    # 7-12 on 2 cores, 38 iter/s (14 min) with the default, 19 s with one.
+    ap.set_defaults(threads=1)
     args = ap.parse_args(argv)
     loop.setup(args)
+    print(f"torch threads: {torch.get_num_threads()} (--threads N to change; the figures in README.md use 1)")
 
     train_b = loop.load_or_exit(args.data_dir, "train")
     test_b = loop.load_or_exit(args.data_dir, "test")

@@ -119,7 +119,8 @@ def main(argv=None):
 
     print('----------End Training ---------------')
     print(f"Perfetto (https://ui.perfetto.dev, Open trace file): {prof.trace_path}")
-    print(f"TensorBoard:  tensorboard --logdir {prof.logdir}   (run {prof.run_name}, needs `pip install xprof`)")
+    print(f"xprof:        xprof server --logdir {prof.logdir}   (run {prof.run_name}; `pip install xprof`, "
+          "2.24 or later; or `pip install tensorboard xprof` and `tensorboard --logdir` the same folder)")
     print(f"HTML report:  {prof.html_path}")
     print(f"Summary:      {prof.summary_json_path}, {prof.summary_csv_path}")
     return prof

@@ -73,6 +73,13 @@ OC_API oc_status oc_build(const oc_build_options *opts, oc_build_result *result)
  * if any of the files exists. */
 OC_API oc_status oc_new_project(const char *dir, const char *name);
 
+/* The same op as a pip package (what `opcore new --package NAME` does):
+ * csrc/kernel.c and csrc/shape.c, setup.py (opcore.setuptools: the library
+ * is built when the wheel is built), pyproject.toml, NAME/__init__.py
+ * (`import NAME` loads the prebuilt library), tests/test_NAME.py and a
+ * README. Same name rule and OC_EEXIST as oc_new_project. */
+oc_status oc_new_package(const char *dir, const char *name);
+
 /* Directory of opcore's public headers and of libopcore, as the build uses
  * them (set OPCORE_INCLUDE_DIR / OPCORE_LIB_DIR to override). */
 OC_API const char *oc_build_include_dir(void);

@@ -16,7 +16,7 @@ version = __version__
 from opcore._C import BuildError, OpArgumentError, OpError  # noqa: E402
 
 from opcore import custom_op, errors  # noqa: E402,F401
-from opcore.custom_op import load, load_library  # noqa: E402,F401
+from opcore.custom_op import load, load_library, load_packaged  # noqa: E402,F401
 
 _PKG = _os.path.dirname(_os.path.abspath(__file__))
 
@@ -45,4 +45,4 @@ def __getattr__(name):
 
 
 __all__ = ["BuildError", "OpArgumentError", "OpError", "custom_op", "errors", "include_dir", "lib_dir",
-           "load", "load_library", "version", "__version__"]
+           "load", "load_library", "load_packaged", "version", "__version__"]

@@ -2,9 +2,11 @@
 
 The command-line tool is a C program (src/cli/) shipped inside the package
 as opcore/bin/opcore, next to the libopcore it links (opcore/lib/). The
-`opcore` console script and `python -m opcore` replace the Python process
-with it, so it behaves exactly as a `make install`ed `opcore`: same
-options, output and exit codes (docs/cli.md).
+installed `opcore` command is a /bin/sh script (written by setup.py) that
+execs it without starting Python; `python -m opcore` (and that script in an
+editable install, where the tool is not beside site-packages) replaces the
+Python process with it here, so both behave exactly as a `make install`ed
+`opcore`: same options, output and exit codes (docs/cli.md).
 """
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ import threading
 from opcore import _C
 from opcore._C import BuildError
 
-__all__ = ["Library", "load", "load_library", "unload", "build", "cache_dir", "default_build_directory",
-           "loaded_libraries", "new_project"]
+__all__ = ["Library", "load", "load_library", "load_packaged", "unload", "build", "cache_dir",
+           "default_build_directory", "loaded_libraries", "new_project"]
 
 _lock = threading.RLock()
 _libraries = {}  # name -> Library
@@ -187,6 +187,75 @@ def load_library(path):
 
             _torch_glue.register_library(lib)
         return lib
+
+
+def _cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
+
+
+def _packaged_misfit(manifest, lib_path):
+    """Why the prebuilt library described by `manifest` cannot run here, or None."""
+    import platform
+
+    if not os.path.isfile(lib_path):
+        return f"{lib_path} is missing"
+    if manifest.get("abi") != _C.ABI_VERSION:
+        return f"it was built for opcore ABI {manifest.get('abi')}, this opcore is ABI {_C.ABI_VERSION}"
+    if manifest.get("machine") not in (None, platform.machine()):
+        return f"it was built for {manifest['machine']}, this machine is {platform.machine()}"
+    need = set(manifest.get("cpu_features") or ())
+    have = _cpu_flags()
+    if need and have is not None and need - have:
+        return (f"it was built with -march={manifest.get('march')} and this CPU lacks "
+                f"{', '.join(sorted(need - have))}")
+    return None
+
+
+def load_packaged(package, name=None):
+    """Load op library lib<name>.so that opcore.setuptools built into the
+    installed package `package` (a module name, e.g. __name__ in the
+    package's __init__.py; name defaults to its last component).
+
+    The prebuilt library is loaded when it fits this machine (same opcore
+    ABI, the CPU has the instructions it was built for). Else it is rebuilt
+    from the sources shipped in the package into opcore's cache (this needs
+    a C compiler) and that is loaded; if that fails too, BuildError says why
+    the prebuilt one does not fit and why the rebuild failed. Returns the
+    Library."""
+    import importlib
+    import json
+
+    mod = importlib.import_module(package)
+    pkg_dir = os.path.dirname(os.path.abspath(mod.__file__))
+    name = name or package.rsplit(".", 1)[-1]
+    lib_path = os.path.join(pkg_dir, f"lib{name}.so")
+    manifest_path = os.path.join(pkg_dir, f"lib{name}.opcore.json")
+    try:
+        with open(manifest_path) as f:
+            manifest = json.load(f)
+    except (OSError, ValueError) as e:
+        raise BuildError(f"{package}: cannot read {manifest_path} ({e}): lib{name}.so was not built into this "
+                         "package by opcore.setuptools.BuildOpLibraries (reinstall the package)") from None
+    misfit = _packaged_misfit(manifest, lib_path)
+    if misfit is None:
+        return load_library(lib_path)
+    src_root = os.path.join(pkg_dir, "opcore_src", name)
+    try:
+        return load(name, [os.path.join(src_root, s) for s in manifest["compute_srcs"]],
+                    [os.path.join(src_root, s) for s in manifest["shape_srcs"]],
+                    multicore=manifest.get("multicore", False), extra_cflags=manifest.get("extra_cflags"),
+                    include_dirs=[os.path.join(src_root, d) for d in manifest.get("include_dirs", [])],
+                    stack_size=manifest.get("stack_size", 0))
+    except BuildError as e:
+        raise BuildError(f"{package}: the prebuilt {lib_path} does not fit ({misfit}), and rebuilding it from "
+                         f"the sources shipped in {src_root} failed: {e}") from None
 
 
 def unload(name):

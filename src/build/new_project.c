@@ -44,7 +44,8 @@ static oc_status make_dirs(const char *path)
     }
 }
 
-oc_status oc_new_project(const char *dir, const char *name)
+/* Write the files of `set` into dir, for project `name`. */
+static oc_status write_project(const char *dir, const char *name, const oc__template *set)
 {
     if (!name || !oc__is_c_identifier(name) || strlen(name) >= 64)
         return oc_set_error(OC_EINVAL,
@@ -56,7 +57,7 @@ oc_status oc_new_project(const char *dir, const char *name)
     /* Refuse to overwrite anything, before writing anything. */
     char path[4096 + 128];
     oc__sb fname = {0};
-    for (const oc__template *t = oc__templates; t->name; t++) {
+    for (const oc__template *t = set; t->name; t++) {
         fname.len = 0;
         replace_all(&fname, t->name, "NAME", name);
         snprintf(path, sizeof path, "%s/%s", dir, oc__sb_str(&fname));
@@ -67,12 +68,20 @@ oc_status oc_new_project(const char *dir, const char *name)
         }
     }
     oc_status st = make_dirs(dir);
-    for (const oc__template *t = oc__templates; t->name && !st; t++) {
+    for (const oc__template *t = set; t->name && !st; t++) {
         oc__sb text = {0};
         fname.len = 0;
         replace_all(&fname, t->name, "NAME", name);
         replace_all(&text, t->text, "@NAME@", name);
         snprintf(path, sizeof path, "%s/%s", dir, oc__sb_str(&fname));
+        char *slash = strrchr(path, '/'); /* a file in a subfolder (templates_package) */
+        *slash = '\0';
+        st = make_dirs(path);
+        *slash = '/';
+        if (st) {
+            oc__sb_free(&text);
+            break;
+        }
         FILE *f = text.oom || fname.oom ? NULL : fopen(path, "w");
         bool ok = f && fwrite(text.s, 1, text.len, f) == text.len;
         if (f && fclose(f) != 0) ok = false;
@@ -81,4 +90,11 @@ oc_status oc_new_project(const char *dir, const char *name)
     }
     oc__sb_free(&fname);
     return st;
+}
+
+oc_status oc_new_project(const char *dir, const char *name) { return write_project(dir, name, oc__templates); }
+
+oc_status oc_new_package(const char *dir, const char *name)
+{
+    return write_project(dir, name, oc__package_templates);
 }

@@ -10,7 +10,8 @@ typedef struct oc__template {
 } oc__template;
 
 /* Generated from the files in src/build/templates/ (scripts/gen_templates.sh);
- * ends with {0, 0}. */
-extern const oc__template oc__templates[];
+ * each ends with {0, 0}. A name may hold '/': the file is in a subfolder. */
+extern const oc__template oc__templates[];         /* opcore new NAME */
+extern const oc__template oc__package_templates[]; /* opcore new --package NAME */
 
 #endif /* OPCORE_BUILD_TEMPLATES_H */

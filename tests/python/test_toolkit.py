@@ -18,9 +18,9 @@ def opcore(*args, check=0, **kw):
     return run_cli(*args, check=check, **kw)
 
 
-def make_test(project):
+def make_test(project, *make_args):
     """`make test` in a generated project, with this checkout's CLI and Python."""
-    p = subprocess.run(["make", "-C", str(project), f"OPCORE={CLI}", f"PYTHON={sys.executable}", "test"],
+    p = subprocess.run(["make", "-C", str(project), f"OPCORE={CLI}", f"PYTHON={sys.executable}", *make_args, "test"],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     return p.stdout
@@ -34,10 +34,12 @@ def test_opcore_new_builds_and_passes(tmp_path):
     assert "next: cd" in p.stdout
     files = sorted(os.listdir(tmp_path / "fresh"))
     assert files == ["Makefile", "README.md", "kernel.c", "shape.c", "test_fresh_op.c", "test_fresh_op.py"]
-    out = make_test(tmp_path / "fresh")
+    out = make_test(tmp_path / "fresh", "MULTICORE=--multicore")
     assert "test_fresh_op: all checks passed" in out  # the C test
     assert re.search(r"3 passed", out)                  # the Python test
-    assert (tmp_path / "fresh" / "build" / "libfresh_op.so").exists()
+    # the Python test used make's multicore library, it did not rebuild one
+    info = opcore("info", tmp_path / "fresh" / "build" / "libfresh_op.so").stdout
+    assert re.search(r"multicore\s+yes", info), info
 
 
 def test_new_project_from_python_builds_and_passes(tmp_path):
@@ -52,7 +54,8 @@ def test_new_project_from_python_builds_and_passes(tmp_path):
         assert "test_py_op: all checks passed" in out and "3 passed" in out
     else:  # the Python test alone
         p = subprocess.run([sys.executable, "-m", "pytest", "-q", str(tmp_path / "py_op" / "test_py_op.py")],
-                           capture_output=True, text=True, timeout=600)
+                           capture_output=True, text=True, timeout=600,
+                           env=dict(os.environ, OPCORE=f"{sys.executable} -m opcore"))
         assert p.returncode == 0, p.stdout + p.stderr
 
 
@@ -71,7 +74,8 @@ def test_new_project_refuses_to_overwrite_and_bad_names(tmp_path):
 def test_opcore_new_usage(tmp_path):
     assert opcore("new", check=2).stderr.startswith("opcore new: expected the project's NAME")
     assert "is not a C identifier" in opcore("new", "9lives", tmp_path / "x", check=2).stderr
-    assert "usage: opcore new NAME [DIR]" in opcore("new", "--help").stdout
+    assert "usage: opcore new [--package] NAME [DIR]" in opcore("new", "--help").stdout
+    assert "is not a C identifier" in opcore("new", "--package", "9lives", tmp_path / "y", check=2).stderr
 
 
 @needs_cli

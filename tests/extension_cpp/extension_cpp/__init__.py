@@ -1,0 +1,3 @@
+import torch
+from pathlib import Path
+from . import _C, ops
