@@ -78,7 +78,7 @@ OC_API oc_status oc_new_project(const char *dir, const char *name);
  * is built when the wheel is built), pyproject.toml, NAME/__init__.py
  * (`import NAME` loads the prebuilt library), tests/test_NAME.py and a
  * README. Same name rule and OC_EEXIST as oc_new_project. */
-oc_status oc_new_package(const char *dir, const char *name);
+OC_API oc_status oc_new_package(const char *dir, const char *name);
 
 /* Directory of opcore's public headers and of libopcore, as the build uses
  * them (set OPCORE_INCLUDE_DIR / OPCORE_LIB_DIR to override). */
