@@ -331,34 +331,71 @@ static void test_collectives_every_core_count(void **state)
 
 /* ---- results, aliases and misuse ------------------------------------------------- */
 
-static void test_results_and_misuse(void **state)
+/* The collectives' library again, built under another file name; x = [1, 2, 3]
+ * as argument 0, 2.0 as argument 1. */
+static float coll_x[3] = {1, 2, 3};
+static oc_tensor coll_xt;
+static oc_value coll_args[2];
+
+static int coll2_setup(void **state)
+{
+    *state = test_build_and_load("coll2", coll_compute, coll_shape, (test_lib_options){0});
+    oc_tensor_init(&coll_xt, coll_x, OC_FLOAT32, 1, (int64_t[]){3});
+    coll_args[0] = oc_value_tensor(&coll_xt);
+    coll_args[1] = oc_value_float(2.0);
+    return 0;
+}
+
+static int coll2_teardown(void **state)
+{
+    oc_library_unload(*state);
+    return 0;
+}
+
+static void test_two_results(void **state)
 {
     (void)state;
-    /* the same library again (the previous test unloaded it), from another file */
-    oc_library *lib = test_build_and_load("coll2", coll_compute, coll_shape, (test_lib_options){0});
-    float x[3] = {1, 2, 3};
-    oc_tensor xt;
-    oc_tensor_init(&xt, x, OC_FLOAT32, 1, (int64_t[]){3});
-    oc_value args[] = {oc_value_tensor(&xt), oc_value_float(2.0)};
     oc_tensor *res[2];
-    if (oc_op_invoke(op("coll::two"), args, 1, res) != OC_OK) fail_msg("%s", oc_errmsg());
+    if (oc_op_invoke(op("coll::two"), coll_args, 1, res) != OC_OK) fail_msg("%s", oc_errmsg());
     assert_true(*(float *)res[0]->data == 1.5f && *(int64_t *)res[1]->data == 3);
     oc_tensor_free(res[0]);
     oc_tensor_free(res[1]);
-    assert_int_equal(oc_op_invoke(op("coll::bad_index"), args, 1, res), OC_EKERNEL);
+}
+
+static void test_result_index_out_of_range(void **state)
+{
+    (void)state;
+    oc_tensor *res[2];
+    assert_int_equal(oc_op_invoke(op("coll::bad_index"), coll_args, 1, res), OC_EKERNEL);
     assert_msg("oc_dst_tensor_at(2): the op has 2 results");
-    assert_int_equal(oc_op_invoke(op("coll::undescribed"), args, 1, res), OC_ESHAPE);
+}
+
+static void test_result_not_described(void **state)
+{
+    (void)state;
+    oc_tensor *res[2];
+    assert_int_equal(oc_op_invoke(op("coll::undescribed"), coll_args, 1, res), OC_ESHAPE);
     assert_msg("did not describe result 1 'b'");
-    /* in place, returning the argument */
+}
+
+/* in place, returning the argument */
+static void test_in_place_returns_argument(void **state)
+{
+    (void)state;
+    oc_tensor *res[2];
     const oc_op *scale = op("coll::scale_");
     assert_int_equal(oc_op_result_alias(scale, 0), 0);
-    if (oc_op_invoke(scale, args, 2, res) != OC_OK) fail_msg("%s", oc_errmsg());
-    assert_ptr_equal(res[0], &xt);
-    assert_true(x[2] == 6.0f);
+    if (oc_op_invoke(scale, coll_args, 2, res) != OC_OK) fail_msg("%s", oc_errmsg());
+    assert_ptr_equal(res[0], &coll_xt);
+    assert_true(coll_x[2] == 6.0f);
+}
+
+static void test_in_place_infer(void **state)
+{
+    (void)state;
     oc_tensor meta[1];
-    assert_int_equal(oc_op_infer(scale, args, 2, meta), OC_OK);
+    assert_int_equal(oc_op_infer(op("coll::scale_"), coll_args, 2, meta), OC_OK);
     assert_int_equal(meta[0].sizes[0], 3);
-    oc_library_unload(lib);
 }
 
 /* ---- dynamic shapes ------------------------------------------------------------------ */
@@ -425,10 +462,10 @@ static void test_trace_shapes(void **state)
 
 /* ---- messages ------------------------------------------------------------------- */
 
-static void test_messages(void **state)
+/* a shape function returning a tensor with an invalid dtype: one clear message */
+static void test_message_bad_result_dtype(void **state)
 {
     (void)state;
-    /* a shape function returning a tensor with an invalid dtype: one clear message */
     oc_library *lib = test_build_and_load(
         "baddt", "#include <opcore/kernel.h>\noc_tensor *f(const oc_tensor *x) { (void)x; return oc_dst_tensor(); }\n",
         "#include <opcore/library.h>\n"
@@ -443,7 +480,12 @@ static void test_messages(void **state)
     assert_int_equal(oc_op_invoke(op("baddt::f"), v, 1, &y), OC_ESHAPE);
     assert_string_equal(oc_errmsg(), "op 'baddt::f': shape function 'bad' returned a bad tensor: invalid dtype 77");
     oc_library_unload(lib);
-    /* a bad schema: the library is named once */
+}
+
+/* a bad schema: the library is named once */
+static void test_message_bad_schema(void **state)
+{
+    (void)state;
     oc_status st;
     assert_null(test_build("badschema", "#include <opcore/kernel.h>\n",
                            "#include <opcore/library.h>\nstatic oc_tensor *s(const oc_tensor *x) { return (oc_tensor *)x; }\n"
@@ -501,6 +543,8 @@ static void test_reload(void **state)
     assert_int_equal(oc_library_unload(l3), OC_OK);
 }
 
+#define COLL2(fn) cmocka_unit_test_setup_teardown(fn, coll2_setup, coll2_teardown)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -508,9 +552,14 @@ int main(void)
         cmocka_unit_test(test_sgd_in_place),
         cmocka_unit_test(test_concat_pool_linear),
         cmocka_unit_test(test_collectives_every_core_count),
-        cmocka_unit_test(test_results_and_misuse),
+        COLL2(test_two_results),
+        COLL2(test_result_index_out_of_range),
+        COLL2(test_result_not_described),
+        COLL2(test_in_place_returns_argument),
+        COLL2(test_in_place_infer),
         cmocka_unit_test(test_trace_shapes),
-        cmocka_unit_test(test_messages),
+        cmocka_unit_test(test_message_bad_result_dtype),
+        cmocka_unit_test(test_message_bad_schema),
         cmocka_unit_test(test_reload),
     };
     oc_engine_set_min_split_bytes(0); /* small test tensors still run on every core */
