@@ -185,54 +185,113 @@ static void test_sgd_in_place(void **state)
     free(p0), free(p1), free(g0), free(g1);
 }
 
-static void test_concat_pool_linear(void **state)
+/* a [2, 3] = 1..6 and b [2, 2] = 7..10, concatenated along `dim` */
+static float cat_a[6] = {1, 2, 3, 4, 5, 6}, cat_b[4] = {7, 8, 9, 10};
+static oc_tensor cat_xs[2];
+
+static oc_status concat(int64_t dim, oc_tensor **out)
+{
+    oc_tensor_init(&cat_xs[0], cat_a, OC_FLOAT32, 2, (int64_t[]){2, 3});
+    oc_tensor_init(&cat_xs[1], cat_b, OC_FLOAT32, 2, (int64_t[]){2, 2});
+    oc_value args[] = {oc_value_tensors(cat_xs, 2), oc_value_int(dim)};
+    return oc_op_invoke(op("nn_ops::concat"), args, 2, out);
+}
+
+static void test_concat(void **state)
 {
     (void)state;
-    float a[6] = {1, 2, 3, 4, 5, 6}, b[4] = {7, 8, 9, 10};
-    oc_tensor xs[2];
-    oc_tensor_init(&xs[0], a, OC_FLOAT32, 2, (int64_t[]){2, 3});
-    oc_tensor_init(&xs[1], b, OC_FLOAT32, 2, (int64_t[]){2, 2});
-    oc_value args[] = {oc_value_tensors(xs, 2), oc_value_int(-1)};
     oc_tensor *out;
-    if (oc_op_invoke(op("nn_ops::concat"), args, 2, &out) != OC_OK) fail_msg("%s", oc_errmsg());
+    if (concat(-1, &out) != OC_OK) fail_msg("%s", oc_errmsg());
     assert_int_equal(out->sizes[1], 5);
     const float want_cat[10] = {1, 2, 3, 7, 8, 4, 5, 6, 9, 10};
     assert_memory_equal(out->data, want_cat, sizeof want_cat);
     oc_tensor_free(out);
-    args[1] = oc_value_int(0); /* shapes no longer fit: the shape function says why */
-    assert_int_equal(oc_op_invoke(op("nn_ops::concat"), args, 2, &out), OC_EKERNEL);
-    assert_msg("tensor 1: size 1 is 2, expected 3");
+}
 
-    /* avg pool, int[2] given as one int (torch's broadcast) and as a list */
-    float img[16];
-    for (int i = 0; i < 16; i++) img[i] = (float)i;
-    oc_tensor x;
-    oc_tensor_init(&x, img, OC_FLOAT32, 4, (int64_t[]){1, 1, 4, 4});
-    int64_t k2[] = {2, 2};
-    oc_value pargs[] = {oc_value_tensor(&x), oc_value_ints(k2, 2), oc_value_int(2)};
-    if (oc_op_invoke(op("nn_ops::avg_pool2d"), pargs, 3, &out) != OC_OK) fail_msg("%s", oc_errmsg());
+/* shapes that do not fit: the shape function says why */
+static void test_concat_shapes_do_not_fit(void **state)
+{
+    (void)state;
+    oc_tensor *out;
+    assert_int_equal(concat(0, &out), OC_EKERNEL);
+    assert_msg("tensor 1: size 1 is 2, expected 3");
+}
+
+/* avg pool of a [1, 1, 4, 4] image 0..15, kernel_size `k` (n ints), stride 2 */
+static float pool_img[16];
+static oc_tensor pool_x;
+
+static oc_status avg_pool(const int64_t *k, size_t n, oc_tensor **out)
+{
+    for (int i = 0; i < 16; i++) pool_img[i] = (float)i;
+    oc_tensor_init(&pool_x, pool_img, OC_FLOAT32, 4, (int64_t[]){1, 1, 4, 4});
+    oc_value pargs[] = {oc_value_tensor(&pool_x), oc_value_ints(k, n), oc_value_int(2)};
+    return oc_op_invoke(op("nn_ops::avg_pool2d"), pargs, 3, out);
+}
+
+/* int[2] given as a list (and its stride as one int: torch's broadcast) */
+static void test_avg_pool(void **state)
+{
+    (void)state;
+    oc_tensor *out;
+    if (avg_pool((int64_t[]){2, 2}, 2, &out) != OC_OK) fail_msg("%s", oc_errmsg());
     const float want_pool[4] = {2.5f, 4.5f, 10.5f, 12.5f};
     assert_memory_equal(out->data, want_pool, sizeof want_pool);
     oc_tensor_free(out);
-    int64_t k3[] = {2, 2, 2};
-    pargs[1] = oc_value_ints(k3, 3);
-    assert_int_equal(oc_op_invoke(op("nn_ops::avg_pool2d"), pargs, 3, &out), OC_EINVAL);
-    assert_msg("argument 2 'kernel_size': expected 2 ints (int[2]), got a list of 3");
+}
 
-    /* linear with and without its optional bias */
-    float xv[6] = {1, 2, 3, 4, 5, 6}, wv[6] = {1, 0, -1, 2, 1, 0}, bv[2] = {10, 20};
-    oc_tensor xt, wt, bt;
-    oc_tensor_init(&xt, xv, OC_FLOAT32, 2, (int64_t[]){2, 3});
-    oc_tensor_init(&wt, wv, OC_FLOAT32, 2, (int64_t[]){2, 3});
-    oc_tensor_init(&bt, bv, OC_FLOAT32, 1, (int64_t[]){2});
-    oc_value largs[] = {oc_value_tensor(&xt), oc_value_tensor(&wt), oc_value_tensor(&bt)};
+static void test_avg_pool_list_of_wrong_length(void **state)
+{
+    (void)state;
+    oc_tensor *out;
+    assert_int_equal(avg_pool((int64_t[]){2, 2, 2}, 3, &out), OC_EINVAL);
+    assert_msg("argument 2 'kernel_size': expected 2 ints (int[2]), got a list of 3");
+}
+
+/* linear: x [2, 3], w [2, 3], bias [2] */
+static float lin_x[6] = {1, 2, 3, 4, 5, 6}, lin_w[6] = {1, 0, -1, 2, 1, 0}, lin_b[2] = {10, 20};
+static oc_tensor lin_xt, lin_wt, lin_bt;
+
+static void linear_args(oc_value largs[3])
+{
+    oc_tensor_init(&lin_xt, lin_x, OC_FLOAT32, 2, (int64_t[]){2, 3});
+    oc_tensor_init(&lin_wt, lin_w, OC_FLOAT32, 2, (int64_t[]){2, 3});
+    oc_tensor_init(&lin_bt, lin_b, OC_FLOAT32, 1, (int64_t[]){2});
+    largs[0] = oc_value_tensor(&lin_xt);
+    largs[1] = oc_value_tensor(&lin_wt);
+    largs[2] = oc_value_tensor(&lin_bt);
+}
+
+static void test_linear_with_bias(void **state)
+{
+    (void)state;
+    oc_value largs[3];
+    oc_tensor *out;
+    linear_args(largs);
     if (oc_op_invoke(op("nn_ops::linear"), largs, 3, &out) != OC_OK) fail_msg("%s", oc_errmsg());
     const float want_lin[4] = {1 - 3 + 10, 2 + 2 + 20, 4 - 6 + 10, 8 + 5 + 20};
     assert_memory_equal(out->data, want_lin, sizeof want_lin);
     oc_tensor_free(out);
-    if (oc_op_invoke(op("nn_ops::linear"), largs, 2, &out) != OC_OK) fail_msg("%s", oc_errmsg()); /* bias=None */
+}
+
+/* the optional bias left out: None */
+static void test_linear_without_bias(void **state)
+{
+    (void)state;
+    oc_value largs[3];
+    oc_tensor *out;
+    linear_args(largs);
+    if (oc_op_invoke(op("nn_ops::linear"), largs, 2, &out) != OC_OK) fail_msg("%s", oc_errmsg());
     assert_true(((float *)out->data)[0] == -2.0f);
     oc_tensor_free(out);
+}
+
+static void test_linear_none_for_required_tensor(void **state)
+{
+    (void)state;
+    oc_value largs[3];
+    oc_tensor *out;
+    linear_args(largs);
     largs[0] = oc_value_none(); /* None for a Tensor that is not optional */
     assert_int_equal(oc_op_invoke(op("nn_ops::linear"), largs, 3, &out), OC_EINVAL);
     assert_msg("argument 1 'x': expected Tensor, got None");
@@ -400,17 +459,19 @@ static void test_in_place_infer(void **state)
 
 /* ---- dynamic shapes ------------------------------------------------------------------ */
 
-static void test_trace_shapes(void **state)
+/* The dynamic sizes the traces run on: 3 runs, dim sizes 8, 10007, 10009. */
+static const int64_t trace_hs[3] = {8, 10007, 10009};
+
+/* avg_pool2d: out = (H + 2p - k) / s + 1 through oc_dim_*; N and C copied */
+static void test_trace_avg_pool(void **state)
 {
     (void)state;
-    /* avg_pool2d: out = (H + 2p - k) / s + 1 through oc_dim_*; N and C copied */
     oc_tensor xs[3];
-    int64_t hs[3] = {8, 10007, 10009};
     oc_value runs_v[3][3];
     const oc_value *runs[3];
     int64_t k2[] = {3, 3};
     for (int r = 0; r < 3; r++) {
-        oc_tensor_init(&xs[r], NULL, OC_FLOAT32, 4, (int64_t[]){hs[r] + 1, 3, hs[r], 16});
+        oc_tensor_init(&xs[r], NULL, OC_FLOAT32, 4, (int64_t[]){trace_hs[r] + 1, 3, trace_hs[r], 16});
         runs_v[r][0] = oc_value_tensor(&xs[r]);
         runs_v[r][1] = oc_value_ints(k2, 2);
         runs_v[r][2] = oc_value_int(2);
@@ -429,32 +490,49 @@ static void test_trace_shapes(void **state)
     const oc_dim_node *div = &tr.nodes[h->lhs];
     assert_int_equal(div->op, OC_DIM_DIV);
     assert_true(tr.nodes[h->rhs].op == OC_DIM_CONST && tr.nodes[h->rhs].value == 1);
+}
 
-    /* concat: the sum of the inputs' sizes */
+/* concat: the sum of the inputs' sizes */
+static void test_trace_concat(void **state)
+{
+    (void)state;
     oc_tensor items[3][2];
+    oc_value runs_v[3][2];
+    const oc_value *runs[3];
     for (int r = 0; r < 3; r++) {
-        oc_tensor_init(&items[r][0], NULL, OC_FLOAT32, 2, (int64_t[]){hs[r], 4});
-        oc_tensor_init(&items[r][1], NULL, OC_FLOAT32, 2, (int64_t[]){hs[r] * 0 + 5, 4});
+        oc_tensor_init(&items[r][0], NULL, OC_FLOAT32, 2, (int64_t[]){trace_hs[r], 4});
+        oc_tensor_init(&items[r][1], NULL, OC_FLOAT32, 2, (int64_t[]){trace_hs[r] * 0 + 5, 4});
         runs_v[r][0] = oc_value_tensors(items[r], 2);
         runs_v[r][1] = oc_value_int(0);
+        runs[r] = runs_v[r];
     }
+    oc_shape_trace tr;
     if (oc_op_trace_shapes(op("nn_ops::concat"), runs, 3, 2, &tr) != OC_OK) fail_msg("%s", oc_errmsg());
     const oc_dim_node *sum = &tr.nodes[tr.sizes[0][0]];
     assert_int_equal(sum->op, OC_DIM_ADD);
     assert_true(tr.nodes[sum->lhs].op == OC_DIM_INPUT && tr.nodes[sum->lhs].item == 0);
     assert_true(tr.nodes[sum->rhs].op == OC_DIM_CONST && tr.nodes[sum->rhs].value == 5);
+}
 
-    /* plain C arithmetic on a dynamic size is an error, not a constant */
+/* plain C arithmetic on a dynamic size is an error, not a constant */
+static void test_trace_plain_c_arithmetic(void **state)
+{
+    (void)state;
     oc_library *lib = test_build_and_load(
         "flat", "#include <opcore/kernel.h>\noc_tensor *flat(const oc_tensor *x) { return oc_dst_tensor(); (void)x; }\n",
         "#include <opcore/library.h>\n"
         "static oc_tensor *flat_shape(const oc_tensor *x) { return oc_empty(x->dtype, OC_SHAPE(x->sizes[0] * x->sizes[1])); }\n"
         "OC_LIBRARY(flat, m) { oc_def(m, \"flat(Tensor x) -> Tensor\", flat_shape, \"flat\"); }\n",
         (test_lib_options){0});
+    oc_tensor xs[3];
+    oc_value runs_v[3][1];
+    const oc_value *runs[3];
     for (int r = 0; r < 3; r++) {
-        oc_tensor_init(&xs[r], NULL, OC_FLOAT32, 3, (int64_t[]){hs[r], 4, 2});
+        oc_tensor_init(&xs[r], NULL, OC_FLOAT32, 3, (int64_t[]){trace_hs[r], 4, 2});
         runs_v[r][0] = oc_value_tensor(&xs[r]);
+        runs[r] = runs_v[r];
     }
+    oc_shape_trace tr;
     assert_int_equal(oc_op_trace_shapes(op("flat::flat"), runs, 3, 1, &tr), OC_ESHAPE);
     assert_msg("C arithmetic opcore cannot follow; compute it with the oc_dim_* helpers");
     oc_library_unload(lib);
@@ -550,14 +628,22 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layer_norm),
         cmocka_unit_test(test_sgd_in_place),
-        cmocka_unit_test(test_concat_pool_linear),
+        cmocka_unit_test(test_concat),
+        cmocka_unit_test(test_concat_shapes_do_not_fit),
+        cmocka_unit_test(test_avg_pool),
+        cmocka_unit_test(test_avg_pool_list_of_wrong_length),
+        cmocka_unit_test(test_linear_with_bias),
+        cmocka_unit_test(test_linear_without_bias),
+        cmocka_unit_test(test_linear_none_for_required_tensor),
         cmocka_unit_test(test_collectives_every_core_count),
         COLL2(test_two_results),
         COLL2(test_result_index_out_of_range),
         COLL2(test_result_not_described),
         COLL2(test_in_place_returns_argument),
         COLL2(test_in_place_infer),
-        cmocka_unit_test(test_trace_shapes),
+        cmocka_unit_test(test_trace_avg_pool),
+        cmocka_unit_test(test_trace_concat),
+        cmocka_unit_test(test_trace_plain_c_arithmetic),
         cmocka_unit_test(test_message_bad_result_dtype),
         cmocka_unit_test(test_message_bad_schema),
         cmocka_unit_test(test_reload),
