@@ -142,47 +142,77 @@ static void test_layer_norm(void **state)
     free(x), free(w), free(b), free(g);
 }
 
+/* sgd_momentum_'s arguments: params (a [5] and a [3, 11]), their momentum
+ * buffers (zeros) and grads, lr 0.1, momentum 0.9, weight decay 0.01. */
+enum { N0 = 5, N1 = 33 };
+typedef struct {
+    float *p0, *p1, *g0, *g1, b0[N0], b1[N1];
+    oc_tensor params[2], bufs[2], grads[2];
+    oc_value args[6];
+} sgd_args;
+
+static int sgd_setup(void **state)
+{
+    sgd_args *s = calloc(1, sizeof *s);
+    if (!s) return -1;
+    s->p0 = random_floats(N0, 5), s->p1 = random_floats(N1, 6);
+    s->g0 = random_floats(N0, 7), s->g1 = random_floats(N1, 8);
+    oc_tensor_init(&s->params[0], s->p0, OC_FLOAT32, 1, (int64_t[]){N0});
+    oc_tensor_init(&s->params[1], s->p1, OC_FLOAT32, 2, (int64_t[]){3, 11});
+    oc_tensor_init(&s->bufs[0], s->b0, OC_FLOAT32, 1, (int64_t[]){N0});
+    oc_tensor_init(&s->bufs[1], s->b1, OC_FLOAT32, 2, (int64_t[]){3, 11});
+    oc_tensor_init(&s->grads[0], s->g0, OC_FLOAT32, 1, (int64_t[]){N0});
+    oc_tensor_init(&s->grads[1], s->g1, OC_FLOAT32, 2, (int64_t[]){3, 11});
+    oc_value args[] = {oc_value_tensors(s->params, 2), oc_value_tensors(s->bufs, 2),
+                       oc_value_tensors(s->grads, 2),  oc_value_float(0.1),
+                       oc_value_float(0.9),            oc_value_float(0.01)};
+    memcpy(s->args, args, sizeof args);
+    *state = s;
+    return 0;
+}
+
+static int sgd_teardown(void **state)
+{
+    sgd_args *s = *state;
+    free(s->p0), free(s->p1), free(s->g0), free(s->g1);
+    free(s);
+    return 0;
+}
+
 static void test_sgd_in_place(void **state)
 {
-    (void)state;
-    enum { N0 = 5, N1 = 33 };
-    float *p0 = random_floats(N0, 5), *p1 = random_floats(N1, 6), *g0 = random_floats(N0, 7), *g1 = random_floats(N1, 8);
-    float b0[N0] = {0}, b1[N1] = {0}, ref0[N0], ref1[N1], rb0[N0] = {0}, rb1[N1] = {0};
-    memcpy(ref0, p0, sizeof ref0);
-    memcpy(ref1, p1, sizeof ref1);
-    oc_tensor params[2], bufs[2], grads[2];
-    oc_tensor_init(&params[0], p0, OC_FLOAT32, 1, (int64_t[]){N0});
-    oc_tensor_init(&params[1], p1, OC_FLOAT32, 2, (int64_t[]){3, 11});
-    oc_tensor_init(&bufs[0], b0, OC_FLOAT32, 1, (int64_t[]){N0});
-    oc_tensor_init(&bufs[1], b1, OC_FLOAT32, 2, (int64_t[]){3, 11});
-    oc_tensor_init(&grads[0], g0, OC_FLOAT32, 1, (int64_t[]){N0});
-    oc_tensor_init(&grads[1], g1, OC_FLOAT32, 2, (int64_t[]){3, 11});
-    oc_value args[] = {oc_value_tensors(params, 2), oc_value_tensors(bufs, 2), oc_value_tensors(grads, 2),
-                       oc_value_float(0.1), oc_value_float(0.9), oc_value_float(0.01)};
+    sgd_args *s = *state;
+    float ref0[N0], ref1[N1], rb0[N0] = {0}, rb1[N1] = {0};
+    memcpy(ref0, s->p0, sizeof ref0);
+    memcpy(ref1, s->p1, sizeof ref1);
     const oc_op *sgd = op("nn_ops::sgd_momentum_");
     assert_int_equal(oc_op_num_results(sgd), 0);
     assert_true(oc_op_arg_mutable(sgd, 0) && !oc_op_arg_mutable(sgd, 2));
     for (int step = 0; step < 3; step++) {
-        if (oc_op_call(sgd, args, 6, NULL) != OC_OK) fail_msg("%s", oc_errmsg());
+        if (oc_op_call(sgd, s->args, 6, NULL) != OC_OK) fail_msg("%s", oc_errmsg());
         for (int k = 0; k < N0; k++) {
-            float g = fmaf(ref0[k], 0.01f, g0[k]);
+            float g = fmaf(ref0[k], 0.01f, s->g0[k]);
             rb0[k] = rb0[k] * 0.9f + g;
             ref0[k] = fmaf(rb0[k], -0.1f, ref0[k]);
         }
         for (int k = 0; k < N1; k++) {
-            float g = fmaf(ref1[k], 0.01f, g1[k]);
+            float g = fmaf(ref1[k], 0.01f, s->g1[k]);
             rb1[k] = rb1[k] * 0.9f + g;
             ref1[k] = fmaf(rb1[k], -0.1f, ref1[k]);
         }
     }
-    assert_memory_equal(p0, ref0, sizeof ref0); /* in place, bit for bit */
-    assert_memory_equal(p1, ref1, sizeof ref1);
-    assert_memory_equal(b1, rb1, sizeof rb1);
-    /* a read-only tensor cannot be written in place */
-    params[1].flags |= OC_TENSOR_READONLY;
-    assert_int_equal(oc_op_call(sgd, args, 6, NULL), OC_EINVAL);
+    assert_memory_equal(s->p0, ref0, sizeof ref0); /* in place, bit for bit */
+    assert_memory_equal(s->p1, ref1, sizeof ref1);
+    assert_memory_equal(s->b1, rb1, sizeof rb1);
+}
+
+/* a read-only tensor cannot be written in place */
+static void test_sgd_read_only_param(void **state)
+{
+    sgd_args *s = *state;
+    s->params[1].flags |= OC_TENSOR_READONLY;
+    assert_int_equal(oc_op_call(op("nn_ops::sgd_momentum_"), s->args, 6, NULL), OC_EINVAL);
     assert_msg("argument 1 'params' item 1: is written in place (Tensor(a!)[]) but the tensor given is read-only");
-    free(p0), free(p1), free(g0), free(g1);
 }
 
 /* a [2, 3] = 1..6 and b [2, 2] = 7..10, concatenated along `dim` */
@@ -627,7 +657,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layer_norm),
-        cmocka_unit_test(test_sgd_in_place),
+        cmocka_unit_test_setup_teardown(test_sgd_in_place, sgd_setup, sgd_teardown),
+        cmocka_unit_test_setup_teardown(test_sgd_read_only_param, sgd_setup, sgd_teardown),
         cmocka_unit_test(test_concat),
         cmocka_unit_test(test_concat_shapes_do_not_fit),
         cmocka_unit_test(test_avg_pool),
