@@ -653,7 +653,12 @@ static void test_unique_run_names(void **state)
     assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "same"), OC_OK);
     assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
     assert_string_equal(oc_profiler_output(OC_PROFILE_OUT_RUN_NAME), "same_1");
-    /* a timestamped run */
+}
+
+/* no run name: a timestamped run */
+static void test_timestamped_run_name(void **state)
+{
+    (void)state;
     assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, NULL), OC_OK);
     assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
     const char *r = oc_profiler_output(OC_PROFILE_OUT_RUN_NAME);
@@ -676,17 +681,54 @@ static void ts_dur(const char *js, const char *key, double *ts, double *dur)
     *dur = strtod(d + 6, NULL);
 }
 
+static const oc_profiler_span bad_span = {.name = "x", .t0_ns = 10, .t1_ns = 5};
+
+/* Stop the profile: a refused import added nothing to it. */
+static void stop_with_nothing_imported(void)
+{
+    assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
+    char *sj = summary_json();
+    assert_non_null(strstr(sj, "\"imported_events\": 0,"));
+    free(sj);
+}
+
+static void test_import_without_profile(void **state)
+{
+    (void)state;
+    oc_profiler_span good = {.name = "x", .t0_ns = 1, .t1_ns = 2};
+    assert_int_equal(oc_profiler_import("torch", OC_PROFILER_CLOCK_REALTIME, &good, 1), OC_EINVAL);
+    assert_non_null(strstr(oc_errmsg(), "no profile is running"));
+}
+
+static void test_import_span_ending_before_start(void **state)
+{
+    (void)state;
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "imp"), OC_OK);
+    assert_int_equal(oc_profiler_import("torch", OC_PROFILER_CLOCK_REALTIME, &bad_span, 1), OC_EINVAL);
+    assert_non_null(strstr(oc_errmsg(), "ends (5 ns) before it starts (10 ns)"));
+    stop_with_nothing_imported();
+}
+
+static void test_import_unknown_clock(void **state)
+{
+    (void)state;
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "imp"), OC_OK);
+    assert_int_equal(oc_profiler_import("torch", (oc_profiler_clock)9, &bad_span, 1), OC_EINVAL);
+    stop_with_nothing_imported();
+}
+
+static void test_import_empty_source(void **state)
+{
+    (void)state;
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "imp"), OC_OK);
+    assert_int_equal(oc_profiler_import("", OC_PROFILER_CLOCK_REALTIME, &bad_span, 1), OC_EINVAL);
+    stop_with_nothing_imported();
+}
+
 static void test_import(void **state)
 {
     (void)state;
-    oc_profiler_span bad = {.name = "x", .t0_ns = 10, .t1_ns = 5}, good = {.name = "x", .t0_ns = 1, .t1_ns = 2};
-    assert_int_equal(oc_profiler_import("torch", OC_PROFILER_CLOCK_REALTIME, &good, 1), OC_EINVAL);
-    assert_non_null(strstr(oc_errmsg(), "no profile is running"));
     assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "imp"), OC_OK);
-    assert_int_equal(oc_profiler_import("torch", OC_PROFILER_CLOCK_REALTIME, &bad, 1), OC_EINVAL);
-    assert_non_null(strstr(oc_errmsg(), "ends (5 ns) before it starts (10 ns)"));
-    assert_int_equal(oc_profiler_import("torch", (oc_profiler_clock)9, &bad, 1), OC_EINVAL);
-    assert_int_equal(oc_profiler_import("", OC_PROFILER_CLOCK_REALTIME, &bad, 1), OC_EINVAL);
 
     /* realtime r0 is read between monotonic m0 and m1; an opcore call
      * 1..2 us after m1, and a span around it from r0 to r0 + (m1 - m0) + 5 us,
@@ -837,8 +879,6 @@ static void test_import_xspace(void **state)
     w_sub(&space, 1, &host);
     w_str(&space, 4, "somehost");
     assert_int_equal(oc_profiler_import_xspace("jax", space.b, space.n), OC_OK);
-    assert_int_equal(oc_profiler_import_xspace("jax", "\xff\xff\xff", 3), OC_EINVAL);
-    assert_non_null(strstr(oc_errmsg(), "are not an XSpace"));
     sleep_ms(1);
     assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
 
@@ -858,6 +898,15 @@ static void test_import_xspace(void **state)
     assert_non_null(strstr(p, "\"source\": \"jax\""));
     assert_null(strstr(sj, "\"op\": \"python fn\""));
     free(sj);
+}
+
+static void test_import_not_xspace(void **state)
+{
+    (void)state;
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "xsp"), OC_OK);
+    assert_int_equal(oc_profiler_import_xspace("jax", "\xff\xff\xff", 3), OC_EINVAL);
+    assert_non_null(strstr(oc_errmsg(), "are not an XSpace"));
+    stop_with_nothing_imported();
 }
 
 /* many threads append at once (each acts as one core); some exit before stop */
@@ -1091,9 +1140,15 @@ int main(void)
         cmocka_unit_test(test_operator_type),
         cmocka_unit_test(test_ms_duration),
         cmocka_unit_test(test_unique_run_names),
+        cmocka_unit_test(test_timestamped_run_name),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_import_without_profile),
+        cmocka_unit_test(test_import_span_ending_before_start),
+        cmocka_unit_test(test_import_unknown_clock),
+        cmocka_unit_test(test_import_empty_source),
         cmocka_unit_test(test_import),
         cmocka_unit_test(test_import_xspace),
+        cmocka_unit_test(test_import_not_xspace),
         cmocka_unit_test(test_membw_cache),
         cmocka_unit_test(test_real_engine),
     };
