@@ -113,13 +113,22 @@ static void test_factories(void **state)
         expect_vals(keep(oc_eye(dts[k], 2, 3)), (double[]){1, 0, 0, 0, 1, 0}, 6, 0);
         expect_vals(keep(oc_eye(dts[k], 3, 2)), (double[]){1, 0, 0, 1, 0, 0}, 6, 0);
     }
+}
+
+static void test_full(void **state)
+{
+    (void)state;
     expect_vals(keep(oc_full(OC_FLOAT32, OC_SHAPE(2), 2.5)), (double[]){2.5, 2.5}, 2, 0);
     expect_vals(keep(oc_full(OC_INT32, OC_SHAPE(2), 3.7)), (double[]){3, 3}, 2, 0);
     expect_vals(keep(oc_full(OC_INT32, OC_SHAPE(1), -3.7)), (double[]){-3}, 1, 0);
     expect_vals(keep(oc_full(OC_BOOL, OC_SHAPE(2), 2)), (double[]){1, 1}, 2, 0);
     expect_vals(keep(oc_full(OC_FLOAT16, OC_SHAPE(1), 1.0 / 3)), (double[]){0.333251953125}, 1, 0);
     expect_vals(keep(oc_full(OC_BFLOAT16, OC_SHAPE(1), 1.0 / 3)), (double[]){0.333984375}, 1, 0);
+}
 
+static void test_zero_dim_and_empty(void **state)
+{
+    (void)state;
     /* 0-dim and empty tensors */
     oc_tensor *s = keep(oc_full(OC_FLOAT64, 0, NULL, 7));
     assert_int_equal(s->ndim, 0);
@@ -127,7 +136,11 @@ static void test_factories(void **state)
     oc_tensor *empty = keep(oc_ones(OC_FLOAT32, OC_SHAPE(0, 3)));
     assert_int_equal(oc_numel(empty), 0);
     assert_int_equal(oc_numel(keep(oc_eye(OC_FLOAT32, 0, 0))), 0);
+}
 
+static void test_like_factories(void **state)
+{
+    (void)state;
     /* _like: shape and dtype of a (non-contiguous) source, contiguous result */
     int16_t buf[6] = {1, 2, 3, 4, 5, 6};
     oc_tensor tv = view(buf, OC_INT16, 2, (int64_t[]){3, 2}, (int64_t[]){1, 3});
@@ -145,11 +158,13 @@ static void test_factories(void **state)
 
 /* ---- conversion, copy_, fill_ -------------------------------------------- */
 
+/* what the conversions convert: rounding, saturation, NaN, overflow */
+static const double conv_v[] = {-1.5, 0, 2.7, 300, -300, NAN, 1e30, 0.5};
+
 static void test_to_dtype(void **state)
 {
     (void)state;
-    const double v[] = {-1.5, 0, 2.7, 300, -300, NAN, 1e30, 0.5};
-    oc_tensor *f = mk(OC_FLOAT64, OC_SHAPE(8), v);
+    oc_tensor *f = mk(OC_FLOAT64, OC_SHAPE(8), conv_v);
     expect_vals(keep(oc_to_dtype(f, OC_UINT8)), (double[]){0, 0, 2, 255, 0, 0, 255, 0}, 8, 0);
     expect_vals(keep(oc_to_dtype(f, OC_INT8)), (double[]){-1, 0, 2, 127, -128, 0, 127, 0}, 8, 0);
     expect_vals(keep(oc_to_dtype(f, OC_INT64)),
@@ -159,10 +174,21 @@ static void test_to_dtype(void **state)
                 (double[]){-1.5, 0, 2.7f, 300, -300, NAN, 1e30f, 0.5}, 8, 0);
     expect_vals(keep(oc_to_dtype(f, OC_FLOAT16)),
                 (double[]){-1.5, 0, 2.69921875, 300, -300, NAN, INFINITY, 0.5}, 8, 0);
+}
+
+static void test_to_same_dtype_copies(void **state)
+{
+    (void)state;
     /* same dtype: a contiguous copy, not the same tensor */
+    oc_tensor *f = mk(OC_FLOAT64, OC_SHAPE(8), conv_v);
     oc_tensor *c = keep(oc_to_dtype(f, OC_FLOAT64));
     assert_ptr_not_equal(c->data, f->data);
-    expect_vals(c, v, 8, 0);
+    expect_vals(c, conv_v, 8, 0);
+}
+
+static void test_to_dtype_int64_exact(void **state)
+{
+    (void)state;
     /* int64 beyond 2^53 survives a same-dtype copy exactly */
     int64_t big[2] = {INT64_MAX, INT64_MIN + 1};
     oc_tensor bv = view(big, OC_INT64, 1, (int64_t[]){2}, (int64_t[]){1});
@@ -170,7 +196,7 @@ static void test_to_dtype(void **state)
     assert_memory_equal(bc->data, big, sizeof big);
 }
 
-static void test_copy_fill(void **state)
+static void test_copy_into_transposed(void **state)
 {
     (void)state;
     /* copy a contiguous [2, 3] into a transposed view, converting dtypes */
@@ -181,25 +207,42 @@ static void test_copy_fill(void **state)
     const float want_buf[6] = {1, 4, 2, 5, 3, 6}; /* storage order of the view */
     assert_memory_equal(dst_buf, want_buf, sizeof want_buf);
     expect_vals(&dst, (double[]){1, 2, 3, 4, 5, 6}, 6, 0);
+}
 
+static void test_copy_reversed(void **state)
+{
+    (void)state;
     /* same-dtype strided copy with a negative stride (reversal) */
     double rev_src[4] = {1, 2, 3, 4};
     oc_tensor rs = view(rev_src + 3, OC_FLOAT64, 1, (int64_t[]){4}, (int64_t[]){-1});
     oc_tensor *rd = keep(oc_zeros(OC_FLOAT64, OC_SHAPE(4)));
     oc_copy_(rd, &rs);
     expect_vals(rd, (double[]){4, 3, 2, 1}, 4, 0);
+}
 
+static void test_copy_bfloat16_to_float16(void **state)
+{
+    (void)state;
     /* bfloat16 -> float16 */
     oc_tensor *h = keep(oc_zeros(OC_FLOAT16, OC_SHAPE(3)));
     oc_copy_(h, mk(OC_BFLOAT16, OC_SHAPE(3), (double[]){0.5, -2, 65504}));
     expect_vals(h, (double[]){0.5, -2, INFINITY} /* bf16 rounds 65504 up to 65536 */, 3, 0);
+}
 
+static void test_fill_strided(void **state)
+{
+    (void)state;
     /* fill_ touches only the elements of a strided view (every 2nd one) */
     int32_t ibuf[6] = {9, 9, 9, 9, 9, 9};
     oc_tensor every2 = view(ibuf, OC_INT32, 1, (int64_t[]){3}, (int64_t[]){2});
     assert_ptr_equal(oc_fill_(&every2, -7.9), &every2);
     const int32_t iwant[6] = {-7, 9, -7, 9, -7, 9};
     assert_memory_equal(ibuf, iwant, sizeof iwant);
+}
+
+static void test_fill_bool(void **state)
+{
+    (void)state;
     oc_tensor *b = keep(oc_zeros(OC_BOOL, OC_SHAPE(2, 2)));
     oc_fill_(b, 0.25);
     expect_vals(b, (double[]){1, 1, 1, 1}, 4, 0);
@@ -480,16 +523,21 @@ static void record(void *p, int64_t i, void *ctx)
     visited[i] = *(const double *)p;
 }
 
-static void test_internal_helpers(void **state)
+/* oc__for_each walks row-major order of a transposed view */
+static void test_for_each_row_major(void **state)
 {
     (void)state;
-    /* oc__for_each walks row-major order of a transposed view */
     double buf[6] = {0, 1, 2, 3, 4, 5};
     oc_tensor t = view(buf, OC_FLOAT64, 2, (int64_t[]){3, 2}, (int64_t[]){1, 3});
     oc__for_each(&t, record, NULL);
     const double want[6] = {0, 3, 1, 4, 2, 5};
     assert_memory_equal(visited, want, sizeof want);
-    /* load/store as double for each dtype */
+}
+
+/* load/store as double for each dtype */
+static void test_load_store_as_double(void **state)
+{
+    (void)state;
     for (int d = 0; d < OC_NUM_DTYPES; d++) {
         uint64_t cell = 0;
         oc__store_from_double(&cell, (oc_dtype)d, 2.0);
@@ -645,11 +693,23 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dense),
-        T(test_factories),       T(test_to_dtype),
-        T(test_copy_fill),       T(test_unary_float),
+        T(test_factories),
+        T(test_full),
+        T(test_zero_dim_and_empty),
+        T(test_like_factories),
+        T(test_to_dtype),
+        T(test_to_same_dtype_copies),
+        T(test_to_dtype_int64_exact),
+        T(test_copy_into_transposed),
+        T(test_copy_reversed),
+        T(test_copy_bfloat16_to_float16),
+        T(test_fill_strided),
+        T(test_fill_bool),
+        T(test_unary_float),
         T(test_unary_int),       T(test_clamp_pow_scalar),
         T(test_binary_float),    T(test_binary_int_bool),
-        T(test_noncontiguous),   T(test_internal_helpers),
+        T(test_noncontiguous),   T(test_for_each_row_major),
+        T(test_load_store_as_double),
         E(test_error_add_shape),
         E(test_error_mul_dtype),
         E(test_error_div_out_shape),
