@@ -196,28 +196,46 @@ static bool slow_machine(void)
     return getenv("OC_TEST_NO_TIMING") || (pre && strstr(pre, "vgpreload"));
 }
 
+/* write_relu(name) built once, fresh; p holds its options and result. */
+static void build_relu_once(opts *p, const char *name)
+{
+    write_relu(name);
+    relu_opts(p, name);
+    assert_int_equal(build(p), OC_OK);
+    assert_false(p->r.cached);
+}
+
 static void test_cache_hit(void **state)
 {
     (void)state;
-    write_relu("bt_cache");
     opts p;
-    relu_opts(&p, "bt_cache");
     double t0 = now();
-    assert_int_equal(build(&p), OC_OK);
+    build_relu_once(&p, "bt_cache");
     double cold = now() - t0;
-    assert_false(p.r.cached);
     t0 = now();
     assert_int_equal(build(&p), OC_OK);
     double warm = now() - t0;
     assert_true(p.r.cached);
     print_message("cold build %.3f s, cached %.2f ms\n", cold, warm * 1e3);
     if (!slow_machine()) assert_true(warm < 0.05); /* the target: <= 50 ms cached */
-    /* force rebuilds */
+}
+
+static void test_force_rebuilds(void **state)
+{
+    (void)state;
+    opts p;
+    build_relu_once(&p, "bt_cache");
     p.o.force = true;
     assert_int_equal(build(&p), OC_OK);
     assert_false(p.r.cached);
-    p.o.force = false;
-    /* a flag change rebuilds */
+}
+
+/* a flag change rebuilds, and the new build is cached */
+static void test_flag_change_rebuilds(void **state)
+{
+    (void)state;
+    opts p;
+    build_relu_once(&p, "bt_cache");
     p.cflags[0] = "-DSOMETHING=1";
     p.o.cflags = p.cflags;
     p.o.num_cflags = 1;
@@ -225,23 +243,21 @@ static void test_cache_hit(void **state)
     assert_false(p.r.cached);
     assert_int_equal(build(&p), OC_OK);
     assert_true(p.r.cached);
-    /* a deleted library is rebuilt */
+}
+
+static void test_deleted_library_rebuilt(void **state)
+{
+    (void)state;
+    opts p;
+    build_relu_once(&p, "bt_cache");
     assert_int_equal(unlink(p.r.path), 0);
     assert_int_equal(build(&p), OC_OK);
     assert_false(p.r.cached);
 }
 
-static void test_changed_source_rebuilds(void **state)
+/* The ReLU's compute source, including helper.h for its slope. */
+static void write_relu_with_helper(void)
 {
-    (void)state;
-    write_relu("bt_change");
-    write_text("helper.h", "#define SLOPE 0\n");
-    opts p;
-    relu_opts(&p, "bt_change");
-    assert_int_equal(build(&p), OC_OK);
-    assert_int_equal(build(&p), OC_OK);
-    assert_true(p.r.cached);
-    /* edit the compute source */
     write_text("relu.c",
                "#include <opcore/kernel.h>\n#include \"helper.h\"\n"
                "oc_tensor *relu_forward(const oc_tensor *x) {\n"
@@ -250,15 +266,48 @@ static void test_changed_source_rebuilds(void **state)
                "    for (int64_t i = 0; i < oc_numel(x); i++) o[i] = in[i] > 0 ? in[i] : SLOPE * in[i];\n"
                "    return out;\n"
                "}\n");
+}
+
+/* an edited compute source rebuilds, and the new build is cached */
+static void test_edited_compute_source_rebuilds(void **state)
+{
+    (void)state;
+    opts p;
+    write_text("helper.h", "#define SLOPE 0\n");
+    build_relu_once(&p, "bt_change");
+    assert_int_equal(build(&p), OC_OK);
+    assert_true(p.r.cached);
+    write_relu_with_helper();
     assert_int_equal(build(&p), OC_OK);
     assert_false(p.r.cached);
     assert_int_equal(build(&p), OC_OK);
     assert_true(p.r.cached);
-    /* edit a header the compute source includes */
+}
+
+/* an edited header the compute source includes rebuilds */
+static void test_edited_header_rebuilds(void **state)
+{
+    (void)state;
+    opts p;
+    write_relu("bt_change");
+    write_text("helper.h", "#define SLOPE 0\n");
+    write_relu_with_helper();
+    relu_opts(&p, "bt_change");
+    assert_int_equal(build(&p), OC_OK);
+    assert_int_equal(build(&p), OC_OK);
+    assert_true(p.r.cached);
     write_text("helper.h", "#define SLOPE 0 /* still */\n");
     assert_int_equal(build(&p), OC_OK);
     assert_false(p.r.cached);
-    /* edit the shape source */
+}
+
+static void test_edited_shape_source_rebuilds(void **state)
+{
+    (void)state;
+    opts p;
+    build_relu_once(&p, "bt_change");
+    assert_int_equal(build(&p), OC_OK);
+    assert_true(p.r.cached);
     write_text("shape.c",
                "#include <opcore/library.h>\n"
                "static oc_tensor *relu_fwd_shape(const oc_tensor *x) { return oc_empty_like(x); }\n"
@@ -703,7 +752,12 @@ int main(void)
         cmocka_unit_test(test_dirs),
         cmocka_unit_test_setup_teardown(test_build_load_and_run, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_hit, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_changed_source_rebuilds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_force_rebuilds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flag_change_rebuilds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deleted_library_rebuilt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_edited_compute_source_rebuilds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_edited_header_rebuilds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_edited_shape_source_rebuilds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compiler_error_propagated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_link_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kernel_signature_mismatch, setup, teardown),

@@ -78,7 +78,15 @@ static oc_status build(const char *name, const char *compute, const char *shape,
     return oc_build(&o, r);
 }
 
-static void test_cxx_source(void **state)
+/* relu_src and shape_src (relu.c, shape.c) built as library `name`; fails
+ * the test unless it builds. */
+static void build_relu(const char *name, bool vec_report, oc_build_result *r)
+{
+    const char *k = write_text("relu.c", relu_src), *s = write_text("shape.c", shape_src);
+    if (build(name, k, s, NULL, vec_report, r)) fail_msg("%s", oc_errmsg());
+}
+
+static void test_cpp_source(void **state)
 {
     (void)state;
     oc_build_result r;
@@ -86,8 +94,14 @@ static void test_cxx_source(void **state)
     assert_int_equal(build("relu", k, write_text("shape.c", shape_src), NULL, false, &r), OC_EINVAL);
     test_assert_contains(oc_errmsg(), "relu.cpp is a C++ source; opcore kernels and shape functions are C");
     test_assert_contains(oc_errmsg(), "docs/tutorial_1_first_operator.md");
-    k = write_text("relu.cu", "__global__ void f() {}\n");
-    assert_int_equal(build("relu", k, path_in("shape.c"), NULL, false, &r), OC_EINVAL);
+}
+
+static void test_cuda_source(void **state)
+{
+    (void)state;
+    oc_build_result r;
+    const char *k = write_text("relu.cu", "__global__ void f() {}\n");
+    assert_int_equal(build("relu", k, write_text("shape.c", shape_src), NULL, false, &r), OC_EINVAL);
     test_assert_contains(oc_errmsg(), "relu.cu is a C++ source");
 }
 
@@ -115,30 +129,49 @@ static void test_const_accessor(void **state)
     test_assert_contains(oc_errmsg(), "hint: oc_accessor of a `const oc_tensor *` (a kernel input) is a read-only "
                                  "oc_cacc: write `oc_cacc a = oc_accessor(x, OC_FLOAT32, 2);`");
     test_assert_contains(oc_errmsg(), "oc_accessor_of_a_const_tensor_is_an_oc_cacc");
-    /* the right spelling builds */
-    k = write_text("relu.c",
-                   "#include <opcore/kernel.h>\n"
-                   "oc_tensor *relu_forward(const oc_tensor *x) {\n"
-                   "    oc_cacc a = oc_accessor(x, OC_FLOAT32, 1);\n"
-                   "    oc_acc o = oc_accessor(oc_dst_tensor(), OC_FLOAT32, 1);\n"
-                   "    for (int64_t i = 0; i < x->sizes[0]; i++) OC_AT(o, float, i) = OC_AT(a, float, i);\n"
-                   "    return oc_dst_tensor();\n"
-                   "}\n");
-    if (build("relu", k, path_in("shape.c"), NULL, false, &r)) fail_msg("%s", oc_errmsg());
+}
+
+/* the right spelling builds */
+static void test_const_accessor_right_spelling(void **state)
+{
+    (void)state;
+    oc_build_result r;
+    const char *k = write_text("relu.c",
+                               "#include <opcore/kernel.h>\n"
+                               "oc_tensor *relu_forward(const oc_tensor *x) {\n"
+                               "    oc_cacc a = oc_accessor(x, OC_FLOAT32, 1);\n"
+                               "    oc_acc o = oc_accessor(oc_dst_tensor(), OC_FLOAT32, 1);\n"
+                               "    for (int64_t i = 0; i < x->sizes[0]; i++) OC_AT(o, float, i) = OC_AT(a, float, i);\n"
+                               "    return oc_dst_tensor();\n"
+                               "}\n");
+    if (build("relu", k, write_text("shape.c", shape_src), NULL, false, &r)) fail_msg("%s", oc_errmsg());
 }
 
 static void test_lib_prefix_name(void **state)
 {
     (void)state;
     oc_build_result r;
-    const char *k = write_text("relu.c", relu_src), *s = write_text("shape.c", shape_src);
-    if (build("librelu", k, s, NULL, false, &r)) fail_msg("%s", oc_errmsg());
+    build_relu("librelu", false, &r);
     assert_string_equal(r.path + strlen(r.path) - strlen("/librelu.so"), "/librelu.so");
     assert_int_equal(access(path_in("out/liblibrelu.so"), F_OK), -1);
-    /* the same library as name 'relu': a cache hit */
-    if (build("relu", k, s, NULL, false, &r)) fail_msg("%s", oc_errmsg());
+}
+
+/* the same library as name 'relu': a cache hit */
+static void test_lib_prefix_name_is_the_plain_name(void **state)
+{
+    (void)state;
+    oc_build_result r;
+    build_relu("librelu", false, &r);
+    build_relu("relu", false, &r);
     assert_true(r.cached);
-    if (build("librelu.so", k, s, NULL, false, &r)) fail_msg("%s", oc_errmsg());
+}
+
+static void test_lib_prefix_and_suffix_name(void **state)
+{
+    (void)state;
+    oc_build_result r;
+    build_relu("librelu", false, &r);
+    build_relu("librelu.so", false, &r);
     assert_true(r.cached);
 }
 
@@ -157,43 +190,72 @@ static void test_two_library_blocks(void **state)
     test_assert_contains(oc_errmsg(), "shape.c and in ");
     test_assert_contains(oc_errmsg(), "more.c; a library has exactly one: put every oc_def() in one block");
     assert_null(strstr(oc_errmsg(), "multiple definition"));
-    /* two blocks in one file */
+}
+
+static void test_two_library_blocks_in_one_file(void **state)
+{
+    (void)state;
+    oc_build_result r;
     char both[1024];
     snprintf(both, sizeof both, "%sOC_LIBRARY(other_ops, m2) {\n"
                                 "    oc_def(m2, \"relu_forward(Tensor x) -> Tensor\", relu_fwd_shape, \"relu_forward\");\n}\n",
              shape_src);
+    const char *k = write_text("relu.c", relu_src);
     assert_int_equal(build("relu", k, write_text("shape.c", both), NULL, false, &r), OC_EBUILD);
     test_assert_contains(oc_errmsg(), "hint: this source has two OC_LIBRARY blocks; a library has exactly one");
+}
+
+/* "relu.c:9: NOT vectorized: ...": the report's line for relu_src's loop with a break */
+static const char *not_vectorized_line(char *buf, size_t len)
+{
+    snprintf(buf, len, "%s:9: NOT vectorized: control flow in loop", path_in("relu.c"));
+    return buf;
 }
 
 static void test_vec_report(void **state)
 {
     (void)state;
     oc_build_result r;
-    const char *k = write_text("relu.c", relu_src), *s = write_text("shape.c", shape_src);
-    if (build("relu", k, s, NULL, true, &r)) fail_msg("%s", oc_errmsg());
-    char line7[600], line9[600];
-    snprintf(line7, sizeof line7, "%s:8: vectorized (", k);
-    snprintf(line9, sizeof line9, "%s:9: NOT vectorized: control flow in loop", k);
+    build_relu("relu", true, &r);
+    char line8[600], line9[600];
+    snprintf(line8, sizeof line8, "%s:8: vectorized (", path_in("relu.c"));
     test_assert_contains(r.vec_report, "vectorization report: compute sources compiled with -O3");
     test_assert_contains(r.vec_report, "1 loop vectorized, 1 not");
-    test_assert_contains(r.vec_report, line7);
-    test_assert_contains(r.vec_report, line9);
+    test_assert_contains(r.vec_report, line8);
+    test_assert_contains(r.vec_report, not_vectorized_line(line9, sizeof line9));
     test_assert_contains(r.vec_report, "compute both sides and select");
     assert_null(strstr(r.vec_report, "kernel.h")); /* only the user's sources */
     free(r.vec_report);
-    /* a cached build reports too; without the option there is no report */
-    if (build("relu", k, s, NULL, true, &r)) fail_msg("%s", oc_errmsg());
-    assert_true(r.cached);
-    test_assert_contains(r.vec_report, line9);
+}
+
+/* a cached build reports too */
+static void test_vec_report_when_cached(void **state)
+{
+    (void)state;
+    oc_build_result r;
+    char line9[600];
+    build_relu("relu", true, &r);
     free(r.vec_report);
-    if (build("relu", k, s, NULL, false, &r)) fail_msg("%s", oc_errmsg());
+    build_relu("relu", true, &r);
+    assert_true(r.cached);
+    test_assert_contains(r.vec_report, not_vectorized_line(line9, sizeof line9));
+    free(r.vec_report);
+}
+
+/* without the option there is no report */
+static void test_no_vec_report_without_option(void **state)
+{
+    (void)state;
+    oc_build_result r;
+    build_relu("relu", true, &r);
+    free(r.vec_report);
+    build_relu("relu", false, &r);
     assert_null(r.vec_report);
 }
 
 /* The report's parser on canned compiler output (gcc 12 and clang 14
  * wordings), independent of the compiler installed. */
-static void test_vec_report_parsing(void **state)
+static void test_vec_report_parsing_gcc(void **state)
 {
     (void)state;
     const char *gcc =
@@ -225,13 +287,18 @@ static void test_vec_report_parsing(void **state)
     assert_null(strstr(r, "k.c:7:")); /* an outer loop: its inner loops are listed */
     assert_null(strstr(r, "vec.h"));  /* not the user's source */
     oc__sb_free(&out);
+}
+
+static void test_vec_report_parsing_clang(void **state)
+{
+    (void)state;
     const char *clang =
         "/s/k.c:9:5: remark: vectorized loop (vectorization width: 8, interleaved count: 4) [-Rpass=loop-vectorize]\n"
         "/s/k.c:10:5: remark: loop not vectorized: could not determine number of loop iterations [-Rpass-analysis=loop-vectorize]\n"
         "/s/k.c:10:5: remark: loop not vectorized [-Rpass-missed=loop-vectorize]\n";
-    memset(&out, 0, sizeof out);
+    oc__sb out = {0};
     oc__vec_report_format(clang, "/s/k.c", "k.c", &out);
-    r = oc__sb_str(&out);
+    const char *r = oc__sb_str(&out);
     test_assert_contains(r, "k.c: 1 loop vectorized, 1 not\n");
     test_assert_contains(r, "  k.c:9: vectorized\n");
     test_assert_contains(r, "  k.c:10: NOT vectorized: could not determine number of loop iterations\n");
@@ -265,14 +332,20 @@ static void test_plain_dlopen_hint(void **state)
 {
     (void)state;
     oc_build_result r;
-    const char *k = write_text("relu.c", relu_src), *s = write_text("shape.c", shape_src);
-    if (build("relu", k, s, NULL, false, &r)) fail_msg("%s", oc_errmsg());
+    build_relu("relu", false, &r);
     char text[4096];
     child_dlopen_stderr(r.path, text, sizeof text);
     test_assert_contains(text, "is an opcore op library loaded by plain dlopen (torch.ops.load_library");
     test_assert_contains(text, "torch.ops.teach_ops.<op> will not exist");
     test_assert_contains(text, "opcore.custom_op.load_library('");
-    /* opcore's own loader: silent (stderr to a file around the load) */
+}
+
+/* opcore's own loader: silent (stderr to a file around the load) */
+static void test_own_loader_silent(void **state)
+{
+    (void)state;
+    oc_build_result r;
+    build_relu("relu", false, &r);
     fflush(stderr);
     int saved = dup(2);
     FILE *f = fopen(path_in("own.txt"), "w");
@@ -292,17 +365,28 @@ static void test_plain_dlopen_hint(void **state)
     assert_int_equal(oc_library_unload(lib), OC_OK);
 }
 
+#define IN_DIR(fn) cmocka_unit_test_setup_teardown(fn, setup, NULL)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_cxx_source, setup, NULL),
-        cmocka_unit_test_setup_teardown(test_torch_header_in_c, setup, NULL),
-        cmocka_unit_test_setup_teardown(test_const_accessor, setup, NULL),
-        cmocka_unit_test_setup_teardown(test_lib_prefix_name, setup, NULL),
-        cmocka_unit_test_setup_teardown(test_two_library_blocks, setup, NULL),
-        cmocka_unit_test_setup_teardown(test_vec_report, setup, NULL),
-        cmocka_unit_test(test_vec_report_parsing),
-        cmocka_unit_test_setup_teardown(test_plain_dlopen_hint, setup, NULL),
+        IN_DIR(test_cpp_source),
+        IN_DIR(test_cuda_source),
+        IN_DIR(test_torch_header_in_c),
+        IN_DIR(test_const_accessor),
+        IN_DIR(test_const_accessor_right_spelling),
+        IN_DIR(test_lib_prefix_name),
+        IN_DIR(test_lib_prefix_name_is_the_plain_name),
+        IN_DIR(test_lib_prefix_and_suffix_name),
+        IN_DIR(test_two_library_blocks),
+        IN_DIR(test_two_library_blocks_in_one_file),
+        IN_DIR(test_vec_report),
+        IN_DIR(test_vec_report_when_cached),
+        IN_DIR(test_no_vec_report_without_option),
+        cmocka_unit_test(test_vec_report_parsing_gcc),
+        cmocka_unit_test(test_vec_report_parsing_clang),
+        IN_DIR(test_plain_dlopen_hint),
+        IN_DIR(test_own_loader_silent),
     };
     return oc_test_run("build_teach", tests, NULL, NULL);
 }

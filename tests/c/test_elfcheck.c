@@ -63,6 +63,14 @@ static int teardown(void **state)
     return 0;
 }
 
+/* A path in this process's scratch dir, for the bytes a test loads. */
+static const char *scratch(const char *leaf)
+{
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", test_tmpdir(), leaf);
+    return path;
+}
+
 /* Load `n` bytes as a library: it must be refused with a file error. */
 static void refused(const char *path, const unsigned char *b, size_t n, const char *what)
 {
@@ -78,8 +86,7 @@ static void refused(const char *path, const unsigned char *b, size_t n, const ch
 static void test_intact_loads(void **state)
 {
     (void)state;
-    char path[512];
-    snprintf(path, sizeof path, "%s/intact.so", test_tmpdir());
+    const char *path = scratch("intact.so");
     write_bytes(path, lib_bytes, lib_size);
     oc_library *lib = NULL;
     if (oc_library_load(path, &lib) != OC_OK) fail_msg("%s", oc_errmsg());
@@ -93,35 +100,41 @@ static void test_intact_loads(void **state)
     assert_int_equal(oc_library_unload(lib), OC_OK);
 }
 
-static void test_empty_and_not_elf(void **state)
+static void test_empty_file(void **state)
 {
     (void)state;
-    char path[512];
-    snprintf(path, sizeof path, "%s/empty.so", test_tmpdir());
-    refused(path, lib_bytes, 0, "an empty file");
+    refused(scratch("empty.so"), lib_bytes, 0, "an empty file");
     assert_int_equal(oc_errcode(), OC_EIO);
     assert_non_null(strstr(oc_errmsg(), "empty"));
-    refused(path, (const unsigned char *)"#!/bin/sh\necho hi\n", 18, "a script");
+}
+
+static void test_not_elf(void **state)
+{
+    (void)state;
+    refused(scratch("script.so"), (const unsigned char *)"#!/bin/sh\necho hi\n", 18, "a script");
     assert_non_null(strstr(oc_errmsg(), "not a shared library"));
 }
 
 static void test_truncations(void **state)
 {
     (void)state;
-    char path[512];
-    snprintf(path, sizeof path, "%s/truncated.so", test_tmpdir());
+    const char *path = scratch("truncated.so");
     int tried = 0;
     for (size_t n = 1; n < lib_size; n += n < 128 ? 1 : n < 4096 ? 61 : 997, tried++)
         refused(path, lib_bytes, n, "a truncated library");
-    refused(path, lib_bytes, lib_size - 1, "a library missing its last byte");
-    printf("elfcheck: %d truncations refused\n", tried + 1);
+    printf("elfcheck: %d truncations refused\n", tried);
+}
+
+static void test_last_byte_missing(void **state)
+{
+    (void)state;
+    refused(scratch("truncated.so"), lib_bytes, lib_size - 1, "a library missing its last byte");
 }
 
 static void test_bit_flips(void **state)
 {
     (void)state;
-    char path[512];
-    snprintf(path, sizeof path, "%s/flipped.so", test_tmpdir());
+    const char *path = scratch("flipped.so");
     unsigned char *b = malloc(lib_size);
     uint64_t seed = 0x9E3779B97F4A7C15u;
     int flips = getenv("OC_UNDER_VALGRIND") ? 40 : 400;
@@ -134,20 +147,28 @@ static void test_bit_flips(void **state)
         b[at] ^= (unsigned char)(1u << ((seed >> 29) & 7));
         refused(path, b, lib_size, "a bit-flipped library");
     }
-    /* an unsealed copy (the trailer cut off) is refused too */
-    refused(path, lib_bytes, lib_size - 32, "an unsealed library");
-    assert_non_null(strstr(oc_errmsg(), "no checksum"));
     free(b);
     printf("elfcheck: %d bit flips refused\n", flips);
+}
+
+/* an unsealed copy (the trailer cut off) is refused too */
+static void test_unsealed(void **state)
+{
+    (void)state;
+    refused(scratch("flipped.so"), lib_bytes, lib_size - 32, "an unsealed library");
+    assert_non_null(strstr(oc_errmsg(), "no checksum"));
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_intact_loads),
-        cmocka_unit_test(test_empty_and_not_elf),
+        cmocka_unit_test(test_empty_file),
+        cmocka_unit_test(test_not_elf),
         cmocka_unit_test(test_truncations),
+        cmocka_unit_test(test_last_byte_missing),
         cmocka_unit_test(test_bit_flips),
+        cmocka_unit_test(test_unsealed),
     };
     return oc_test_run("elfcheck", tests, setup, teardown);
 }

@@ -430,46 +430,107 @@ static const char *args_compute =
     "  return o; }\n"
     "oc_tensor *count(const oc_tensor *x) { oc_tensor *o = oc_dst_tensor(); *(int64_t *)o->data = oc_numel(x); return o; }\n";
 
-static void test_argument_types_and_defaults(void **state)
+/* The "args" library loaded; args_x = [1, 2, 3] (float64), and `all`
+ * gives every argument of args::affine. */
+static double args_xv[3] = {1, 2, 3};
+static oc_tensor args_x;
+static oc_value all[5];
+
+static int args_setup(void **state)
 {
-    (void)state;
-    oc_library *lib = test_build_and_load("args", args_compute, args_shape, (test_lib_options){0});
+    *state = test_build_and_load("args", args_compute, args_shape, (test_lib_options){0});
+    oc_tensor_init(&args_x, args_xv, OC_FLOAT64, 1, (int64_t[]){3});
+    oc_value v[] = {oc_value_tensor(&args_x), oc_value_float(0.5), oc_value_int(4), oc_value_bool(true),
+                    oc_value_scalar(oc_scalar_int(3))};
+    memcpy(all, v, sizeof all);
+    return 0;
+}
+
+static int unload_state(void **state)
+{
+    if (*state) oc_library_unload(*state);
+    return 0;
+}
+
+static const oc_op *affine(void)
+{
     const oc_op *op = oc_op_find("args::affine");
     assert_non_null(op);
+    return op;
+}
+
+static void test_argument_metadata(void **state)
+{
+    (void)state;
+    const oc_op *op = affine();
     assert_int_equal(oc_op_num_args(op), 5);
     assert_int_equal(oc_op_arg_type(op, 4), OC_ARG_SCALAR);
     assert_string_equal(oc_op_arg_name(op, 2), "n");
     oc_value dflt;
     assert_true(oc_op_arg_default(op, 2, &dflt));
     assert_int_equal(dflt.v.i, 2);
+}
 
-    double xv[3] = {1, 2, 3};
-    oc_tensor x, *y;
-    oc_tensor_init(&x, xv, OC_FLOAT64, 1, (int64_t[]){3});
-    oc_value all[] = {oc_value_tensor(&x), oc_value_float(0.5), oc_value_int(4), oc_value_bool(true),
-                      oc_value_scalar(oc_scalar_int(3))};
-    assert_int_equal(oc_op_invoke(op, all, 5, &y), OC_OK);
-    for (int i = 0; i < 3; i++) assert_true(((double *)y->data)[i] == -(0.5 * xv[i] * 4 + 3));
+static void test_argument_types(void **state)
+{
+    (void)state;
+    oc_tensor *y;
+    assert_int_equal(oc_op_invoke(affine(), all, 5, &y), OC_OK);
+    for (int i = 0; i < 3; i++) assert_true(((double *)y->data)[i] == -(0.5 * args_xv[i] * 4 + 3));
     oc_tensor_free(y);
-    /* defaults fill the tail; an int is accepted for a float */
-    oc_value two[] = {oc_value_tensor(&x), oc_value_int(1)};
-    assert_int_equal(oc_op_invoke(op, two, 2, &y), OC_OK);
-    for (int i = 0; i < 3; i++) assert_true(((double *)y->data)[i] == xv[i] * 2 + 0.5);
-    oc_tensor_free(y);
+}
 
-    /* arity and types are checked, with names */
-    assert_int_equal(oc_op_invoke(op, all, 1, &y), OC_EINVAL);
+/* defaults fill the tail; an int is accepted for a float */
+static void test_argument_defaults(void **state)
+{
+    (void)state;
+    oc_tensor *y;
+    oc_value two[] = {oc_value_tensor(&args_x), oc_value_int(1)};
+    assert_int_equal(oc_op_invoke(affine(), two, 2, &y), OC_OK);
+    for (int i = 0; i < 3; i++) assert_true(((double *)y->data)[i] == args_xv[i] * 2 + 0.5);
+    oc_tensor_free(y);
+}
+
+/* arity and types are checked, with names */
+static void test_argument_missing(void **state)
+{
+    (void)state;
+    oc_tensor *y;
+    assert_int_equal(oc_op_invoke(affine(), all, 1, &y), OC_EINVAL);
     assert_msg("missing argument 2 'a'");
-    oc_value bad[] = {oc_value_tensor(&x), oc_value_tensor(&x)};
-    assert_int_equal(oc_op_invoke(op, bad, 2, &y), OC_EINVAL);
-    assert_msg("argument 2 'a': expected float, got Tensor");
-    oc_value many[6] = {all[0], all[1], all[2], all[3], all[4], all[4]};
-    assert_int_equal(oc_op_invoke(op, many, 6, &y), OC_EINVAL);
-    assert_msg("takes 5 arguments, got 6");
-    oc_value nulltensor[] = {oc_value_tensor(NULL), oc_value_float(1)};
-    assert_int_equal(oc_op_invoke(op, nulltensor, 2, &y), OC_EINVAL);
+}
 
-    /* a kernel name defaults to the op name; more than 8 dims of sizes > 65535 */
+static void test_argument_wrong_type(void **state)
+{
+    (void)state;
+    oc_tensor *y;
+    oc_value bad[] = {oc_value_tensor(&args_x), oc_value_tensor(&args_x)};
+    assert_int_equal(oc_op_invoke(affine(), bad, 2, &y), OC_EINVAL);
+    assert_msg("argument 2 'a': expected float, got Tensor");
+}
+
+static void test_argument_too_many(void **state)
+{
+    (void)state;
+    oc_tensor *y;
+    oc_value many[6] = {all[0], all[1], all[2], all[3], all[4], all[4]};
+    assert_int_equal(oc_op_invoke(affine(), many, 6, &y), OC_EINVAL);
+    assert_msg("takes 5 arguments, got 6");
+}
+
+static void test_argument_null_tensor(void **state)
+{
+    (void)state;
+    oc_tensor *y;
+    oc_value nulltensor[] = {oc_value_tensor(NULL), oc_value_float(1)};
+    assert_int_equal(oc_op_invoke(affine(), nulltensor, 2, &y), OC_EINVAL);
+}
+
+/* a kernel name defaults to the op name; more than 8 dims of sizes > 65535 */
+static void test_default_kernel_name_and_many_dims(void **state)
+{
+    (void)state;
+    oc_tensor *y;
     const oc_op *count = oc_op_find("args::count");
     assert_non_null(count);
     oc_tensor big;
@@ -484,41 +545,90 @@ static void test_argument_types_and_defaults(void **state)
     assert_int_equal(*(int64_t *)y->data, 140000);
     oc_tensor_free(y);
     free(big.data);
-    oc_library_unload(lib);
 }
 
-static void test_libraries(void **state)
+/* ---- libraries: loading, names, lookup ------------------------------------------ */
+
+/* The args library built twice, as clash_a and clash_b (both name their
+ * library "args"); clash_a loaded. */
+static char clash_a[1024], clash_b[1024];
+
+static int clash_setup(void **state)
+{
+    oc_status st;
+    const char *p = test_build("clash_a", args_compute, args_shape, (test_lib_options){0}, &st);
+    assert_non_null(p);
+    snprintf(clash_a, sizeof clash_a, "%s", p);
+    p = test_build("clash_b", args_compute, args_shape, (test_lib_options){0}, &st);
+    assert_non_null(p);
+    snprintf(clash_b, sizeof clash_b, "%s", p);
+    oc_library *a;
+    assert_int_equal(oc_library_load(clash_a, &a), OC_OK);
+    *state = a;
+    return 0;
+}
+
+static void test_load_same_file_twice(void **state)
+{
+    oc_library *b;
+    assert_int_equal(oc_library_load(clash_a, &b), OC_OK); /* same file: same library */
+    assert_ptr_equal(*state, b);
+}
+
+static void test_load_name_clash(void **state)
 {
     (void)state;
-    oc_status st;
-    const char *p1 = test_build("clash_a", args_compute, args_shape, (test_lib_options){0}, &st);
-    assert_non_null(p1);
-    char path1[1024];
-    snprintf(path1, sizeof path1, "%s", p1);
-    const char *p2 = test_build("clash_b", args_compute, args_shape, (test_lib_options){0}, &st);
-    assert_non_null(p2);
-    oc_library *a, *b;
-    assert_int_equal(oc_library_load(path1, &a), OC_OK);
-    assert_int_equal(oc_library_load(path1, &b), OC_OK); /* same file: same library */
-    assert_ptr_equal(a, b);
-    assert_int_equal(oc_library_load(p2, &b), OC_EEXIST);
+    oc_library *b;
+    assert_int_equal(oc_library_load(clash_b, &b), OC_EEXIST);
     assert_msg("clash_a");
     assert_msg("clash_b");
+}
+
+static void test_load_missing_file(void **state)
+{
+    (void)state;
+    oc_library *b;
     assert_int_equal(oc_library_load("/nonexistent/libx.so", &b), OC_ENOTFOUND);
     assert_msg("/nonexistent/libx.so");
+}
+
+static void test_op_find_no_op(void **state)
+{
+    (void)state;
     assert_null(oc_op_find("args::nope"));
     assert_msg("has no op 'nope'");
+}
+
+static void test_op_find_no_library(void **state)
+{
+    (void)state;
     assert_null(oc_op_find("nolib::op"));
     assert_msg("no library 'nolib'");
+}
+
+static void test_op_find_no_separator(void **state)
+{
+    (void)state;
     assert_null(oc_op_find("no_separator"));
+}
+
+static void test_library_lists_its_ops(void **state)
+{
+    oc_library *a = *state;
     assert_ptr_equal(oc_library_find("args"), a);
     assert_int_equal(oc_library_num_ops(a), 2);
     assert_string_equal(oc_op_qualname(oc_library_op(a, 0)), "args::affine");
     assert_null(oc_library_op(a, 5));
-    assert_int_equal(oc_library_unload(a), OC_OK);
+}
+
+static void test_unload_frees_the_name(void **state)
+{
+    oc_library *b;
+    assert_int_equal(oc_library_unload(*state), OC_OK);
+    *state = NULL;
     assert_null(oc_library_find("args"));
-    assert_int_equal(oc_library_load(p2, &b), OC_OK); /* the name is free again */
-    oc_library_unload(b);
+    assert_int_equal(oc_library_load(clash_b, &b), OC_OK); /* the name is free again */
+    *state = b;
 }
 
 static void test_many_libraries_and_ops(void **state)
@@ -608,10 +718,29 @@ static void test_engine_configure(void **state)
     oc_engine_shutdown();
     assert_int_equal(oc_engine_configure(3, 128 * 1024), OC_OK);
     assert_int_equal(oc_engine_num_cores(), 3);
+}
+
+static void test_engine_configure_while_running(void **state)
+{
+    (void)state;
+    oc_engine_shutdown();
+    assert_int_equal(oc_engine_configure(3, 128 * 1024), OC_OK);
+    assert_int_equal(oc_engine_num_cores(), 3);             /* which starts the engine */
     assert_int_equal(oc_engine_configure(2, 0), OC_EINVAL); /* already running */
     assert_msg("already started");
+}
+
+static void test_engine_configure_bad_tcm_size(void **state)
+{
+    (void)state;
     oc_engine_shutdown();
     assert_int_equal(oc_engine_configure(0, 100), OC_EINVAL);
+}
+
+static void test_engine_configure_defaults(void **state)
+{
+    (void)state;
+    oc_engine_shutdown();
     assert_int_equal(oc_engine_configure(0, 0), OC_OK);
     assert_true(oc_engine_num_cores() >= 1);
 }
@@ -649,6 +778,9 @@ static int teardown(void **state)
     return 0;
 }
 
+#define ARGS(fn) cmocka_unit_test_setup_teardown(fn, args_setup, unload_state)
+#define CLASH(fn) cmocka_unit_test_setup_teardown(fn, clash_setup, unload_state)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -670,11 +802,28 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stale_read_is_coherence_error, errs_setup, errs_teardown),
         cmocka_unit_test_setup_teardown(test_incoherent_policies_allow_stale_reads, errs_setup, errs_teardown),
         cmocka_unit_test_setup_teardown(test_forgotten_kernel_resources_are_released, errs_setup, errs_teardown),
-        cmocka_unit_test(test_argument_types_and_defaults),
-        cmocka_unit_test(test_libraries),
+        ARGS(test_argument_metadata),
+        ARGS(test_argument_types),
+        ARGS(test_argument_defaults),
+        ARGS(test_argument_missing),
+        ARGS(test_argument_wrong_type),
+        ARGS(test_argument_too_many),
+        ARGS(test_argument_null_tensor),
+        ARGS(test_default_kernel_name_and_many_dims),
+        CLASH(test_load_same_file_twice),
+        CLASH(test_load_name_clash),
+        CLASH(test_load_missing_file),
+        CLASH(test_op_find_no_op),
+        CLASH(test_op_find_no_library),
+        CLASH(test_op_find_no_separator),
+        CLASH(test_library_lists_its_ops),
+        CLASH(test_unload_frees_the_name),
         cmocka_unit_test(test_many_libraries_and_ops),
         cmocka_unit_test(test_many_threads),
         cmocka_unit_test(test_engine_configure),
+        cmocka_unit_test(test_engine_configure_while_running),
+        cmocka_unit_test(test_engine_configure_bad_tcm_size),
+        cmocka_unit_test(test_engine_configure_defaults),
         cmocka_unit_test(test_foreign_faults_reach_previous_handler),
     };
     oc_engine_set_min_split_bytes(0); /* small test tensors still run on every core */

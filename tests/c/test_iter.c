@@ -315,45 +315,99 @@ static int64_t count_runs(oc_iter *it, int64_t *maxlen)
     return runs;
 }
 
-static void test_run_shapes(void **state)
+/* Buffers the walk-shape tests view (too big for a test's stack). */
+static float big[600 * 400], small[400], outb[600 * 400];
+
+/* out [600, 400] over outb, x [600, 400] over big, row [400] over small. */
+static void init_rows(oc_tensor *out, oc_tensor *x, oc_tensor *row)
+{
+    oc_tensor_init(out, outb, OC_FLOAT32, 2, (int64_t[]){600, 400});
+    oc_tensor_init(x, big, OC_FLOAT32, 2, (int64_t[]){600, 400});
+    oc_tensor_init(row, small, OC_FLOAT32, 1, (int64_t[]){400});
+}
+
+/* ... and xt, x transposed ([600, 400] view of a [400, 600] buffer). */
+static void init_transposed(oc_tensor *out, oc_tensor *xt, oc_tensor *row)
+{
+    oc_tensor x;
+    init_rows(out, &x, row);
+    oc_tensor_init_strided(xt, big, OC_FLOAT32, 2, (int64_t[]){600, 400}, (int64_t[]){1, 600});
+}
+
+/* dense tensors: one run of numel elements, contiguous */
+static void test_run_dense(void **state)
 {
     (void)state;
-    float big[600 * 400], small[400], outb[600 * 400];
     oc_iter it;
     int64_t maxlen;
-    oc_tensor out, x, row, xt;
-    /* dense tensors: one run of numel elements, contiguous */
+    oc_tensor out, x;
     oc_tensor_init(&out, outb, OC_FLOAT32, 3, (int64_t[]){4, 5, 6});
     oc_tensor_init(&x, big, OC_FLOAT32, 3, (int64_t[]){4, 5, 6});
     assert_int_equal(oc_iter_init(&it, 1, OC_TENSORS(&out, &x), 0), OC_OK);
     assert_true(oc_iter_contiguous(&it));
     assert_int_equal(count_runs(&it, &maxlen), 1);
     assert_int_equal(maxlen, 120);
-    /* a broadcast row: runs as long as rows, still contiguous */
-    oc_tensor_init(&out, outb, OC_FLOAT32, 2, (int64_t[]){600, 400});
-    oc_tensor_init(&x, big, OC_FLOAT32, 2, (int64_t[]){600, 400});
-    oc_tensor_init(&row, small, OC_FLOAT32, 1, (int64_t[]){400});
+}
+
+/* a broadcast row: runs as long as rows, still contiguous */
+static void test_run_broadcast_row(void **state)
+{
+    (void)state;
+    oc_iter it;
+    int64_t maxlen;
+    oc_tensor out, x, row;
+    init_rows(&out, &x, &row);
     assert_int_equal(oc_iter_init(&it, 1, OC_TENSORS(&out, &x, &row), 0), OC_OK);
     assert_true(oc_iter_contiguous(&it));
     assert_int_equal(count_runs(&it, &maxlen), 600);
     assert_int_equal(maxlen, 400);
-    /* a column broadcast along rows: stride 0 for it */
-    oc_tensor col;
+}
+
+/* a column broadcast along rows: stride 0 for it */
+static void test_run_broadcast_column(void **state)
+{
+    (void)state;
+    oc_iter it;
+    oc_tensor out, x, row, col;
+    init_rows(&out, &x, &row);
     oc_tensor_init(&col, big, OC_FLOAT32, 2, (int64_t[]){600, 1});
     assert_int_equal(oc_iter_init(&it, 1, OC_TENSORS(&out, &x, &col), 0), OC_OK);
     assert_int_equal(it.stride[2], 0);
     assert_false(oc_iter_contiguous(&it));
-    /* a transposed input: tiled, runs of one tile row (128) */
-    oc_tensor_init_strided(&xt, big, OC_FLOAT32, 2, (int64_t[]){600, 400}, (int64_t[]){1, 600});
+}
+
+/* a transposed input: tiled, runs of one tile row (128) */
+static void test_run_transposed_tiled(void **state)
+{
+    (void)state;
+    oc_iter it;
+    int64_t maxlen;
+    oc_tensor out, xt, row;
+    init_transposed(&out, &xt, &row);
     assert_int_equal(oc_iter_init(&it, 1, OC_TENSORS(&out, &xt, &row), 0), OC_OK);
     assert_int_equal(it.stride[0], 1);
     assert_int_equal(it.stride[1], 600);
     assert_int_equal(count_runs(&it, &maxlen), 600 * ((400 + 127) / 128));
     assert_int_equal(maxlen, 128);
-    /* ... which OC_ITER_ROW_MAJOR does not do */
+}
+
+/* ... which OC_ITER_ROW_MAJOR does not do */
+static void test_run_transposed_row_major(void **state)
+{
+    (void)state;
+    oc_iter it;
+    int64_t maxlen;
+    oc_tensor out, xt, row;
+    init_transposed(&out, &xt, &row);
     assert_int_equal(oc_iter_init(&it, 1, OC_TENSORS(&out, &xt, &row), OC_ITER_ROW_MAJOR), OC_OK);
     assert_int_equal(count_runs(&it, &maxlen), 600);
-    /* both flipped: walked forwards, contiguous */
+}
+
+/* both flipped: walked forwards, contiguous */
+static void test_run_flipped(void **state)
+{
+    (void)state;
+    oc_iter it;
     oc_tensor fo, fx;
     oc_tensor_init_strided(&fo, outb + 599, OC_FLOAT32, 1, (int64_t[]){600}, (int64_t[]){-1});
     oc_tensor_init_strided(&fx, big + 599, OC_FLOAT32, 1, (int64_t[]){600}, (int64_t[]){-1});
@@ -362,7 +416,14 @@ static void test_run_shapes(void **state)
     assert_true(oc_iter_next(&it));
     assert_ptr_equal(it.ptr[0], outb);
     assert_ptr_equal(it.ptr[1], big);
-    /* rank 0: one run of one element */
+}
+
+/* rank 0: one run of one element */
+static void test_run_rank0(void **state)
+{
+    (void)state;
+    oc_iter it;
+    int64_t maxlen;
     oc_tensor s0, s1;
     oc_tensor_init(&s0, outb, OC_FLOAT32, 0, NULL);
     oc_tensor_init(&s1, big, OC_FLOAT64, 0, NULL);
@@ -370,7 +431,13 @@ static void test_run_shapes(void **state)
     assert_int_equal(it.numel, 1);
     assert_int_equal(count_runs(&it, &maxlen), 1);
     assert_int_equal(maxlen, 1);
-    /* a zero-size dim: nothing to walk, so no data needed */
+}
+
+/* a zero-size dim: nothing to walk, so no data needed */
+static void test_run_zero_size(void **state)
+{
+    (void)state;
+    oc_iter it;
     oc_tensor z0, z1;
     oc_tensor_init(&z0, NULL, OC_FLOAT32, 3, (int64_t[]){3, 0, 2});
     oc_tensor_init(&z1, NULL, OC_INT8, 1, (int64_t[]){2});
@@ -402,88 +469,216 @@ static void test_null_optional(void **state)
     assert_int_equal(runs, 1);
 }
 
-/* Errors name the tensor and what was expected. */
-static void test_errors(void **state)
-{
-    (void)state;
-    float buf[64] = {0};
+/* ---- errors: each names the tensor and what was expected ------------------- */
+
+/* What the error tests share: out and a are [4, 3], b is [3], all views of
+ * one zeroed buffer. */
+typedef struct {
+    float buf[64];
     oc_iter it;
-    oc_tensor out, a, b, ro, meta, ex;
-    oc_tensor_init(&out, buf, OC_FLOAT32, 2, (int64_t[]){4, 3});
-    oc_tensor_init(&a, buf, OC_FLOAT32, 2, (int64_t[]){4, 3});
-    oc_tensor_init(&b, buf, OC_FLOAT32, 1, (int64_t[]){5});
-    assert_int_equal(oc_iter_init(&it, 1, OC_TENSORS(&out, &a, &b), 0), OC_EINVAL);
-    assert_msg("oc_iter_init: tensor 0 of shape [4, 3] and tensor 2 of shape [5] do not broadcast: dim -1 is 3 vs 5");
-    oc_tensor_init(&b, buf, OC_FLOAT32, 1, (int64_t[]){3});
-    oc_tensor_init(&out, buf, OC_FLOAT32, 1, (int64_t[]){3});
-    assert_int_equal(oc_iter_init(&it, 1, OC_TENSORS(&out, &a, &b), 0), OC_EINVAL);
-    assert_msg("output 0 has shape [3], expected the broadcast shape [4, 3]");
-    ro = a;
-    ro.flags |= OC_TENSOR_READONLY;
-    assert_int_equal(oc_iter_init(&it, 1, OC_TENSORS(&ro, &b), 0), OC_EINVAL);
-    assert_msg("output 0 is read-only");
-    assert_int_equal(oc_iter_init(&it, 1, OC_TENSORS(NULL, &b), 0), OC_EINVAL);
-    assert_msg("output 0 is NULL");
-    assert_int_equal(oc_iter_init(&it, 0, OC_TENSORS(NULL, NULL), 0), OC_EINVAL);
-    assert_msg("every tensor is NULL");
-    oc_tensor_init(&meta, NULL, OC_FLOAT32, 2, (int64_t[]){4, 3});
-    assert_int_equal(oc_iter_init(&it, 1, OC_TENSORS(&a, &meta), 0), OC_EMETA);
-    assert_msg("tensor 1 [4, 3] has no data (a meta tensor");
-    oc_tensor_init_strided(&ex, buf, OC_FLOAT32, 2, (int64_t[]){4, 3}, (int64_t[]){0, 1});
-    assert_int_equal(oc_iter_init(&it, 1, OC_TENSORS(&ex, &a), 0), OC_EINVAL);
-    assert_msg("output 0 has stride 0 in a dim of size 4");
-    assert_int_equal(oc_iter_init(&it, 1, OC_TENSORS(&ex, &a), OC_ITER_ALLOW_OVERLAP), OC_OK);
-    const oc_tensor *many[OC_ITER_MAX_TENSORS + 1];
-    for (int i = 0; i <= OC_ITER_MAX_TENSORS; i++) many[i] = &a;
-    assert_int_equal(oc_iter_init(&it, 1, OC_ITER_MAX_TENSORS + 1, many, 0), OC_EINVAL);
-    assert_msg("17 tensors given, expected 1..16");
-    assert_int_equal(oc_iter_init(&it, 3, OC_TENSORS(&a, &b), 0), OC_EINVAL);
-    assert_msg("nout is 3");
-    assert_int_equal(oc_iter_init(&it, 1, OC_TENSORS(&a, &b), 0x80), OC_EINVAL);
-    assert_msg("unknown flags");
-    assert_int_equal(oc_iter_init(&it, 1, OC_TENSORS(&a, &b), 0), OC_OK);
-    oc_iter_part(&it, 2, 2);
-    assert_msg("part 2 of 2 does not exist");
-    assert_false(oc_iter_next(&it));
+    oc_tensor out, a, b;
+} errs;
+
+static int errs_setup(void **state)
+{
+    errs *e = calloc(1, sizeof *e);
+    if (!e) return -1;
+    oc_tensor_init(&e->out, e->buf, OC_FLOAT32, 2, (int64_t[]){4, 3});
+    oc_tensor_init(&e->a, e->buf, OC_FLOAT32, 2, (int64_t[]){4, 3});
+    oc_tensor_init(&e->b, e->buf, OC_FLOAT32, 1, (int64_t[]){3});
+    *state = e;
+    return 0;
+}
+
+/* Frees the test's state; clears the error its checks left. */
+static int clear_and_free(void **state)
+{
     oc_clear_error();
+    free(*state);
+    return 0;
+}
+
+static void test_error_no_broadcast(void **state)
+{
+    errs *e = *state;
+    oc_tensor_init(&e->b, e->buf, OC_FLOAT32, 1, (int64_t[]){5});
+    assert_int_equal(oc_iter_init(&e->it, 1, OC_TENSORS(&e->out, &e->a, &e->b), 0), OC_EINVAL);
+    assert_msg("oc_iter_init: tensor 0 of shape [4, 3] and tensor 2 of shape [5] do not broadcast: dim -1 is 3 vs 5");
+}
+
+static void test_error_output_not_broadcast_shape(void **state)
+{
+    errs *e = *state;
+    oc_tensor_init(&e->out, e->buf, OC_FLOAT32, 1, (int64_t[]){3});
+    assert_int_equal(oc_iter_init(&e->it, 1, OC_TENSORS(&e->out, &e->a, &e->b), 0), OC_EINVAL);
+    assert_msg("output 0 has shape [3], expected the broadcast shape [4, 3]");
+}
+
+static void test_error_output_read_only(void **state)
+{
+    errs *e = *state;
+    oc_tensor ro = e->a;
+    ro.flags |= OC_TENSOR_READONLY;
+    assert_int_equal(oc_iter_init(&e->it, 1, OC_TENSORS(&ro, &e->b), 0), OC_EINVAL);
+    assert_msg("output 0 is read-only");
+}
+
+static void test_error_output_null(void **state)
+{
+    errs *e = *state;
+    assert_int_equal(oc_iter_init(&e->it, 1, OC_TENSORS(NULL, &e->b), 0), OC_EINVAL);
+    assert_msg("output 0 is NULL");
+}
+
+static void test_error_every_tensor_null(void **state)
+{
+    errs *e = *state;
+    assert_int_equal(oc_iter_init(&e->it, 0, OC_TENSORS(NULL, NULL), 0), OC_EINVAL);
+    assert_msg("every tensor is NULL");
+}
+
+static void test_error_meta_tensor(void **state)
+{
+    errs *e = *state;
+    oc_tensor meta;
+    oc_tensor_init(&meta, NULL, OC_FLOAT32, 2, (int64_t[]){4, 3});
+    assert_int_equal(oc_iter_init(&e->it, 1, OC_TENSORS(&e->a, &meta), 0), OC_EMETA);
+    assert_msg("tensor 1 [4, 3] has no data (a meta tensor");
+}
+
+/* out [4, 3] with stride 0 in dim 0: every row writes the same elements */
+static void init_expanded(errs *e, oc_tensor *ex)
+{
+    oc_tensor_init_strided(ex, e->buf, OC_FLOAT32, 2, (int64_t[]){4, 3}, (int64_t[]){0, 1});
+}
+
+static void test_error_output_overlaps_itself(void **state)
+{
+    errs *e = *state;
+    oc_tensor ex;
+    init_expanded(e, &ex);
+    assert_int_equal(oc_iter_init(&e->it, 1, OC_TENSORS(&ex, &e->a), 0), OC_EINVAL);
+    assert_msg("output 0 has stride 0 in a dim of size 4");
+}
+
+static void test_allow_overlap_flag(void **state)
+{
+    errs *e = *state;
+    oc_tensor ex;
+    init_expanded(e, &ex);
+    assert_int_equal(oc_iter_init(&e->it, 1, OC_TENSORS(&ex, &e->a), OC_ITER_ALLOW_OVERLAP), OC_OK);
+}
+
+static void test_error_too_many_tensors(void **state)
+{
+    errs *e = *state;
+    const oc_tensor *many[OC_ITER_MAX_TENSORS + 1];
+    for (int i = 0; i <= OC_ITER_MAX_TENSORS; i++) many[i] = &e->a;
+    assert_int_equal(oc_iter_init(&e->it, 1, OC_ITER_MAX_TENSORS + 1, many, 0), OC_EINVAL);
+    assert_msg("17 tensors given, expected 1..16");
+}
+
+static void test_error_nout_too_big(void **state)
+{
+    errs *e = *state;
+    assert_int_equal(oc_iter_init(&e->it, 3, OC_TENSORS(&e->a, &e->b), 0), OC_EINVAL);
+    assert_msg("nout is 3");
+}
+
+static void test_error_unknown_flags(void **state)
+{
+    errs *e = *state;
+    assert_int_equal(oc_iter_init(&e->it, 1, OC_TENSORS(&e->a, &e->b), 0x80), OC_EINVAL);
+    assert_msg("unknown flags");
+}
+
+static void test_error_part_out_of_range(void **state)
+{
+    errs *e = *state;
+    assert_int_equal(oc_iter_init(&e->it, 1, OC_TENSORS(&e->a, &e->b), 0), OC_OK);
+    oc_iter_part(&e->it, 2, 2);
+    assert_msg("part 2 of 2 does not exist");
+    assert_false(oc_iter_next(&e->it));
 }
 
 /* ---- broadcasting in shape functions --------------------------------------- */
 
+/* a [2, 1, 4], b [3, 1], c a scalar, z [0, 1]: meta tensors */
+typedef struct {
+    oc_tensor a, b, c, z;
+} bcast;
+
+static int bcast_setup(void **state)
+{
+    bcast *t = calloc(1, sizeof *t);
+    if (!t) return -1;
+    oc_tensor_init(&t->a, NULL, OC_FLOAT32, 3, (int64_t[]){2, 1, 4});
+    oc_tensor_init(&t->b, NULL, OC_FLOAT32, 2, (int64_t[]){3, 1});
+    oc_tensor_init(&t->c, NULL, OC_FLOAT32, 0, NULL);
+    oc_tensor_init(&t->z, NULL, OC_FLOAT32, 2, (int64_t[]){0, 1});
+    *state = t;
+    return 0;
+}
+
 static void test_broadcast_shape(void **state)
 {
-    (void)state;
-    oc_tensor a, b, c, z;
-    oc_tensor_init(&a, NULL, OC_FLOAT32, 3, (int64_t[]){2, 1, 4});
-    oc_tensor_init(&b, NULL, OC_FLOAT32, 2, (int64_t[]){3, 1});
-    oc_tensor_init(&c, NULL, OC_FLOAT32, 0, NULL);
+    bcast *t = *state;
     int nd;
     int64_t sizes[OC_MAX_DIMS];
-    assert_int_equal(oc_broadcast_shape(OC_TENSORS(&a, &b, &c, NULL), &nd, sizes), OC_OK);
+    assert_int_equal(oc_broadcast_shape(OC_TENSORS(&t->a, &t->b, &t->c, NULL), &nd, sizes), OC_OK);
     assert_int_equal(nd, 3);
     assert_int_equal(sizes[0], 2);
     assert_int_equal(sizes[1], 3);
     assert_int_equal(sizes[2], 4);
+}
+
+static void test_broadcast_shape_of_none(void **state)
+{
+    (void)state;
+    int nd;
+    int64_t sizes[OC_MAX_DIMS];
     assert_int_equal(oc_broadcast_shape(0, NULL, &nd, sizes), OC_OK);
     assert_int_equal(nd, 0);
-    oc_tensor_init(&z, NULL, OC_FLOAT32, 2, (int64_t[]){0, 1});
-    assert_int_equal(oc_broadcast_shape(OC_TENSORS(&z, &c), &nd, sizes), OC_OK);
+}
+
+static void test_broadcast_shape_zero_size(void **state)
+{
+    bcast *t = *state;
+    int nd;
+    int64_t sizes[OC_MAX_DIMS];
+    assert_int_equal(oc_broadcast_shape(OC_TENSORS(&t->z, &t->c), &nd, sizes), OC_OK);
     assert_int_equal(sizes[0], 0);
     assert_int_equal(sizes[1], 1);
-    assert_int_equal(oc_broadcast_shape(OC_TENSORS(&b, &a, &z), &nd, sizes), OC_EINVAL);
+}
+
+static void test_broadcast_shape_error(void **state)
+{
+    bcast *t = *state;
+    int nd;
+    int64_t sizes[OC_MAX_DIMS];
+    assert_int_equal(oc_broadcast_shape(OC_TENSORS(&t->b, &t->a, &t->z), &nd, sizes), OC_EINVAL);
     assert_msg("oc_broadcast_shape: tensor 0 of shape [3, 1] and tensor 2 of shape [0, 1] do not "
                "broadcast: dim -2 is 3 vs 0");
-    oc_tensor *t = oc_empty_broadcast(OC_BFLOAT16, OC_TENSORS(&a, &b));
-    assert_non_null(t);
-    assert_int_equal(t->dtype, OC_BFLOAT16);
-    assert_int_equal(t->ndim, 3);
-    assert_int_equal(t->sizes[1], 3);
-    oc_tensor_free(t);
+}
+
+static void test_empty_broadcast(void **state)
+{
+    bcast *t = *state;
+    oc_tensor *e = oc_empty_broadcast(OC_BFLOAT16, OC_TENSORS(&t->a, &t->b));
+    assert_non_null(e);
+    assert_int_equal(e->dtype, OC_BFLOAT16);
+    assert_int_equal(e->ndim, 3);
+    assert_int_equal(e->sizes[1], 3);
+    oc_tensor_free(e);
+}
+
+static void test_empty_broadcast_error(void **state)
+{
+    bcast *t = *state;
     oc_tensor d;
     oc_tensor_init(&d, NULL, OC_FLOAT32, 1, (int64_t[]){5});
-    assert_null(oc_empty_broadcast(OC_FLOAT32, OC_TENSORS(&a, &d)));
+    assert_null(oc_empty_broadcast(OC_FLOAT32, OC_TENSORS(&t->a, &d)));
     assert_msg("oc_empty_broadcast: tensor 0 of shape [2, 1, 4] and tensor 1 of shape [5] do not broadcast: dim -1 is 4 vs 5");
-    oc_clear_error();
 }
 
 /* ---- in real ops, on 1..4 engine cores ------------------------------------- */
@@ -533,21 +728,37 @@ static const char add_shape[] =
     "    oc_def(m, \"coh(Tensor x, Tensor y, float alpha=1.0) -> Tensor\", badd_shape, \"coh\");\n"
     "}\n";
 
+/* The built library; x transposed ([R, C] view of a [C, R] buffer), y a
+ * sliced row. */
+enum { R = 67, C = 301 };
+static float xb[R * C], yb[2 * C];
+static oc_tensor xt, y;
+
+static int ops_setup(void **state)
+{
+    test_lib_options o = {.multicore = true};
+    *state = test_build_and_load("iter_ops", add_compute, add_shape, o);
+    for (int i = 0; i < R * C; i++) xb[i] = (float)(i % 97) - 40.0f;
+    for (int i = 0; i < 2 * C; i++) yb[i] = (float)(i % 13);
+    oc_tensor_init_strided(&xt, xb, OC_FLOAT32, 2, (int64_t[]){R, C}, (int64_t[]){1, R});
+    oc_tensor_init_strided(&y, yb, OC_FLOAT32, 1, (int64_t[]){C}, (int64_t[]){2});
+    return 0;
+}
+
+static int ops_teardown(void **state)
+{
+    oc_engine_shutdown();
+    assert_int_equal(oc_engine_configure(0, 0), OC_OK);
+    assert_int_equal(oc_library_unload(*state), OC_OK);
+    oc_engine_shutdown();
+    return 0;
+}
+
 static void test_multicore_shares(void **state)
 {
     (void)state;
-    test_lib_options o = {.multicore = true};
-    oc_library *lib = test_build_and_load("iter_ops", add_compute, add_shape, o);
     const oc_op *op = oc_op_find("iter_ops::badd");
     assert_non_null(op);
-    enum { R = 67, C = 301 };
-    static float xb[R * C], yb[2 * C];
-    for (int i = 0; i < R * C; i++) xb[i] = (float)(i % 97) - 40.0f;
-    for (int i = 0; i < 2 * C; i++) yb[i] = (float)(i % 13);
-    oc_tensor xt, y;
-    /* x transposed ([R, C] view of a [C, R] buffer), y a sliced row */
-    oc_tensor_init_strided(&xt, xb, OC_FLOAT32, 2, (int64_t[]){R, C}, (int64_t[]){1, R});
-    oc_tensor_init_strided(&y, yb, OC_FLOAT32, 1, (int64_t[]){C}, (int64_t[]){2});
     for (uint32_t cores = 1; cores <= 4; cores++) {
         oc_engine_shutdown();
         assert_int_equal(oc_engine_configure(cores, 0), OC_OK);
@@ -564,7 +775,14 @@ static void test_multicore_shares(void **state)
             }
         oc_tensor_free(out);
     }
-    /* the shape function's broadcast error names both shapes */
+}
+
+/* the shape function's broadcast error names both shapes */
+static void test_shape_fn_broadcast_error(void **state)
+{
+    (void)state;
+    const oc_op *op = oc_op_find("iter_ops::badd");
+    assert_non_null(op);
     oc_tensor bad;
     oc_tensor_init(&bad, yb, OC_FLOAT32, 1, (int64_t[]){7});
     oc_value args[] = {oc_value_tensor(&xt), oc_value_tensor(&bad), oc_value_float(1)};
@@ -572,24 +790,58 @@ static void test_multicore_shares(void **state)
     assert_int_not_equal(oc_op_invoke(op, args, 3, &out), OC_OK);
     assert_msg("shape function 'badd_shape'");
     assert_msg("tensor 0 of shape [67, 301] and tensor 1 of shape [7] do not broadcast");
-    /* an open write stream on the output: the iterator refuses, as accessors do */
+}
+
+/* an open write stream on the output: the iterator refuses, as accessors do */
+static void test_open_write_stream_refused(void **state)
+{
+    (void)state;
+    oc_tensor *out = NULL;
     const oc_op *coh = oc_op_find("iter_ops::coh");
     assert_non_null(coh);
     oc_value cargs[] = {oc_value_tensor(&xt), oc_value_tensor(&y), oc_value_float(1)};
     assert_int_equal(oc_op_invoke(coh, cargs, 3, &out), OC_ECOHERENCE);
     assert_msg("iterator overlaps an open write stream");
-    oc_engine_shutdown();
-    assert_int_equal(oc_engine_configure(0, 0), OC_OK);
-    assert_int_equal(oc_library_unload(lib), OC_OK);
-    oc_engine_shutdown();
 }
+
+#define ERR(fn) cmocka_unit_test_setup_teardown(fn, errs_setup, clear_and_free)
+#define BCAST(fn) cmocka_unit_test_setup_teardown(fn, bcast_setup, clear_and_free)
+#define OPS(fn) cmocka_unit_test_setup_teardown(fn, ops_setup, ops_teardown)
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_random_layouts), cmocka_unit_test(test_run_shapes),
-        cmocka_unit_test(test_null_optional),  cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_broadcast_shape), cmocka_unit_test(test_multicore_shares),
+        cmocka_unit_test(test_random_layouts),
+        cmocka_unit_test(test_run_dense),
+        cmocka_unit_test(test_run_broadcast_row),
+        cmocka_unit_test(test_run_broadcast_column),
+        cmocka_unit_test(test_run_transposed_tiled),
+        cmocka_unit_test(test_run_transposed_row_major),
+        cmocka_unit_test(test_run_flipped),
+        cmocka_unit_test(test_run_rank0),
+        cmocka_unit_test(test_run_zero_size),
+        cmocka_unit_test(test_null_optional),
+        ERR(test_error_no_broadcast),
+        ERR(test_error_output_not_broadcast_shape),
+        ERR(test_error_output_read_only),
+        ERR(test_error_output_null),
+        ERR(test_error_every_tensor_null),
+        ERR(test_error_meta_tensor),
+        ERR(test_error_output_overlaps_itself),
+        ERR(test_allow_overlap_flag),
+        ERR(test_error_too_many_tensors),
+        ERR(test_error_nout_too_big),
+        ERR(test_error_unknown_flags),
+        ERR(test_error_part_out_of_range),
+        BCAST(test_broadcast_shape),
+        cmocka_unit_test(test_broadcast_shape_of_none),
+        BCAST(test_broadcast_shape_zero_size),
+        BCAST(test_broadcast_shape_error),
+        BCAST(test_empty_broadcast),
+        BCAST(test_empty_broadcast_error),
+        OPS(test_multicore_shares),
+        OPS(test_shape_fn_broadcast_error),
+        OPS(test_open_write_stream_refused),
     };
     return oc_test_run("iter", tests, NULL, NULL);
 }

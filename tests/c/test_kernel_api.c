@@ -22,20 +22,35 @@ static void assert_msg(const char *needle)
     if (!strstr(oc_errmsg(), needle)) fail_msg("expected \"%s\" in: %s", needle, oc_errmsg());
 }
 
-static void test_dlpack_views(void **state)
+/* A [2, 3] float32 DLPack view of `data` from its element 1 (byte_offset
+ * 4), column-major (strides 1, 2). */
+static float dl_data[6] = {1, 2, 3, 4, 5, 6};
+static int64_t dl_shape[2] = {2, 3}, dl_strides[2] = {1, 2};
+
+static DLTensor dl_view(void)
+{
+    return (DLTensor){.data = dl_data, .device = {kDLCPU, 0}, .ndim = 2, .dtype = {kDLFloat, 32, 1},
+                      .shape = dl_shape, .strides = dl_strides, .byte_offset = 4};
+}
+
+static void test_dlpack_strided_view(void **state)
 {
     (void)state;
-    float data[6] = {1, 2, 3, 4, 5, 6};
-    int64_t shape[2] = {2, 3}, strides[2] = {1, 2};
-    DLTensor dl = {.data = data, .device = {kDLCPU, 0}, .ndim = 2, .dtype = {kDLFloat, 32, 1},
-                   .shape = shape, .strides = strides, .byte_offset = 4};
+    DLTensor dl = dl_view();
     oc_tensor t;
     assert_int_equal(oc_tensor_from_dlpack(&dl, &t), OC_OK);
-    assert_ptr_equal(t.data, &data[1]);
+    assert_ptr_equal(t.data, &dl_data[1]);
     assert_int_equal(t.dtype, OC_FLOAT32);
     assert_int_equal(t.strides[1], 2);
     assert_false(oc_is_contiguous(&t));
     assert_true(*(float *)oc_flat_ptr(&t, 1) == 4.0f); /* element (0, 1) */
+}
+
+static void test_dlpack_no_strides_round_trip(void **state)
+{
+    (void)state;
+    DLTensor dl = dl_view();
+    oc_tensor t;
     dl.strides = NULL;
     assert_int_equal(oc_tensor_from_dlpack(&dl, &t), OC_OK);
     assert_true(oc_is_contiguous(&t));
@@ -44,15 +59,28 @@ static void test_dlpack_views(void **state)
     assert_int_equal(oc_tensor_to_dlpack(&t, &back, bs, bst), OC_OK);
     assert_int_equal(back.dtype.code, kDLFloat);
     assert_int_equal(bst[0], 3);
+}
+
+static void test_dlpack_not_cpu(void **state)
+{
+    (void)state;
+    DLTensor dl = dl_view();
+    oc_tensor t;
     dl.device.device_type = kDLCUDA;
     assert_int_equal(oc_tensor_from_dlpack(&dl, &t), OC_EINVAL);
     assert_msg("not the CPU");
-    dl.device.device_type = kDLCPU;
+}
+
+static void test_dlpack_unknown_dtype(void **state)
+{
+    (void)state;
+    DLTensor dl = dl_view();
+    oc_tensor t;
     dl.dtype = (DLDataType){kDLFloat, 8, 1};
     assert_int_equal(oc_tensor_from_dlpack(&dl, &t), OC_EINVAL);
 }
 
-static void test_tensor_basics(void **state)
+static void test_tensor_zero_size_meta(void **state)
 {
     (void)state;
     oc_tensor t;
@@ -61,13 +89,40 @@ static void test_tensor_basics(void **state)
     assert_true(oc_is_meta(&t));
     assert_int_equal(oc_numel(&t), 0);
     assert_string_equal(oc_shape_str(&t, buf, sizeof buf), "[2, 0, 5]");
+}
+
+static void test_tensor_init_too_many_dims(void **state)
+{
+    (void)state;
+    oc_tensor t;
     assert_int_equal(oc_tensor_init(&t, NULL, OC_FLOAT32, 17, (int64_t[17]){0}), OC_EINVAL);
+}
+
+static void test_tensor_init_negative_size(void **state)
+{
+    (void)state;
+    oc_tensor t;
     assert_int_equal(oc_tensor_init(&t, NULL, OC_FLOAT32, 1, (int64_t[]){-1}), OC_EINVAL);
+}
+
+static void test_tensor_init_bad_dtype(void **state)
+{
+    (void)state;
+    oc_tensor t;
     assert_int_equal(oc_tensor_init(&t, NULL, (oc_dtype)42, 1, (int64_t[]){1}), OC_EINVAL);
+}
+
+static void test_dtype_alias_and_unknown_name(void **state)
+{
+    (void)state;
     oc_dtype d;
     assert_true(oc_dtype_from_name("half", &d) && d == OC_FLOAT16);
     assert_false(oc_dtype_from_name("complex64", &d));
-    assert_string_equal(oc_status_name(OC_ESTACK), "OC_ESTACK");
+}
+
+static void test_half_and_bfloat16_conversions(void **state)
+{
+    (void)state;
     assert_true(oc_bf16_to_f32(oc_f32_to_bf16(1.5f)) == 1.5f);
     assert_true(oc_half_to_f32(oc_f32_to_half(-2.25f)) == -2.25f);
 }
@@ -102,19 +157,45 @@ static void test_dtype_vocabulary(void **state)
         assert_int_equal(oc_tensor_from_dlpack(&dl, &t2), OC_OK);
         assert_int_equal(t2.dtype, d);
     }
+}
+
+static void test_dtype_past_the_list(void **state)
+{
+    (void)state;
     assert_string_equal(oc_dtype_name(OC_NUM_DTYPES), "invalid");
     assert_false(oc_dtype_is_floating(OC_NUM_DTYPES));
 }
 
 /* Each status from the one list has its name and its own message. */
-static void test_status_vocabulary(void **state)
+static void test_status_names(void **state)
 {
     (void)state;
     assert_string_equal(oc_status_name(OC_OK), "OC_OK");
     assert_string_equal(oc_status_name(OC_EMETA), "OC_EMETA");
+    assert_string_equal(oc_status_name(OC_ESTACK), "OC_ESTACK");
+}
+
+static void test_status_name_unknown(void **state)
+{
+    (void)state;
     assert_string_equal(oc_status_name((oc_status)15), "OC_UNKNOWN");
+}
+
+static void test_status_message(void **state)
+{
+    (void)state;
     assert_string_equal(oc_status_message(OC_ENOMEM), "out of memory (host memory or TCM)");
+}
+
+static void test_status_message_unknown(void **state)
+{
+    (void)state;
     assert_string_equal(oc_status_message((oc_status)-1), "an unknown status code");
+}
+
+static void test_status_each_named_with_own_message(void **state)
+{
+    (void)state;
     for (int a = OC_OK; a <= OC_EMETA; a++) {
         assert_true(strncmp(oc_status_name((oc_status)a), "OC_", 3) == 0);
         assert_true(oc_status_message((oc_status)a)[0] != '\0');
@@ -140,82 +221,163 @@ static const char *acc_compute =
     "  OC_AT(out, float, 0, 0) = OC_AT(in, float, 0, i);\n"
     "  return o; }\n";
 
-static void test_debug_accessors_and_shape_ops(void **state)
+/* The "acc" library, built for debug (checked accessors); a = [[1, 2, 3],
+ * [4, 5, 6]], b = ones [2, 3], c = ones [3, 2], all float32. */
+static float av[6] = {1, 2, 3, 4, 5, 6}, bv[6] = {1, 1, 1, 1, 1, 1};
+static oc_tensor a, b, c;
+
+static int acc_setup(void **state)
 {
-    (void)state;
-    oc_library *lib = test_build_and_load("acc", acc_compute, acc_shape, (test_lib_options){.debug = true});
-    float av[6] = {1, 2, 3, 4, 5, 6}, bv[6] = {1, 1, 1, 1, 1, 1};
-    oc_tensor a, b, *y;
+    *state = test_build_and_load("acc", acc_compute, acc_shape, (test_lib_options){.debug = true});
     oc_tensor_init(&a, av, OC_FLOAT32, 2, (int64_t[]){2, 3});
     oc_tensor_init(&b, bv, OC_FLOAT32, 2, (int64_t[]){2, 3});
+    oc_tensor_init(&c, bv, OC_FLOAT32, 2, (int64_t[]){3, 2});
+    return 0;
+}
+
+static int acc_teardown(void **state)
+{
+    oc_library_unload(*state);
+    return 0;
+}
+
+static void test_shape_fn_uses_tensor_library(void **state)
+{
+    (void)state;
+    oc_tensor *y;
     oc_value args[] = {oc_value_tensor(&a), oc_value_tensor(&b)};
     assert_int_equal(oc_op_invoke(oc_op_find("acc::addmul"), args, 2, &y), OC_OK);
     for (int i = 0; i < 6; i++) assert_true(((float *)y->data)[i] == (av[i] + 1) * av[i]);
     oc_tensor_free(y);
-    oc_tensor c;
-    oc_tensor_init(&c, bv, OC_FLOAT32, 2, (int64_t[]){3, 2});
-    args[1] = oc_value_tensor(&c);
+}
+
+static void test_shape_fn_tensor_library_error(void **state)
+{
+    (void)state;
+    oc_tensor *y;
+    oc_value args[] = {oc_value_tensor(&a), oc_value_tensor(&c)};
     assert_int_equal(oc_op_invoke(oc_op_find("acc::addmul"), args, 2, &y), OC_EINVAL);
     assert_msg("shape function");
     assert_msg("[3, 2]");
+}
 
+static void test_accessor_reads(void **state)
+{
+    (void)state;
+    oc_tensor *y;
     oc_value p[] = {oc_value_tensor(&a), oc_value_int(2)};
     assert_int_equal(oc_op_invoke(oc_op_find("acc::poke"), p, 2, &y), OC_OK);
     assert_true(((float *)y->data)[0] == 3.0f);
     oc_tensor_free(y);
-    p[1] = oc_value_int(3); /* out of bounds: caught in a debug build */
+}
+
+/* out of bounds: caught in a debug build */
+static void test_accessor_out_of_bounds(void **state)
+{
+    (void)state;
+    oc_tensor *y;
+    oc_value p[] = {oc_value_tensor(&a), oc_value_int(3)};
     assert_int_equal(oc_op_invoke(oc_op_find("acc::poke"), p, 2, &y), OC_EKERNEL);
     assert_msg("index 3 is out of bounds for dim 1 of size 3");
-    oc_tensor i32;
+}
+
+static void test_accessor_wrong_dtype(void **state)
+{
+    (void)state;
+    oc_tensor *y, i32;
     int32_t iv[6];
     oc_tensor_init(&i32, iv, OC_INT32, 2, (int64_t[]){2, 3});
-    p[0] = oc_value_tensor(&i32);
-    p[1] = oc_value_int(0);
+    oc_value p[] = {oc_value_tensor(&i32), oc_value_int(0)};
     assert_int_equal(oc_op_invoke(oc_op_find("acc::poke"), p, 2, &y), OC_EKERNEL);
     assert_msg("tensor is int32, accessor asks for float32");
-    oc_library_unload(lib);
+}
+
+static void test_op_kernel_prototype(void **state)
+{
+    (void)state;
+    char proto[256];
+    assert_string_equal(oc_op_kernel_prototype(oc_op_find("acc::addmul"), proto, sizeof proto),
+                        "oc_tensor *addmul(const oc_tensor *a, const oc_tensor *b)");
 }
 
 /* A failed op call names its op through oc_errop(), and its message starts
  * with it; a failure outside any op call names none. */
-static void test_error_names_the_op(void **state)
+static void test_shape_fn_error_names_the_op(void **state)
 {
     (void)state;
-    oc_library *lib = test_build_and_load("acc", acc_compute, acc_shape, (test_lib_options){.debug = true});
-    const oc_op *op = oc_op_find("acc::addmul");
-    char proto[256];
-    assert_string_equal(oc_op_kernel_prototype(op, proto, sizeof proto),
-                        "oc_tensor *addmul(const oc_tensor *a, const oc_tensor *b)");
-    float av[6] = {0}, cv[6] = {0};
-    oc_tensor a, c, *y;
-    oc_tensor_init(&a, av, OC_FLOAT32, 2, (int64_t[]){2, 3});
-    oc_tensor_init(&c, cv, OC_FLOAT32, 2, (int64_t[]){3, 2});
+    oc_tensor *y;
     oc_value args[] = {oc_value_tensor(&a), oc_value_tensor(&c)};
     oc_clear_error();
     assert_null(oc_errop());
-    assert_int_equal(oc_op_invoke(op, args, 2, &y), OC_EINVAL); /* the shape function refuses [3, 2] */
+    /* the shape function refuses [3, 2] */
+    assert_int_equal(oc_op_invoke(oc_op_find("acc::addmul"), args, 2, &y), OC_EINVAL);
     assert_non_null(oc_errop());
     assert_string_equal(oc_errop(), "acc::addmul");
     assert_true(strncmp(oc_errmsg(), "op 'acc::addmul'", 16) == 0);
-    assert_int_equal(oc_op_infer(op, args, 1, NULL), OC_EINVAL); /* arity, before any shape function */
+}
+
+static void test_arity_error_names_the_op(void **state)
+{
+    (void)state;
+    oc_value args[] = {oc_value_tensor(&a), oc_value_tensor(&c)};
+    /* arity, before any shape function */
+    assert_int_equal(oc_op_infer(oc_op_find("acc::addmul"), args, 1, NULL), OC_EINVAL);
     assert_string_equal(oc_errop(), "acc::addmul");
     assert_true(strncmp(oc_errmsg(), "op 'acc::addmul'", 16) == 0);
-    assert_int_equal(oc_op_call(op, args, 2, NULL), OC_EINVAL); /* no `outs`: named by the entry point */
-    assert_true(strncmp(oc_errmsg(), "op 'acc::addmul': oc_op_call:", 29) == 0);
-    assert_int_equal(oc_tensor_init(&a, NULL, OC_FLOAT32, 1, (int64_t[]){-1}), OC_EINVAL);
-    assert_null(oc_errop());
-    oc_library_unload(lib);
 }
+
+static void test_entry_point_error_names_the_op(void **state)
+{
+    (void)state;
+    oc_value args[] = {oc_value_tensor(&a), oc_value_tensor(&c)};
+    /* no `outs`: named by the entry point */
+    assert_int_equal(oc_op_call(oc_op_find("acc::addmul"), args, 2, NULL), OC_EINVAL);
+    assert_true(strncmp(oc_errmsg(), "op 'acc::addmul': oc_op_call:", 29) == 0);
+}
+
+static void test_error_outside_op_names_none(void **state)
+{
+    (void)state;
+    oc_value args[] = {oc_value_tensor(&a), oc_value_tensor(&c)};
+    /* an op's failure first */
+    assert_int_equal(oc_op_call(oc_op_find("acc::addmul"), args, 2, NULL), OC_EINVAL);
+    oc_tensor t;
+    assert_int_equal(oc_tensor_init(&t, NULL, OC_FLOAT32, 1, (int64_t[]){-1}), OC_EINVAL);
+    assert_null(oc_errop());
+}
+
+#define ACC(fn) cmocka_unit_test_setup_teardown(fn, acc_setup, acc_teardown)
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dlpack_views),
-        cmocka_unit_test(test_tensor_basics),
+        cmocka_unit_test(test_dlpack_strided_view),
+        cmocka_unit_test(test_dlpack_no_strides_round_trip),
+        cmocka_unit_test(test_dlpack_not_cpu),
+        cmocka_unit_test(test_dlpack_unknown_dtype),
+        cmocka_unit_test(test_tensor_zero_size_meta),
+        cmocka_unit_test(test_tensor_init_too_many_dims),
+        cmocka_unit_test(test_tensor_init_negative_size),
+        cmocka_unit_test(test_tensor_init_bad_dtype),
+        cmocka_unit_test(test_dtype_alias_and_unknown_name),
+        cmocka_unit_test(test_half_and_bfloat16_conversions),
         cmocka_unit_test(test_dtype_vocabulary),
-        cmocka_unit_test(test_status_vocabulary),
-        cmocka_unit_test(test_debug_accessors_and_shape_ops),
-        cmocka_unit_test(test_error_names_the_op),
+        cmocka_unit_test(test_dtype_past_the_list),
+        cmocka_unit_test(test_status_names),
+        cmocka_unit_test(test_status_name_unknown),
+        cmocka_unit_test(test_status_message),
+        cmocka_unit_test(test_status_message_unknown),
+        cmocka_unit_test(test_status_each_named_with_own_message),
+        ACC(test_shape_fn_uses_tensor_library),
+        ACC(test_shape_fn_tensor_library_error),
+        ACC(test_accessor_reads),
+        ACC(test_accessor_out_of_bounds),
+        ACC(test_accessor_wrong_dtype),
+        ACC(test_op_kernel_prototype),
+        ACC(test_shape_fn_error_names_the_op),
+        ACC(test_arity_error_names_the_op),
+        ACC(test_entry_point_error_names_the_op),
+        ACC(test_error_outside_op_names_none),
     };
     atexit(oc_engine_shutdown); /* in each test's process */
     return oc_test_run("kernel_api", tests, NULL, NULL);

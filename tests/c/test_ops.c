@@ -142,97 +142,186 @@ static void test_layer_norm(void **state)
     free(x), free(w), free(b), free(g);
 }
 
+/* sgd_momentum_'s arguments: params (a [5] and a [3, 11]), their momentum
+ * buffers (zeros) and grads, lr 0.1, momentum 0.9, weight decay 0.01. */
+enum { N0 = 5, N1 = 33 };
+typedef struct {
+    float *p0, *p1, *g0, *g1, b0[N0], b1[N1];
+    oc_tensor params[2], bufs[2], grads[2];
+    oc_value args[6];
+} sgd_args;
+
+static int sgd_setup(void **state)
+{
+    sgd_args *s = calloc(1, sizeof *s);
+    if (!s) return -1;
+    s->p0 = random_floats(N0, 5), s->p1 = random_floats(N1, 6);
+    s->g0 = random_floats(N0, 7), s->g1 = random_floats(N1, 8);
+    oc_tensor_init(&s->params[0], s->p0, OC_FLOAT32, 1, (int64_t[]){N0});
+    oc_tensor_init(&s->params[1], s->p1, OC_FLOAT32, 2, (int64_t[]){3, 11});
+    oc_tensor_init(&s->bufs[0], s->b0, OC_FLOAT32, 1, (int64_t[]){N0});
+    oc_tensor_init(&s->bufs[1], s->b1, OC_FLOAT32, 2, (int64_t[]){3, 11});
+    oc_tensor_init(&s->grads[0], s->g0, OC_FLOAT32, 1, (int64_t[]){N0});
+    oc_tensor_init(&s->grads[1], s->g1, OC_FLOAT32, 2, (int64_t[]){3, 11});
+    oc_value args[] = {oc_value_tensors(s->params, 2), oc_value_tensors(s->bufs, 2),
+                       oc_value_tensors(s->grads, 2),  oc_value_float(0.1),
+                       oc_value_float(0.9),            oc_value_float(0.01)};
+    memcpy(s->args, args, sizeof args);
+    *state = s;
+    return 0;
+}
+
+static int sgd_teardown(void **state)
+{
+    sgd_args *s = *state;
+    free(s->p0), free(s->p1), free(s->g0), free(s->g1);
+    free(s);
+    return 0;
+}
+
 static void test_sgd_in_place(void **state)
 {
-    (void)state;
-    enum { N0 = 5, N1 = 33 };
-    float *p0 = random_floats(N0, 5), *p1 = random_floats(N1, 6), *g0 = random_floats(N0, 7), *g1 = random_floats(N1, 8);
-    float b0[N0] = {0}, b1[N1] = {0}, ref0[N0], ref1[N1], rb0[N0] = {0}, rb1[N1] = {0};
-    memcpy(ref0, p0, sizeof ref0);
-    memcpy(ref1, p1, sizeof ref1);
-    oc_tensor params[2], bufs[2], grads[2];
-    oc_tensor_init(&params[0], p0, OC_FLOAT32, 1, (int64_t[]){N0});
-    oc_tensor_init(&params[1], p1, OC_FLOAT32, 2, (int64_t[]){3, 11});
-    oc_tensor_init(&bufs[0], b0, OC_FLOAT32, 1, (int64_t[]){N0});
-    oc_tensor_init(&bufs[1], b1, OC_FLOAT32, 2, (int64_t[]){3, 11});
-    oc_tensor_init(&grads[0], g0, OC_FLOAT32, 1, (int64_t[]){N0});
-    oc_tensor_init(&grads[1], g1, OC_FLOAT32, 2, (int64_t[]){3, 11});
-    oc_value args[] = {oc_value_tensors(params, 2), oc_value_tensors(bufs, 2), oc_value_tensors(grads, 2),
-                       oc_value_float(0.1), oc_value_float(0.9), oc_value_float(0.01)};
+    sgd_args *s = *state;
+    float ref0[N0], ref1[N1], rb0[N0] = {0}, rb1[N1] = {0};
+    memcpy(ref0, s->p0, sizeof ref0);
+    memcpy(ref1, s->p1, sizeof ref1);
     const oc_op *sgd = op("nn_ops::sgd_momentum_");
     assert_int_equal(oc_op_num_results(sgd), 0);
     assert_true(oc_op_arg_mutable(sgd, 0) && !oc_op_arg_mutable(sgd, 2));
     for (int step = 0; step < 3; step++) {
-        if (oc_op_call(sgd, args, 6, NULL) != OC_OK) fail_msg("%s", oc_errmsg());
+        if (oc_op_call(sgd, s->args, 6, NULL) != OC_OK) fail_msg("%s", oc_errmsg());
         for (int k = 0; k < N0; k++) {
-            float g = fmaf(ref0[k], 0.01f, g0[k]);
+            float g = fmaf(ref0[k], 0.01f, s->g0[k]);
             rb0[k] = rb0[k] * 0.9f + g;
             ref0[k] = fmaf(rb0[k], -0.1f, ref0[k]);
         }
         for (int k = 0; k < N1; k++) {
-            float g = fmaf(ref1[k], 0.01f, g1[k]);
+            float g = fmaf(ref1[k], 0.01f, s->g1[k]);
             rb1[k] = rb1[k] * 0.9f + g;
             ref1[k] = fmaf(rb1[k], -0.1f, ref1[k]);
         }
     }
-    assert_memory_equal(p0, ref0, sizeof ref0); /* in place, bit for bit */
-    assert_memory_equal(p1, ref1, sizeof ref1);
-    assert_memory_equal(b1, rb1, sizeof rb1);
-    /* a read-only tensor cannot be written in place */
-    params[1].flags |= OC_TENSOR_READONLY;
-    assert_int_equal(oc_op_call(sgd, args, 6, NULL), OC_EINVAL);
-    assert_msg("argument 1 'params' item 1: is written in place (Tensor(a!)[]) but the tensor given is read-only");
-    free(p0), free(p1), free(g0), free(g1);
+    assert_memory_equal(s->p0, ref0, sizeof ref0); /* in place, bit for bit */
+    assert_memory_equal(s->p1, ref1, sizeof ref1);
+    assert_memory_equal(s->b1, rb1, sizeof rb1);
 }
 
-static void test_concat_pool_linear(void **state)
+/* a read-only tensor cannot be written in place */
+static void test_sgd_read_only_param(void **state)
+{
+    sgd_args *s = *state;
+    s->params[1].flags |= OC_TENSOR_READONLY;
+    assert_int_equal(oc_op_call(op("nn_ops::sgd_momentum_"), s->args, 6, NULL), OC_EINVAL);
+    assert_msg("argument 1 'params' item 1: is written in place (Tensor(a!)[]) but the tensor given is read-only");
+}
+
+/* a [2, 3] = 1..6 and b [2, 2] = 7..10, concatenated along `dim` */
+static float cat_a[6] = {1, 2, 3, 4, 5, 6}, cat_b[4] = {7, 8, 9, 10};
+static oc_tensor cat_xs[2];
+
+static oc_status concat(int64_t dim, oc_tensor **out)
+{
+    oc_tensor_init(&cat_xs[0], cat_a, OC_FLOAT32, 2, (int64_t[]){2, 3});
+    oc_tensor_init(&cat_xs[1], cat_b, OC_FLOAT32, 2, (int64_t[]){2, 2});
+    oc_value args[] = {oc_value_tensors(cat_xs, 2), oc_value_int(dim)};
+    return oc_op_invoke(op("nn_ops::concat"), args, 2, out);
+}
+
+static void test_concat(void **state)
 {
     (void)state;
-    float a[6] = {1, 2, 3, 4, 5, 6}, b[4] = {7, 8, 9, 10};
-    oc_tensor xs[2];
-    oc_tensor_init(&xs[0], a, OC_FLOAT32, 2, (int64_t[]){2, 3});
-    oc_tensor_init(&xs[1], b, OC_FLOAT32, 2, (int64_t[]){2, 2});
-    oc_value args[] = {oc_value_tensors(xs, 2), oc_value_int(-1)};
     oc_tensor *out;
-    if (oc_op_invoke(op("nn_ops::concat"), args, 2, &out) != OC_OK) fail_msg("%s", oc_errmsg());
+    if (concat(-1, &out) != OC_OK) fail_msg("%s", oc_errmsg());
     assert_int_equal(out->sizes[1], 5);
     const float want_cat[10] = {1, 2, 3, 7, 8, 4, 5, 6, 9, 10};
     assert_memory_equal(out->data, want_cat, sizeof want_cat);
     oc_tensor_free(out);
-    args[1] = oc_value_int(0); /* shapes no longer fit: the shape function says why */
-    assert_int_equal(oc_op_invoke(op("nn_ops::concat"), args, 2, &out), OC_EKERNEL);
-    assert_msg("tensor 1: size 1 is 2, expected 3");
+}
 
-    /* avg pool, int[2] given as one int (torch's broadcast) and as a list */
-    float img[16];
-    for (int i = 0; i < 16; i++) img[i] = (float)i;
-    oc_tensor x;
-    oc_tensor_init(&x, img, OC_FLOAT32, 4, (int64_t[]){1, 1, 4, 4});
-    int64_t k2[] = {2, 2};
-    oc_value pargs[] = {oc_value_tensor(&x), oc_value_ints(k2, 2), oc_value_int(2)};
-    if (oc_op_invoke(op("nn_ops::avg_pool2d"), pargs, 3, &out) != OC_OK) fail_msg("%s", oc_errmsg());
+/* shapes that do not fit: the shape function says why */
+static void test_concat_shapes_do_not_fit(void **state)
+{
+    (void)state;
+    oc_tensor *out;
+    assert_int_equal(concat(0, &out), OC_EKERNEL);
+    assert_msg("tensor 1: size 1 is 2, expected 3");
+}
+
+/* avg pool of a [1, 1, 4, 4] image 0..15, kernel_size `k` (n ints), stride 2 */
+static float pool_img[16];
+static oc_tensor pool_x;
+
+static oc_status avg_pool(const int64_t *k, size_t n, oc_tensor **out)
+{
+    for (int i = 0; i < 16; i++) pool_img[i] = (float)i;
+    oc_tensor_init(&pool_x, pool_img, OC_FLOAT32, 4, (int64_t[]){1, 1, 4, 4});
+    oc_value pargs[] = {oc_value_tensor(&pool_x), oc_value_ints(k, n), oc_value_int(2)};
+    return oc_op_invoke(op("nn_ops::avg_pool2d"), pargs, 3, out);
+}
+
+/* int[2] given as a list (and its stride as one int: torch's broadcast) */
+static void test_avg_pool(void **state)
+{
+    (void)state;
+    oc_tensor *out;
+    if (avg_pool((int64_t[]){2, 2}, 2, &out) != OC_OK) fail_msg("%s", oc_errmsg());
     const float want_pool[4] = {2.5f, 4.5f, 10.5f, 12.5f};
     assert_memory_equal(out->data, want_pool, sizeof want_pool);
     oc_tensor_free(out);
-    int64_t k3[] = {2, 2, 2};
-    pargs[1] = oc_value_ints(k3, 3);
-    assert_int_equal(oc_op_invoke(op("nn_ops::avg_pool2d"), pargs, 3, &out), OC_EINVAL);
-    assert_msg("argument 2 'kernel_size': expected 2 ints (int[2]), got a list of 3");
+}
 
-    /* linear with and without its optional bias */
-    float xv[6] = {1, 2, 3, 4, 5, 6}, wv[6] = {1, 0, -1, 2, 1, 0}, bv[2] = {10, 20};
-    oc_tensor xt, wt, bt;
-    oc_tensor_init(&xt, xv, OC_FLOAT32, 2, (int64_t[]){2, 3});
-    oc_tensor_init(&wt, wv, OC_FLOAT32, 2, (int64_t[]){2, 3});
-    oc_tensor_init(&bt, bv, OC_FLOAT32, 1, (int64_t[]){2});
-    oc_value largs[] = {oc_value_tensor(&xt), oc_value_tensor(&wt), oc_value_tensor(&bt)};
+static void test_avg_pool_list_of_wrong_length(void **state)
+{
+    (void)state;
+    oc_tensor *out;
+    assert_int_equal(avg_pool((int64_t[]){2, 2, 2}, 3, &out), OC_EINVAL);
+    assert_msg("argument 2 'kernel_size': expected 2 ints (int[2]), got a list of 3");
+}
+
+/* linear: x [2, 3], w [2, 3], bias [2] */
+static float lin_x[6] = {1, 2, 3, 4, 5, 6}, lin_w[6] = {1, 0, -1, 2, 1, 0}, lin_b[2] = {10, 20};
+static oc_tensor lin_xt, lin_wt, lin_bt;
+
+static void linear_args(oc_value largs[3])
+{
+    oc_tensor_init(&lin_xt, lin_x, OC_FLOAT32, 2, (int64_t[]){2, 3});
+    oc_tensor_init(&lin_wt, lin_w, OC_FLOAT32, 2, (int64_t[]){2, 3});
+    oc_tensor_init(&lin_bt, lin_b, OC_FLOAT32, 1, (int64_t[]){2});
+    largs[0] = oc_value_tensor(&lin_xt);
+    largs[1] = oc_value_tensor(&lin_wt);
+    largs[2] = oc_value_tensor(&lin_bt);
+}
+
+static void test_linear_with_bias(void **state)
+{
+    (void)state;
+    oc_value largs[3];
+    oc_tensor *out;
+    linear_args(largs);
     if (oc_op_invoke(op("nn_ops::linear"), largs, 3, &out) != OC_OK) fail_msg("%s", oc_errmsg());
     const float want_lin[4] = {1 - 3 + 10, 2 + 2 + 20, 4 - 6 + 10, 8 + 5 + 20};
     assert_memory_equal(out->data, want_lin, sizeof want_lin);
     oc_tensor_free(out);
-    if (oc_op_invoke(op("nn_ops::linear"), largs, 2, &out) != OC_OK) fail_msg("%s", oc_errmsg()); /* bias=None */
+}
+
+/* the optional bias left out: None */
+static void test_linear_without_bias(void **state)
+{
+    (void)state;
+    oc_value largs[3];
+    oc_tensor *out;
+    linear_args(largs);
+    if (oc_op_invoke(op("nn_ops::linear"), largs, 2, &out) != OC_OK) fail_msg("%s", oc_errmsg());
     assert_true(((float *)out->data)[0] == -2.0f);
     oc_tensor_free(out);
+}
+
+static void test_linear_none_for_required_tensor(void **state)
+{
+    (void)state;
+    oc_value largs[3];
+    oc_tensor *out;
+    linear_args(largs);
     largs[0] = oc_value_none(); /* None for a Tensor that is not optional */
     assert_int_equal(oc_op_invoke(op("nn_ops::linear"), largs, 3, &out), OC_EINVAL);
     assert_msg("argument 1 'x': expected Tensor, got None");
@@ -331,49 +420,88 @@ static void test_collectives_every_core_count(void **state)
 
 /* ---- results, aliases and misuse ------------------------------------------------- */
 
-static void test_results_and_misuse(void **state)
+/* The collectives' library again, built under another file name; x = [1, 2, 3]
+ * as argument 0, 2.0 as argument 1. */
+static float coll_x[3] = {1, 2, 3};
+static oc_tensor coll_xt;
+static oc_value coll_args[2];
+
+static int coll2_setup(void **state)
+{
+    *state = test_build_and_load("coll2", coll_compute, coll_shape, (test_lib_options){0});
+    oc_tensor_init(&coll_xt, coll_x, OC_FLOAT32, 1, (int64_t[]){3});
+    coll_args[0] = oc_value_tensor(&coll_xt);
+    coll_args[1] = oc_value_float(2.0);
+    return 0;
+}
+
+static int coll2_teardown(void **state)
+{
+    oc_library_unload(*state);
+    return 0;
+}
+
+static void test_two_results(void **state)
 {
     (void)state;
-    /* the same library again (the previous test unloaded it), from another file */
-    oc_library *lib = test_build_and_load("coll2", coll_compute, coll_shape, (test_lib_options){0});
-    float x[3] = {1, 2, 3};
-    oc_tensor xt;
-    oc_tensor_init(&xt, x, OC_FLOAT32, 1, (int64_t[]){3});
-    oc_value args[] = {oc_value_tensor(&xt), oc_value_float(2.0)};
     oc_tensor *res[2];
-    if (oc_op_invoke(op("coll::two"), args, 1, res) != OC_OK) fail_msg("%s", oc_errmsg());
+    if (oc_op_invoke(op("coll::two"), coll_args, 1, res) != OC_OK) fail_msg("%s", oc_errmsg());
     assert_true(*(float *)res[0]->data == 1.5f && *(int64_t *)res[1]->data == 3);
     oc_tensor_free(res[0]);
     oc_tensor_free(res[1]);
-    assert_int_equal(oc_op_invoke(op("coll::bad_index"), args, 1, res), OC_EKERNEL);
+}
+
+static void test_result_index_out_of_range(void **state)
+{
+    (void)state;
+    oc_tensor *res[2];
+    assert_int_equal(oc_op_invoke(op("coll::bad_index"), coll_args, 1, res), OC_EKERNEL);
     assert_msg("oc_dst_tensor_at(2): the op has 2 results");
-    assert_int_equal(oc_op_invoke(op("coll::undescribed"), args, 1, res), OC_ESHAPE);
+}
+
+static void test_result_not_described(void **state)
+{
+    (void)state;
+    oc_tensor *res[2];
+    assert_int_equal(oc_op_invoke(op("coll::undescribed"), coll_args, 1, res), OC_ESHAPE);
     assert_msg("did not describe result 1 'b'");
-    /* in place, returning the argument */
+}
+
+/* in place, returning the argument */
+static void test_in_place_returns_argument(void **state)
+{
+    (void)state;
+    oc_tensor *res[2];
     const oc_op *scale = op("coll::scale_");
     assert_int_equal(oc_op_result_alias(scale, 0), 0);
-    if (oc_op_invoke(scale, args, 2, res) != OC_OK) fail_msg("%s", oc_errmsg());
-    assert_ptr_equal(res[0], &xt);
-    assert_true(x[2] == 6.0f);
+    if (oc_op_invoke(scale, coll_args, 2, res) != OC_OK) fail_msg("%s", oc_errmsg());
+    assert_ptr_equal(res[0], &coll_xt);
+    assert_true(coll_x[2] == 6.0f);
+}
+
+static void test_in_place_infer(void **state)
+{
+    (void)state;
     oc_tensor meta[1];
-    assert_int_equal(oc_op_infer(scale, args, 2, meta), OC_OK);
+    assert_int_equal(oc_op_infer(op("coll::scale_"), coll_args, 2, meta), OC_OK);
     assert_int_equal(meta[0].sizes[0], 3);
-    oc_library_unload(lib);
 }
 
 /* ---- dynamic shapes ------------------------------------------------------------------ */
 
-static void test_trace_shapes(void **state)
+/* The dynamic sizes the traces run on: 3 runs, dim sizes 8, 10007, 10009. */
+static const int64_t trace_hs[3] = {8, 10007, 10009};
+
+/* avg_pool2d: out = (H + 2p - k) / s + 1 through oc_dim_*; N and C copied */
+static void test_trace_avg_pool(void **state)
 {
     (void)state;
-    /* avg_pool2d: out = (H + 2p - k) / s + 1 through oc_dim_*; N and C copied */
     oc_tensor xs[3];
-    int64_t hs[3] = {8, 10007, 10009};
     oc_value runs_v[3][3];
     const oc_value *runs[3];
     int64_t k2[] = {3, 3};
     for (int r = 0; r < 3; r++) {
-        oc_tensor_init(&xs[r], NULL, OC_FLOAT32, 4, (int64_t[]){hs[r] + 1, 3, hs[r], 16});
+        oc_tensor_init(&xs[r], NULL, OC_FLOAT32, 4, (int64_t[]){trace_hs[r] + 1, 3, trace_hs[r], 16});
         runs_v[r][0] = oc_value_tensor(&xs[r]);
         runs_v[r][1] = oc_value_ints(k2, 2);
         runs_v[r][2] = oc_value_int(2);
@@ -392,32 +520,49 @@ static void test_trace_shapes(void **state)
     const oc_dim_node *div = &tr.nodes[h->lhs];
     assert_int_equal(div->op, OC_DIM_DIV);
     assert_true(tr.nodes[h->rhs].op == OC_DIM_CONST && tr.nodes[h->rhs].value == 1);
+}
 
-    /* concat: the sum of the inputs' sizes */
+/* concat: the sum of the inputs' sizes */
+static void test_trace_concat(void **state)
+{
+    (void)state;
     oc_tensor items[3][2];
+    oc_value runs_v[3][2];
+    const oc_value *runs[3];
     for (int r = 0; r < 3; r++) {
-        oc_tensor_init(&items[r][0], NULL, OC_FLOAT32, 2, (int64_t[]){hs[r], 4});
-        oc_tensor_init(&items[r][1], NULL, OC_FLOAT32, 2, (int64_t[]){hs[r] * 0 + 5, 4});
+        oc_tensor_init(&items[r][0], NULL, OC_FLOAT32, 2, (int64_t[]){trace_hs[r], 4});
+        oc_tensor_init(&items[r][1], NULL, OC_FLOAT32, 2, (int64_t[]){trace_hs[r] * 0 + 5, 4});
         runs_v[r][0] = oc_value_tensors(items[r], 2);
         runs_v[r][1] = oc_value_int(0);
+        runs[r] = runs_v[r];
     }
+    oc_shape_trace tr;
     if (oc_op_trace_shapes(op("nn_ops::concat"), runs, 3, 2, &tr) != OC_OK) fail_msg("%s", oc_errmsg());
     const oc_dim_node *sum = &tr.nodes[tr.sizes[0][0]];
     assert_int_equal(sum->op, OC_DIM_ADD);
     assert_true(tr.nodes[sum->lhs].op == OC_DIM_INPUT && tr.nodes[sum->lhs].item == 0);
     assert_true(tr.nodes[sum->rhs].op == OC_DIM_CONST && tr.nodes[sum->rhs].value == 5);
+}
 
-    /* plain C arithmetic on a dynamic size is an error, not a constant */
+/* plain C arithmetic on a dynamic size is an error, not a constant */
+static void test_trace_plain_c_arithmetic(void **state)
+{
+    (void)state;
     oc_library *lib = test_build_and_load(
         "flat", "#include <opcore/kernel.h>\noc_tensor *flat(const oc_tensor *x) { return oc_dst_tensor(); (void)x; }\n",
         "#include <opcore/library.h>\n"
         "static oc_tensor *flat_shape(const oc_tensor *x) { return oc_empty(x->dtype, OC_SHAPE(x->sizes[0] * x->sizes[1])); }\n"
         "OC_LIBRARY(flat, m) { oc_def(m, \"flat(Tensor x) -> Tensor\", flat_shape, \"flat\"); }\n",
         (test_lib_options){0});
+    oc_tensor xs[3];
+    oc_value runs_v[3][1];
+    const oc_value *runs[3];
     for (int r = 0; r < 3; r++) {
-        oc_tensor_init(&xs[r], NULL, OC_FLOAT32, 3, (int64_t[]){hs[r], 4, 2});
+        oc_tensor_init(&xs[r], NULL, OC_FLOAT32, 3, (int64_t[]){trace_hs[r], 4, 2});
         runs_v[r][0] = oc_value_tensor(&xs[r]);
+        runs[r] = runs_v[r];
     }
+    oc_shape_trace tr;
     assert_int_equal(oc_op_trace_shapes(op("flat::flat"), runs, 3, 1, &tr), OC_ESHAPE);
     assert_msg("C arithmetic opcore cannot follow; compute it with the oc_dim_* helpers");
     oc_library_unload(lib);
@@ -425,10 +570,10 @@ static void test_trace_shapes(void **state)
 
 /* ---- messages ------------------------------------------------------------------- */
 
-static void test_messages(void **state)
+/* a shape function returning a tensor with an invalid dtype: one clear message */
+static void test_message_bad_result_dtype(void **state)
 {
     (void)state;
-    /* a shape function returning a tensor with an invalid dtype: one clear message */
     oc_library *lib = test_build_and_load(
         "baddt", "#include <opcore/kernel.h>\noc_tensor *f(const oc_tensor *x) { (void)x; return oc_dst_tensor(); }\n",
         "#include <opcore/library.h>\n"
@@ -443,7 +588,12 @@ static void test_messages(void **state)
     assert_int_equal(oc_op_invoke(op("baddt::f"), v, 1, &y), OC_ESHAPE);
     assert_string_equal(oc_errmsg(), "op 'baddt::f': shape function 'bad' returned a bad tensor: invalid dtype 77");
     oc_library_unload(lib);
-    /* a bad schema: the library is named once */
+}
+
+/* a bad schema: the library is named once */
+static void test_message_bad_schema(void **state)
+{
+    (void)state;
     oc_status st;
     assert_null(test_build("badschema", "#include <opcore/kernel.h>\n",
                            "#include <opcore/library.h>\nstatic oc_tensor *s(const oc_tensor *x) { return (oc_tensor *)x; }\n"
@@ -501,16 +651,32 @@ static void test_reload(void **state)
     assert_int_equal(oc_library_unload(l3), OC_OK);
 }
 
+#define COLL2(fn) cmocka_unit_test_setup_teardown(fn, coll2_setup, coll2_teardown)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layer_norm),
-        cmocka_unit_test(test_sgd_in_place),
-        cmocka_unit_test(test_concat_pool_linear),
+        cmocka_unit_test_setup_teardown(test_sgd_in_place, sgd_setup, sgd_teardown),
+        cmocka_unit_test_setup_teardown(test_sgd_read_only_param, sgd_setup, sgd_teardown),
+        cmocka_unit_test(test_concat),
+        cmocka_unit_test(test_concat_shapes_do_not_fit),
+        cmocka_unit_test(test_avg_pool),
+        cmocka_unit_test(test_avg_pool_list_of_wrong_length),
+        cmocka_unit_test(test_linear_with_bias),
+        cmocka_unit_test(test_linear_without_bias),
+        cmocka_unit_test(test_linear_none_for_required_tensor),
         cmocka_unit_test(test_collectives_every_core_count),
-        cmocka_unit_test(test_results_and_misuse),
-        cmocka_unit_test(test_trace_shapes),
-        cmocka_unit_test(test_messages),
+        COLL2(test_two_results),
+        COLL2(test_result_index_out_of_range),
+        COLL2(test_result_not_described),
+        COLL2(test_in_place_returns_argument),
+        COLL2(test_in_place_infer),
+        cmocka_unit_test(test_trace_avg_pool),
+        cmocka_unit_test(test_trace_concat),
+        cmocka_unit_test(test_trace_plain_c_arithmetic),
+        cmocka_unit_test(test_message_bad_result_dtype),
+        cmocka_unit_test(test_message_bad_schema),
         cmocka_unit_test(test_reload),
     };
     oc_engine_set_min_split_bytes(0); /* small test tensors still run on every core */

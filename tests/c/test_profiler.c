@@ -369,19 +369,54 @@ static void test_off_costs_nothing(void **state)
     assert_int_equal(oc_profiler_step(1), OC_OK);
 }
 
-static void test_errors(void **state)
+static void test_stop_without_start(void **state)
 {
     (void)state;
     assert_int_equal(oc_profiler_stop(NULL, 0), OC_EINVAL);
     assert_non_null(strstr(oc_errmsg(), "no profile is running"));
+}
+
+static void test_end_without_begin(void **state)
+{
+    (void)state;
     assert_int_equal(oc_profiler_end(), OC_EINVAL);
     assert_non_null(strstr(oc_errmsg(), "no open block"));
+}
+
+static void test_begin_null_name(void **state)
+{
+    (void)state;
     assert_int_equal(oc_profiler_begin(NULL), OC_EINVAL);
+}
+
+static void test_start_unknown_type(void **state)
+{
+    (void)state;
     assert_int_equal(oc_profiler_start(g_tmp, (oc_profile_type)7, 0, NULL), OC_EINVAL);
+}
+
+static void test_start_negative_steps(void **state)
+{
+    (void)state;
     assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, -1, NULL), OC_EINVAL);
+}
+
+static void test_start_run_name_with_slash(void **state)
+{
+    (void)state;
     assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "a/b"), OC_EINVAL);
     assert_non_null(strstr(oc_errmsg(), "run_name"));
+}
+
+static void test_start_unwritable_dir(void **state)
+{
+    (void)state;
     assert_int_equal(oc_profiler_start("/proc/nope/x", OC_PROFILE_TRACE, 0, NULL), OC_EIO);
+}
+
+static void test_start_while_running(void **state)
+{
+    (void)state;
     assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "err"), OC_OK);
     assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "err2"), OC_EEXIST);
     assert_non_null(strstr(oc_errmsg(), "already running"));
@@ -389,10 +424,12 @@ static void test_errors(void **state)
     assert_string_equal(oc_profiler_output(OC_PROFILE_OUT_RUN_NAME), "err");
 }
 
-static void test_trace_files(void **state)
+/* One profile, "full", of every kind of event: 3 calls of record_calls on
+ * NCORES cores inside nested blocks "outer <&>" / "inner", a build, steps
+ * 0..2, after a 20 ms idle gap. Its run directory goes to run_dir (may be
+ * NULL). */
+static void record_full(char *run_dir, size_t size)
 {
-    (void)state;
-    char run_dir[1024];
     assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "full"), OC_OK);
     assert_true(oc_profiler_enabled());
     sleep_ms(20);  /* an idle gap the HTML report does not open on */
@@ -408,15 +445,25 @@ static void test_trace_files(void **state)
     sleep_ms(1);
     assert_int_equal(oc_profiler_step(2), OC_OK);
     sleep_ms(1);
-    assert_int_equal(oc_profiler_stop(run_dir, sizeof run_dir), OC_OK);
+    assert_int_equal(oc_profiler_stop(run_dir, size), OC_OK);
     assert_false(oc_profiler_enabled());
+}
 
-    char want[1024];
+static void test_trace_run_dir(void **state)
+{
+    (void)state;
+    char run_dir[1024], want[1024];
+    record_full(run_dir, sizeof run_dir);
     snprintf(want, sizeof want, "%s/plugins/profile/full", g_tmp);
     assert_string_equal(run_dir, want);
     assert_string_equal(oc_profiler_output(OC_PROFILE_OUT_RUN_DIR), want);
+}
 
-    /* 1. Chrome trace */
+static void test_trace_chrome(void **state)
+{
+    (void)state;
+    char want[1024];
+    record_full(NULL, 0);
     const char *tp = oc_profiler_output(OC_PROFILE_OUT_TRACE);
     snprintf(want, sizeof want, "%s/full.trace.json.gz", g_tmp);
     assert_string_equal(tp, want);
@@ -445,8 +492,13 @@ static void test_trace_files(void **state)
     assert_non_null(strstr(js, "\"name\":\"step 1\""));
     assert_non_null(strstr(js, "\"name\":\"steps\""));
     free(js);
+}
 
-    /* 2. XSpace */
+static void test_trace_xspace(void **state)
+{
+    (void)state;
+    char want[1024];
+    record_full(NULL, 0);
     const char *xp = oc_profiler_output(OC_PROFILE_OUT_XPLANE);
     char host[256] = "";
     gethostname(host, sizeof host - 1);
@@ -472,8 +524,12 @@ static void test_trace_files(void **state)
     assert_true(xi.tf_op_ref);
     assert_true(xi.plane_membw);
     free(xb);
+}
 
-    /* 3. summary */
+static void test_trace_summary_json(void **state)
+{
+    (void)state;
+    record_full(NULL, 0);
     char *sj = summary_json();
     assert_non_null(strstr(sj, "\"op\": \"my_ops::relu_forward\", \"calls\": 3, \"total_ms\": 0.090000, "
                                "\"mean_us\": 30.000, \"min_us\": 30.000, \"max_us\": 30.000, "
@@ -487,6 +543,12 @@ static void test_trace_files(void **state)
     assert_non_null(strstr(sj, "\"membw_gbps\": 10.000"));
     assert_non_null(strstr(sj, "\"membw_source\": \"set by OPCORE_MEMBW_GBPS\""));
     free(sj);
+}
+
+static void test_trace_summary_csv(void **state)
+{
+    (void)state;
+    record_full(NULL, 0);
     char *csv = read_file(oc_profiler_output(OC_PROFILE_OUT_SUMMARY_CSV), NULL);
     assert_non_null(csv);
     assert_non_null(strstr(csv, "op,calls,total_ms,mean_us,min_us,max_us,kernel_wall_ms,kernels,ncores,balance,"
@@ -494,8 +556,12 @@ static void test_trace_files(void **state)
     assert_non_null(strstr(csv, "my_ops::relu_forward,3,0.090000,30.000,30.000,30.000,0.060000,12,4,1.6000,24000,"
                                 "6144,3072,0.4000,0.040000,opcore,0.030000,0.030000,0.030000,0.060000\n"));
     free(csv);
+}
 
-    /* 4. HTML */
+static void test_trace_html(void **state)
+{
+    (void)state;
+    record_full(NULL, 0);
     char *html = read_file(oc_profiler_output(OC_PROFILE_OUT_HTML), NULL);
     assert_non_null(html);
     assert_non_null(strstr(html, "<!DOCTYPE html>"));
@@ -587,7 +653,12 @@ static void test_unique_run_names(void **state)
     assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "same"), OC_OK);
     assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
     assert_string_equal(oc_profiler_output(OC_PROFILE_OUT_RUN_NAME), "same_1");
-    /* a timestamped run */
+}
+
+/* no run name: a timestamped run */
+static void test_timestamped_run_name(void **state)
+{
+    (void)state;
     assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, NULL), OC_OK);
     assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
     const char *r = oc_profiler_output(OC_PROFILE_OUT_RUN_NAME);
@@ -610,17 +681,54 @@ static void ts_dur(const char *js, const char *key, double *ts, double *dur)
     *dur = strtod(d + 6, NULL);
 }
 
+static const oc_profiler_span bad_span = {.name = "x", .t0_ns = 10, .t1_ns = 5};
+
+/* Stop the profile: a refused import added nothing to it. */
+static void stop_with_nothing_imported(void)
+{
+    assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
+    char *sj = summary_json();
+    assert_non_null(strstr(sj, "\"imported_events\": 0,"));
+    free(sj);
+}
+
+static void test_import_without_profile(void **state)
+{
+    (void)state;
+    oc_profiler_span good = {.name = "x", .t0_ns = 1, .t1_ns = 2};
+    assert_int_equal(oc_profiler_import("torch", OC_PROFILER_CLOCK_REALTIME, &good, 1), OC_EINVAL);
+    assert_non_null(strstr(oc_errmsg(), "no profile is running"));
+}
+
+static void test_import_span_ending_before_start(void **state)
+{
+    (void)state;
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "imp"), OC_OK);
+    assert_int_equal(oc_profiler_import("torch", OC_PROFILER_CLOCK_REALTIME, &bad_span, 1), OC_EINVAL);
+    assert_non_null(strstr(oc_errmsg(), "ends (5 ns) before it starts (10 ns)"));
+    stop_with_nothing_imported();
+}
+
+static void test_import_unknown_clock(void **state)
+{
+    (void)state;
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "imp"), OC_OK);
+    assert_int_equal(oc_profiler_import("torch", (oc_profiler_clock)9, &bad_span, 1), OC_EINVAL);
+    stop_with_nothing_imported();
+}
+
+static void test_import_empty_source(void **state)
+{
+    (void)state;
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "imp"), OC_OK);
+    assert_int_equal(oc_profiler_import("", OC_PROFILER_CLOCK_REALTIME, &bad_span, 1), OC_EINVAL);
+    stop_with_nothing_imported();
+}
+
 static void test_import(void **state)
 {
     (void)state;
-    oc_profiler_span bad = {.name = "x", .t0_ns = 10, .t1_ns = 5}, good = {.name = "x", .t0_ns = 1, .t1_ns = 2};
-    assert_int_equal(oc_profiler_import("torch", OC_PROFILER_CLOCK_REALTIME, &good, 1), OC_EINVAL);
-    assert_non_null(strstr(oc_errmsg(), "no profile is running"));
     assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "imp"), OC_OK);
-    assert_int_equal(oc_profiler_import("torch", OC_PROFILER_CLOCK_REALTIME, &bad, 1), OC_EINVAL);
-    assert_non_null(strstr(oc_errmsg(), "ends (5 ns) before it starts (10 ns)"));
-    assert_int_equal(oc_profiler_import("torch", (oc_profiler_clock)9, &bad, 1), OC_EINVAL);
-    assert_int_equal(oc_profiler_import("", OC_PROFILER_CLOCK_REALTIME, &bad, 1), OC_EINVAL);
 
     /* realtime r0 is read between monotonic m0 and m1; an opcore call
      * 1..2 us after m1, and a span around it from r0 to r0 + (m1 - m0) + 5 us,
@@ -771,8 +879,6 @@ static void test_import_xspace(void **state)
     w_sub(&space, 1, &host);
     w_str(&space, 4, "somehost");
     assert_int_equal(oc_profiler_import_xspace("jax", space.b, space.n), OC_OK);
-    assert_int_equal(oc_profiler_import_xspace("jax", "\xff\xff\xff", 3), OC_EINVAL);
-    assert_non_null(strstr(oc_errmsg(), "are not an XSpace"));
     sleep_ms(1);
     assert_int_equal(oc_profiler_stop(NULL, 0), OC_OK);
 
@@ -792,6 +898,15 @@ static void test_import_xspace(void **state)
     assert_non_null(strstr(p, "\"source\": \"jax\""));
     assert_null(strstr(sj, "\"op\": \"python fn\""));
     free(sj);
+}
+
+static void test_import_not_xspace(void **state)
+{
+    (void)state;
+    assert_int_equal(oc_profiler_start(g_tmp, OC_PROFILE_TRACE, 0, "xsp"), OC_OK);
+    assert_int_equal(oc_profiler_import_xspace("jax", "\xff\xff\xff", 3), OC_EINVAL);
+    assert_non_null(strstr(oc_errmsg(), "are not an XSpace"));
+    stop_with_nothing_imported();
 }
 
 /* many threads append at once (each acts as one core); some exit before stop */
@@ -1008,14 +1123,32 @@ int main(void)
     setenv("OPCORE_PROFILE_QUIET", "1", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_off_costs_nothing),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_trace_files),
+        cmocka_unit_test(test_stop_without_start),
+        cmocka_unit_test(test_end_without_begin),
+        cmocka_unit_test(test_begin_null_name),
+        cmocka_unit_test(test_start_unknown_type),
+        cmocka_unit_test(test_start_negative_steps),
+        cmocka_unit_test(test_start_run_name_with_slash),
+        cmocka_unit_test(test_start_unwritable_dir),
+        cmocka_unit_test(test_start_while_running),
+        cmocka_unit_test(test_trace_run_dir),
+        cmocka_unit_test(test_trace_chrome),
+        cmocka_unit_test(test_trace_xspace),
+        cmocka_unit_test(test_trace_summary_json),
+        cmocka_unit_test(test_trace_summary_csv),
+        cmocka_unit_test(test_trace_html),
         cmocka_unit_test(test_operator_type),
         cmocka_unit_test(test_ms_duration),
         cmocka_unit_test(test_unique_run_names),
+        cmocka_unit_test(test_timestamped_run_name),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_import_without_profile),
+        cmocka_unit_test(test_import_span_ending_before_start),
+        cmocka_unit_test(test_import_unknown_clock),
+        cmocka_unit_test(test_import_empty_source),
         cmocka_unit_test(test_import),
         cmocka_unit_test(test_import_xspace),
+        cmocka_unit_test(test_import_not_xspace),
         cmocka_unit_test(test_membw_cache),
         cmocka_unit_test(test_real_engine),
     };

@@ -47,9 +47,19 @@ static void test_scalar_types_and_defaults(void **state)
     assert_true(oc__schema_default(&s.args[6], &v) && v.v.f == 0.5);
     assert_false(oc__schema_default(&s.args[0], &v));
     expect_proto("f", "oc_tensor *f(const oc_tensor *a, double b, int64_t c, bool d, oc_scalar e, double g, double h)");
+}
 
+static void test_no_arguments(void **state)
+{
+    (void)state;
     parse_ok("noargs() -> Tensor");
     expect_proto("noargs", "oc_tensor *noargs(void)");
+}
+
+static void test_str_dtype_and_symint(void **state)
+{
+    (void)state;
+    oc_value v;
     parse_ok("s(Tensor x, ScalarType dtype, str reduction=\"mean\", str mode='a\\'b', SymInt n=4) -> Tensor");
     assert_true(oc__schema_default(&s.args[2], &v) && v.type == OC_ARG_STR && !strcmp(v.v.s, "mean"));
     assert_true(oc__schema_default(&s.args[3], &v) && !strcmp(v.v.s, "a'b"));
@@ -82,7 +92,7 @@ static void test_optionals_and_lists(void **state)
     assert_string_equal(s.args[13].type_text, "int[]?");
 }
 
-static void test_results_and_mutation(void **state)
+static void test_named_results(void **state)
 {
     (void)state;
     parse_ok("ln(Tensor x, int[] shape, Tensor? w=None, float eps=1e-05) -> (Tensor out, Tensor mean, Tensor rstd)");
@@ -91,82 +101,132 @@ static void test_results_and_mutation(void **state)
     assert_int_equal(s.results[2].alias_arg, -1);
     assert_false(oc__schema_returns_tensor(&s));
     expect_proto("ln", "void ln(const oc_tensor *x, oc_int_list shape, const oc_tensor *w, double eps)");
+}
 
+static void test_unnamed_results(void **state)
+{
+    (void)state;
     parse_ok("two(Tensor x) -> (Tensor, Tensor)");
     assert_int_equal(s.num_results, 2);
+}
+
+static void test_one_result_in_parentheses(void **state)
+{
+    (void)state;
     parse_ok("one(Tensor x) -> (Tensor)");
     assert_true(oc__schema_returns_tensor(&s));
+}
 
+static void test_mutable_arguments_no_results(void **state)
+{
+    (void)state;
     parse_ok("sgd_(Tensor(a!) p, Tensor(b!) m, Tensor g, float lr) -> ()");
     assert_int_equal(s.num_results, 0);
     assert_true(s.args[0].is_mutable && s.args[1].is_mutable && !s.args[2].is_mutable);
     assert_string_equal(s.args[0].type_text, "Tensor(a!)");
     expect_proto("sgd_", "void sgd_(oc_tensor *p, oc_tensor *m, const oc_tensor *g, double lr)");
+}
 
+static void test_result_aliases_argument(void **state)
+{
+    (void)state;
     parse_ok("add_(Tensor(a!) self, Tensor other) -> Tensor(a!)");
     assert_int_equal(s.results[0].alias_arg, 0);
     assert_false(oc__schema_returns_tensor(&s));
     assert_int_equal(oc__schema_fresh_results(&s), 0);
     expect_proto("add_", "void add_(oc_tensor *self, const oc_tensor *other)");
+}
 
+static void test_alias_and_fresh_results(void **state)
+{
+    (void)state;
     parse_ok("mix(Tensor(a!) x, Tensor(b!)[] xs) -> (Tensor(a!), Tensor)");
     assert_int_equal(s.results[0].alias_arg, 0);
     assert_int_equal(oc__schema_fresh_results(&s), 1);
     expect_proto("mix", "void mix(oc_tensor *x, oc_tensor_list_mut xs)");
 }
 
+/* ---- what opcore refuses: one test per schema -------------------------------- */
+
+typedef struct {
+    const char *text;   /* the schema */
+    const char *needle; /* in the error message */
+} refusal;
+
+static const refusal refusals[] = {
+    /* what torch refuses, or accepts and then misreads */
+    {"f(Tensor x, float a=+5) -> Tensor", "'+'"},
+    {"f(Tensor x, int a=+5) -> Tensor", "'+'"},
+    {"f(Tensor x, float a=inf) -> Tensor", "no inf or nan"},
+    {"f(Tensor x, float a=nan) -> Tensor", "no inf or nan"},
+    {"f(Tensor x, float a=-inf) -> Tensor", "no inf or nan"},
+    {"f(Tensor x, float a=1e400) -> Tensor", "out of range"},
+    {"f(Tensor x, int a=99999999999999999999) -> Tensor", "out of range"},
+    {"f(Tensor x, int a=5.0) -> Tensor", "must be an integer"},
+    {"f(Tensor x, int a=0x10) -> Tensor", "expected an integer"},
+    {"f(Tensor x, int a=1_000) -> Tensor", "expected an integer"},
+    {"f(Tensor x, bool a=true) -> Tensor", "True or False"},
+    {"f(Tensor x, int[2] k=[1,2,3]) -> Tensor", "has 3 items, expected 2"},
+    {"f(Tensor x, int[] k=1) -> Tensor", "needs a fixed length"},
+    {"f(Tensor x, ScalarType d=float) -> Tensor", "ScalarType default can only be None"},
+    {"f(Tensor x, Tensor y=None) -> Tensor", "only an optional argument"},
+    {"f(Tensor x, int k=None) -> Tensor", "int? k=None"},
+    {"f(Tensor x, int k=1, Tensor y) -> Tensor", "keyword-only"},
+    {"f.ov(Tensor x) -> Tensor", "overload names"},
+    {"ns::f(Tensor x) -> Tensor", "without a namespace"},
+    {"f(Tensor(a) x) -> Tensor(a)", "cannot return views"},
+    {"f(Tensor(a!) x, Tensor(a!) y) -> ()", "share the alias set"},
+    {"f(Tensor(a!) x) -> Tensor(b!)", "names no Tensor(b!) argument"},
+    {"f(Tensor x) -> Tensor[]", "list (Tensor[]) and optional results"},
+    {"f(Tensor x) -> float", "a result must be Tensor"},
+    {"f(Tensor x, Tensor?[] i) -> Tensor", "nested"},
+    {"f(Tensor x, bool[3] m) -> Tensor", "lists of bool"},
+    {"f(Tensor x, Layout? l=None) -> Tensor", "unknown type 'Layout'"},
+    {"f(Tensor x, Dimname d) -> Tensor", "opcore supports Tensor, Tensor?"},
+    {"f(Tensor[]? xs) -> Tensor", "Tensor[]?"},
+    {"f(int(a!) n) -> ()", "only Tensor arguments can be written in place"},
+    /* the usual first mistakes */
+    {"relu_forward", "not just its name: write e.g. \"relu_forward(Tensor x) -> Tensor\""},
+    {"relu(Tensr x) -> Tensor", "unknown type 'Tensr'"},
+    {"relu(Tensor x)", "expected '->'"},
+    {"relu(Tensor x, Tensor x) -> Tensor", "duplicate"},
+    {"(Tensor x) -> Tensor", "op name"},
+    {"f(Tensor x) -> Tensor out junk", "column"},
+    {"f(Tensor) -> Tensor", "expected a name for the Tensor argument"},
+    {"f(Tensor x, ) -> Tensor", "expected an argument"},
+};
+
 static void test_refused(void **state)
 {
-    (void)state;
-    /* what torch refuses, or accepts and then misreads */
-    parse_fails("f(Tensor x, float a=+5) -> Tensor", "'+'");
-    parse_fails("f(Tensor x, int a=+5) -> Tensor", "'+'");
-    parse_fails("f(Tensor x, float a=inf) -> Tensor", "no inf or nan");
-    parse_fails("f(Tensor x, float a=nan) -> Tensor", "no inf or nan");
-    parse_fails("f(Tensor x, float a=-inf) -> Tensor", "no inf or nan");
-    parse_fails("f(Tensor x, float a=1e400) -> Tensor", "out of range");
-    parse_fails("f(Tensor x, int a=99999999999999999999) -> Tensor", "out of range");
-    parse_fails("f(Tensor x, int a=5.0) -> Tensor", "must be an integer");
-    parse_fails("f(Tensor x, int a=0x10) -> Tensor", "expected an integer");
-    parse_fails("f(Tensor x, int a=1_000) -> Tensor", "expected an integer");
-    parse_fails("f(Tensor x, bool a=true) -> Tensor", "True or False");
-    parse_fails("f(Tensor x, int[2] k=[1,2,3]) -> Tensor", "has 3 items, expected 2");
-    parse_fails("f(Tensor x, int[] k=1) -> Tensor", "needs a fixed length");
-    parse_fails("f(Tensor x, ScalarType d=float) -> Tensor", "ScalarType default can only be None");
-    parse_fails("f(Tensor x, Tensor y=None) -> Tensor", "only an optional argument");
-    parse_fails("f(Tensor x, int k=None) -> Tensor", "int? k=None");
-    parse_fails("f(Tensor x, int k=1, Tensor y) -> Tensor", "keyword-only");
-    parse_fails("f.ov(Tensor x) -> Tensor", "overload names");
-    parse_fails("ns::f(Tensor x) -> Tensor", "without a namespace");
-    parse_fails("f(Tensor(a) x) -> Tensor(a)", "cannot return views");
-    parse_fails("f(Tensor(a!) x, Tensor(a!) y) -> ()", "share the alias set");
-    parse_fails("f(Tensor(a!) x) -> Tensor(b!)", "names no Tensor(b!) argument");
-    parse_fails("f(Tensor x) -> Tensor[]", "list (Tensor[]) and optional results");
-    parse_fails("f(Tensor x) -> float", "a result must be Tensor");
-    parse_fails("f(Tensor x, Tensor?[] i) -> Tensor", "nested");
-    parse_fails("f(Tensor x, bool[3] m) -> Tensor", "lists of bool");
-    parse_fails("f(Tensor x, Layout? l=None) -> Tensor", "unknown type 'Layout'");
-    parse_fails("f(Tensor x, Dimname d) -> Tensor", "opcore supports Tensor, Tensor?");
-    parse_fails("f(Tensor[]? xs) -> Tensor", "Tensor[]?");
-    parse_fails("f(int(a!) n) -> ()", "only Tensor arguments can be written in place");
-    /* the usual first mistakes */
-    parse_fails("relu_forward", "not just its name: write e.g. \"relu_forward(Tensor x) -> Tensor\"");
-    parse_fails("relu(Tensr x) -> Tensor", "unknown type 'Tensr'");
-    parse_fails("relu(Tensor x)", "expected '->'");
-    parse_fails("relu(Tensor x, Tensor x) -> Tensor", "duplicate");
-    parse_fails("(Tensor x) -> Tensor", "op name");
-    parse_fails("f(Tensor x) -> Tensor out junk", "column");
-    parse_fails("f(Tensor) -> Tensor", "expected a name for the Tensor argument");
-    parse_fails("f(Tensor x, ) -> Tensor", "expected an argument");
+    const refusal *r = *state;
+    parse_fails(r->text, r->needle);
 }
+
+enum { NUM_REFUSALS = sizeof refusals / sizeof *refusals };
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
+    const struct CMUnitTest accepted[] = {
         cmocka_unit_test(test_scalar_types_and_defaults),
+        cmocka_unit_test(test_no_arguments),
+        cmocka_unit_test(test_str_dtype_and_symint),
         cmocka_unit_test(test_optionals_and_lists),
-        cmocka_unit_test(test_results_and_mutation),
-        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_named_results),
+        cmocka_unit_test(test_unnamed_results),
+        cmocka_unit_test(test_one_result_in_parentheses),
+        cmocka_unit_test(test_mutable_arguments_no_results),
+        cmocka_unit_test(test_result_aliases_argument),
+        cmocka_unit_test(test_alias_and_fresh_results),
     };
+    enum { NUM_ACCEPTED = sizeof accepted / sizeof *accepted };
+    /* each refusal is its own test, named by the schema it refuses */
+    static char names[NUM_REFUSALS][160];
+    struct CMUnitTest tests[NUM_ACCEPTED + NUM_REFUSALS];
+    memcpy(tests, accepted, sizeof accepted);
+    for (size_t k = 0; k < NUM_REFUSALS; k++) {
+        snprintf(names[k], sizeof names[k], "test_refused: %s", refusals[k].text);
+        tests[NUM_ACCEPTED + k] = (struct CMUnitTest)cmocka_unit_test_prestate(test_refused, (void *)&refusals[k]);
+        tests[NUM_ACCEPTED + k].name = names[k];
+    }
     return oc_test_run("schema", tests, NULL, NULL);
 }

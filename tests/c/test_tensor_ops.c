@@ -113,13 +113,22 @@ static void test_factories(void **state)
         expect_vals(keep(oc_eye(dts[k], 2, 3)), (double[]){1, 0, 0, 0, 1, 0}, 6, 0);
         expect_vals(keep(oc_eye(dts[k], 3, 2)), (double[]){1, 0, 0, 1, 0, 0}, 6, 0);
     }
+}
+
+static void test_full(void **state)
+{
+    (void)state;
     expect_vals(keep(oc_full(OC_FLOAT32, OC_SHAPE(2), 2.5)), (double[]){2.5, 2.5}, 2, 0);
     expect_vals(keep(oc_full(OC_INT32, OC_SHAPE(2), 3.7)), (double[]){3, 3}, 2, 0);
     expect_vals(keep(oc_full(OC_INT32, OC_SHAPE(1), -3.7)), (double[]){-3}, 1, 0);
     expect_vals(keep(oc_full(OC_BOOL, OC_SHAPE(2), 2)), (double[]){1, 1}, 2, 0);
     expect_vals(keep(oc_full(OC_FLOAT16, OC_SHAPE(1), 1.0 / 3)), (double[]){0.333251953125}, 1, 0);
     expect_vals(keep(oc_full(OC_BFLOAT16, OC_SHAPE(1), 1.0 / 3)), (double[]){0.333984375}, 1, 0);
+}
 
+static void test_zero_dim_and_empty(void **state)
+{
+    (void)state;
     /* 0-dim and empty tensors */
     oc_tensor *s = keep(oc_full(OC_FLOAT64, 0, NULL, 7));
     assert_int_equal(s->ndim, 0);
@@ -127,7 +136,11 @@ static void test_factories(void **state)
     oc_tensor *empty = keep(oc_ones(OC_FLOAT32, OC_SHAPE(0, 3)));
     assert_int_equal(oc_numel(empty), 0);
     assert_int_equal(oc_numel(keep(oc_eye(OC_FLOAT32, 0, 0))), 0);
+}
 
+static void test_like_factories(void **state)
+{
+    (void)state;
     /* _like: shape and dtype of a (non-contiguous) source, contiguous result */
     int16_t buf[6] = {1, 2, 3, 4, 5, 6};
     oc_tensor tv = view(buf, OC_INT16, 2, (int64_t[]){3, 2}, (int64_t[]){1, 3});
@@ -145,11 +158,13 @@ static void test_factories(void **state)
 
 /* ---- conversion, copy_, fill_ -------------------------------------------- */
 
+/* what the conversions convert: rounding, saturation, NaN, overflow */
+static const double conv_v[] = {-1.5, 0, 2.7, 300, -300, NAN, 1e30, 0.5};
+
 static void test_to_dtype(void **state)
 {
     (void)state;
-    const double v[] = {-1.5, 0, 2.7, 300, -300, NAN, 1e30, 0.5};
-    oc_tensor *f = mk(OC_FLOAT64, OC_SHAPE(8), v);
+    oc_tensor *f = mk(OC_FLOAT64, OC_SHAPE(8), conv_v);
     expect_vals(keep(oc_to_dtype(f, OC_UINT8)), (double[]){0, 0, 2, 255, 0, 0, 255, 0}, 8, 0);
     expect_vals(keep(oc_to_dtype(f, OC_INT8)), (double[]){-1, 0, 2, 127, -128, 0, 127, 0}, 8, 0);
     expect_vals(keep(oc_to_dtype(f, OC_INT64)),
@@ -159,10 +174,21 @@ static void test_to_dtype(void **state)
                 (double[]){-1.5, 0, 2.7f, 300, -300, NAN, 1e30f, 0.5}, 8, 0);
     expect_vals(keep(oc_to_dtype(f, OC_FLOAT16)),
                 (double[]){-1.5, 0, 2.69921875, 300, -300, NAN, INFINITY, 0.5}, 8, 0);
+}
+
+static void test_to_same_dtype_copies(void **state)
+{
+    (void)state;
     /* same dtype: a contiguous copy, not the same tensor */
+    oc_tensor *f = mk(OC_FLOAT64, OC_SHAPE(8), conv_v);
     oc_tensor *c = keep(oc_to_dtype(f, OC_FLOAT64));
     assert_ptr_not_equal(c->data, f->data);
-    expect_vals(c, v, 8, 0);
+    expect_vals(c, conv_v, 8, 0);
+}
+
+static void test_to_dtype_int64_exact(void **state)
+{
+    (void)state;
     /* int64 beyond 2^53 survives a same-dtype copy exactly */
     int64_t big[2] = {INT64_MAX, INT64_MIN + 1};
     oc_tensor bv = view(big, OC_INT64, 1, (int64_t[]){2}, (int64_t[]){1});
@@ -170,7 +196,7 @@ static void test_to_dtype(void **state)
     assert_memory_equal(bc->data, big, sizeof big);
 }
 
-static void test_copy_fill(void **state)
+static void test_copy_into_transposed(void **state)
 {
     (void)state;
     /* copy a contiguous [2, 3] into a transposed view, converting dtypes */
@@ -181,25 +207,42 @@ static void test_copy_fill(void **state)
     const float want_buf[6] = {1, 4, 2, 5, 3, 6}; /* storage order of the view */
     assert_memory_equal(dst_buf, want_buf, sizeof want_buf);
     expect_vals(&dst, (double[]){1, 2, 3, 4, 5, 6}, 6, 0);
+}
 
+static void test_copy_reversed(void **state)
+{
+    (void)state;
     /* same-dtype strided copy with a negative stride (reversal) */
     double rev_src[4] = {1, 2, 3, 4};
     oc_tensor rs = view(rev_src + 3, OC_FLOAT64, 1, (int64_t[]){4}, (int64_t[]){-1});
     oc_tensor *rd = keep(oc_zeros(OC_FLOAT64, OC_SHAPE(4)));
     oc_copy_(rd, &rs);
     expect_vals(rd, (double[]){4, 3, 2, 1}, 4, 0);
+}
 
+static void test_copy_bfloat16_to_float16(void **state)
+{
+    (void)state;
     /* bfloat16 -> float16 */
     oc_tensor *h = keep(oc_zeros(OC_FLOAT16, OC_SHAPE(3)));
     oc_copy_(h, mk(OC_BFLOAT16, OC_SHAPE(3), (double[]){0.5, -2, 65504}));
     expect_vals(h, (double[]){0.5, -2, INFINITY} /* bf16 rounds 65504 up to 65536 */, 3, 0);
+}
 
+static void test_fill_strided(void **state)
+{
+    (void)state;
     /* fill_ touches only the elements of a strided view (every 2nd one) */
     int32_t ibuf[6] = {9, 9, 9, 9, 9, 9};
     oc_tensor every2 = view(ibuf, OC_INT32, 1, (int64_t[]){3}, (int64_t[]){2});
     assert_ptr_equal(oc_fill_(&every2, -7.9), &every2);
     const int32_t iwant[6] = {-7, 9, -7, 9, -7, 9};
     assert_memory_equal(ibuf, iwant, sizeof iwant);
+}
+
+static void test_fill_bool(void **state)
+{
+    (void)state;
     oc_tensor *b = keep(oc_zeros(OC_BOOL, OC_SHAPE(2, 2)));
     oc_fill_(b, 0.25);
     expect_vals(b, (double[]){1, 1, 1, 1}, 4, 0);
@@ -480,16 +523,21 @@ static void record(void *p, int64_t i, void *ctx)
     visited[i] = *(const double *)p;
 }
 
-static void test_internal_helpers(void **state)
+/* oc__for_each walks row-major order of a transposed view */
+static void test_for_each_row_major(void **state)
 {
     (void)state;
-    /* oc__for_each walks row-major order of a transposed view */
     double buf[6] = {0, 1, 2, 3, 4, 5};
     oc_tensor t = view(buf, OC_FLOAT64, 2, (int64_t[]){3, 2}, (int64_t[]){1, 3});
     oc__for_each(&t, record, NULL);
     const double want[6] = {0, 3, 1, 4, 2, 5};
     assert_memory_equal(visited, want, sizeof want);
-    /* load/store as double for each dtype */
+}
+
+/* load/store as double for each dtype */
+static void test_load_store_as_double(void **state)
+{
+    (void)state;
     for (int d = 0; d < OC_NUM_DTYPES; d++) {
         uint64_t cell = 0;
         oc__store_from_double(&cell, (oc_dtype)d, 2.0);
@@ -497,82 +545,132 @@ static void test_internal_helpers(void **state)
     }
 }
 
-/* ---- errors -------------------------------------------------------------- */
+/* ---- errors: one test per refused call ----------------------------------- */
 
-static void test_errors_shape_dtype(void **state)
-{
-    (void)state;
-    oc_tensor *a = keep(oc_zeros(OC_FLOAT32, OC_SHAPE(2, 4)));
-    oc_tensor *b = keep(oc_zeros(OC_FLOAT32, OC_SHAPE(2, 3)));
-    oc_tensor *d = keep(oc_zeros(OC_FLOAT64, OC_SHAPE(2, 4)));
-    expect_error(oc_add(a, b, 1), OC_EINVAL,
-                 "oc_add: argument 'b' has shape [2, 3], expected [2, 4] (no broadcasting)");
-    expect_error(oc_mul(a, d), OC_EINVAL,
-                 "oc_mul: argument 'b' has dtype float64, expected float32 (no type promotion)");
-    expect_error(oc_div_out(b, a, a), OC_EINVAL,
-                 "oc_div_out: argument 'out' has shape [2, 3], expected [2, 4]");
-    expect_error(oc_exp_out(d, a), OC_EINVAL,
-                 "oc_exp_out: argument 'out' has dtype float64, expected float32");
-    expect_error(oc_clamp_out(d, a, 0, 1), OC_EINVAL, "oc_clamp_out: argument 'out'");
-    expect_error(oc_copy_(b, a), OC_EINVAL,
-                 "oc_copy_: argument 'src' has shape [2, 4], expected [2, 3]");
-    expect_error(oc_add(NULL, a, 1), OC_EINVAL, "oc_add: argument 'a' is NULL");
-    expect_error(oc_sub(a, NULL, 1), OC_EINVAL, "oc_sub: argument 'b' is NULL");
-    expect_error(oc_abs_out(NULL, a), OC_EINVAL, "oc_abs_out: argument 'out' is NULL");
-    /* same rank, different sizes; different rank */
-    oc_tensor *v = keep(oc_zeros(OC_FLOAT32, OC_SHAPE(8)));
-    expect_error(oc_pow(a, v), OC_EINVAL, "argument 'b' has shape [8], expected [2, 4]");
-}
+/* The tensors the refused calls are given (zeros unless said). */
+typedef struct {
+    oc_tensor *a, *b, *d, *v; /* float32 [2, 4], float32 [2, 3], float64 [2, 4], float32 [8] */
+    oc_tensor *i, *f, *bo;    /* [2] of int32, float32, bool */
+    oc_tensor *ones, *ro;     /* float32 [3]: ones, and read-only zeros */
+    oc_tensor meta;           /* float32 [3], no data */
+} errs;
 
-static void test_errors_unsupported(void **state)
+static int errs_setup(void **state)
 {
-    (void)state;
-    oc_tensor *i = keep(oc_zeros(OC_INT32, OC_SHAPE(2)));
-    oc_tensor *f = keep(oc_zeros(OC_FLOAT32, OC_SHAPE(2)));
-    oc_tensor *b = keep(oc_zeros(OC_BOOL, OC_SHAPE(2)));
-    expect_error(oc_sin(i), OC_EINVAL,
-                 "oc_sin: argument 'a' has dtype int32, expected one of float32, float64, "
-                 "float16, bfloat16");
-    expect_error(oc_log2_out(i, i), OC_EINVAL, "oc_log2_out: argument 'a' has dtype int32");
-    expect_error(oc_bitwise_and(f, f), OC_EINVAL,
-                 "oc_bitwise_and: argument 'a' has dtype float32, expected one of int8");
-    expect_error(oc_bitwise_or(f, f), OC_EINVAL, "oc_bitwise_or: argument 'a' has dtype float32");
-    expect_error(oc_bitwise_not(f), OC_EINVAL, "oc_bitwise_not: argument 'a' has dtype float32");
-    expect_error(oc_div(i, i), OC_EINVAL, "oc_div: argument 'a' has dtype int32");
-    expect_error(oc_pow(i, i), OC_EINVAL, "oc_pow: argument 'a' has dtype int32");
-    expect_error(oc_pow_scalar(i, 2), OC_EINVAL, "oc_pow_scalar: argument 'a' has dtype int32");
-    expect_error(oc_abs(b), OC_EINVAL, "oc_abs: argument 'a' has dtype bool");
-    expect_error(oc_neg(b), OC_EINVAL, "oc_neg: argument 'a' has dtype bool");
-    expect_error(oc_sub(b, b, 1), OC_EINVAL, "oc_sub: argument 'a' has dtype bool");
-    expect_error(oc_clamp(b, 0, 1), OC_EINVAL, "oc_clamp: argument 'a' has dtype bool");
-    expect_error(oc_add(i, i, 0.5), OC_EINVAL,
-                 "oc_add: argument 'alpha' is 0.5, expected an integer for int32 tensors");
-    expect_error(oc_zeros((oc_dtype)42, OC_SHAPE(2)), OC_EINVAL,
-                 "oc_zeros: argument 'dtype' is 42");
-    expect_error(oc_to_dtype(f, (oc_dtype)-1), OC_EINVAL, "oc_to_dtype: argument 'dtype'");
-    expect_error(oc_eye(OC_FLOAT32, -1, 2), OC_EINVAL, "oc_eye");
-}
-
-static void test_errors_readonly_meta(void **state)
-{
-    (void)state;
-    oc_tensor *a = keep(oc_ones(OC_FLOAT32, OC_SHAPE(3)));
-    oc_tensor *ro = keep(oc_zeros(OC_FLOAT32, OC_SHAPE(3)));
-    ro->flags |= OC_TENSOR_READONLY;
-    expect_error(oc_add_out(ro, a, a, 1), OC_EINVAL, "oc_add_out: argument 'out' is read-only");
-    expect_error(oc_sin_out(ro, a), OC_EINVAL, "oc_sin_out: argument 'out' is read-only");
-    expect_error(oc_fill_(ro, 1), OC_EINVAL, "oc_fill_: argument 't' is read-only");
-    expect_error(oc_copy_(ro, a), OC_EINVAL, "oc_copy_: argument 'dst' is read-only");
-    expect_vals(ro, (double[]){0, 0, 0}, 3, 0); /* untouched */
+    static errs e;
+    e.a = keep(oc_zeros(OC_FLOAT32, OC_SHAPE(2, 4)));
+    e.b = keep(oc_zeros(OC_FLOAT32, OC_SHAPE(2, 3)));
+    e.d = keep(oc_zeros(OC_FLOAT64, OC_SHAPE(2, 4)));
+    e.v = keep(oc_zeros(OC_FLOAT32, OC_SHAPE(8)));
+    e.i = keep(oc_zeros(OC_INT32, OC_SHAPE(2)));
+    e.f = keep(oc_zeros(OC_FLOAT32, OC_SHAPE(2)));
+    e.bo = keep(oc_zeros(OC_BOOL, OC_SHAPE(2)));
+    e.ones = keep(oc_ones(OC_FLOAT32, OC_SHAPE(3)));
+    e.ro = keep(oc_zeros(OC_FLOAT32, OC_SHAPE(3)));
+    e.ro->flags |= OC_TENSOR_READONLY;
     /* a meta tensor has no data to read outside a shape function */
-    oc_tensor meta;
-    assert_int_equal(oc_tensor_init(&meta, NULL, OC_FLOAT32, 1, (int64_t[]){3}), OC_OK);
-    meta.flags |= OC_TENSOR_META;
-    expect_error(oc_add(a, &meta, 1), OC_EMETA, "oc_add: argument 'b'");
-    expect_error(oc_exp(&meta), OC_EMETA, "oc_exp: argument 'a'");
-    expect_error(oc_neg_out(&meta, a), OC_EMETA, "oc_neg_out: argument 'out'");
-    expect_error(oc_to_dtype(&meta, OC_INT32), OC_EMETA, "oc_to_dtype: argument 't'");
+    assert_int_equal(oc_tensor_init(&e.meta, NULL, OC_FLOAT32, 1, (int64_t[]){3}), OC_OK);
+    e.meta.flags |= OC_TENSOR_META;
+    *state = &e;
+    return 0;
 }
+
+/* A test that `call`, on the fixture's tensors, fails with `code` and a
+ * message holding `needle`. */
+#define ERROR_TEST(name, call, code, needle) \
+    static void name(void **state)           \
+    {                                        \
+        errs *e = *state;                    \
+        (void)e;                             \
+        expect_error(call, code, needle);    \
+    }
+
+/* ... and, refused for a read-only output, leaves it untouched. */
+#define READ_ONLY_TEST(name, call, needle)                    \
+    static void name(void **state)                           \
+    {                                                        \
+        errs *e = *state;                                    \
+        expect_error(call, OC_EINVAL, needle);               \
+        expect_vals(e->ro, (double[]){0, 0, 0}, 3, 0);       \
+    }
+
+/* shapes and dtypes must match: no broadcasting, no type promotion */
+ERROR_TEST(test_error_add_shape, oc_add(e->a, e->b, 1), OC_EINVAL,
+           "oc_add: argument 'b' has shape [2, 3], expected [2, 4] (no broadcasting)")
+ERROR_TEST(test_error_mul_dtype, oc_mul(e->a, e->d), OC_EINVAL,
+           "oc_mul: argument 'b' has dtype float64, expected float32 (no type promotion)")
+ERROR_TEST(test_error_div_out_shape, oc_div_out(e->b, e->a, e->a), OC_EINVAL,
+           "oc_div_out: argument 'out' has shape [2, 3], expected [2, 4]")
+ERROR_TEST(test_error_exp_out_dtype, oc_exp_out(e->d, e->a), OC_EINVAL,
+           "oc_exp_out: argument 'out' has dtype float64, expected float32")
+ERROR_TEST(test_error_clamp_out_dtype, oc_clamp_out(e->d, e->a, 0, 1), OC_EINVAL,
+           "oc_clamp_out: argument 'out'")
+ERROR_TEST(test_error_copy_shape, oc_copy_(e->b, e->a), OC_EINVAL,
+           "oc_copy_: argument 'src' has shape [2, 4], expected [2, 3]")
+ERROR_TEST(test_error_add_null, oc_add(NULL, e->a, 1), OC_EINVAL,
+           "oc_add: argument 'a' is NULL")
+ERROR_TEST(test_error_sub_null, oc_sub(e->a, NULL, 1), OC_EINVAL,
+           "oc_sub: argument 'b' is NULL")
+ERROR_TEST(test_error_abs_out_null, oc_abs_out(NULL, e->a), OC_EINVAL,
+           "oc_abs_out: argument 'out' is NULL")
+ERROR_TEST(test_error_pow_rank, oc_pow(e->a, e->v), OC_EINVAL,
+           "argument 'b' has shape [8], expected [2, 4]")
+
+/* dtypes an op does not support, bad dtypes and sizes */
+ERROR_TEST(test_error_sin_int, oc_sin(e->i), OC_EINVAL,
+           "oc_sin: argument 'a' has dtype int32, expected one of float32, float64, "
+                 "float16, bfloat16")
+ERROR_TEST(test_error_log2_out_int, oc_log2_out(e->i, e->i), OC_EINVAL,
+           "oc_log2_out: argument 'a' has dtype int32")
+ERROR_TEST(test_error_bitwise_and_float, oc_bitwise_and(e->f, e->f), OC_EINVAL,
+           "oc_bitwise_and: argument 'a' has dtype float32, expected one of int8")
+ERROR_TEST(test_error_bitwise_or_float, oc_bitwise_or(e->f, e->f), OC_EINVAL,
+           "oc_bitwise_or: argument 'a' has dtype float32")
+ERROR_TEST(test_error_bitwise_not_float, oc_bitwise_not(e->f), OC_EINVAL,
+           "oc_bitwise_not: argument 'a' has dtype float32")
+ERROR_TEST(test_error_div_int, oc_div(e->i, e->i), OC_EINVAL,
+           "oc_div: argument 'a' has dtype int32")
+ERROR_TEST(test_error_pow_int, oc_pow(e->i, e->i), OC_EINVAL,
+           "oc_pow: argument 'a' has dtype int32")
+ERROR_TEST(test_error_pow_scalar_int, oc_pow_scalar(e->i, 2), OC_EINVAL,
+           "oc_pow_scalar: argument 'a' has dtype int32")
+ERROR_TEST(test_error_abs_bool, oc_abs(e->bo), OC_EINVAL,
+           "oc_abs: argument 'a' has dtype bool")
+ERROR_TEST(test_error_neg_bool, oc_neg(e->bo), OC_EINVAL,
+           "oc_neg: argument 'a' has dtype bool")
+ERROR_TEST(test_error_sub_bool, oc_sub(e->bo, e->bo, 1), OC_EINVAL,
+           "oc_sub: argument 'a' has dtype bool")
+ERROR_TEST(test_error_clamp_bool, oc_clamp(e->bo, 0, 1), OC_EINVAL,
+           "oc_clamp: argument 'a' has dtype bool")
+ERROR_TEST(test_error_add_int_fractional_alpha, oc_add(e->i, e->i, 0.5), OC_EINVAL,
+           "oc_add: argument 'alpha' is 0.5, expected an integer for int32 tensors")
+ERROR_TEST(test_error_zeros_bad_dtype, oc_zeros((oc_dtype)42, OC_SHAPE(2)), OC_EINVAL,
+           "oc_zeros: argument 'dtype' is 42")
+ERROR_TEST(test_error_to_dtype_bad_dtype, oc_to_dtype(e->f, (oc_dtype)-1), OC_EINVAL,
+           "oc_to_dtype: argument 'dtype'")
+ERROR_TEST(test_error_eye_negative, oc_eye(OC_FLOAT32, -1, 2), OC_EINVAL,
+           "oc_eye")
+
+READ_ONLY_TEST(test_error_add_out_read_only, oc_add_out(e->ro, e->ones, e->ones, 1),
+               "oc_add_out: argument 'out' is read-only")
+READ_ONLY_TEST(test_error_sin_out_read_only, oc_sin_out(e->ro, e->ones),
+               "oc_sin_out: argument 'out' is read-only")
+READ_ONLY_TEST(test_error_fill_read_only, oc_fill_(e->ro, 1),
+               "oc_fill_: argument 't' is read-only")
+READ_ONLY_TEST(test_error_copy_read_only, oc_copy_(e->ro, e->ones),
+               "oc_copy_: argument 'dst' is read-only")
+
+/* a meta tensor has no data to read outside a shape function */
+ERROR_TEST(test_error_add_meta, oc_add(e->ones, &e->meta, 1), OC_EMETA,
+           "oc_add: argument 'b'")
+ERROR_TEST(test_error_exp_meta, oc_exp(&e->meta), OC_EMETA,
+           "oc_exp: argument 'a'")
+ERROR_TEST(test_error_neg_out_meta, oc_neg_out(&e->meta, e->ones), OC_EMETA,
+           "oc_neg_out: argument 'out'")
+ERROR_TEST(test_error_to_dtype_meta, oc_to_dtype(&e->meta, OC_INT32), OC_EMETA,
+           "oc_to_dtype: argument 't'")
+
+#define E(fn) cmocka_unit_test_setup_teardown(fn, errs_setup, free_all)
 
 #define T(fn) cmocka_unit_test_teardown(fn, free_all)
 
@@ -589,20 +687,63 @@ static void test_dense(void **state)
     assert_false(oc_is_dense(&t));
     oc_tensor_init_strided(&t, buf, OC_FLOAT32, 3, (int64_t[]){2, 1, 12}, (int64_t[]){1, 99, 2});
     assert_true(oc_is_dense(&t)); /* a size-1 dim's stride does not matter */
-
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dense),
-        T(test_factories),       T(test_to_dtype),
-        T(test_copy_fill),       T(test_unary_float),
+        T(test_factories),
+        T(test_full),
+        T(test_zero_dim_and_empty),
+        T(test_like_factories),
+        T(test_to_dtype),
+        T(test_to_same_dtype_copies),
+        T(test_to_dtype_int64_exact),
+        T(test_copy_into_transposed),
+        T(test_copy_reversed),
+        T(test_copy_bfloat16_to_float16),
+        T(test_fill_strided),
+        T(test_fill_bool),
+        T(test_unary_float),
         T(test_unary_int),       T(test_clamp_pow_scalar),
         T(test_binary_float),    T(test_binary_int_bool),
-        T(test_noncontiguous),   T(test_internal_helpers),
-        T(test_errors_shape_dtype), T(test_errors_unsupported),
-        T(test_errors_readonly_meta),
+        T(test_noncontiguous),   T(test_for_each_row_major),
+        T(test_load_store_as_double),
+        E(test_error_add_shape),
+        E(test_error_mul_dtype),
+        E(test_error_div_out_shape),
+        E(test_error_exp_out_dtype),
+        E(test_error_clamp_out_dtype),
+        E(test_error_copy_shape),
+        E(test_error_add_null),
+        E(test_error_sub_null),
+        E(test_error_abs_out_null),
+        E(test_error_pow_rank),
+        E(test_error_sin_int),
+        E(test_error_log2_out_int),
+        E(test_error_bitwise_and_float),
+        E(test_error_bitwise_or_float),
+        E(test_error_bitwise_not_float),
+        E(test_error_div_int),
+        E(test_error_pow_int),
+        E(test_error_pow_scalar_int),
+        E(test_error_abs_bool),
+        E(test_error_neg_bool),
+        E(test_error_sub_bool),
+        E(test_error_clamp_bool),
+        E(test_error_add_int_fractional_alpha),
+        E(test_error_zeros_bad_dtype),
+        E(test_error_to_dtype_bad_dtype),
+        E(test_error_eye_negative),
+        E(test_error_add_out_read_only),
+        E(test_error_sin_out_read_only),
+        E(test_error_fill_read_only),
+        E(test_error_copy_read_only),
+        E(test_error_add_meta),
+        E(test_error_exp_meta),
+        E(test_error_neg_out_meta),
+        E(test_error_to_dtype_meta),
     };
     return oc_test_run("tensor_ops", tests, NULL, NULL);
 }
