@@ -1,0 +1,64 @@
+"""Per call of an in-place op through torch.ops: extension-cpp's
+`myadd_out(Tensor a, Tensor b, Tensor(a!) out) -> ()` as an opcore op
+(bench/kernels/myadd_out.c, the native kernel) vs the same loop as a C++
+extension op (torch.utils.cpp_extension.load_inline, -O3). Paired,
+interleaved medians (benchlib); prints the machine's load average.
+
+    python bench/inplace_bench.py [--rounds N] [--reps N]
+"""
+import argparse
+import os
+import tempfile
+
+import torch
+import torch.utils.cpp_extension
+
+import benchlib
+import opcore.torch  # noqa: F401 -- registers loaded libraries with torch
+
+CPP = r"""
+#include <torch/library.h>
+#include <ATen/ATen.h>
+void myadd_out_cpu(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  TORCH_CHECK(a.sizes() == b.sizes()); TORCH_CHECK(b.sizes() == out.sizes());
+  TORCH_CHECK(a.dtype() == at::kFloat); TORCH_CHECK(b.dtype() == at::kFloat); TORCH_CHECK(out.dtype() == at::kFloat);
+  TORCH_CHECK(out.is_contiguous());
+  at::Tensor a_contig = a.contiguous(); at::Tensor b_contig = b.contiguous();
+  const float* a_ptr = a_contig.data_ptr<float>(); const float* b_ptr = b_contig.data_ptr<float>();
+  float* result_ptr = out.data_ptr<float>();
+  for (int64_t i = 0; i < out.numel(); i++) result_ptr[i] = a_ptr[i] + b_ptr[i];
+}
+TORCH_LIBRARY(bench_inplace_cpp, m) { m.def("myadd_out(Tensor a, Tensor b, Tensor(a!) out) -> ()"); }
+TORCH_LIBRARY_IMPL(bench_inplace_cpp, CPU, m) { m.impl("myadd_out", &myadd_out_cpu); }
+"""
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=41)
+    ap.add_argument("--reps", type=int, default=2000)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        kernels = os.path.join(benchlib.HERE, "kernels")
+        ours = benchlib.load_renamed(tmp, "bench_inplace", os.path.join(kernels, "myadd_out_shape.c"),
+                                     [os.path.join(kernels, "myadd_out.c")], "bench_inplace").myadd_out.default
+        torch.utils.cpp_extension.load_inline("bench_inplace_cpp", cpp_sources=[CPP], extra_cflags=["-O3"],
+                                              is_python_module=False)
+        cpp = torch.ops.bench_inplace_cpp.myadd_out.default
+        print(f"load average before: {os.getloadavg()}")
+        for n in (1, 1000):
+            for grad in (False, True):
+                a, b = torch.randn(n, requires_grad=grad), torch.randn(n, requires_grad=grad)
+                out = torch.empty(n)
+                fns = {"C++ extension op": lambda: cpp(a, b, out), "opcore op": lambda: ours(a, b, out)}
+                s = benchlib.interleaved(fns, args.rounds, args.reps)
+                m = benchlib.medians(s)
+                ratio = benchlib.paired_ratio(s, "opcore op", "C++ extension op")
+                print(f"myadd_out, {n} elements, inputs requiring grad: {grad}: C++ {m['C++ extension op'] * 1e6:.2f} us, "
+                      f"opcore {m['opcore op'] * 1e6:.2f} us, opcore / C++ {ratio:.2f}x")
+        print(f"load average after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
