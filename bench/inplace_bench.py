@@ -16,21 +16,8 @@ import torch.utils.cpp_extension
 import benchlib
 import opcore.torch  # noqa: F401 -- registers loaded libraries with torch
 
-CPP = r"""
-#include <torch/library.h>
-#include <ATen/ATen.h>
-void myadd_out_cpu(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
-  TORCH_CHECK(a.sizes() == b.sizes()); TORCH_CHECK(b.sizes() == out.sizes());
-  TORCH_CHECK(a.dtype() == at::kFloat); TORCH_CHECK(b.dtype() == at::kFloat); TORCH_CHECK(out.dtype() == at::kFloat);
-  TORCH_CHECK(out.is_contiguous());
-  at::Tensor a_contig = a.contiguous(); at::Tensor b_contig = b.contiguous();
-  const float* a_ptr = a_contig.data_ptr<float>(); const float* b_ptr = b_contig.data_ptr<float>();
-  float* result_ptr = out.data_ptr<float>();
-  for (int64_t i = 0; i < out.numel(); i++) result_ptr[i] = a_ptr[i] + b_ptr[i];
-}
-TORCH_LIBRARY(bench_inplace_cpp, m) { m.def("myadd_out(Tensor a, Tensor b, Tensor(a!) out) -> ()"); }
-TORCH_LIBRARY_IMPL(bench_inplace_cpp, CPU, m) { m.impl("myadd_out", &myadd_out_cpu); }
-"""
+# the C++ extension op: extension-cpp's muladd.cpp loop, as the tests compare with
+CPP = os.path.join(benchlib.REPO, "tests", "python", "parity_kernels", "cpp_myadd_out.cpp")
 
 
 def main():
@@ -43,9 +30,10 @@ def main():
         kernels = os.path.join(benchlib.HERE, "kernels")
         ours = benchlib.load_renamed(tmp, "bench_inplace", os.path.join(kernels, "myadd_out_shape.c"),
                                      [os.path.join(kernels, "myadd_out.c")], "bench_inplace").myadd_out.default
-        torch.utils.cpp_extension.load_inline("bench_inplace_cpp", cpp_sources=[CPP], extra_cflags=["-O3"],
-                                              is_python_module=False)
-        cpp = torch.ops.bench_inplace_cpp.myadd_out.default
+        with open(CPP) as f:
+            torch.utils.cpp_extension.load_inline("cppref_ext", cpp_sources=[f.read()], extra_cflags=["-O3"],
+                                                  is_python_module=False)
+        cpp = torch.ops.cppref.myadd_out.default
         print(f"load average before: {os.getloadavg()}")
         for n in (1, 1000):
             for grad in (False, True):

@@ -14,24 +14,6 @@ from conftest import load_lib
 
 KERNELS = Path(__file__).parent / "parity_kernels"
 
-# extension-cpp's myadd_out, as its muladd.cpp writes it
-CPP_MYADD_OUT = r"""
-#include <torch/library.h>
-#include <ATen/ATen.h>
-void myadd_out_cpu(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
-  TORCH_CHECK(a.sizes() == b.sizes()); TORCH_CHECK(b.sizes() == out.sizes());
-  TORCH_CHECK(a.dtype() == at::kFloat); TORCH_CHECK(b.dtype() == at::kFloat); TORCH_CHECK(out.dtype() == at::kFloat);
-  TORCH_CHECK(out.is_contiguous());
-  at::Tensor a_contig = a.contiguous(); at::Tensor b_contig = b.contiguous();
-  const float* a_ptr = a_contig.data_ptr<float>(); const float* b_ptr = b_contig.data_ptr<float>();
-  float* result_ptr = out.data_ptr<float>();
-  for (int64_t i = 0; i < out.numel(); i++) result_ptr[i] = a_ptr[i] + b_ptr[i];
-}
-TORCH_LIBRARY(cppref, m) { m.def("myadd_out(Tensor a, Tensor b, Tensor(a!) out) -> ()"); }
-TORCH_LIBRARY_IMPL(cppref, CPU, m) { m.impl("myadd_out", &myadd_out_cpu); }
-"""
-
-
 @pytest.fixture(scope="module")
 def lib(opcore_build_dir):
     return load_lib(opcore_build_dir, "oc_parity", KERNELS / "ops.c", KERNELS / "shape.c")
@@ -39,8 +21,9 @@ def lib(opcore_build_dir):
 
 @pytest.fixture(scope="module")
 def cpp_myadd_out():
-    torch.utils.cpp_extension.load_inline("cppref_ext", cpp_sources=[CPP_MYADD_OUT], extra_cflags=["-O3"],
-                                          is_python_module=False)
+    # extension-cpp's myadd_out, as its muladd.cpp writes it
+    torch.utils.cpp_extension.load_inline("cppref_ext", cpp_sources=[(KERNELS / "cpp_myadd_out.cpp").read_text()],
+                                          extra_cflags=["-O3"], is_python_module=False)
     return torch.ops.cppref.myadd_out.default
 
 
