@@ -13,7 +13,10 @@ a torch release may change.
 With the switch on -- ``OPCORE_TORCH_PUBLIC_API=1`` in the environment, or
 ``use_public_api(True)`` -- opcore.torch takes none of them: autograd pairs
 register through ``torch.library.register_autograd`` (the route tensor-list
-ops always take), slower per call but on public API only. Destroying a
+ops always take), slower per call but on public API only, and the native
+kernels of in-place ops (src/python/torch_native.c) do not bump the version
+counters of what they write (torch's C++ ``bump_version``, found by its
+mangled name). Destroying a
 torch.library.Library fragment (``Library._destroy``, for reloads) has no
 public counterpart and is used either way, as is clearing the
 OpOverload's Python-dispatcher cache (``_dispatch_cache``) after a pairing

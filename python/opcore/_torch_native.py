@@ -10,7 +10,7 @@ import os
 
 import torch
 
-from opcore import _C
+from opcore import _C, _torch_internals
 
 _ready = None
 
@@ -27,8 +27,12 @@ def register(op, torch_name=None, fresh_only=False):
     """Register `op`'s CPU kernel natively, as torch op <library>::<torch_name>
     (default: the op's own name), returning every result of the op or, with
     fresh_only, only the fresh ones (not the Tensor(a!) arguments it returns).
-    False if it must stay in Python."""
-    return available() and _C._torch_native_impl(op.qualname, torch_name, fresh_only)
+    Each call bumps the version counters of the tensors it writes in place,
+    as torch's own in-place ops do (through a torch internal: not under
+    opcore._torch_internals.use_public_api()). False if it must stay in
+    Python."""
+    return available() and _C._torch_native_impl(op.qualname, torch_name, fresh_only,
+                                                  not _torch_internals.use_public_api())
 
 
 def unregister(library_name):

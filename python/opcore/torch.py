@@ -16,9 +16,11 @@ register_library(), which for each op:
   and each result size is explained in terms of the input sizes
   (opcore._C.Op.trace); see docs/python.md.
 
-In-place ops (``Tensor(a!)`` arguments) are functionalized by torch under
-torch.compile and torch.export (auto_functionalize). An op returning its
-mutated argument (``-> Tensor(a!)``) is registered as a composite wrapper
+In-place ops (``Tensor(a!)`` arguments) take the native kernel, as functional
+ops do, and run as a C++ op of the same schema does on tensors that require
+grad (the call bumps the version counters of what it writes). They are
+functionalized by torch under torch.compile and torch.export
+(auto_functionalize). An op returning its mutated argument (``-> Tensor(a!)``) is registered as a composite wrapper
 around an internal ``_oc_<name>`` op returning ``()``: torch cannot
 functionalize a custom op whose results alias its inputs.
 
@@ -30,7 +32,6 @@ forward op with its backward op in one line:
 after which torch.ops.my_ops.relu_forward is differentiable (see
 register_autograd for how the backward's arguments are bound).
 """
-import re
 import threading
 
 import torch
@@ -213,25 +214,6 @@ def _make_fake(op):
 # ---------------------------------------------------------------------------
 # Registration.
 
-def _check_no_grad(op, mutated):
-    """An in-place op on a tensor that autograd tracks would leave wrong
-    gradients behind (torch itself only refuses leaves)."""
-    names = [a["name"] for a in op.arg_info]
-
-    def check(vals):
-        if not torch.is_grad_enabled():
-            return
-        for i in mutated:
-            v = vals[i]
-            for t in (v if isinstance(v, (list, tuple)) else (v,)):
-                if isinstance(t, torch.Tensor) and t.requires_grad:
-                    raise OpArgumentError(
-                        f"op '{op.qualname}': argument '{names[i]}' is written in place but requires grad; "
-                        "autograd cannot follow an in-place opcore op: call it under torch.no_grad() (as "
-                        "optimizer steps do) or on a tensor that does not require grad")
-    return check
-
-
 def _internal_schema(op):
     """The schema of the internal op behind a `-> Tensor(a!)` op: the same
     arguments, only the fresh results."""
@@ -252,7 +234,6 @@ def register_op(op):
         if tlib is None:
             tlib = torch.library.Library(ns, "FRAGMENT")
             _torch_libs[ns] = tlib
-        mutated = [i for i, a in enumerate(op.arg_info) if a["mutable"]]
         aliased = any(alias is not None for _, alias in op.results)
         tags = (torch.Tag.pt2_compliant_tag,)
         try:
@@ -262,18 +243,15 @@ def register_op(op):
         except RuntimeError as e:
             raise RuntimeError(f"opcore: cannot define {op.qualname} in torch ({e}); is an op of that name "
                                "already registered by another extension?") from e
-        kernel = op
-        if mutated:
-            check = _check_no_grad(op, mutated)
-
-            def kernel(*args, **kwargs):
-                check(op.bind(args, kwargs))
-                return op(*args, **kwargs)
+        # In-place ops run as a C++ op of the same schema does: torch's
+        # autograd fallback lets them through whether or not their tensors
+        # require grad (what flows through them gets no gradient, as for a
+        # C++ op), and the native kernel bumps the version counter of what
+        # it writes, so a backward that saved it raises instead of using the
+        # new values.
         if not aliased:
-            # the C kernel without Python (in-place ops keep the Python kernel:
-            # its requires_grad check has no counterpart in the stable ABI)
-            if mutated or not _torch_native.register(op):
-                tlib.impl(op.name, kernel, "CPU")
+            if not _torch_native.register(op):  # the C kernel without Python
+                tlib.impl(op.name, op, "CPU")
             torch.library.register_fake(op.qualname, _make_fake(op), lib=tlib)
         else:
             # torch functionalizes the internal `-> ()` op; the public one
@@ -298,7 +276,8 @@ def register_op(op):
                 outs = tuple(vals[alias] if alias is not None else next(made) for _, alias in op.results)
                 return outs[0] if len(outs) == 1 else outs
 
-            tlib.impl(internal, fresh_only(kernel), "CPU")
+            if not _torch_native.register(op, internal, fresh_only=True):
+                tlib.impl(internal, fresh_only(op), "CPU")
             torch.library.register_fake(f"{ns}::{internal}", fresh_only(_make_fake(op)), lib=tlib)
             tlib.impl(op.name, composite, "CompositeImplicitAutograd")
         _registered[op.qualname] = op
@@ -352,32 +331,63 @@ def _is_tensor_list_type(t):
     return isinstance(t, torch.ListType) and isinstance(t.getElementType(), torch.TensorType)
 
 
+def _result_names(fwd_schema):
+    """{name: index} of the forward's results: the schema's names, and for an
+    unnamed result `result` (the only one) or `result<i>` (one of several)."""
+    rets = fwd_schema.returns
+    names = {}
+    for i, r in enumerate(rets):
+        names[r.name or ("result" if len(rets) == 1 else f"result{i}")] = i
+    return names
+
+
+def _bindable(fwd_schema):
+    """{name: ("input", i) | ("result", i) | ("grad", i)}: every name a
+    backward argument is bound by (forward inputs first)."""
+    names = {}
+    nrets = len(fwd_schema.returns)
+    results = _result_names(fwd_schema)
+    if nrets == 1:
+        names["grad"] = ("grad", 0)
+    for n, i in results.items():
+        names[f"grad_{n}"] = ("grad", i)
+    for i in range(nrets):
+        names[f"grad{i}"] = ("grad", i)
+    names.update({n: ("result", i) for n, i in results.items()})
+    names.update({a.name: ("input", i) for i, a in enumerate(fwd_schema.arguments)})
+    return names
+
+
+def _available(fwd_schema):
+    """The names a backward can take, for error messages."""
+    inputs = [a.name for a in fwd_schema.arguments]
+    results = list(_result_names(fwd_schema))
+    grads = (["grad"] if len(results) == 1 else []) + [f"grad_{n}" for n in results] + \
+        [f"grad{i}" for i in range(len(results))]
+    return (f"forward inputs: {', '.join(inputs)}; forward results: {', '.join(results) or '(none)'}; "
+            f"incoming gradients: {', '.join(grads) or '(none)'}")
+
+
+def _unbound_error(fname, bwd_name, unbound, fwd_schema, hint):
+    return ValueError(f"register_autograd({fname!r}): backward {bwd_name} has argument(s) "
+                      f"{', '.join(repr(n) for n in unbound)} that name nothing of the forward; names "
+                      f"available: {_available(fwd_schema)}. {hint}")
+
+
 def _backward_plan(fwd_schema, bwd_schema):
-    """How each backward argument is fed (OPLANG's convention): a list of
-    ("input", i) | ("result", i) | ("grad", i) | ("default",), or None when the
-    arguments cannot all be bound by name."""
-    inputs = {a.name: i for i, a in enumerate(fwd_schema.arguments)}
-    rets = [r.name for r in fwd_schema.returns]
-    results = {n: i for i, n in enumerate(rets) if n}
-    plan = []
+    """How each backward argument is fed, bound by name (OPLANG's
+    convention): a list of ("input", i) | ("result", i) | ("grad", i) |
+    ("default",), and the names of the arguments that bind to nothing."""
+    names = _bindable(fwd_schema)
+    plan, unbound = [], []
     for a in bwd_schema.arguments:
-        n = a.name
-        m = re.fullmatch(r"grad(\d+)", n)
-        if n in inputs:
-            plan.append(("input", inputs[n]))
-        elif n in results:
-            plan.append(("result", results[n]))
-        elif n == "grad" and len(rets) == 1:
-            plan.append(("grad", 0))
-        elif n.startswith("grad_") and n[5:] in results:
-            plan.append(("grad", results[n[5:]]))
-        elif m and int(m.group(1)) < len(rets):
-            plan.append(("grad", int(m.group(1))))
+        if a.name in names:
+            plan.append(names[a.name])
         elif a.has_default_value():
             plan.append(("default",))
         else:
-            return None
-    return plan
+            unbound.append(a.name)
+    return plan, unbound
 
 
 def _grad_targets(fwd_schema, bwd_returns, tensor_idx):
@@ -389,18 +399,29 @@ def _grad_targets(fwd_schema, bwd_returns, tensor_idx):
     return tensor_idx[:len(bwd_returns)]
 
 
-def _keyword_params(fn, names):
-    """The names among `names` that fn accepts as keyword arguments."""
+def _callable_binding(fn, npos, others, results):
+    """How a Python backward is called: `npos` values positionally (the
+    gradients, then the tensor inputs), then by keyword the non-tensor
+    inputs among `others` and the forward results among `results` ({name:
+    index}) that it names as parameters (with **kwargs: every non-tensor
+    input). Returns (keyword input names, {keyword result name: index},
+    required parameters bound to nothing); a signature inspect cannot read
+    binds nothing by keyword and is not checked."""
     import inspect
 
     try:
-        params = inspect.signature(fn).parameters
+        params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
-        return set()
-    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
-        return set(names)
-    by_name = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return {n for n in names if n in params and params[n].kind in by_name}
+        return set(), {}, []
+    P = inspect.Parameter
+    if any(p.kind == P.VAR_POSITIONAL for p in params):
+        npos = len(params)  # *args soaks up the positional values
+    rest = [p for p in params[npos:] if p.kind in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY)]
+    named = {p.name for p in rest}
+    keywords = set(others) if any(p.kind == P.VAR_KEYWORD for p in params) else named & set(others)
+    taken = {n: i for n, i in results.items() if n in named and n not in keywords}
+    unbound = [p.name for p in rest if p.default is P.empty and p.name not in keywords and p.name not in taken]
+    return keywords, taken, unbound
 
 
 class _Pairing:
@@ -408,7 +429,7 @@ class _Pairing:
     out once: which inputs to save, how to feed the backward (OPLANG's
     binding), where its gradients go."""
 
-    def __init__(self, fwd, backward):
+    def __init__(self, fwd, backward, positional=False):
         self.fwd = fwd
         schema = fwd._schema
         self.args = args = schema.arguments
@@ -422,12 +443,27 @@ class _Pairing:
         self.bwd = bwd = _resolve(backward) if self.is_op else backward
         if not callable(bwd):
             raise TypeError("backward must be an op name or a callable")
-        self.plan = _backward_plan(schema, bwd._schema) if self.is_op else None
-        others = [i for i in range(self.n) if i not in self.tensor_idx and i not in self.list_idx]
-        self.keywords = set() if self.is_op else _keyword_params(bwd, [args[i].name for i in others])
+        self.plan = None
+        self.keywords, self.result_kw = set(), {}
+        if self.is_op and not positional:
+            # bound by name, or refused: never a guess by position
+            self.plan, unbound = _backward_plan(schema, bwd._schema)
+            if unbound:
+                raise _unbound_error(self.fname, repr(bwd._schema.name), unbound, schema,
+                                     "Name them so, or pass positional=True to call it as "
+                                     "backward(*grads, *tensor_inputs).")
+        elif not self.is_op:
+            others = [args[i].name for i in range(self.n) if i not in self.tensor_idx and i not in self.list_idx]
+            npos = len(schema.returns) + len(self.tensor_idx) + len(self.list_idx)
+            self.keywords, self.result_kw, unbound = _callable_binding(bwd, npos, others, _result_names(schema))
+            if unbound:
+                raise _unbound_error(self.fname, getattr(bwd, "__name__", "callable"), unbound, schema,
+                                     f"A Python backward takes the {npos} gradients and tensor inputs by "
+                                     "position, then non-tensor inputs and forward results by name.")
         self.targets = (_grad_targets(schema, bwd._schema.returns, self.tensor_idx) if self.is_op
                         else self.tensor_idx + self.list_idx)
-        self.need_results = self.plan is not None and any(p[0] == "result" for p in self.plan)
+        self.need_results = bool(self.result_kw) or (self.plan is not None and
+                                                     any(p[0] == "result" for p in self.plan))
         self.positional = [i for i, a in enumerate(args) if not a.kwarg_only]
         self.defaults = [a.default_value if a.has_default_value() else None for a in args]
         if self.plan is not None:
@@ -482,7 +518,8 @@ class _Pairing:
         else:
             tensors = [vals[i] for i in self.tensor_idx] + [vals[i] for i in self.list_idx]
             g = self.bwd(*grads, *tensors, **{self.args[i].name: vals[i] for i in range(self.n)
-                                             if self.args[i].name in self.keywords})
+                                             if self.args[i].name in self.keywords},
+                         **{name: outs[i] for name, i in self.result_kw.items()})
         g = g if isinstance(g, (tuple, list)) else (g,)
         if len(g) > len(self.targets) and not self.is_op:
             raise RuntimeError(f"opcore: backward of {self.fname} returned {len(g)} gradients for "
@@ -506,7 +543,7 @@ def _plain_c_op(qualname):
     return None if c_op is None or any(a["mutable"] for a in c_op.arg_info) else c_op
 
 
-def register_autograd(forward, backward):
+def register_autograd(forward, backward, *, positional=False):
     """Make op `forward` differentiable with `backward`, in one line.
 
     forward: 'library::op' (or torch.ops.library.op).
@@ -516,18 +553,25 @@ def register_autograd(forward, backward):
         gets the saved result, `grad` gets the incoming gradient of a
         single-result forward, `grad_<result name>` (or `grad<i>`) that of a
         result of a multi-result one. Its results are the gradients of the
-        forward's tensor inputs: by name (`grad_<input>`) or in order. If the
-        arguments cannot be bound by name, it is called the seeds' way:
-        backward(grad, *tensor_inputs).
-        Or a Python callable backward(*grads, *tensor_inputs, **non_tensor_inputs)
-        (the non-tensor inputs it names as parameters, by keyword; Tensor[]
-        inputs come after the Tensor ones) returning a Tensor (the first
-        tensor input's gradient) or a tuple with one gradient (a list for a
-        Tensor[] input; or None) per tensor input.
+        forward's tensor inputs: by name (`grad_<input>`) or in order. An
+        unnamed result is `result` (the only one) or `result<i>`. A backward
+        argument that names nothing of these (and has no default) is a
+        ValueError here, listing it and the names available: nothing is
+        bound by guess.
+        Or a Python callable backward(*grads, *tensor_inputs, **named)
+        (Tensor[] inputs come after the Tensor ones; by keyword, the
+        non-tensor inputs and the forward results it names as parameters)
+        returning a Tensor (the first tensor input's gradient) or a tuple
+        with one gradient (a list for a Tensor[] input; or None) per tensor
+        input. A parameter after the positional ones that names nothing is
+        a ValueError here too.
+    positional: call an op backward the seeds' way,
+        backward(*grads, *tensor_inputs), without binding by name (only
+        when asked for).
     Every gradient is checked against its input's shape and dtype.
     """
     fwd = _resolve(forward)
-    pairing = _Pairing(fwd, backward)
+    pairing = _Pairing(fwd, backward, positional)
     fname = pairing.fname
     schema = fwd._schema
     lists = any(_is_tensor_list_type(a.type) for a in (*schema.arguments, *schema.returns))

@@ -9,6 +9,17 @@
  *                                      boxed C function; False if the op
  *                                      has a type the ABI cannot carry
  *
+ * In-place ops (Tensor(a!) arguments) take this path too, as a C++ op of
+ * the same schema does: torch's autograd fallback runs them whether or not
+ * their tensors require grad. Unlike a C++ op (whose version counters stay
+ * put unless it bumps them), the kernel bumps the version counter of every
+ * tensor it wrote, as torch's own in-place ops do, so a backward that saved
+ * the tensor raises "modified by an inplace operation" instead of using the
+ * new values. The stable ABI has no call for it: torch's C++
+ * torch::autograd::impl::bump_version is found by its mangled name (absent:
+ * no bump) and called from torch_native_throw.cc, which catches what it
+ * throws.
+ *
  * The route is libtorch's stable C ABI (torch/csrc/stable/c/shim.h and the
  * aoti_torch_* functions it builds on): torch_library_impl registers a
  * boxed kernel `void fn(StableIValue *stack, uint64_t nargs, uint64_t
@@ -92,6 +103,7 @@ static struct {
     AOTITorchError (*parallel_for)(int64_t begin, int64_t end, int64_t grain,
                                    void (*fn)(int64_t begin, int64_t end, void *ctx), void *ctx);
     AOTITorchError (*get_num_threads)(uint32_t *ret);
+    void *bump_version; /* torch::autograd::impl::bump_version(const at::Tensor &), or NULL */
     int32_t dtype_code[OC_NUM_DTYPES]; /* aoti code of each oc_dtype */
     int32_t device_cpu;
     bool ready;
@@ -152,6 +164,7 @@ static PyObject *py_native_init(PyObject *self, PyObject *arg)
     SYM(exception_what, "torch_exception_get_what_without_backtrace");
     SYM(parallel_for, "torch_parallel_for");
     SYM(get_num_threads, "torch_get_num_threads");
+    T.bump_version = dlsym(h, "_ZN5torch8autograd4impl12bump_versionERKN2at6TensorE"); /* optional */
     char name[64];
     for (int i = 0; i < OC_NUM_DTYPES && ok; i++) { /* torch spells each dtype as opcore does */
         snprintf(name, sizeof name, "aoti_torch_dtype_%s", oc_dtype_name((oc_dtype)i));
@@ -182,6 +195,7 @@ typedef struct native_op {
     int nargs, nresults;
     oc_arg_type type[MAX_ARGS];
     bool optional[MAX_ARGS];
+    bool bump[MAX_ARGS];       /* a Tensor(a!) argument whose version counter the call bumps */
     int alias[OC_MAX_RESULTS]; /* per result: the argument it returns, or -1 */
     int nret;                  /* results the torch op returns: all, or only the fresh ones */
     int ret_index[OC_MAX_RESULTS]; /* the op's result index of each */
@@ -436,6 +450,30 @@ static bool lend_torch_threads(oc_engine_work_fn work, uint32_t n)
     return T.parallel_for(0, n, 1, lent_range, &w) == 0;
 }
 
+/* After the kernel wrote its Tensor(a!) arguments: bump their version
+ * counters. A tensor without one (an inference tensor outside inference
+ * mode) is left as a C++ op leaves it: written, nothing raised. */
+static void bump_versions(const call *c)
+{
+    const native_op *n = c->n;
+    char err[256];
+    for (int i = 0; i < n->nargs; i++) {
+        StableIValue v;
+        if (!n->bump[i] || !unboxed(c, i, &v)) continue;
+        if (n->type[i] == OC_ARG_TENSOR) {
+            ocpy_torch_bump_version(T.bump_version, (void *)(uintptr_t)v, err, sizeof err);
+            continue;
+        }
+        size_t count = 0; /* Tensor(a!)[] */
+        StableListHandle l = (StableListHandle)(uintptr_t)v;
+        if (T.list_size(l, &count)) continue;
+        for (size_t k = 0; k < count; k++) {
+            StableIValue e;
+            if (!T.list_get_item(l, k, &e)) ocpy_torch_bump_version(T.bump_version, (void *)(uintptr_t)e, err, sizeof err);
+        }
+    }
+}
+
 static void run(native_op *n, StableIValue *stack)
 {
     call c;
@@ -457,6 +495,7 @@ static void run(native_op *n, StableIValue *stack)
     oc_status st = oc_op_run(n->op, c.vals, n->nargs, alloc_result, &c, outs);
     oc_engine_set_thread_helpers(NULL);
     if (st) fail(&c, st);
+    bump_versions(&c);
     for (int j = 0; j < n->nret; j++) {
         int i = n->ret_index[j], a = n->alias[i];
         if (a < 0) {
@@ -497,15 +536,15 @@ static void native_free(native_op *n)
     free(n);
 }
 
-/* _torch_native_impl(qualname, torch_name=None, fresh_only=False) */
+/* _torch_native_impl(qualname, torch_name=None, fresh_only=False, bump_versions=True) */
 static PyObject *py_native_impl(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
-    static char *kwlist[] = {"qualname", "torch_name", "fresh_only", NULL};
+    static char *kwlist[] = {"qualname", "torch_name", "fresh_only", "bump_versions", NULL};
     const char *qualname, *torch_name = NULL;
-    int fresh_only = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|zp:_torch_native_impl", kwlist, &qualname, &torch_name,
-                                     &fresh_only))
+    int fresh_only = 0, bump_versions_on = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|zpp:_torch_native_impl", kwlist, &qualname, &torch_name,
+                                     &fresh_only, &bump_versions_on))
         return NULL;
     if (!T.ready) Py_RETURN_FALSE;
     const oc_op *op = oc_op_find(qualname);
@@ -525,6 +564,8 @@ static PyObject *py_native_impl(PyObject *self, PyObject *args, PyObject *kwargs
     for (int i = 0; i < nargs; i++) {
         n->type[i] = oc_op_arg_type(op, i);
         n->optional[i] = oc_op_arg_optional(op, i);
+        n->bump[i] = bump_versions_on && T.bump_version && oc_op_arg_mutable(op, i) &&
+                     (n->type[i] == OC_ARG_TENSOR || n->type[i] == OC_ARG_TENSOR_LIST);
     }
     for (int i = 0; i < nres; i++) {
         n->alias[i] = oc_op_result_alias(op, i);
@@ -604,9 +645,10 @@ PyMethodDef ocpy_torch_native_methods[] = {
     {"_torch_native_init", py_native_init, METH_O,
      "_torch_native_init(path) -> bool: find libtorch's stable C ABI through the loaded object at path"},
     {"_torch_native_impl", (PyCFunction)(void (*)(void))py_native_impl, METH_VARARGS | METH_KEYWORDS,
-     "_torch_native_impl('lib::op', torch_name=None, fresh_only=False) -> bool: register the op's CPU kernel "
-     "natively, as torch op lib::<torch_name> (default: the op's name), returning every result or only the "
-     "fresh ones (not the Tensor(a!) arguments); False: keep the Python kernel"},
+     "_torch_native_impl('lib::op', torch_name=None, fresh_only=False, bump_versions=True) -> bool: register the "
+     "op's CPU kernel natively, as torch op lib::<torch_name> (default: the op's name), returning every result "
+     "or only the fresh ones (not the Tensor(a!) arguments), bumping the version counters of the Tensor(a!) "
+     "arguments (if this torch exports bump_version); False: keep the Python kernel"},
     {"_torch_native_drop", py_native_drop, METH_O,
      "_torch_native_drop(library_name) -> int: take out the native kernels of that library's ops (before "
      "unloading it; no call may be running)"},

@@ -34,6 +34,11 @@ _Noreturn
 #endif
 void ocpy_torch_throw(PyObject *type, PyObject *value, PyObject *traceback, const char *msg);
 
+/* Call `fn`, torch's bump_version(const at::Tensor &), on a tensor handle:
+ * 0, or -1 with torch's message in err (an inference tensor outside
+ * inference mode has no version counter). */
+int ocpy_torch_bump_version(void *fn, void *tensor_handle, char *err, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

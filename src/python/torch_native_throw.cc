@@ -1,5 +1,5 @@
-// src/python/torch_native_throw.cc — the one thing opcore's C cannot do:
-// throw a C++ exception.
+// src/python/torch_native_throw.cc — the two things opcore's C cannot do:
+// throw a C++ exception, and call a C++ function that may throw one.
 //
 // Why C++: torch's dispatcher calls a boxed kernel registered through the
 // stable C ABI (torch_library_impl) as a plain function and gives it no
@@ -18,6 +18,7 @@
 // callers that catch std::exception.
 #include "torch_native.h"
 
+#include <cstdio>
 #include <exception>
 #include <string>
 #include <utility>
@@ -68,4 +69,24 @@ extern "C" void ocpy_torch_throw(PyObject *type, PyObject *value, PyObject *trac
     e.traceback = traceback;
     e.message = msg ? msg : "opcore op failed";
     throw e;
+}
+
+// torch::autograd::impl::bump_version(const at::Tensor &), found by its
+// mangled name (torch_native.c) and handed in as `fn`: the stable C ABI has
+// no version-counter call. An AtenTensorHandle is an at::Tensor * (the
+// stable ABI's own encoding), so the reference is the handle itself; the
+// type need not be complete to pass it on.
+namespace at {
+class Tensor;
+}
+
+extern "C" int ocpy_torch_bump_version(void *fn, void *tensor_handle, char *err, size_t len)
+{
+    try {
+        reinterpret_cast<void (*)(const at::Tensor &)>(fn)(*static_cast<const at::Tensor *>(tensor_handle));
+        return 0;
+    } catch (const std::exception &e) {
+        std::snprintf(err, len, "%s", e.what());
+        return -1;
+    }
 }
