@@ -71,7 +71,10 @@ static bool start(oc__job *job, running *r, bool verbose)
     sigfillset(&all);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    /* Its own session: no controlling terminal, so a source that includes
+     * /dev/tty fails at once instead of waiting for the terminal (stdin is
+     * /dev/null above for the same reason: /dev/stdin reads nothing). */
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
     pid_t pid;
     int rc = posix_spawnp(&pid, job->argv.v[0], &fa, &attr, job->argv.v, environ);
     posix_spawn_file_actions_destroy(&fa);
