@@ -8,8 +8,9 @@
  * must be a regular file outside /dev and /proc; after compiling, every file
  * the compiler's dependency output names is checked the same way (an
  * include spelled through a macro). The compiler itself runs with stdin
- * from /dev/null and without a controlling terminal (jobs.c), so what the
- * first check cannot see fails fast instead of waiting for input. */
+ * from /dev/null and without a controlling terminal, and a compile found
+ * waiting to open a FIFO is ended (jobs.c), so what the first check cannot
+ * see fails instead of waiting for input. */
 #include <ctype.h>
 #include <limits.h>
 #include <stdio.h>

@@ -290,6 +290,15 @@ def test_include_of_dev_stdin_through_a_macro_is_refused(tmp_path, srcs):
     assert "REFUSED" in out and "includes /dev/stdin" in out, out + err
 
 
+def test_fifo_included_through_a_macro_ends_the_compile(tmp_path, srcs):
+    """The literal scan cannot see it and the compiler blocks opening the
+    FIFO: the build tool notices the wait and ends the compile."""
+    os.mkfifo(tmp_path / "pipe.h")
+    rc, out, err = hanging_build(tmp_path, srcs, "PIPE", prefix='#define PIPE "pipe.h"\n')
+    assert rc == 0, err[-2000:]
+    assert "REFUSED" in out and "waiting to open a FIFO" in out, out + err
+
+
 @needs_cli
 def test_cli_include_of_dev_stdin_is_refused(tmp_path, srcs):
     (tmp_path / "bad.c").write_text("#include </dev/stdin>\n" + KERNELS)
