@@ -217,6 +217,12 @@ def test_stack_size_beyond_the_engine_refused_with_the_maximum(tmp_path, srcs):
     assert not (tmp_path / "libbig_stack.so").exists()
 
 
+def test_non_numeric_stack_size_says_what_it_takes(tmp_path, srcs):
+    with pytest.raises(TypeError, match=r"stack_size must be a number of bytes \(an int\), got 'lots'"):
+        custom_op.build("s", [str(srcs / "kernels.c")], [str(srcs / "shape.c")], build_directory=str(tmp_path),
+                        stack_size="lots")
+
+
 @needs_cli
 def test_cli_stack_size_beyond_the_engine_refused(tmp_path, srcs):
     p = run_cli("build", "-n", "big_stack", "-s", srcs / "shape.c", "-c", srcs / "kernels.c",
