@@ -20,6 +20,12 @@
  * number in eager calls, but under a dynamic-shape tracer it is an error
  * that points here, never a silent constant. All helpers are ordinary
  * functions in kernels too.
+ *
+ * The helpers are checked: a result that overflows int64 (oc_dim_mul of two
+ * huge sizes) fails the running shape function or kernel with an error
+ * naming the op, instead of wrapping to a size that looks valid. A shape
+ * function's results are checked too: a tensor whose element count (or byte
+ * count) overflows int64 is refused before any framework sees its shape.
  */
 #ifndef OPCORE_DIM_H
 #define OPCORE_DIM_H

@@ -62,6 +62,11 @@ OC_API void oc_engine_set_thread_helpers(oc_engine_helpers_fn run);
 
 /* Default kernel stack size for ops built without --stack-size. */
 #define OC_DEFAULT_STACK_SIZE ((size_t)256 * 1024)
+/* The largest kernel stack the engine maps (each core maps its own, so a
+ * multicore op needs this much per core): `opcore build --stack-size` and
+ * an op's stack_size option beyond it are refused, never built into an op
+ * whose calls cannot get their stack. */
+#define OC_MAX_STACK_SIZE ((size_t)1 << 30)
 
 /* Stop the worker threads and free the engine's memory. The engine starts
  * again on the next call. No call may be running. */

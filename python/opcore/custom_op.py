@@ -11,6 +11,7 @@ when torch is importable (set OPCORE_NO_TORCH=1 to skip that), and return
 a :class:`Library`.
 """
 import importlib.util
+import operator
 import os
 import threading
 
@@ -111,10 +112,19 @@ def build(name, compute_srcs, shape_srcs, build_directory=None, multicore=False,
     prints (and keeps in the result's .vec_report) which loops of the compute
     sources the compiler vectorised and, for the others, its reason
     (`opcore build --vec-report`)."""
+    # No folder is made here: oc_build checks the name first and only then
+    # creates the output directory, so a name like '../x' or 'a b' leaves
+    # nothing on disk.
     out = os.fspath(build_directory) if build_directory is not None else default_build_directory(name)
-    os.makedirs(out, exist_ok=True)
+    try:
+        stack_size = operator.index(stack_size or 0)
+    except TypeError:
+        raise TypeError(f"opcore build: library '{name}': stack_size must be a number of bytes (an int), "
+                        f"got {stack_size!r}") from None
+    if stack_size < 0:
+        raise ValueError(f"opcore build: library '{name}': stack_size={stack_size} is not a positive number of bytes")
     res = _C.build(name, _as_list(compute_srcs, "compute_srcs"), _as_list(shape_srcs, "shape_srcs"),
-                   out_dir=out, multicore=bool(multicore), stack_size=int(stack_size or 0),
+                   out_dir=out, multicore=bool(multicore), stack_size=min(stack_size, 2**64 - 1),
                    cflags=_as_list(extra_cflags, "extra_cflags"), include_dirs=_as_list(include_dirs, "include_dirs"),
                    debug=bool(debug), verbose=bool(verbose), force=bool(force), vec_report=bool(vec_report))
     result = BuildResult(res[:3])

@@ -393,6 +393,9 @@ def _norm_static(meta: _OpMeta, a: _Arg, v):
     if t == "str":
         if not isinstance(v, str):
             raise meta.error(f"expected a str, got {type(v).__name__}", a)
+        if "\0" in v:  # the kernel gets a C string: it would end at the NUL
+            raise meta.error(f"the str holds a NUL character at index {v.index(chr(0))}; a kernel receives a str "
+                             "as a C string, which would end there (pass the data as an array instead)", a)
         return v
     if t == "ScalarType":
         return _dtype_name(meta, a, v)

@@ -27,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -364,6 +363,11 @@ static oc_status prepare(build *b)
     }
     if (o->stack_size) b->stack_size = o->stack_size;
     if (!b->stack_size) b->stack_size = OC_DEFAULT_STACK_SIZE;
+    if (b->stack_size > OC_MAX_STACK_SIZE)
+        return oc_set_error(OC_EINVAL,
+                            "opcore build: library '%s': a kernel stack of %zu bytes is more than the "
+                            "engine maps: at most %zu bytes (%zu MiB)",
+                            name, b->stack_size, OC_MAX_STACK_SIZE, OC_MAX_STACK_SIZE >> 20);
 
     for (int i = 0; i < o->num_include_dirs; i++) {
         const char *d = o->include_dirs[i];
@@ -382,7 +386,12 @@ static oc_status prepare(build *b)
         return oc_set_error(OC_EBUILD,
                             "opcore build: cannot find opcore's headers or libopcore.so; set "
                             "OPCORE_INCLUDE_DIR and OPCORE_LIB_DIR");
-    return OC_OK;
+    const char **paths = malloc((size_t)(b->nsrcs > 0 ? b->nsrcs : 1) * sizeof *paths);
+    if (!paths) return oc_set_error(OC_ENOMEM, "out of memory");
+    for (int i = 0; i < b->nsrcs; i++) paths[i] = b->srcs[i].path;
+    oc_status st = oc__check_includes(name, paths, b->nsrcs, &b->incs);
+    free(paths);
+    return st;
 }
 
 /* The kernel's -march: native by default; $OPCORE_MARCH overrides it
@@ -650,11 +659,15 @@ static oc_status compile_and_link(build *b, char *tmp_lib, size_t tmp_len)
         goto out;
     }
     show_warnings(jobs, njobs);
-    for (int i = 0; i < njobs; i++) {
+    for (int i = 0; i < njobs && !st; i++) {
         char dep[PATH_MAX + 512];
         strf(dep, sizeof dep, "%s/%d.d", b->tmp_dir, i);
+        int from = b->deps.n;
         oc__deps_parse(dep, b->tmp_dir, &b->deps);
+        st = oc__check_deps(b->o->name, i < b->nsrcs ? b->srcs[i].given : "the generated build info",
+                            &b->deps, from);
     }
+    if (st) goto out;
 
     /* Link. */
     oc__job link = {0};
@@ -1064,13 +1077,8 @@ oc_status oc_build(const oc_build_options *opts, oc_build_result *result)
     oc_status st = prepare(&b);
     if (!st) st = compute_key(&b);
     if (!st) {
-        /* One build of a library at a time (threads or processes). */
-        char lock_path[PATH_MAX + 256];
-        strf(lock_path, sizeof lock_path, "%s/.lib%s.so.lock", b.out_dir, opts->name);
-        lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-        if (lock_fd >= 0)
-            while (flock(lock_fd, LOCK_EX) != 0 && errno == EINTR) {
-            }
+        lock_fd = oc__build_lock(b.out_dir, opts->name); /* one build of a library at a time */
+        if (lock_fd < 0) st = oc_errcode();
     }
     bool hit = false;
     if (!st && !opts->force) st = cache_check(&b, &hit);

@@ -3,6 +3,8 @@
  * build.c    oc_build: validation, the two checks, link, atomic install
  * jobs.c     running compiler commands in parallel, capturing their output
  * cache.c    content hashing, the compiler's identity, stamp files
+ * lock.c     the build lock: waiting with a timeout, naming the holder
+ * sources.c  only regular files: includes of FIFOs and devices refused
  * sigcheck.c generated prototype headers and reading "conflicting types"
  * strbuf.c   growable strings and argument vectors
  */
@@ -89,6 +91,27 @@ bool oc__deps_hash(const char *key_hex, const oc__argv *deps, oc__hash *out);
 /* Add the prerequisites in a make-style .d file to `deps` (skipping those
  * under `skip_prefix` and duplicates). */
 void oc__deps_parse(const char *dfile, const char *skip_prefix, oc__argv *deps);
+
+/* ---- only regular files (sources.c) ----------------------------------------- */
+
+/* NULL if `path` is a regular file outside /dev and /proc (or missing),
+ * else what it is ("a FIFO", "a device"...). */
+const char *oc__not_regular(const char *path);
+/* Refuse a source whose literal #include lines (followed through the
+ * headers they reach, resolved against its folder and `incs`) name a file
+ * that is not regular. */
+oc_status oc__check_includes(const char *lib, const char *const *srcs, int nsrcs, const oc__argv *incs);
+/* Refuse deps->v[from..] (what compiling `src` read) if one is not regular. */
+oc_status oc__check_deps(const char *lib, const char *src, const oc__argv *deps, int from);
+
+/* ---- the build lock (lock.c) ------------------------------------------------- */
+
+/* Take out_dir/.lib<name>.so.lock (one build of a library at a time, in
+ * threads or processes); returns its descriptor, or -1 with the error set.
+ * Waits for the holder, saying so on stderr with its pid after a second;
+ * takes the lock over when its holder is dead; gives up after
+ * $OPCORE_BUILD_LOCK_TIMEOUT seconds (default 600) naming the holder. */
+int oc__build_lock(const char *out_dir, const char *name);
 
 /* ---- errors that teach (hints.c) ------------------------------------------ */
 

@@ -3,7 +3,8 @@
  * Each job is started with posix_spawnp, its stdout and stderr joined into
  * one close-on-exec pipe; poll() reads every running job's pipe, so a job is
  * done when its pipe reaches EOF and we then reap exactly that pid (never
- * waitpid(-1): the host process may have children of its own). */
+ * waitpid(-1): the host process may have children of its own). Each job
+ * runs in its own session; one that waits to open a FIFO is ended. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -72,7 +73,10 @@ static bool start(oc__job *job, running *r, bool verbose)
     sigfillset(&all);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    /* Its own session: no controlling terminal, so a source that includes
+     * /dev/tty fails at once instead of waiting for the terminal (stdin is
+     * /dev/null above for the same reason: /dev/stdin reads nothing). */
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
     pid_t pid;
     int rc = posix_spawnp(&pid, job->argv.v[0], &fa, &attr, job->argv.v, environ);
     posix_spawn_file_actions_destroy(&fa);
@@ -121,6 +125,45 @@ static void finish(oc__job *job, running *r)
     r->out.s = NULL;
 }
 
+/* True if `pid` or a process it started waits to open a FIFO that has no
+ * writer (the kernel's wait channel "wait_for_partner"): an #include of a
+ * pipe, spelled through a macro so that sources.c could not see it. That
+ * wait never ends by itself. */
+static bool opens_a_fifo(pid_t pid, int depth)
+{
+    char path[96], buf[4096];
+    snprintf(path, sizeof path, "/proc/%ld/wchan", (long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    if (strcmp(buf, "wait_for_partner") == 0) return true;
+    if (depth >= 8) return false;
+    snprintf(path, sizeof path, "/proc/%ld/task/%ld/children", (long)pid, (long)pid);
+    f = fopen(path, "r");
+    if (!f) return false;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    for (char *p = buf, *end; *p; p = end) {
+        long child = strtol(p, &end, 10);
+        if (end == p) break;
+        if (child > 0 && opens_a_fifo((pid_t)child, depth + 1)) return true;
+    }
+    return false;
+}
+
+/* A job blocked for good is ended (it runs in its own session: its process
+ * group is the compiler and everything it started), with a message. */
+static void end_if_stuck(running *r)
+{
+    if (!opens_a_fifo(r->pid, 0)) return;
+    oc__sb_put(&r->out, "error: the compiler is waiting to open a FIFO (a named pipe): an #include of a "
+                        "pipe or device? A build reads only regular files\n");
+    kill(-r->pid, SIGKILL);
+}
+
 int oc__jobs_run(oc__job *jobs, int njobs, int parallel, bool verbose)
 {
     if (parallel < 1) parallel = 1;
@@ -149,7 +192,12 @@ int oc__jobs_run(oc__job *jobs, int njobs, int parallel, bool verbose)
             pfd[i].events = POLLIN;
             pfd[i].revents = 0;
         }
-        if (poll(pfd, (nfds_t)nrun, -1) < 0) {
+        int ready = poll(pfd, (nfds_t)nrun, 1000);
+        if (ready == 0) { /* a quiet second: is a job stuck on a FIFO? */
+            for (int i = 0; i < nrun; i++) end_if_stuck(&run[i]);
+            continue;
+        }
+        if (ready < 0) {
             if (errno == EINTR) continue;
             /* Should not happen; fall back to blocking reads below. */
             for (int i = 0; i < nrun; i++) pfd[i].revents = POLLIN;

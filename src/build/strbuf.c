@@ -1,9 +1,12 @@
 /* Argument vectors for the build tool (strings: src/core/strbuf.c). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "build/build_internal.h"
@@ -111,8 +114,21 @@ void oc__argv_format(const oc__argv *a, oc__sb *out)
 
 char *oc__read_file(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+    /* Regular files only, opened without blocking: a FIFO or a terminal
+     * named by a stale stamp or a source must not hang the build. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return NULL;
+    }
     oc__sb b = {0};
     char buf[65536];
     size_t n;

@@ -1,11 +1,15 @@
 /* opcore build — compile an op library (a front end to oc_build). */
+#include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "opcore/build.h"
+#include "opcore/engine.h"
 
 static const char usage[] =
     "usage: opcore build --name NAME --compute FILE.c [FILE.c...] --shape FILE.c [FILE.c...]\n"
@@ -40,16 +44,21 @@ static const char usage[] =
     "environment: CC (compiler, default cc), OPCORE_INCLUDE_DIR, OPCORE_LIB_DIR,\n"
     "OPCORE_CACHE_DIR (the build cache).\n";
 
+/* A size in bytes: digits with an optional k or M suffix. A size too large
+ * for size_t becomes SIZE_MAX, which oc_build refuses naming the maximum. */
 static int parse_size(const char *s, size_t *out)
 {
     char *end;
+    errno = 0;
     unsigned long long v = strtoull(s, &end, 0);
-    if (end == s || s[0] == '-') return -1;
-    if (*end == 'k' || *end == 'K') v *= 1024, end++;
-    else if (*end == 'm' || *end == 'M') v *= 1024 * 1024, end++;
+    if (end == s || s[0] == '-' || s[0] == ' ') return -1;
+    bool big = errno == ERANGE;
+    unsigned long long unit = 1;
+    if (*end == 'k' || *end == 'K') unit = 1024, end++;
+    else if (*end == 'm' || *end == 'M') unit = 1024 * 1024, end++;
     if (*end == 'B' || *end == 'b') end++;
     if (*end || v == 0) return -1;
-    *out = (size_t)v;
+    *out = big || v > SIZE_MAX / unit ? SIZE_MAX : (size_t)(v * unit);
     return 0;
 }
 
@@ -102,8 +111,9 @@ int cli_build(int argc, char **argv)
         case 'm': o.multicore = true; break;
         case 'S':
             if (parse_size(optarg, &o.stack_size) != 0) {
-                rc = cli_usage_error("build", "--stack-size '%s' is not a positive size in bytes",
-                                     optarg);
+                rc = cli_usage_error("build", "--stack-size '%s' is not a size: expected a positive "
+                                     "number of bytes, optionally with a k or M suffix (e.g. 65536, "
+                                     "512k, 2M; at most %zuM)", optarg, OC_MAX_STACK_SIZE >> 20);
                 goto out;
             }
             break;

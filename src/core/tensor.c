@@ -77,6 +77,19 @@ static oc_status check_shape(oc_dtype dtype, int ndim, const int64_t *sizes)
     for (int d = 0; d < ndim; d++)
         if (sizes[d] < 0)
             return oc_set_error(OC_EINVAL, "dim %d has negative size %lld", d, (long long)sizes[d]);
+    /* Frameworks keep byte offsets in int64 (XLA aborts the process on an
+     * extent product that overflows): refuse such a shape here, where the
+     * error can still name the op. */
+    int64_t bytes = (int64_t)oc_dtype_size(dtype);
+    for (int d = 0; d < ndim; d++)
+        if (__builtin_mul_overflow(bytes, sizes[d], &bytes)) {
+            char shape[256] = "";
+            size_t at = 0;
+            for (int k = 0; k < ndim && at < sizeof shape; k++)
+                at += (size_t)snprintf(shape + at, sizeof shape - at, "%s%lld", k ? ", " : "", (long long)sizes[k]);
+            return oc_set_error(OC_EINVAL, "sizes [%s] of %s hold more elements or bytes than int64 can count",
+                                shape, oc_dtype_name(dtype));
+        }
     return OC_OK;
 }
 

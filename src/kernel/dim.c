@@ -1,7 +1,7 @@
 /* oc_dim_*: size arithmetic that records itself while a shape function is
  * traced for dynamic shapes (see dim.h and host/trace.c). Outside a trace
- * they are plain arithmetic. Division by a non-positive size fails the
- * running function rather than dividing by zero. */
+ * they are plain arithmetic. Division by a non-positive size, and a result
+ * that overflows int64, fail the running function. */
 #include "core/internal.h"
 #include "engine/core.h"
 #include "opcore/dim.h"
@@ -31,13 +31,36 @@ static int64_t floor_div(int64_t a, int64_t b)
     return (a % b != 0 && a < 0) ? q - 1 : q;
 }
 
-/* Wrapping (unsigned) arithmetic: sizes never overflow in practice, and a
- * wrong program must not be undefined behaviour on top. */
-#define WRAP(a, op, b) ((int64_t)((uint64_t)(a) op (uint64_t)(b)))
+/* Checked arithmetic: a size that overflows int64 fails the running shape
+ * function (the message names the op) instead of wrapping to a size that
+ * looks valid, e.g. 0 or a small positive number. */
+static int64_t overflowed(const char *fn, const char *sym, int64_t a, int64_t b)
+{
+    oc__raise(OC_ESHAPE, "%s: %lld %s %lld overflows int64", fn, (long long)a, sym, (long long)b);
+    return 0;
+}
 
-int64_t oc_dim_add(int64_t a, int64_t b) { return record(OC_DIM_ADD, a, b, WRAP(a, +, b)); }
-int64_t oc_dim_sub(int64_t a, int64_t b) { return record(OC_DIM_SUB, a, b, WRAP(a, -, b)); }
-int64_t oc_dim_mul(int64_t a, int64_t b) { return record(OC_DIM_MUL, a, b, WRAP(a, *, b)); }
+int64_t oc_dim_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r)) return overflowed("oc_dim_add", "+", a, b);
+    return record(OC_DIM_ADD, a, b, r);
+}
+
+int64_t oc_dim_sub(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_sub_overflow(a, b, &r)) return overflowed("oc_dim_sub", "-", a, b);
+    return record(OC_DIM_SUB, a, b, r);
+}
+
+int64_t oc_dim_mul(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) return overflowed("oc_dim_mul", "*", a, b);
+    return record(OC_DIM_MUL, a, b, r);
+}
+
 int64_t oc_dim_min(int64_t a, int64_t b) { return record(OC_DIM_MIN, a, b, a < b ? a : b); }
 int64_t oc_dim_max(int64_t a, int64_t b) { return record(OC_DIM_MAX, a, b, a > b ? a : b); }
 
@@ -50,11 +73,13 @@ int64_t oc_dim_div(int64_t a, int64_t b)
 int64_t oc_dim_ceil_div(int64_t a, int64_t b)
 {
     if (!divisor_ok("oc_dim_ceil_div", b)) return 0;
-    return record(OC_DIM_CEIL_DIV, a, b, -floor_div(-a, b));
+    int64_t q = a / b; /* C truncates: up for a < 0, so only a > 0 with a remainder adds 1 */
+    return record(OC_DIM_CEIL_DIV, a, b, (a % b != 0 && a > 0) ? q + 1 : q);
 }
 
 int64_t oc_dim_mod(int64_t a, int64_t b)
 {
     if (!divisor_ok("oc_dim_mod", b)) return 0;
-    return record(OC_DIM_MOD, a, b, a - floor_div(a, b) * b);
+    int64_t r = a % b; /* never overflows, unlike a - floor_div(a, b) * b */
+    return record(OC_DIM_MOD, a, b, r < 0 ? r + b : r);
 }

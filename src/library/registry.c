@@ -79,6 +79,10 @@ static oc_status read_build_info(oc_library *lib)
     lib->multicore = info->multicore != 0;
     lib->debug = info->debug != 0;
     lib->stack_size = info->stack_size ? info->stack_size : OC_DEFAULT_STACK_SIZE;
+    if (lib->stack_size > OC_MAX_STACK_SIZE) /* opcore build refuses it: a library from elsewhere */
+        return oc_set_error(OC_EINVAL, "%s asks for a kernel stack of %zu bytes; the engine maps at most %zu "
+                            "(OC_MAX_STACK_SIZE): rebuild it with a smaller --stack-size",
+                            lib->path, lib->stack_size, OC_MAX_STACK_SIZE);
     snprintf(lib->cflags, sizeof lib->cflags, "%s", info->cflags ? info->cflags : "");
     return OC_OK;
 }
@@ -94,6 +98,10 @@ static oc_status bind_ops(oc_library *lib, const oc_library_defs *defs)
         op->lib = lib;
         op->multicore = op->def.options.multicore || (lib->multicore && !op->def.options.single_core);
         op->stack_size = op->def.options.stack_size ? op->def.options.stack_size : lib->stack_size;
+        if (op->stack_size > OC_MAX_STACK_SIZE)
+            return oc_set_error(OC_EINVAL, "op '%s::%s': its stack_size option asks for %zu bytes; the engine "
+                                "maps at most %zu (OC_MAX_STACK_SIZE)", lib->name, op->def.schema.name,
+                                op->stack_size, OC_MAX_STACK_SIZE);
         op->num_results = op->def.schema.num_results;
         op->fresh_results = oc__schema_fresh_results(&op->def.schema);
         op->returns_tensor = oc__schema_returns_tensor(&op->def.schema);

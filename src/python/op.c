@@ -318,10 +318,21 @@ static int convert(OpObject *o, PyObject **bound, int meta, oc_value *vals, oc_t
             if (to_scalar(op, i, a, &vals[i].v.scalar) < 0) return -1;
             break;
         case OC_ARG_STR:
+        {
             if (!PyUnicode_Check(a)) return wrong_type(op, i, a);
-            vals[i].v.s = PyUnicode_AsUTF8(a); /* lives as long as `a`, which the caller holds */
+            Py_ssize_t len = 0;
+            vals[i].v.s = PyUnicode_AsUTF8AndSize(a, &len); /* lives as long as `a`, which the caller holds */
             if (!vals[i].v.s) return -1;
+            size_t nul = strlen(vals[i].v.s);
+            if (nul != (size_t)len) {
+                /* the kernel gets a C string: it would end at the NUL (docs/c_api.md) */
+                ocpy_arg_error(op, "argument %d '%s': the str holds a NUL character at index %zu; a kernel "
+                               "receives a str as a C string, which would end there (pass the data as a "
+                               "tensor instead)", i + 1, oc_op_arg_name(op, i), nul);
+                return -1;
+            }
             break;
+        }
         case OC_ARG_DTYPE: {
             int dt = ocpy_dtype_of(a);
             if (dt < 0) {

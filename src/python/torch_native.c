@@ -98,6 +98,7 @@ static struct {
     AOTITorchError (*list_get_item)(StableListHandle l, size_t i, StableIValue *ret);
     AOTITorchError (*delete_list)(StableListHandle l);
     AOTITorchError (*string_c_str)(StringHandle s, const char **ret);
+    AOTITorchError (*string_length)(StringHandle s, size_t *ret);
     AOTITorchError (*delete_string)(StringHandle s);
     const char *(*exception_what)(void);
     AOTITorchError (*parallel_for)(int64_t begin, int64_t end, int64_t grain,
@@ -160,6 +161,7 @@ static PyObject *py_native_init(PyObject *self, PyObject *arg)
     SYM(list_get_item, "torch_list_get_item");
     SYM(delete_list, "torch_delete_list");
     SYM(string_c_str, "torch_string_c_str");
+    SYM(string_length, "torch_string_length");
     SYM(delete_string, "torch_delete_string");
     SYM(exception_what, "torch_exception_get_what_without_backtrace");
     SYM(parallel_for, "torch_parallel_for");
@@ -308,7 +310,15 @@ static oc_status convert(call *c, int i, StableIValue v)
     }
     case OC_ARG_STR: {
         const char *s;
-        if (T.string_c_str((StringHandle)(uintptr_t)v, &s)) return arg_error(c, i, "(a str) cannot be read: %s", T.exception_what());
+        size_t len = 0;
+        if (T.string_c_str((StringHandle)(uintptr_t)v, &s) || T.string_length((StringHandle)(uintptr_t)v, &len))
+            return arg_error(c, i, "(a str) cannot be read: %s", T.exception_what());
+        if (strlen(s) != len) { /* the kernel gets a C string: it would end at the NUL */
+            char at[48];
+            snprintf(at, sizeof at, "at index %zu", strlen(s));
+            return arg_error(c, i, "(a str) holds a NUL character %s; a kernel receives a str as a C string, "
+                             "which would end there (pass the data as a tensor instead)", at);
+        }
         *out = oc_value_str(s);
         return OC_OK;
     }

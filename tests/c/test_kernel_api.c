@@ -3,6 +3,7 @@
  * library, and what an op call's failure names. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "support/runner.h"
 
+#include "opcore/dim.h"
 #include "opcore/dlpack.h"
 #include "opcore/engine.h"
 #include "opcore/host.h"
@@ -346,6 +348,41 @@ static void test_error_outside_op_names_none(void **state)
     assert_null(oc_errop());
 }
 
+/* oc_dim_*: exact where int64 holds the result, an error where it does not
+ * (issue 24: a wrapped product looked like a valid size). */
+static void test_dim_helpers_are_checked(void **state)
+{
+    (void)state;
+    assert_int_equal(oc_dim_ceil_div(7, 2), 4);
+    assert_int_equal(oc_dim_ceil_div(-7, 2), -3);
+    assert_int_equal(oc_dim_ceil_div(INT64_MIN, 2), INT64_MIN / 2);
+    assert_int_equal(oc_dim_mod(-7, 3), 2);
+    assert_int_equal(oc_dim_mod(7, 3), 1);
+    assert_int_equal(oc_dim_mod(INT64_MIN, 3), 1); /* -2**63 = 3 * -3074457345618258603 + 1 */
+    assert_int_equal(oc_dim_mul(INT64_C(1) << 31, INT64_C(1) << 31), INT64_C(1) << 62);
+    oc_clear_error();
+    assert_int_equal(oc_dim_mul(INT64_C(1) << 62, 4), 0);
+    assert_int_equal(oc_errcode(), OC_ESHAPE);
+    assert_msg("oc_dim_mul: 4611686018427387904 * 4 overflows int64");
+    assert_int_equal(oc_dim_add(INT64_MAX, 1), 0);
+    assert_msg("oc_dim_add: 9223372036854775807 + 1 overflows int64");
+    assert_int_equal(oc_dim_sub(INT64_MIN, 1), 0);
+    assert_msg("oc_dim_sub:");
+}
+
+/* A shape whose element count (or byte count) overflows int64 is refused:
+ * XLA aborts the process on one. */
+static void test_size_overflow_refused(void **state)
+{
+    (void)state;
+    oc_tensor t;
+    int64_t big = INT64_C(1) << 32;
+    assert_int_equal(oc_tensor_init(&t, NULL, OC_FLOAT32, 2, (int64_t[]){big, big}), OC_EINVAL);
+    assert_msg("sizes [4294967296, 4294967296] of float32 hold more elements or bytes than int64 can count");
+    assert_int_equal(oc_tensor_init(&t, NULL, OC_FLOAT64, 1, (int64_t[]){INT64_C(1) << 61}), OC_EINVAL);
+    assert_int_equal(oc_tensor_init(&t, NULL, OC_FLOAT32, 2, (int64_t[]){INT64_C(1) << 30, 1 << 30}), OC_OK);
+}
+
 #define ACC(fn) cmocka_unit_test_setup_teardown(fn, acc_setup, acc_teardown)
 
 int main(void)
@@ -378,6 +415,8 @@ int main(void)
         ACC(test_arity_error_names_the_op),
         ACC(test_entry_point_error_names_the_op),
         ACC(test_error_outside_op_names_none),
+        cmocka_unit_test(test_dim_helpers_are_checked),
+        cmocka_unit_test(test_size_overflow_refused),
     };
     atexit(oc_engine_shutdown); /* in each test's process */
     return oc_test_run("kernel_api", tests, NULL, NULL);
