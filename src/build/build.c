@@ -386,11 +386,11 @@ static oc_status prepare(build *b)
         return oc_set_error(OC_EBUILD,
                             "opcore build: cannot find opcore's headers or libopcore.so; set "
                             "OPCORE_INCLUDE_DIR and OPCORE_LIB_DIR");
-    const char **paths = malloc((size_t)(b->nsrcs > 0 ? b->nsrcs : 1) * sizeof *paths);
+    const char **paths = oc__malloc((size_t)(b->nsrcs > 0 ? b->nsrcs : 1) * sizeof *paths);
     if (!paths) return oc_set_error(OC_ENOMEM, "out of memory");
     for (int i = 0; i < b->nsrcs; i++) paths[i] = b->srcs[i].path;
     oc_status st = oc__check_includes(name, paths, b->nsrcs, &b->incs);
-    free(paths);
+    oc__free(paths);
     return st;
 }
 

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/alloc.h"
 #include "build/build_internal.h"
 #include "core/internal.h"
 
@@ -99,7 +100,7 @@ static oc_status scan_one(const char *lib, int k, oc__argv *seen, const oc__argv
                             bool known = !real;
                             for (int i = 0; i < seen->n && !known; i++) known = strcmp(seen->v[i], real) == 0;
                             if (!known) oc__argv_add(seen, real);
-                            free(real);
+                            oc__free(real);
                         }
                     }
                 }
@@ -108,7 +109,7 @@ static oc_status scan_one(const char *lib, int k, oc__argv *seen, const oc__argv
         if (!eol) break;
         p = eol + 1;
     }
-    free(text);
+    oc__free(text);
     return st;
 }
 
