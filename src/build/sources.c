@@ -12,6 +12,7 @@
  * waiting to open a FIFO is ended (jobs.c), so what the first check cannot
  * see fails instead of waiting for input. */
 #include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,7 +74,9 @@ static bool resolve(const char *src, const char *name, bool quoted, const oc__ar
 /* Check the literal includes of seen->v[k] and queue the regular ones. */
 static oc_status scan_one(const char *lib, int k, oc__argv *seen, const oc__argv *incs)
 {
+    errno = 0;
     char *text = oc__read_file(seen->v[k], NULL);
+    if (!text && errno == ENOMEM) return oc_set_error(OC_ENOMEM, "out of memory reading %s", seen->v[k]);
     if (!text) return OC_OK; /* unreadable: the compiler reports it */
     oc_status st = OC_OK;
     int line = 1;
@@ -96,7 +99,12 @@ static oc_status scan_one(const char *lib, int k, oc__argv *seen, const oc__argv
                         const char *what = oc__not_regular(path);
                         if (what) st = refuse(lib, seen->v[k], line, path, what);
                         else if (seen->n < MAX_SCANNED) {
-                            char *real = realpath(path, NULL);
+                            errno = 0;
+                            char *real = oc__realpath(path);
+                            if (!real && errno == ENOMEM) {
+                                st = oc_set_error(OC_ENOMEM, "out of memory resolving %s", path);
+                                break;
+                            }
                             bool known = !real;
                             for (int i = 0; i < seen->n && !known; i++) known = strcmp(seen->v[i], real) == 0;
                             if (!known) oc__argv_add(seen, real);
@@ -119,6 +127,7 @@ oc_status oc__check_includes(const char *lib, const char *const *srcs, int nsrcs
     for (int i = 0; i < nsrcs; i++) oc__argv_add(&seen, srcs[i]);
     oc_status st = OC_OK;
     for (int k = 0; k < seen.n && !st; k++) st = scan_one(lib, k, &seen, incs);
+    if (!st && seen.oom) st = oc_set_error(OC_ENOMEM, "out of memory checking the includes of library '%s'", lib);
     oc__argv_free(&seen);
     return st;
 }
