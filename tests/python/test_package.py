@@ -306,7 +306,9 @@ def test_package_wheel_is_a_proper_binary_wheel(dist, work):
     assert re.search(r"-cp\d+-cp\d+-manylinux_\d+_\d+_x86_64\.whl$|-manylinux_\d+_\d+_aarch64\.whl$",
                      whl.name), whl.name
     size = whl.stat().st_size
-    assert size < 2_000_000, f"{whl.name} is {size} bytes"
+    # ~4 MB: libopcore carries BLIS (the tile matmul, docs/gemm_library.md)
+    # with its kernels for every x86-64 family, chosen at run time.
+    assert size < 8_000_000, f"{whl.name} is {size} bytes"
     with zipfile.ZipFile(whl) as z:
         names = z.namelist()
         z.extractall(work / "wheel-contents")
