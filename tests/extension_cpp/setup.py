@@ -12,7 +12,7 @@ setup(
     version="0.0.1",
     packages=find_packages(exclude=["test"]),
     ext_modules=[
-        OpLibrary(library_name, compute_srcs=["extension_cpp/csrc/muladd.c"],
+        OpLibrary(library_name, compute_srcs=["extension_cpp/csrc/muladd.c", "extension_cpp/csrc/lltm.c"],
                   shape_srcs=["extension_cpp/csrc/shape.c"], package=library_name)
     ],
     install_requires=["torch", "opcore"],
