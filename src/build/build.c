@@ -386,10 +386,18 @@ static oc_status prepare(build *b)
         return oc_set_error(OC_EBUILD,
                             "opcore build: cannot find opcore's headers or libopcore.so; set "
                             "OPCORE_INCLUDE_DIR and OPCORE_LIB_DIR");
+    return OC_OK;
+}
+
+/* Before compiling (not on a cache hit: a source whose includes changed has
+ * a new key and is compiled, so scanned, again): no include may name a FIFO,
+ * a device or /dev/stdin, on which the compiler would wait forever. */
+static oc_status check_includes(const build *b)
+{
     const char **paths = oc__malloc((size_t)(b->nsrcs > 0 ? b->nsrcs : 1) * sizeof *paths);
     if (!paths) return oc_set_error(OC_ENOMEM, "out of memory");
     for (int i = 0; i < b->nsrcs; i++) paths[i] = b->srcs[i].path;
-    oc_status st = oc__check_includes(name, paths, b->nsrcs, &b->incs);
+    oc_status st = oc__check_includes(b->o->name, paths, b->nsrcs, &b->incs);
     oc__free(paths);
     return st;
 }
@@ -1087,6 +1095,7 @@ oc_status oc_build(const oc_build_options *opts, oc_build_result *result)
         result->cached = true;
         goto out;
     }
+    if (!st) st = check_includes(&b);
     if (!st) {
         strf(b.tmp_dir, sizeof b.tmp_dir, "%s/.opcore-build-%s-XXXXXX", b.out_dir, opts->name);
         if (!mkdtemp(b.tmp_dir)) {

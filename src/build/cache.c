@@ -61,6 +61,42 @@ static char *resolve_in_path(const char *prog)
     return NULL;
 }
 
+/* The compiler's `--version` text is kept on disk per compiler command and
+ * binary (its path, size and mtime: ccache's default compiler_check), so a
+ * cached build does not start the compiler at all. */
+static void saved_identity_path(const char *cmd, const char *resolved, const struct stat *st, char *out,
+                                size_t len)
+{
+    const char *root = oc_build_cache_dir();
+    if (!root[0]) return;
+    XXH64_state_t *h = XXH64_createState();
+    if (!h) return;
+    XXH64_reset(h, 0);
+    XXH64_update(h, cmd, strlen(cmd) + 1);
+    XXH64_update(h, resolved, strlen(resolved) + 1);
+    long long meta[3] = {(long long)st->st_size, (long long)st->st_mtim.tv_sec, (long long)st->st_mtim.tv_nsec};
+    XXH64_update(h, meta, sizeof meta);
+    unsigned long long key = (unsigned long long)XXH64_digest(h);
+    XXH64_freeState(h);
+    if (snprintf(out, len, "%s/compilers/%016llx.version", root, key) >= (int)len) out[0] = '\0';
+}
+
+static void save_identity(const char *path, const char *text, size_t len)
+{
+    char dir[PATH_MAX], tmp[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) return;
+    *slash = '\0';
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) return; /* the cache root exists: builds made it */
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return;
+    bool ok = fwrite(text, 1, len, f) == len;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) unlink(tmp); /* best effort: the next build asks the compiler */
+}
+
 oc_status oc__compiler_identity(const oc__argv *cc, const char **out)
 {
     oc__sb cmd = {0};
@@ -87,10 +123,26 @@ oc_status oc__compiler_identity(const oc__argv *cc, const char **out)
         return st;
     }
     oc__job job = {0};
-    oc__argv_extend(&job.argv, cc);
-    oc__argv_add(&job.argv, "--version");
-    job.what = "compiler identity";
-    int failed = oc__jobs_run(&job, 1, 1, false);
+    struct stat cst;
+    bool have_stat = stat(resolved, &cst) == 0;
+    char saved[PATH_MAX];
+    saved[0] = '\0';
+    if (have_stat) saved_identity_path(oc__sb_str(&cmd), resolved, &cst, saved, sizeof saved);
+    errno = 0;
+    if (saved[0]) job.output = oc__read_file(saved, &job.output_len);
+    if (!job.output && saved[0] && errno == ENOMEM) {
+        oc__sb_free(&cmd);
+        oc__free(resolved);
+        return oc_set_error(OC_ENOMEM, "out of memory");
+    }
+    int failed = 0;
+    if (!job.output) {
+        oc__argv_extend(&job.argv, cc);
+        oc__argv_add(&job.argv, "--version");
+        job.what = "compiler identity";
+        failed = oc__jobs_run(&job, 1, 1, false);
+        if (!failed && saved[0]) save_identity(saved, job.output, job.output_len);
+    }
     if (failed) {
         oc_status st = job.oom ? oc_set_error(OC_ENOMEM, "opcore build: out of memory running the C compiler '%s'",
                                               oc__sb_str(&cmd))

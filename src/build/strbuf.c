@@ -124,17 +124,22 @@ char *oc__read_file(const char *path, size_t *len)
         errno = EINVAL;
         return NULL;
     }
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        close(fd);
-        return NULL;
-    }
+    /* read(2) directly: stdio's fdopen would add an fcntl and an fstat per
+     * file, and a cached build reads dozens of them. */
     oc__sb b = {0};
     char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) oc__sb_putn(&b, buf, n);
-    int err = ferror(f);
-    fclose(f);
+    ssize_t n;
+    int err = 0;
+    for (;;) {
+        n = read(fd, buf, sizeof buf);
+        if (n > 0) oc__sb_putn(&b, buf, (size_t)n);
+        else if (n < 0 && errno == EINTR) continue;
+        else {
+            err = n < 0;
+            break;
+        }
+    }
+    close(fd);
     if (err || b.oom) {
         oc__sb_free(&b);
         errno = err ? EIO : ENOMEM;
