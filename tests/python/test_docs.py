@@ -21,9 +21,10 @@ line before a fence (invisible on a rendered page), say what the prose says:
 
     <!-- doc: file relu.c -->     the block is the file relu.c: written into
                                   the directory of every block of its document
-    <!-- doc: continues -->       the block continues the previous run block of
-                                  its document (and that one its own previous,
-                                  if marked): they run first, in the same
+    <!-- doc: continues -->       the block continues the previous block of its
+                                  document that runs (not text, not a file, not
+                                  in FRAGMENTS), and that one its own previous
+                                  if marked: they run first, in the same
                                   directory; consecutive Python blocks in one
                                   process, so names carry over
 
@@ -109,18 +110,9 @@ FRAGMENTS = {
         "an excerpt of examples/ops/global_sum.c (its declarations left out)",
     ("docs/tutorial_3_beyond_relu.md", "int64_t shape[] = {256};"):
         "lines of examples/ops/ops_host.c",
-    # jax.md's reference sections: one call each, on the inputs of examples/ops/jax_demo.py
-    # and tests/python/test_jax*.py, which run them
-    ("docs/jax.md", 'layer_norm = opcore.jax.op("nn_ops::layer_norm")'): "a reference call (test_jax_ops.py runs it)",
-    ("docs/jax.md", 'sgd = opcore.jax.op("nn_ops::sgd_momentum_")'):
-        "reference calls; my_ops::add_ and normalize_ are ops of tests/python/jax_kernels (test_jax.py)",
-    ("docs/jax.md", 'relu = opcore.jax.op("my_ops::relu_forward", vmap_method="broadcast_all")'):
-        "a reference call (test_jax.py runs it)",
-    ("docs/jax.md", 'relu = opcore.jax.with_vjp("my_ops::relu_forward", "my_ops::relu_backward")'):
-        "reference calls (examples/ops/jax_demo.py and test_jax.py run them)",
-    ("docs/jax.md", 'add = opcore.jax.with_vjp("add_ops::tensor_add", opcore.jax.passthrough, opcore.jax.passthrough)'):
-        "reference calls (test_jax.py runs them)",
-    ("docs/jax.md", 'b, h = jax.export.symbolic_shape("b, h")'): "a reference call (test_jax_export.py runs it)",
+    # jax.md: calls that need what a test sets up
+    ("docs/jax.md", 'b, h = jax.export.symbolic_shape("b, h")'):
+        "exports a `model` the page does not define (test_jax_export.py runs it)",
     ("docs/jax.md", 'mesh = jax.make_mesh((2,), ("d",), axis_types=(jax.sharding.AxisType.Auto,))'):
         "needs 2 devices (XLA_FLAGS before jax is imported); test_jax_sharding.py runs it",
     ("docs/jax.md", 'layer_norm = opcore.jax.op("nn_ops::layer_norm", batch_dims=0)     # every tensor argument and result'):
