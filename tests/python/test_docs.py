@@ -32,7 +32,9 @@ A block of training or benchmark runs whose document gives the arguments of
 a quick run of the same code runs with them (QUICK below). A block that
 cannot run as written (a fragment of a function, a command that
 installs from the network, a run of many minutes) is listed in FRAGMENTS
-below with its reason; a listed block that no longer exists fails the test.
+below with its reason; the body of an example's function shown alone is
+listed in EXCERPTS with its file, and each of its lines must be a line of that
+file. A listed block that no longer exists fails the test.
 
 The blocks run in parallel (one per CPU), each with a timeout.
 """
@@ -55,7 +57,8 @@ RUN_LANGS = {"sh", "bash", "console", "python", "c"}
 TEXT_LANGS = {"", "text", "output"}
 TIMEOUT_S = 240
 
-# (document, the block's first non-blank line) -> why it is not run.
+# (document, the block's first non-blank line, or lines joined by \n, stripped)
+# -> why it is not run.
 FRAGMENTS = {
     ("README.md", "pip install torch==2.13.0     # the CPU build (an unpinned torch pulls a CUDA build of several GB)"):
         "installs from the network and a built wheel (tests/python/test_package.py installs the wheel)",
@@ -76,14 +79,8 @@ FRAGMENTS = {
     ("docs/profiler.md", 'oc_profiler_start("logs", OC_PROFILE_TRACE, 0 /* ms, 0 = until stop */, NULL /* run name */);'):
         "lines of a host program around its op calls",
     ("docs/tensor_ops.md", "#include <opcore/tensor_ops.h>"): "calls shown one per line, on tensors a kernel has",
-    ("docs/tutorial_2_performance.md", "oc_tensor *out = oc_zeros_like(x);"):
-        "the body of relu_forward (the file: examples/relu/elementwise/relu.c)",
-    ("docs/tutorial_2_performance.md", "oc_tensor *out = oc_dst_tensor();"):
-        "kernel bodies: relu_forward of examples/relu/stream/relu.c, and the oc_iter loop of the bench's badd",
-    ("docs/tutorial_2_performance.md", "#define BLOCK 1024 /* elements per TCM buffer */"):
-        "the body of relu_forward (the file: examples/relu/tcm/relu.c)",
-    ("docs/tutorial_2_performance.md", "#define BLOCK 4096 /* elements per TCM buffer */"):
-        "the body of relu_forward (the file: examples/relu/multicore/relu.c)",
+    ("docs/tutorial_2_performance.md", "oc_tensor *out = oc_dst_tensor();\noc_iter it;"):
+        "the oc_iter loop of the bench's badd kernel",
     ("docs/tutorial_2_performance.md", "uint32_t id = oc_cpu_id(), cores = oc_cpu_count();"):
         "two lines: what oc_core_range computes",
     ("docs/tutorial_2_performance.md", "float *xf = oc_tcm_malloc(BLOCK * sizeof *xf), *yf = oc_tcm_malloc(BLOCK * sizeof *yf);"):
@@ -119,6 +116,15 @@ FRAGMENTS = {
         "needs 2 devices (XLA_FLAGS before jax is imported); test_jax_sharding.py runs it",
 }
 
+# Excerpts: (document, first lines) -> the file whose lines they are. Not run
+# (the body of a function), but every line must be a line of that file.
+EXCERPTS = {
+    ("docs/tutorial_2_performance.md", "oc_tensor *out = oc_zeros_like(x);"): "examples/relu/elementwise/relu.c",
+    ("docs/tutorial_2_performance.md", "oc_tensor *out = oc_dst_tensor();\noc_stream"): "examples/relu/stream/relu.c",
+    ("docs/tutorial_2_performance.md", "#define BLOCK 1024 /* elements per TCM buffer */"): "examples/relu/tcm/relu.c",
+    ("docs/tutorial_2_performance.md", "#define BLOCK 4096 /* elements per TCM buffer */"): "examples/relu/multicore/relu.c",
+}
+
 # (document, first line) -> (arguments added to each `python SCRIPT.py` of the
 # block, where the document says they make a quick run of the same code).
 QUICK = {
@@ -147,9 +153,11 @@ class Block:
     def id(self):
         return f"{self.rel}:{self.line}"
 
-    @property
-    def first_line(self):
-        return next((s.strip() for s in self.text.splitlines() if s.strip()), "")
+    def listed(self, table):
+        """This block's entry of a table keyed by (document, the block's
+        first line or lines), or None."""
+        text = "\n".join(s.strip() for s in self.text.splitlines() if s.strip())
+        return next((v for (doc, head), v in table.items() if doc == self.rel and text.startswith(head)), None)
 
 
 MARKER = re.compile(r"<!--\s*doc:\s*(file\s+(\S+)|continues)\s*-->")
@@ -185,16 +193,17 @@ def parse(doc):
         if b.continues:
             assert last is not None, f"{b.id}: <!-- doc: continues --> but no earlier block to continue"
             b.prefix = last.prefix + [last]
-        if b.lang in RUN_LANGS and not b.file and (b.rel, b.first_line) not in FRAGMENTS:
+        if _runnable(b) and not b.file:
             last = b
     return blocks
 
 
-BLOCKS = [b for d in DOCS for b in parse(d)]
-
-
 def _runnable(b):
-    return b.lang in RUN_LANGS and (b.rel, b.first_line) not in FRAGMENTS and not (b.file and b.lang != "c")
+    return (b.lang in RUN_LANGS and b.listed(FRAGMENTS) is None and b.listed(EXCERPTS) is None
+            and not (b.file and b.lang != "c"))
+
+
+BLOCKS = [b for d in DOCS for b in parse(d)]
 
 
 def _env(work):
@@ -237,7 +246,7 @@ def _shell(b, work, env, prefix):
             parts += [ln[2:] for ln in x.text.splitlines() if ln.startswith("$ ")]
         else:
             parts.append(x.text)
-    quick = QUICK.get((b.rel, b.first_line))
+    quick = b.listed(QUICK)
     if quick:
         parts[-1] = re.sub(r"^(\s*python3? \S+\.py)", rf"\1 {quick[0]}", parts[-1], flags=re.M)
     script = "set -eo pipefail\n" + "\n".join(parts)
@@ -332,6 +341,12 @@ def block_results(request, tmp_path_factory):
 def test_doc_block(block, block_results):
     known = block.lang in RUN_LANGS | TEXT_LANGS
     assert known, f"{block.id}: fence language '{block.lang}' is neither run ({sorted(RUN_LANGS)}) nor text"
+    source = block.listed(EXCERPTS)
+    if source:
+        lines = {s.strip() for s in (REPO / source).read_text().splitlines()}
+        missing = [s.strip() for s in block.text.splitlines() if s.strip() and s.strip() not in lines]
+        assert not missing, f"{block.id}: an excerpt of {source}, but these lines are not in it: {missing}"
+        return
     if not _runnable(block):
         return
     err = block_results[block.id]
@@ -341,8 +356,7 @@ def test_doc_block(block, block_results):
 
 def test_fragment_list_is_current():
     """Every block FRAGMENTS lists still exists (as its first line)."""
-    have = {(b.rel, b.first_line) for b in BLOCKS}
-    stale = [k for k in [*FRAGMENTS, *QUICK] if k not in have]
+    stale = [k for k in [*FRAGMENTS, *QUICK, *EXCERPTS] if not any(b.listed({k: 1}) for b in BLOCKS)]
     assert not stale, f"FRAGMENTS lists blocks no document has (edit the key to the block's first line): {stale}"
 
 
