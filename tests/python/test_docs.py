@@ -11,12 +11,14 @@ Each block is one test, named FILE:LINE (the line of its opening fence):
   the kernel files its document names; a kernel, with the shape files; a
   kernel alone, with a shape source that registers no op).
 - ```text, ```output and fences with no language are output, diagrams or
-  usage synopses: not run.
+  usage synopses; ```toml, ```json and the like (DATA_LANGS) files shown:
+  not run.
 
 A block runs on its own, in a fresh directory holding a copy of the
 repository's examples/ (so `examples/relu/shape.c` and `cd examples/mlp`
-work as the docs write them), with `opcore` and this Python first on PATH
-and a cache of its own (OPCORE_CACHE_DIR). Two markers, HTML comments on the
+work as the docs write them), with `opcore` and this Python first on PATH,
+a cache of its own (OPCORE_CACHE_DIR) and, unless the environment sets it,
+OMP_NUM_THREADS=1 (the blocks run at once; `nproc` then prints 1 too). Two markers, HTML comments on the
 line before a fence (invisible on a rendered page), say what the prose says:
 
     <!-- doc: file relu.c -->     the block is the file relu.c: written into
@@ -55,6 +57,9 @@ from conftest import CLI, REPO
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 RUN_LANGS = {"sh", "bash", "console", "python", "c"}
 TEXT_LANGS = {"", "text", "output"}
+# files shown (configuration, data): not run; a <!-- doc: file NAME --> block
+# of any language is written for the other blocks of its document
+DATA_LANGS = {"toml", "ini", "cfg", "json", "yaml", "make", "makefile", "diff"}
 TIMEOUT_S = 240
 
 # (document, the block's first non-blank line, or lines joined by \n, stripped)
@@ -339,8 +344,9 @@ def block_results(request, tmp_path_factory):
 @pytest.mark.skipif(not CLI.exists(), reason=f"{CLI} not built (make cli)")
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda b: b.id)
 def test_doc_block(block, block_results):
-    known = block.lang in RUN_LANGS | TEXT_LANGS
-    assert known, f"{block.id}: fence language '{block.lang}' is neither run ({sorted(RUN_LANGS)}) nor text"
+    known = block.lang in RUN_LANGS | TEXT_LANGS | DATA_LANGS or block.file
+    assert known, (f"{block.id}: fence language '{block.lang}' is neither run ({sorted(RUN_LANGS)}) nor text "
+                   f"({sorted(TEXT_LANGS | DATA_LANGS)}); a file's text: mark it <!-- doc: file NAME -->")
     source = block.listed(EXCERPTS)
     if source:
         lines = {s.strip() for s in (REPO / source).read_text().splitlines()}
