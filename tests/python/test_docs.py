@@ -354,9 +354,10 @@ def test_doc_block(block, block_results):
                    f"({sorted(TEXT_LANGS | DATA_LANGS)}); a file's text: mark it <!-- doc: file NAME -->")
     source = block.listed(EXCERPTS)
     if source:
-        lines = {s.strip() for s in (REPO / source).read_text().splitlines()}
-        code = [re.sub(r"\s*/\*[^*]*\*/$", "", s.strip()) for s in block.text.splitlines()]
-        missing = [s for s in code if s and s not in lines]
+        def code(text):  # its lines, a trailing /* comment */ aside
+            return [re.sub(r"\s*/\*[^*]*\*/$", "", s.strip()) for s in text.splitlines()]
+        lines = set(code((REPO / source).read_text()))
+        missing = [s for s in code(block.text) if s and s not in lines]
         assert not missing, f"{block.id}: an excerpt of {source}, but these lines are not in it: {missing}"
         return
     if not _runnable(block):
