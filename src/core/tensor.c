@@ -69,7 +69,7 @@ int64_t oc_size(const oc_tensor *t, int d)
     return t->sizes[d];
 }
 
-static oc_status check_shape(oc_dtype dtype, int ndim, const int64_t *sizes)
+static oc_status check_shape(oc_dtype dtype, int ndim, const int64_t *sizes, bool count_bytes)
 {
     if (!oc_dtype_is_valid(dtype)) return oc_set_error(OC_EINVAL, "invalid dtype %d", (int)dtype);
     if (ndim < 0 || ndim > OC_MAX_DIMS)
@@ -79,8 +79,11 @@ static oc_status check_shape(oc_dtype dtype, int ndim, const int64_t *sizes)
             return oc_set_error(OC_EINVAL, "dim %d has negative size %lld", d, (long long)sizes[d]);
     /* Frameworks keep byte offsets in int64 (XLA aborts the process on an
      * extent product that overflows): refuse such a shape here, where the
-     * error can still name the op. */
-    int64_t bytes = (int64_t)oc_dtype_size(dtype);
+     * error can still name the op. A shape function's meta tensors only
+     * need their element count to fit (no memory is ever laid out for them,
+     * and the symbolic tracer probes with large sizes); a tensor with data
+     * needs its byte count to fit too. */
+    int64_t bytes = count_bytes ? (int64_t)oc_dtype_size(dtype) : 1;
     for (int d = 0; d < ndim; d++)
         if (__builtin_mul_overflow(bytes, sizes[d], &bytes)) {
             char shape[256] = "";
@@ -96,7 +99,7 @@ static oc_status check_shape(oc_dtype dtype, int ndim, const int64_t *sizes)
 oc_status oc_tensor_init_strided(oc_tensor *t, void *data, oc_dtype dtype, int ndim,
                                  const int64_t *sizes, const int64_t *strides)
 {
-    oc_status st = check_shape(dtype, ndim, sizes);
+    oc_status st = check_shape(dtype, ndim, sizes, data != NULL); /* no data: a meta tensor */
     if (st != OC_OK) return st;
     memset(t, 0, sizeof *t);
     t->data = data;
@@ -113,7 +116,7 @@ oc_status oc_tensor_init_strided(oc_tensor *t, void *data, oc_dtype dtype, int n
 oc_status oc_tensor_init(oc_tensor *t, void *data, oc_dtype dtype, int ndim, const int64_t *sizes)
 {
     int64_t strides[OC_MAX_DIMS];
-    oc_status st = check_shape(dtype, ndim, sizes);
+    oc_status st = check_shape(dtype, ndim, sizes, data != NULL);
     if (st != OC_OK) return st;
     oc_contiguous_strides(ndim, sizes, strides);
     return oc_tensor_init_strided(t, data, dtype, ndim, sizes, strides);
@@ -154,7 +157,7 @@ oc_tensor *oc__tensor_new(oc_dtype dtype, int ndim, const int64_t *sizes)
 {
     oc_ctx *ctx = oc__ctx_current();
     bool meta = ctx && ctx->mode == OC_MODE_SHAPE;
-    oc_status st = check_shape(dtype, ndim, sizes);
+    oc_status st = check_shape(dtype, ndim, sizes, !meta);
     if (st != OC_OK) {
         oc__raise(st, "cannot create a tensor: %s", oc_errmsg());
         return NULL;

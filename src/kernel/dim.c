@@ -18,6 +18,16 @@ static int64_t record(oc_dim_op op, int64_t a, int64_t b, int64_t r)
     return r;
 }
 
+/* While a shape function is traced for dynamic shapes it runs with large
+ * probe sizes (host/trace.c, opcore.jax); an overflow there is the probes',
+ * not the program's: the wrapped value is recorded and the symbolic replay
+ * decides. Outside a trace an overflow fails the shape function. */
+static bool tracing(void)
+{
+    oc_core *c = oc__core_current();
+    return c && c->ctx.mode == OC_MODE_SHAPE && c->dim_log;
+}
+
 static bool divisor_ok(const char *fn, int64_t b)
 {
     if (b > 0) return true;
@@ -43,21 +53,21 @@ static int64_t overflowed(const char *fn, const char *sym, int64_t a, int64_t b)
 int64_t oc_dim_add(int64_t a, int64_t b)
 {
     int64_t r;
-    if (__builtin_add_overflow(a, b, &r)) return overflowed("oc_dim_add", "+", a, b);
+    if (__builtin_add_overflow(a, b, &r) && !tracing()) return overflowed("oc_dim_add", "+", a, b);
     return record(OC_DIM_ADD, a, b, r);
 }
 
 int64_t oc_dim_sub(int64_t a, int64_t b)
 {
     int64_t r;
-    if (__builtin_sub_overflow(a, b, &r)) return overflowed("oc_dim_sub", "-", a, b);
+    if (__builtin_sub_overflow(a, b, &r) && !tracing()) return overflowed("oc_dim_sub", "-", a, b);
     return record(OC_DIM_SUB, a, b, r);
 }
 
 int64_t oc_dim_mul(int64_t a, int64_t b)
 {
     int64_t r;
-    if (__builtin_mul_overflow(a, b, &r)) return overflowed("oc_dim_mul", "*", a, b);
+    if (__builtin_mul_overflow(a, b, &r) && !tracing()) return overflowed("oc_dim_mul", "*", a, b);
     return record(OC_DIM_MUL, a, b, r);
 }
 
