@@ -11,6 +11,9 @@ import ast
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from check_layers import circles as cycles  # noqa: E402  (one Tarjan for both checks)
+
 PKG = "opcore"
 # The C extension: a module of the package too, and a leaf (it imports none
 # of the Python modules).
@@ -57,37 +60,6 @@ def imports(name, path, modules):
             if t and t != name:
                 found.add(t)
     return found
-
-
-def cycles(graph):
-    """The strongly connected components with more than one module (Tarjan)."""
-    index, low, stack, on, out = {}, {}, [], set(), []
-
-    def visit(v):
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in sorted(graph[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return out
 
 
 def main(argv):

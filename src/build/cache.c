@@ -153,12 +153,11 @@ oc_status oc__compiler_identity(const oc__argv *cc, const char **out)
         oc__free(resolved);
         return st;
     }
-    struct stat st;
     oc__sb id = {0};
     oc__sb_printf(&id, "%s\n%s\n", oc__sb_str(&cmd), resolved);
-    if (stat(resolved, &st) == 0)
-        oc__sb_printf(&id, "%lld %lld.%09ld\n", (long long)st.st_size, (long long)st.st_mtim.tv_sec,
-                      st.st_mtim.tv_nsec);
+    if (have_stat)
+        oc__sb_printf(&id, "%lld %lld.%09ld\n", (long long)cst.st_size, (long long)cst.st_mtim.tv_sec,
+                      cst.st_mtim.tv_nsec);
     oc__sb_putn(&id, job.output, job.output_len);
     oc__job_free(&job);
     oc__free(resolved);

@@ -7,10 +7,16 @@
 #include "opcore/dim.h"
 #include "opcore/host.h"
 
-static int64_t record(oc_dim_op op, int64_t a, int64_t b, int64_t r)
+/* The log of the shape function being traced, or NULL (not traced). */
+static oc_dim_log *active_log(void)
 {
     oc_core *c = oc__core_current();
-    oc_dim_log *log = c && c->ctx.mode == OC_MODE_SHAPE ? c->dim_log : NULL;
+    return c && c->ctx.mode == OC_MODE_SHAPE ? c->dim_log : NULL;
+}
+
+static int64_t record(oc_dim_op op, int64_t a, int64_t b, int64_t r)
+{
+    oc_dim_log *log = active_log();
     if (log) {
         if (log->n < OC_DIM_LOG_MAX) log->e[log->n++] = (oc_dim_entry){op, a, b, r};
         else log->overflow = true;
@@ -22,11 +28,7 @@ static int64_t record(oc_dim_op op, int64_t a, int64_t b, int64_t r)
  * probe sizes (host/trace.c, opcore.jax); an overflow there is the probes',
  * not the program's: the wrapped value is recorded and the symbolic replay
  * decides. Outside a trace an overflow fails the shape function. */
-static bool tracing(void)
-{
-    oc_core *c = oc__core_current();
-    return c && c->ctx.mode == OC_MODE_SHAPE && c->dim_log;
-}
+static bool tracing(void) { return active_log() != NULL; }
 
 static bool divisor_ok(const char *fn, int64_t b)
 {
