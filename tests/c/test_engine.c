@@ -779,6 +779,7 @@ static int teardown(void **state)
 }
 
 #define ARGS(fn) cmocka_unit_test_setup_teardown(fn, args_setup, unload_state)
+#define ERRS(fn) cmocka_unit_test_setup_teardown(fn, errs_setup, errs_teardown)
 #define CLASH(fn) cmocka_unit_test_setup_teardown(fn, clash_setup, unload_state)
 
 int main(void)
@@ -786,22 +787,22 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_relu_variants),
         cmocka_unit_test(test_multicore_model),
-        cmocka_unit_test_setup_teardown(test_failed_check_is_kernel_error, errs_setup, errs_teardown),
-        cmocka_unit_test_setup_teardown(test_segfault_is_fault_error, errs_setup, errs_teardown),
-        cmocka_unit_test_setup_teardown(test_fpe_is_fault_error, errs_setup, errs_teardown),
-        cmocka_unit_test_setup_teardown(test_stack_overflow_is_stack_error, errs_setup, errs_teardown),
-        cmocka_unit_test_setup_teardown(test_shape_fn_touching_data_is_meta_error, errs_setup, errs_teardown),
-        cmocka_unit_test_setup_teardown(test_result_of_wrong_shape_is_shape_error, errs_setup, errs_teardown),
-        cmocka_unit_test_setup_teardown(test_kernel_returning_null_is_kernel_error, errs_setup, errs_teardown),
-        cmocka_unit_test_setup_teardown(test_failed_shape_check_is_kernel_error, errs_setup, errs_teardown),
-        cmocka_unit_test_setup_teardown(test_shape_fn_returning_null_is_shape_error, errs_setup, errs_teardown),
-        cmocka_unit_test_setup_teardown(test_tcm_copy_out_of_range_is_kernel_error, errs_setup, errs_teardown),
-        cmocka_unit_test_setup_teardown(test_tcm_copy_to_non_tcm_is_kernel_error, errs_setup, errs_teardown),
-        cmocka_unit_test_setup_teardown(test_tcm_copy_into_read_only_is_kernel_error, errs_setup, errs_teardown),
-        cmocka_unit_test_setup_teardown(test_tcm_running_out_is_nomem_error, errs_setup, errs_teardown),
-        cmocka_unit_test_setup_teardown(test_stale_read_is_coherence_error, errs_setup, errs_teardown),
-        cmocka_unit_test_setup_teardown(test_incoherent_policies_allow_stale_reads, errs_setup, errs_teardown),
-        cmocka_unit_test_setup_teardown(test_forgotten_kernel_resources_are_released, errs_setup, errs_teardown),
+        ERRS(test_failed_check_is_kernel_error),
+        ERRS(test_segfault_is_fault_error),
+        ERRS(test_fpe_is_fault_error),
+        ERRS(test_stack_overflow_is_stack_error),
+        ERRS(test_shape_fn_touching_data_is_meta_error),
+        ERRS(test_result_of_wrong_shape_is_shape_error),
+        ERRS(test_kernel_returning_null_is_kernel_error),
+        ERRS(test_failed_shape_check_is_kernel_error),
+        ERRS(test_shape_fn_returning_null_is_shape_error),
+        ERRS(test_tcm_copy_out_of_range_is_kernel_error),
+        ERRS(test_tcm_copy_to_non_tcm_is_kernel_error),
+        ERRS(test_tcm_copy_into_read_only_is_kernel_error),
+        ERRS(test_tcm_running_out_is_nomem_error),
+        ERRS(test_stale_read_is_coherence_error),
+        ERRS(test_incoherent_policies_allow_stale_reads),
+        ERRS(test_forgotten_kernel_resources_are_released),
         ARGS(test_argument_metadata),
         ARGS(test_argument_types),
         ARGS(test_argument_defaults),
