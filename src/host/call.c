@@ -377,6 +377,17 @@ static void run_share(oc_core *core, oc_exec *job, uint32_t id)
     uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
     oc__core_run(core, job, OC_MODE_KERNEL, id, job->ncores);
     if (t0) record_kernel(core, job, t0);
+    /* Every share writes its part of oc_dst_tensor(): a tensor a share made
+     * itself holds that share's values at best, so it is refused (one
+     * core's kernel may return its own tensor: run_single copies it). */
+    const struct oc_op *op = job->owner;
+    if (!core->failed && op->returns_tensor && core->ret && core->ret != &job->dsts[0]) {
+        core->failed = true;
+        core->fail_status = OC_EKERNEL;
+        snprintf(core->fail_msg, sizeof core->fail_msg, "op '%s': multicore kernel '%s' on core %u returned a "
+                 "tensor other than oc_dst_tensor(): each core writes its share of the result into "
+                 "oc_dst_tensor() and returns it (or NULL)", op->qualname, op->def.kernel_name, id);
+    }
     /* The first failing share reports for the launch; the core may run
      * another share next, so its own record does not last. */
     if (core->failed && atomic_exchange(&job->failure->failed, 1) == 0) {

@@ -172,6 +172,42 @@ static void test_multicore_model(void **state)
     oc_library_unload(lib);
 }
 
+/* A multicore kernel returns oc_dst_tensor() or NULL: a tensor a share made
+ * itself would be that core's values at best (garbage elsewhere). */
+static const char *own_shape =
+    "#include <opcore/library.h>\n"
+    "static oc_tensor *same(const oc_tensor *x) { return oc_empty_like(x); }\n"
+    "OC_LIBRARY(mc_own, m) {\n"
+    "  oc_def(m, \"own(Tensor x) -> Tensor\", same, \"own\");\n"
+    "  oc_def(m, \"null_ret(Tensor x) -> Tensor\", same, \"null_ret\");\n"
+    "}\n";
+static const char *own_compute =
+    "#include <opcore/kernel.h>\n"
+    "oc_tensor *own(const oc_tensor *x) { return oc_empty_like(x); }\n"
+    "oc_tensor *null_ret(const oc_tensor *x) {\n"
+    "  float *o = oc_dst_tensor()->data; int64_t lo, hi; oc_core_range(oc_numel(x), 1, &lo, &hi);\n"
+    "  for (int64_t i = lo; i < hi; i++) o[i] = 3.0f;\n"
+    "  return NULL; }\n";
+
+static void test_multicore_kernel_returning_its_own_tensor_is_an_error(void **state)
+{
+    (void)state;
+    oc_library *lib = test_build_and_load("mc_own", own_compute, own_shape, (test_lib_options){.multicore = true});
+    float xv[4096] = {0};
+    oc_tensor x, *y = NULL;
+    oc_tensor_init(&x, xv, OC_FLOAT32, 1, (int64_t[]){4096});
+    oc_value a[] = {oc_value_tensor(&x)};
+    assert_int_equal(oc_op_invoke(oc_op_find("mc_own::own"), a, 1, &y), OC_EKERNEL);
+    assert_null(y);
+    assert_non_null(strstr(oc_errmsg(), "op 'mc_own::own': multicore kernel 'own' on core"));
+    assert_non_null(strstr(oc_errmsg(), "returned a tensor other than oc_dst_tensor()"));
+    /* NULL is fine: the result is what the cores wrote */
+    assert_int_equal(oc_op_invoke(oc_op_find("mc_own::null_ret"), a, 1, &y), OC_OK);
+    for (int i = 0; i < 4096; i++) assert_true(((float *)y->data)[i] == 3.0f);
+    oc_tensor_free(y);
+    oc_library_unload(lib);
+}
+
 static const char *err_shape =
     "#include <opcore/library.h>\n"
     "static oc_tensor *same(const oc_tensor *x) { return oc_empty_like(x); }\n"
@@ -787,6 +823,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_relu_variants),
         cmocka_unit_test(test_multicore_model),
+        cmocka_unit_test(test_multicore_kernel_returning_its_own_tensor_is_an_error),
         ERRS(test_failed_check_is_kernel_error),
         ERRS(test_segfault_is_fault_error),
         ERRS(test_fpe_is_fault_error),
