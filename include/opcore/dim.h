@@ -16,10 +16,14 @@
  *
  *     (2 * pad is fine: pad is not a size). oc_numel records its product.
  *
- * Plain C arithmetic on a dynamic size (x->sizes[0] * 2) gives the right
- * number in eager calls, but under a dynamic-shape tracer it is an error
- * that points here, never a silent constant. All helpers are ordinary
- * functions in kernels too.
+ * Plain C arithmetic on a dynamic size (x->sizes[0] * 2), a C branch on it
+ * (n > 4 ? 4 : 3) or a plain C min gives the right number in eager calls,
+ * but under a dynamic-shape tracer it is an error that points here, never
+ * a silent constant: the tracer runs the shape function with several probe
+ * sizes (large ones and small ones, 2, 3, ...) and refuses a result that no
+ * oc_dim_* expression explains in every run. (A branch whose outcome is
+ * the same at every probe size, e.g. on n > 100000, is not seen: write it
+ * with oc_dim_if_gt.) All helpers are ordinary functions in kernels too.
  *
  * The helpers are checked: a result that overflows int64 (oc_dim_mul of two
  * huge sizes) fails the running shape function or kernel with an error
@@ -46,6 +50,13 @@ OC_API int64_t oc_dim_ceil_div(int64_t a, int64_t b); /* ceil(a / b); b > 0 */
 OC_API int64_t oc_dim_mod(int64_t a, int64_t b);      /* a mod b, in [0, b); b > 0 */
 OC_API int64_t oc_dim_min(int64_t a, int64_t b);
 OC_API int64_t oc_dim_max(int64_t a, int64_t b);
+
+/* a > b ? x : y, for a branch on a size: a C `if (n > 4)` (or a plain C
+ * min) on a dynamic size cannot be followed, and is an error under a
+ * dynamic-shape tracer; this stays symbolic. Made of the helpers above
+ * (y + (x - y) * min(max(a - b, 0), 1)), so a >= b is oc_dim_if_gt(a, b - 1,
+ * x, y) and a clamp is oc_dim_min / oc_dim_max. */
+OC_API int64_t oc_dim_if_gt(int64_t a, int64_t b, int64_t x, int64_t y);
 
 #ifdef __cplusplus
 }

@@ -77,16 +77,17 @@ def trace(meta, shape_kwargs, tmeta) -> list[tuple[tuple, str]]:
             runs.append(((), shape_kwargs(lambda shape, env=env: tuple(_evaluate(d, env) for d in shape))))
         return runs
 
+    # the small run is left out only when the shape function refuses it
+    # (opcore/_probes.py): a run it accepts must agree with the trace
+    small = runs_for((_SMALL,))
+    probes = _LARGE + (_SMALL,) if _probes.infers(meta.op, small[0]) else _LARGE
     try:
-        traced = meta.op.trace(runs_for(_LARGE + (_SMALL,)))
-    except Exception:
-        try:
-            traced = meta.op.trace(runs_for(_LARGE))
-        except Exception as e:
-            sizes = ", ".join(f"{n}={'/'.join(str(p[i]) for p in _LARGE)}" for i, n in enumerate(names))
-            e.args = (f"{e.args[0] if e.args else e} [opcore.jax: symbolic sizes: the shape function "
-                      f"ran with probe sizes {sizes}]",) + e.args[1:]
-            raise
+        traced = meta.op.trace(runs_for(probes))
+    except Exception as e:
+        sizes = ", ".join(f"{n}={'/'.join(str(p[i]) for p in probes)}" for i, n in enumerate(names))
+        e.args = (f"{e.args[0] if e.args else e} [opcore.jax: symbolic sizes: the shape function "
+                  f"ran with probe sizes {sizes}]",) + e.args[1:]
+        raise
 
     def input_dim(arg, item, dim):
         return items(tmeta[arg])[item][0][dim]

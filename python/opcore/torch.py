@@ -36,7 +36,7 @@ import threading
 
 import torch
 
-from opcore import _C, _dims, _probes, _torch_internals, _torch_native
+from opcore import _C, _dims, _probes, _torch_dims, _torch_internals, _torch_native
 from opcore._C import OpArgumentError
 
 __all__ = ["register_library", "unregister_library", "register_op", "register_autograd", "to_torch_dtype",
@@ -89,18 +89,10 @@ class _Spec:
         self.shape, self.dtype = shape, dtype
 
 
-def _symints(v):
-    if isinstance(v, torch.SymInt):
-        yield v
-    elif isinstance(v, torch.Tensor):
-        yield from (s for s in v.shape if isinstance(s, torch.SymInt))
-    elif isinstance(v, (list, tuple)):
-        for x in v:
-            yield from _symints(x)
+_symints = _torch_dims.symints
 
 
 # Probe sizes (opcore/_probes.py): every symbol, 2 large runs and a small one.
-_PRIMES = _probes.PRIMES
 _PROBES = _probes.large_runs(2)
 _SMALL = _probes.small_run()
 
@@ -136,44 +128,29 @@ def _hint(s):
 
 def _symbolic_metas(op, names, vals):
     """Result (sizes, dtype) with SymInt sizes, for FakeTensor args with
-    symbolic shapes: the shape function's checks run on probe sizes, and a
-    dynamic size that a check needs to be a particular value is specialized
-    (guarded) exactly as torch's own ops do; result sizes must be explainable
-    by op.trace, else the error says how to write the shape function."""
-    syms = {}
-    for s in (s for v in vals for s in _symints(v)):
-        for f in s.node.expr.free_symbols:
-            syms.setdefault(f, s)
+    symbolic shapes: what the shape function's checks need of the dynamic
+    sizes is recorded first (an equality between sizes as torch._check(s0
+    == s1), any other need as a guard on the value: opcore/_torch_dims.py);
+    result sizes must then be explainable by op.trace, else the error says
+    how to write the shape function."""
     hinted = all(s.node.hint is not None for v in vals for s in _symints(v))
-    order = sorted(syms, key=str)
     if hinted:
-        shape_env = next(iter(syms.values())).node.shape_env
-        known = getattr(shape_env, "backed_var_to_val", None)
-        if known is None:  # torch before 2.13
-            known = shape_env.var_to_val
-        hints = {f: int(known[f]) for f in order if f in known}
-        # A symbol the shape function's checks need at its value is specialized.
-        for k, f in enumerate(order):
-            if f not in hints:
-                continue
-            probe = dict(hints)
-            probe[f] = _PROBES[0][k % len(_PRIMES)] + 2 * (k // len(_PRIMES))
-            try:
-                op.infer(**_run(vals, names, _probe_value(probe))[1])
-            except _C.OpError:
-                for v in vals:
-                    for s in _symints(v):
-                        if f in s.node.expr.free_symbols:
-                            int(s)  # torch guards on the value: specialized, not silently
+        def infer_at(assign):
+            known = _torch_dims.backed_values(next(s for v in vals for s in _symints(v)).node.shape_env)
+            op.infer(**_run(vals, names, _probe_value({**{f: int(x) for f, x in known.items()}, **assign}))[1])
+
+        _torch_dims.settle(op, names, vals, infer_at)
+    order = sorted(_torch_dims.free_symbols(vals), key=str)
+
     def assigned(probe):
         return _run(vals, names, _probe_value({f: probe[k % len(probe)] + 2 * (k // len(probe))
                                                for k, f in enumerate(order)}))
 
     runs = ([_run(vals, names, _hint)] if hinted else []) + [assigned(p) for p in _PROBES]
-    try:
-        traced = op.trace(runs + [assigned(_SMALL)])
-    except _C.OpError:
-        traced = op.trace(runs)
+    # The small run catches a size that depends on a dynamic one through a
+    # branch or a plain C min (constant on the large probes alone); it is
+    # left out only when the shape function refuses small sizes.
+    traced = op.trace(runs + [assigned(_SMALL)] if _probes.infers(op, assigned(_SMALL)) else runs)
 
     def input_dim(arg, item, dim):
         v = vals[arg]

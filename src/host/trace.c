@@ -111,15 +111,12 @@ static int leaf(tracer *t, const int64_t *vals)
     return -2;
 }
 
-/* A node for the values `vals` (one per run), using log entries before
- * `limit`; -2 if unexplained, -1 if out of nodes. */
-static int explain(tracer *t, const int64_t *vals, int limit)
+static int explain(tracer *t, const int64_t *vals, int limit);
+
+/* The latest log entry before `limit` whose results are `vals` and whose
+ * operands are explained; -2 if none, -1 if out of nodes. */
+static int from_log(tracer *t, const int64_t *vals, int limit)
 {
-    bool constant = true;
-    for (int r = 1; r < t->nruns; r++) constant = constant && vals[r] == vals[0];
-    if (constant) return add_node(t, (oc_dim_node){.op = OC_DIM_CONST, .value = vals[0]});
-    int n = leaf(t, vals);
-    if (n != -2 || !t->log_usable) return n;
     for (int k = limit - 1; k >= 0; k--) {
         bool match = true;
         for (int r = 0; r < t->nruns && match; r++) match = t->runs[r].log.e[k].r == vals[r];
@@ -141,6 +138,20 @@ static int explain(tracer *t, const int64_t *vals, int limit)
         if (t->entry_node[k] >= 0 || t->entry_node[k] == -1) return t->entry_node[k];
     }
     return -2;
+}
+
+/* A node for the values `vals` (one per run), using log entries before
+ * `limit`; -2 if unexplained, -1 if out of nodes. An oc_dim_* result comes
+ * before an input size: it says how the size was made, where an input size
+ * equal to it in every run may differ at other sizes (oc_dim_min(n, 30000)
+ * is n at every probe size). */
+static int explain(tracer *t, const int64_t *vals, int limit)
+{
+    bool constant = true;
+    for (int r = 1; r < t->nruns; r++) constant = constant && vals[r] == vals[0];
+    if (constant) return add_node(t, (oc_dim_node){.op = OC_DIM_CONST, .value = vals[0]});
+    int n = t->log_usable ? from_log(t, vals, limit) : -2;
+    return n != -2 ? n : leaf(t, vals);
 }
 
 static bool same_log(const tracer *t)
@@ -215,15 +226,18 @@ oc_status oc_op_trace_shapes(const oc_op *op, const oc_value *const *runs, int n
                 st = oc_set_error(OC_ESHAPE, "op '%s': result %d: its sizes take more than %d steps to "
                                   "explain", op->qualname, i, OC_MAX_DIM_NODES);
             else if (node < 0) {
-                char sizes[512];
-                describe_run(&t, 0, sizes, sizeof sizes);
+                char first[512], last[512];
+                describe_run(&t, 0, first, sizeof first);
+                describe_run(&t, nruns - 1, last, sizeof last);
                 st = oc_set_error(OC_ESHAPE,
-                                  "op '%s': result %d size %d (%lld for inputs %s) is computed from a "
-                                  "dynamic size with C arithmetic opcore cannot follow; compute it with "
-                                  "the oc_dim_* helpers of <opcore/dim.h> (oc_dim_mul(x->sizes[0], 2), "
-                                  "oc_dim_div(oc_numel(x), n), ...) so that it stays symbolic under "
-                                  "torch.compile(dynamic=True), torch.export and jax.export",
-                                  op->qualname, i, d, (long long)vals[0], sizes);
+                                  "op '%s': result %d size %d (%lld for inputs %s, %lld for inputs %s) is "
+                                  "computed from a dynamic size with C arithmetic opcore cannot follow; "
+                                  "compute it with the oc_dim_* helpers of <opcore/dim.h> "
+                                  "(oc_dim_mul(x->sizes[0], 2), oc_dim_div(oc_numel(x), n), ...; a branch "
+                                  "or a plain C min/max on a size: oc_dim_min(n, 6), oc_dim_max, "
+                                  "oc_dim_if_gt(n, 4, a, b) for n > 4 ? a : b) so that it stays symbolic "
+                                  "under torch.compile(dynamic=True), torch.export and jax.export",
+                                  op->qualname, i, d, (long long)vals[0], first, (long long)vals[nruns - 1], last);
             } else
                 out->sizes[i][d] = node;
         }

@@ -95,3 +95,10 @@ int64_t oc_dim_mod(int64_t a, int64_t b)
     int64_t r = a % b; /* never overflows, unlike a - floor_div(a, b) * b */
     return record(OC_DIM_MOD, a, b, r < 0 ? r + b : r);
 }
+
+/* Recorded step by step, so the tracer rebuilds the same expression. */
+int64_t oc_dim_if_gt(int64_t a, int64_t b, int64_t x, int64_t y)
+{
+    int64_t above = oc_dim_min(oc_dim_max(oc_dim_sub(a, b), 0), 1); /* 1 if a > b, else 0 */
+    return oc_dim_add(y, oc_dim_mul(oc_dim_sub(x, y), above));
+}

@@ -359,6 +359,7 @@ static void test_dim_helpers_are_checked(void **state)
     assert_int_equal(oc_dim_mod(-7, 3), 2);
     assert_int_equal(oc_dim_mod(7, 3), 1);
     assert_int_equal(oc_dim_mod(INT64_MIN, 3), 1); /* -2**63 = 3 * -3074457345618258603 + 1 */
+    for (int64_t n = -2; n < 10; n++) assert_int_equal(oc_dim_if_gt(n, 4, 40, 3), n > 4 ? 40 : 3);
     assert_int_equal(oc_dim_mul(INT64_C(1) << 31, INT64_C(1) << 31), INT64_C(1) << 62);
     oc_clear_error();
     assert_int_equal(oc_dim_mul(INT64_C(1) << 62, 4), 0);

@@ -568,6 +568,57 @@ static void test_trace_plain_c_arithmetic(void **state)
     oc_library_unload(lib);
 }
 
+/* A branch on a size: plain C is an error naming the helper at every hint,
+ * because the small probe disagrees with the large ones; oc_dim_if_gt and an
+ * oc_dim_min whose bound lies beyond the probes are traced as what they are. */
+static const char *branch_shape_src =
+    "#include <opcore/library.h>\n"
+    "#include <opcore/dim.h>\n"
+    "static oc_tensor *plain(const oc_tensor *x) { return oc_empty(x->dtype, OC_SHAPE(x->sizes[0] > 4 ? 4 : 3)); }\n"
+    "static oc_tensor *helper(const oc_tensor *x) { return oc_empty(x->dtype, OC_SHAPE(oc_dim_if_gt(x->sizes[0], 4, 4, 3))); }\n"
+    "static oc_tensor *far_min(const oc_tensor *x) { return oc_empty(x->dtype, OC_SHAPE(oc_dim_min(x->sizes[0], 30000))); }\n"
+    "OC_LIBRARY(branchy, m) {\n"
+    "  oc_def(m, \"plain(Tensor x) -> Tensor\", plain, \"k\");\n"
+    "  oc_def(m, \"helper(Tensor x) -> Tensor\", helper, \"k\");\n"
+    "  oc_def(m, \"far_min(Tensor x) -> Tensor\", far_min, \"k\");\n"
+    "}\n";
+
+static oc_status trace_1d(const char *name, const int64_t *sizes, int nruns, oc_shape_trace *tr)
+{
+    oc_tensor xs[4];
+    oc_value runs_v[4][1];
+    const oc_value *runs[4];
+    for (int r = 0; r < nruns; r++) {
+        oc_tensor_init(&xs[r], NULL, OC_FLOAT32, 1, &sizes[r]);
+        runs_v[r][0] = oc_value_tensor(&xs[r]);
+        runs[r] = runs_v[r];
+    }
+    return oc_op_trace_shapes(op(name), runs, nruns, 1, tr);
+}
+
+static void test_trace_branch_on_a_size(void **state)
+{
+    (void)state;
+    oc_library *lib = test_build_and_load(
+        "branchy", "#include <opcore/kernel.h>\noc_tensor *k(const oc_tensor *x) { (void)x; return oc_dst_tensor(); }\n",
+        branch_shape_src, (test_lib_options){0});
+    oc_shape_trace tr;
+    const int64_t hints[] = {3, 7};
+    for (int h = 0; h < 2; h++) {
+        const int64_t sizes[] = {hints[h], 10007, 20014, 2}; /* the real size, large and small probes */
+        assert_int_equal(trace_1d("branchy::plain", sizes, 4, &tr), OC_ESHAPE);
+        assert_msg("op 'branchy::plain': result 0 size 0");
+        assert_msg("oc_dim_if_gt(n, 4, a, b)");
+        if (trace_1d("branchy::helper", sizes, 4, &tr) != OC_OK) fail_msg("%s", oc_errmsg());
+        assert_int_equal(tr.nodes[tr.sizes[0][0]].op, OC_DIM_ADD); /* 3 + (4 - 3) * min(max(n - 4, 0), 1) */
+        if (trace_1d("branchy::far_min", sizes, 4, &tr) != OC_OK) fail_msg("%s", oc_errmsg());
+        const oc_dim_node *m = &tr.nodes[tr.sizes[0][0]];
+        assert_int_equal(m->op, OC_DIM_MIN); /* not the input size it equals at every probe */
+        assert_true(tr.nodes[m->lhs].op == OC_DIM_INPUT && tr.nodes[m->rhs].op == OC_DIM_CONST);
+    }
+    oc_library_unload(lib);
+}
+
 /* ---- messages ------------------------------------------------------------------- */
 
 /* a shape function returning a tensor with an invalid dtype: one clear message */
@@ -675,6 +726,7 @@ int main(void)
         cmocka_unit_test(test_trace_avg_pool),
         cmocka_unit_test(test_trace_concat),
         cmocka_unit_test(test_trace_plain_c_arithmetic),
+        cmocka_unit_test(test_trace_branch_on_a_size),
         cmocka_unit_test(test_message_bad_result_dtype),
         cmocka_unit_test(test_message_bad_schema),
         cmocka_unit_test(test_reload),

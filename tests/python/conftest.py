@@ -43,6 +43,15 @@ def load_lib(build_dir, name, compute, shape, **kw):
                           build_directory=str(out), **kw)
 
 
+def load_texts(directory, name, compute, shape, **kw):
+    """load_lib of library `name` from the C texts of its kernels and shape
+    functions, written to directory/k.c and directory/s.c."""
+    directory = Path(directory)
+    (directory / "k.c").write_text(compute)
+    (directory / "s.c").write_text(shape)
+    return load_lib(directory, name, directory / "k.c", directory / "s.c", **kw)
+
+
 @pytest.fixture(scope="session")
 def opcore_build_dir(tmp_path_factory):
     """A per-session build directory for the test libraries."""

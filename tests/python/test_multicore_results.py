@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import opcore
-from opcore import custom_op
+from conftest import load_texts
 
 COMPUTE = r"""
 #include <opcore/kernel.h>
@@ -48,11 +48,7 @@ MESSAGE = r"op 'mc_results::own': multicore kernel 'own' on core \d+ returned a 
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    d = tmp_path_factory.mktemp("mc_results")
-    (d / "k.c").write_text(COMPUTE)
-    (d / "s.c").write_text(SHAPE)
-    return custom_op.load(name="mc_results", compute_srcs=[str(d / "k.c")], shape_srcs=[str(d / "s.c")],
-                          build_directory=str(d / "build"), multicore=True)
+    return load_texts(tmp_path_factory.mktemp("mc_results"), "mc_results", COMPUTE, SHAPE, multicore=True)
 
 
 def test_direct_call_refuses_a_multicore_kernels_own_tensor(lib):
