@@ -229,6 +229,15 @@ def test_check_that_is_no_relation_fails_export_saying_what_to_do(lib):
         assert want in msg, (want, msg)
 
 
+def test_check_that_is_no_relation_fails_a_mark_dynamic_compile_saying_what_to_do(lib):
+    x = torch.randn(8)
+    torch._dynamo.mark_dynamic(x, 0)
+    with pytest.raises(Exception) as ei:
+        torch.compile(lambda x: _op("mod4")(x), fullgraph=True)(x)
+    for want in ("op 'dyn_guard::mod4'", "cannot be expressed symbolically", "mark_dynamic"):
+        assert want in str(ei.value), (want, str(ei.value))
+
+
 def test_check_that_is_no_relation_guards_under_compile(lib):
     f = torch.compile(lambda x: _op("mod4")(x), dynamic=True, fullgraph=True)
     for n in (4, 8, 12, 4):
