@@ -1,5 +1,6 @@
 /* Calling an op from the command line: inputs, a reused output, timing
  * (what `opcore run` and `opcore bench` share; see op_call.h). */
+#include <complex.h>
 #include <getopt.h>
 #include <malloc.h>
 #include <math.h>
@@ -58,6 +59,27 @@ static void store(void *p, oc_dtype t, double v)
     }
 }
 
+/* A complex element [re, im] (opcore/dtype.h); false for a real dtype. */
+static bool load_complex(const void *p, oc_dtype t, double *re, double *im)
+{
+    if (t == OC_COMPLEX64) {
+        const oc_complex64 z = *(const oc_complex64 *)p;
+        *re = crealf(z), *im = cimagf(z);
+    } else if (t == OC_COMPLEX128) {
+        const oc_complex128 z = *(const oc_complex128 *)p;
+        *re = creal(z), *im = cimag(z);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+static void store_complex(void *p, oc_dtype t, double re, double im)
+{
+    if (t == OC_COMPLEX64) *(oc_complex64 *)p = CMPLXF((float)re, (float)im);
+    else *(oc_complex128 *)p = CMPLX(re, im);
+}
+
 static uint64_t rng_state;
 
 static uint64_t rng(void)
@@ -73,7 +95,7 @@ static uint64_t rng(void)
 static double random_value(oc_dtype t)
 {
     double u = (double)(rng() >> 11) / 9007199254740992.0; /* [0, 1) */
-    if (oc_dtype_is_floating(t)) return u * 2.0 - 1.0;
+    if (oc_dtype_is_floating(t) || oc_dtype_is_complex(t)) return u * 2.0 - 1.0;
     if (t == OC_BOOL) return u < 0.5;
     if (t == OC_UINT8) return floor(u * 21.0);
     return floor(u * 21.0) - 10.0;
@@ -83,7 +105,13 @@ void cli_print_values(const char *label, const oc_tensor *t, bool all)
 {
     int64_t n = oc_numel(t), shown = all ? (n < 10000 ? n : 10000) : (n < 8 ? n : 8);
     printf("  %s[", label);
-    for (int64_t i = 0; i < shown; i++) printf("%s%.6g", i ? ", " : "", load(oc_flat_ptr(t, i), t->dtype));
+    for (int64_t i = 0; i < shown; i++) {
+        double re, im;
+        if (load_complex(oc_flat_ptr(t, i), t->dtype, &re, &im)) /* as NumPy prints it: 0.5-1j */
+            printf("%s%.6g%+.6gj", i ? ", " : "", re, im);
+        else
+            printf("%s%.6g", i ? ", " : "", load(oc_flat_ptr(t, i), t->dtype));
+    }
     printf("%s]\n", shown < n ? ", ..." : "");
 }
 
@@ -234,7 +262,11 @@ static int make_tensor(const prep *pp, cli_call *call, int i, const char *given,
         fprintf(stderr, "opcore %s: argument '%s': %s\n", cmd, aname, oc_errmsg());
         return CLI_FAIL;
     }
-    for (int64_t e = 0; e < n; e++) store(oc_flat_ptr(t, e), dt, given ? num : random_value(dt));
+    for (int64_t e = 0; e < n; e++) {
+        if (!oc_dtype_is_complex(dt)) store(oc_flat_ptr(t, e), dt, given ? num : random_value(dt));
+        else if (given) store_complex(oc_flat_ptr(t, e), dt, num, 0.0); /* a number fills the real part */
+        else store_complex(oc_flat_ptr(t, e), dt, random_value(dt), random_value(dt));
+    }
     *made = t;
     call->in_bytes += oc_nbytes(t);
     char shp[256];
