@@ -314,6 +314,24 @@ static void test_kernel_declared_with_complex_pointer(void **state)
     assert_msg("kernel 'cdouble_it' must be declared as: oc_tensor *cdouble_it(const oc_tensor *x);");
 }
 
+/* `float complex` without <complex.h>: the compiler's error, and the header to include */
+static void test_complex_without_header_hint(void **state)
+{
+    (void)state;
+    oc_status st;
+    const char *path = test_build("cplx_hint",
+                                  "#include <opcore/kernel.h>\n"
+                                  "oc_tensor *twice(const oc_tensor *x)\n"
+                                  "{\n    float complex *z = x->data;\n    (void)z;\n    return oc_dst_tensor();\n}\n",
+                                  "#include <opcore/library.h>\n"
+                                  "static oc_tensor *same(const oc_tensor *x) { return oc_empty_like(x); }\n"
+                                  "OC_LIBRARY(cplx_hint, m) { oc_def(m, \"twice(Tensor x) -> Tensor\", same, \"twice\"); }\n",
+                                  (test_lib_options){0}, &st);
+    assert_null(path);
+    assert_int_equal(st, OC_EBUILD);
+    assert_msg("hint: `float complex` and `double complex` need #include <complex.h>");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -325,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_accessor_stream_iterator),
         cmocka_unit_test(test_rms_norm_example),
         cmocka_unit_test(test_kernel_declared_with_complex_pointer),
+        cmocka_unit_test(test_complex_without_header_hint),
     };
     return oc_test_run("complex", tests, NULL, NULL);
 }
