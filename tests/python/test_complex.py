@@ -89,6 +89,9 @@ def test_numpy_round_trip_exact(kinds, dtype):
 
 
 def test_numpy_unsupported(lib, kinds):
+    with pytest.raises(Exception, match=r"argument 2 'eps': expected float, got complex \(float, int and Scalar "
+                                        r"arguments are real: pass complex values in a complex64/complex128 tensor"):
+        lib.rms_norm(sample(np.complex64), 1e-5 + 1j)
     with pytest.raises(Exception, match="x must be float32, float64, complex64 or complex128, got int32"):
         lib.rms_norm(np.zeros((2, 3), np.int32))
     with pytest.raises(Exception, match="oc_accessor: tensor is complex64, accessor asks for float32"):
