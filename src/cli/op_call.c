@@ -147,6 +147,27 @@ static bool parse_number(const char *s, double *out)
     return end != s && *end == '\0';
 }
 
+/* A complex as Python and NumPy write it: "1.5", "2j", "1.5-2j", "(1+2j)". */
+static bool parse_complex(const char *s, double *re, double *im)
+{
+    char buf[128], *end;
+    size_t n = strlen(s);
+    if (n >= 2 && s[0] == '(' && s[n - 1] == ')' && n - 2 < sizeof buf) {
+        memcpy(buf, s + 1, n - 2);
+        buf[n - 2] = '\0';
+        s = buf;
+    }
+    double a = strtod(s, &end);
+    if (end == s) return false;
+    if (*end == '\0') return *re = a, *im = 0, true;
+    if ((*end == 'j' || *end == 'J') && end[1] == '\0') return *re = 0, *im = a, true;
+    const char *p = end;
+    if (*p != '+' && *p != '-') return false;
+    double b = strtod(p, &end);
+    if (end == p || (*end != 'j' && *end != 'J') || end[1] != '\0') return false;
+    return *re = a, *im = b, true;
+}
+
 static bool parse_int(const char *s, long long *out)
 {
     char *end;
@@ -245,10 +266,11 @@ static int make_tensor(const prep *pp, cli_call *call, int i, const char *given,
     const int64_t *sz = si >= 0 ? pp->sizes[si] : def_sizes;
     int nd = si >= 0 ? pp->ndims[si] : 2;
     oc_dtype dt = di >= 0 ? pp->dtypes[di] : OC_FLOAT32;
-    double num = 0;
-    if (given && !parse_number(given, &num))
-        return cli_usage_error(cmd, "--arg %s=%s: a Tensor argument takes a number to fill it with", aname,
-                               given);
+    double num = 0, num_im = 0;
+    const bool cplx = oc_dtype_is_complex(dt);
+    if (given && !(cplx ? parse_complex(given, &num, &num_im) : parse_number(given, &num)))
+        return cli_usage_error(cmd, "--arg %s=%s: a Tensor argument takes a number to fill it with%s", aname,
+                               given, cplx ? " (complex: 1.5, 2j, 1.5-2j)" : "");
     int64_t n = 1;
     for (int d = 0; d < nd; d++) n *= sz[d];
     call->datas[nt] = calloc((size_t)(n ? n : 1), oc_dtype_size(dt));
@@ -263,8 +285,8 @@ static int make_tensor(const prep *pp, cli_call *call, int i, const char *given,
         return CLI_FAIL;
     }
     for (int64_t e = 0; e < n; e++) {
-        if (!oc_dtype_is_complex(dt)) store(oc_flat_ptr(t, e), dt, given ? num : random_value(dt));
-        else if (given) store_complex(oc_flat_ptr(t, e), dt, num, 0.0); /* a number fills the real part */
+        if (!cplx) store(oc_flat_ptr(t, e), dt, given ? num : random_value(dt));
+        else if (given) store_complex(oc_flat_ptr(t, e), dt, num, num_im);
         else store_complex(oc_flat_ptr(t, e), dt, random_value(dt), random_value(dt));
     }
     *made = t;

@@ -241,9 +241,13 @@ def test_cli_complex_inputs_and_outputs(tmp_path):
     ex = tmp_path / "complex_ops"
     run_cli("build", "--name", "complex_ops", "--compute", REPO / "examples/complex/rms_norm.c", "--shape",
             REPO / "examples/complex/shape.c", "--multicore", "-o", ex, check=0)
-    p = run_cli("run", ex / "libcomplex_ops.so", "rms_norm", "-s", "2,3", "-d", "complex128", "--arg", "x=2",
-                check=0)  # a number fills the real part
-    y = _values([line for line in p.stdout.splitlines() if line.strip().startswith("[")][-1])
-    np.testing.assert_allclose(y, np.full(6, 2 / np.sqrt(4 + np.float32(1e-5))), rtol=1e-6)
+    for fill, z in [("2", 2), ("1-2j", 1 - 2j), ("(0.5+1j)", 0.5 + 1j), ("3j", 3j)]:
+        p = run_cli("run", ex / "libcomplex_ops.so", "rms_norm", "-s", "2,3", "-d", "complex128", "--arg",
+                    f"x={fill}", "-p", check=0)
+        x, y = (_values(v) for v in [line for line in p.stdout.splitlines() if line.strip().startswith("[")])
+        np.testing.assert_array_equal(x, np.full(6, z))
+        np.testing.assert_allclose(y, ref(np.full((2, 3), z, np.complex128)).ravel(), rtol=1e-5)  # printed %.6g
+    p = run_cli("run", ex / "libcomplex_ops.so", "rms_norm", "-d", "complex64", "--arg", "x=1+j", check=2)
+    assert "--arg x=1+j: a Tensor argument takes a number to fill it with (complex: 1.5, 2j, 1.5-2j)" in p.stderr
     p = run_cli("run", ex / "libcomplex_ops.so", "rms_norm", "-d", "complex32", check=2)
     assert "complex64, complex128" in p.stderr
