@@ -211,7 +211,7 @@ static int64_t find_attr(const XLA_FFI_Attrs *attrs, const char *name)
 static bool xla_to_oc_dtype(XLA_FFI_DataType t, oc_dtype *out)
 {
     switch (t) {
-#define OC_XLA_DTYPE_(NAME, name, code, bytes, kind, xla, dlpack) \
+#define OC_XLA_DTYPE_(NAME, name, code, bytes, floating, xla, dlpack) \
     case XLA_FFI_DataType_##xla: *out = OC_##NAME; return true;
         OC_DTYPE_MAP(OC_XLA_DTYPE_)
 #undef OC_XLA_DTYPE_
