@@ -1,8 +1,15 @@
 /* opcore/dtype.h — element types.
  *
- * The ten dtypes a tensor may hold. float16 and bfloat16 are stored as
+ * The twelve dtypes a tensor may hold. float16 and bfloat16 are stored as
  * uint16_t bit patterns (oc_half, oc_bfloat16); convert with the helpers
  * below, which round to nearest even like PyTorch.
+ *
+ * complex64 and complex128 are C99's `float _Complex` and `double _Complex`
+ * (oc_complex64, oc_complex128; `float complex` once <complex.h> is
+ * included). C11 6.2.5p13 lays a complex out as an array of two reals,
+ * [re, im], which is exactly how NumPy, PyTorch, DLPack and XLA store
+ * theirs: a kernel reads the framework's memory with no conversion, and
+ * <complex.h>'s arithmetic, cabsf, conjf... work on it directly.
  */
 #ifndef OPCORE_DTYPE_H
 #define OPCORE_DTYPE_H
@@ -21,13 +28,14 @@ extern "C" {
 /* Every dtype, once; the enum below, oc_dtype_name/size/is_floating and
  * the framework mappings (DLPack, XLA, torch) are generated from it:
  *
- *     XX(NAME, "name", code, bytes, floating, xla, dlpack)
+ *     XX(NAME, "name", code, bytes, kind, xla, dlpack)
  *
  *   NAME      the constant is OC_<NAME>
  *   "name"    as PyTorch, NumPy and JAX spell it (oc_dtype_name)
  *   code      its oc_dtype value (part of the ABI: never renumber)
  *   bytes     the element size (oc_dtype_size); DLPack's bits: 8 * bytes
- *   floating  1 for a floating-point type (oc_dtype_is_floating)
+ *   kind      0 integral (and bool), 1 floating (oc_dtype_is_floating),
+ *             2 complex (oc_dtype_is_complex)
  *   xla       XLA's element type, XLA_FFI_DataType_<xla>
  *   dlpack    DLPack's type code, kDL<dlpack>
  */
@@ -41,19 +49,25 @@ extern "C" {
     XX(INT32, "int32", 6, 4, 0, S32, Int)             \
     XX(INT64, "int64", 7, 8, 0, S64, Int)             \
     XX(UINT8, "uint8", 8, 1, 0, U8, UInt)             \
-    XX(BOOL, "bool", 9, 1, 0, PRED, Bool)
+    XX(BOOL, "bool", 9, 1, 0, PRED, Bool)             \
+    XX(COMPLEX64, "complex64", 10, 8, 2, C64, Complex) \
+    XX(COMPLEX128, "complex128", 11, 16, 2, C128, Complex)
 
 #define OC_DTYPE_ENUM_(NAME, name, code, ...) OC_##NAME = code,
 #define OC_DTYPE_COUNT_(...) +1
 typedef enum oc_dtype {
     OC_DTYPE_MAP(OC_DTYPE_ENUM_)
-    OC_NUM_DTYPES = 0 OC_DTYPE_MAP(OC_DTYPE_COUNT_) /* 10 */
+    OC_NUM_DTYPES = 0 OC_DTYPE_MAP(OC_DTYPE_COUNT_) /* 12 */
 } oc_dtype;
 #undef OC_DTYPE_ENUM_
 #undef OC_DTYPE_COUNT_
 
 typedef uint16_t oc_half;     /* IEEE 754 binary16 bit pattern */
 typedef uint16_t oc_bfloat16; /* bfloat16 bit pattern (top half of a float) */
+#ifndef __cplusplus
+typedef float _Complex oc_complex64;   /* [re, im] as two floats */
+typedef double _Complex oc_complex128; /* [re, im] as two doubles */
+#endif
 
 /* Bytes per element; 0 for an invalid dtype. */
 OC_API size_t oc_dtype_size(oc_dtype dtype);
@@ -71,7 +85,11 @@ OC_API bool oc_dtype_is_floating(oc_dtype dtype);
 /* True for int8/16/32/64, uint8 and bool. */
 OC_API bool oc_dtype_is_integral(oc_dtype dtype);
 
-/* True if `dtype` is one of the ten above. */
+/* True for complex64 and complex128 (neither floating nor integral, as in
+ * PyTorch's is_floating_point / is_complex). */
+OC_API bool oc_dtype_is_complex(oc_dtype dtype);
+
+/* True if `dtype` is one of the twelve above. */
 OC_API bool oc_dtype_is_valid(oc_dtype dtype);
 
 /* float <-> half / bfloat16 conversions (round to nearest even). */

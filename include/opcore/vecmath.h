@@ -35,17 +35,19 @@ extern "C" {
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && \
     !defined(__FAST_MATH__) && !defined(OC_NO_VECMATH)
 #define OC__SIMD __attribute__((__simd__("notinbranch")))
+/* The double names are in parentheses so that <tgmath.h>, included before
+ * this header, does not expand them as its type-generic macros. */
 /* glibc 2.22 */
 OC__SIMD float expf(float);
 OC__SIMD float logf(float);
 OC__SIMD float sinf(float);
 OC__SIMD float cosf(float);
 OC__SIMD float powf(float, float);
-OC__SIMD double exp(double);
-OC__SIMD double log(double);
-OC__SIMD double sin(double);
-OC__SIMD double cos(double);
-OC__SIMD double pow(double, double);
+OC__SIMD double (exp)(double);
+OC__SIMD double (log)(double);
+OC__SIMD double (sin)(double);
+OC__SIMD double (cos)(double);
+OC__SIMD double (pow)(double, double);
 #if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)
 /* glibc 2.35 */
 OC__SIMD float tanhf(float);
@@ -60,12 +62,12 @@ OC__SIMD float atanf(float);
 OC__SIMD float sinhf(float);
 OC__SIMD float coshf(float);
 OC__SIMD float cbrtf(float);
-OC__SIMD double tanh(double);
-OC__SIMD double expm1(double);
-OC__SIMD double log1p(double);
-OC__SIMD double exp2(double);
-OC__SIMD double log2(double);
-OC__SIMD double erf(double);
+OC__SIMD double (tanh)(double);
+OC__SIMD double (expm1)(double);
+OC__SIMD double (log1p)(double);
+OC__SIMD double (exp2)(double);
+OC__SIMD double (log2)(double);
+OC__SIMD double (erf)(double);
 #endif
 #undef OC__SIMD
 #endif

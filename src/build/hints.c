@@ -59,6 +59,13 @@ void oc__build_hints(const char *output, oc__sb *out)
                         "oc_cacc: write `oc_cacc a = oc_accessor(x, OC_FLOAT32, 2);` (oc_acc is for "
                         "writable tensors such as oc_dst_tensor()).\n");
     }
+    /* without <complex.h>, `float complex z` declares a float named complex:
+     * the compiler's error names the token after it, never the header */
+    if (strstr(output, "error: expected") && (strstr(output, "float complex") || strstr(output, "double complex"))) {
+        oc__sb_put(out, "hint: `float complex` and `double complex` need #include <complex.h> in the source "
+                        "(or write float _Complex / double _Complex, or opcore's oc_complex64 / "
+                        "oc_complex128 from <opcore/dtype.h>).\n");
+    }
     if (strstr(output, "redefinition of") && strstr(output, "oc_library_entry")) {
         oc__sb_put(out, "hint: this source has two OC_LIBRARY blocks; a library has exactly one: put "
                         "every oc_def() in one block.\n");

@@ -1,5 +1,6 @@
 /* Calling an op from the command line: inputs, a reused output, timing
  * (what `opcore run` and `opcore bench` share; see op_call.h). */
+#include <complex.h>
 #include <getopt.h>
 #include <malloc.h>
 #include <math.h>
@@ -58,6 +59,27 @@ static void store(void *p, oc_dtype t, double v)
     }
 }
 
+/* A complex element [re, im] (opcore/dtype.h); false for a real dtype. */
+static bool load_complex(const void *p, oc_dtype t, double *re, double *im)
+{
+    if (t == OC_COMPLEX64) {
+        const oc_complex64 z = *(const oc_complex64 *)p;
+        *re = crealf(z), *im = cimagf(z);
+    } else if (t == OC_COMPLEX128) {
+        const oc_complex128 z = *(const oc_complex128 *)p;
+        *re = creal(z), *im = cimag(z);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+static void store_complex(void *p, oc_dtype t, double re, double im)
+{
+    if (t == OC_COMPLEX64) *(oc_complex64 *)p = CMPLXF((float)re, (float)im);
+    else *(oc_complex128 *)p = CMPLX(re, im);
+}
+
 static uint64_t rng_state;
 
 static uint64_t rng(void)
@@ -73,7 +95,7 @@ static uint64_t rng(void)
 static double random_value(oc_dtype t)
 {
     double u = (double)(rng() >> 11) / 9007199254740992.0; /* [0, 1) */
-    if (oc_dtype_is_floating(t)) return u * 2.0 - 1.0;
+    if (oc_dtype_is_floating(t) || oc_dtype_is_complex(t)) return u * 2.0 - 1.0;
     if (t == OC_BOOL) return u < 0.5;
     if (t == OC_UINT8) return floor(u * 21.0);
     return floor(u * 21.0) - 10.0;
@@ -83,7 +105,13 @@ void cli_print_values(const char *label, const oc_tensor *t, bool all)
 {
     int64_t n = oc_numel(t), shown = all ? (n < 10000 ? n : 10000) : (n < 8 ? n : 8);
     printf("  %s[", label);
-    for (int64_t i = 0; i < shown; i++) printf("%s%.6g", i ? ", " : "", load(oc_flat_ptr(t, i), t->dtype));
+    for (int64_t i = 0; i < shown; i++) {
+        double re, im;
+        if (load_complex(oc_flat_ptr(t, i), t->dtype, &re, &im)) /* as NumPy prints it: 0.5-1j */
+            printf("%s%.6g%+.6gj", i ? ", " : "", re, im);
+        else
+            printf("%s%.6g", i ? ", " : "", load(oc_flat_ptr(t, i), t->dtype));
+    }
     printf("%s]\n", shown < n ? ", ..." : "");
 }
 
@@ -117,6 +145,27 @@ static bool parse_number(const char *s, double *out)
     char *end;
     *out = strtod(s, &end);
     return end != s && *end == '\0';
+}
+
+/* A complex as Python and NumPy write it: "1.5", "2j", "1.5-2j", "(1+2j)". */
+static bool parse_complex(const char *s, double *re, double *im)
+{
+    char buf[128], *end;
+    size_t n = strlen(s);
+    if (n >= 2 && s[0] == '(' && s[n - 1] == ')' && n - 2 < sizeof buf) {
+        memcpy(buf, s + 1, n - 2);
+        buf[n - 2] = '\0';
+        s = buf;
+    }
+    double a = strtod(s, &end);
+    if (end == s) return false;
+    if (*end == '\0') return *re = a, *im = 0, true;
+    if ((*end == 'j' || *end == 'J') && end[1] == '\0') return *re = 0, *im = a, true;
+    const char *p = end;
+    if (*p != '+' && *p != '-') return false;
+    double b = strtod(p, &end);
+    if (end == p || (*end != 'j' && *end != 'J') || end[1] != '\0') return false;
+    return *re = a, *im = b, true;
 }
 
 static bool parse_int(const char *s, long long *out)
@@ -217,10 +266,11 @@ static int make_tensor(const prep *pp, cli_call *call, int i, const char *given,
     const int64_t *sz = si >= 0 ? pp->sizes[si] : def_sizes;
     int nd = si >= 0 ? pp->ndims[si] : 2;
     oc_dtype dt = di >= 0 ? pp->dtypes[di] : OC_FLOAT32;
-    double num = 0;
-    if (given && !parse_number(given, &num))
-        return cli_usage_error(cmd, "--arg %s=%s: a Tensor argument takes a number to fill it with", aname,
-                               given);
+    double num = 0, num_im = 0;
+    const bool cplx = oc_dtype_is_complex(dt);
+    if (given && !(cplx ? parse_complex(given, &num, &num_im) : parse_number(given, &num)))
+        return cli_usage_error(cmd, "--arg %s=%s: a Tensor argument takes a number to fill it with%s", aname,
+                               given, cplx ? " (complex: 1.5, 2j, 1.5-2j)" : "");
     int64_t n = 1;
     for (int d = 0; d < nd; d++) n *= sz[d];
     call->datas[nt] = calloc((size_t)(n ? n : 1), oc_dtype_size(dt));
@@ -234,7 +284,11 @@ static int make_tensor(const prep *pp, cli_call *call, int i, const char *given,
         fprintf(stderr, "opcore %s: argument '%s': %s\n", cmd, aname, oc_errmsg());
         return CLI_FAIL;
     }
-    for (int64_t e = 0; e < n; e++) store(oc_flat_ptr(t, e), dt, given ? num : random_value(dt));
+    for (int64_t e = 0; e < n; e++) {
+        if (!cplx) store(oc_flat_ptr(t, e), dt, given ? num : random_value(dt));
+        else if (given) store_complex(oc_flat_ptr(t, e), dt, num, num_im);
+        else store_complex(oc_flat_ptr(t, e), dt, random_value(dt), random_value(dt));
+    }
     *made = t;
     call->in_bytes += oc_nbytes(t);
     char shp[256];

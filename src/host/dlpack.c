@@ -9,7 +9,7 @@
 #endif
 
 /* Each dtype's DLPack type code and bits, from OC_DTYPE_MAP. */
-#define OC_DLPACK_ROW_(NAME, name, code, bytes, floating, xla, dlpack) {kDL##dlpack, 8 * (bytes), OC_##NAME},
+#define OC_DLPACK_ROW_(NAME, name, code, bytes, kind, xla, dlpack) {kDL##dlpack, 8 * (bytes), OC_##NAME},
 static const struct {
     uint8_t code, bits;
     oc_dtype dtype;

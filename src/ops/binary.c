@@ -38,16 +38,20 @@ OC__ALPHA_API(add, OC__T(OC_ALL_TYPES, add))
 
 /* no bool: PyTorch refuses subtraction of bool tensors */
 OC_ARITH_TYPES(OC__BINARY_K, sub, (wt)x - (wt)p0 * (wt)y)
-OC__ALPHA_API(sub, OC__T(OC_ARITH_TYPES, sub))
+OC_COMPLEX_TYPES(OC__BINARY_K, sub, x - p0 * y)
+OC__ALPHA_API(sub, OC__T(OC_ARITH_TYPES, sub) OC__T(OC_COMPLEX_TYPES, sub))
 
 OC_ALL_TYPES(OC__BINARY_K, mul, (wt)x * (wt)y)
 OC__BINARY_API(mul, OC__T(OC_ALL_TYPES, mul))
 
-/* true division and pow: floating only (no promotion of integer inputs) */
+/* true division and pow: floating and complex only (no promotion of
+ * integer inputs) */
 OC_FLOAT_TYPES(OC__BINARY_K, div, x / y)
-OC__BINARY_API(div, OC__T(OC_FLOAT_TYPES, div))
+OC_COMPLEX_TYPES(OC__BINARY_K, div, x / y)
+OC__BINARY_API(div, OC__T(OC_FLOAT_TYPES, div) OC__T(OC_COMPLEX_TYPES, div))
 OC_FLOAT_TYPES(OC__BINARY_K, pow, pow(x, y))
-OC__BINARY_API(pow, OC__T(OC_FLOAT_TYPES, pow))
+OC_COMPLEX_TYPES(OC__BINARY_K, pow, pow(x, y))
+OC__BINARY_API(pow, OC__T(OC_FLOAT_TYPES, pow) OC__T(OC_COMPLEX_TYPES, pow))
 
 #define OC__BITWISE(name, op)                         \
     OC_INT_TYPES(OC__BINARY_K, name, x op y)          \

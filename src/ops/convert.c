@@ -3,6 +3,9 @@
  *
  * Conversions go through double (exact for every dtype but int64 beyond
  * 2^53); double -> integer truncates toward zero and saturates, NaN -> 0.
+ * When either side is complex they go through double _Complex instead:
+ * real -> complex gets imaginary part 0, complex -> real keeps the real
+ * part (as C and NumPy do; PyTorch warns), complex -> bool is z != 0.
  * A same-dtype copy or a fill moves raw elements and never converts.
  */
 #include <string.h>
@@ -13,7 +16,7 @@
 
 #define OC__LOAD_CASE(dt, sfx, S, C, W, LD, ST, FROMD, _) \
     case dt:                                              \
-        return (double)LD(*(const S *)p);
+        return (double)LD(*(const S *)p); /* complex: the real part */
 #define OC__STORE_CASE(dt, sfx, S, C, W, LD, ST, FROMD, _) \
     case dt:                                               \
         *(S *)p = ST(FROMD(v));                            \
@@ -37,31 +40,39 @@ void oc__store_from_double(void *p, oc_dtype dtype, double v)
     }
 }
 
-/* ---- rows of conversions, through a small double buffer ---------------- */
+/* ---- rows of conversions, through a small buffer -------------------------
+ * of double (real dtypes) or of double _Complex (when either side is
+ * complex); B is the buffer's element type, b its suffix. */
 
-typedef void (*oc__cvt_fn)(int64_t n, char *p, int64_t s, double *buf);
+typedef void (*oc__cvt_fn)(int64_t n, char *p, int64_t s, void *buf);
 
-#define OC__TO_DOUBLE(dt, sfx, S, C, W, LD, ST, FROMD, _)                        \
-    static void oc__to_double_##sfx(int64_t n, char *p, int64_t s, double *buf) \
+#define OC__TO_BUF(dt, sfx, S, C, W, LD, ST, FROMD, B, b)                        \
+    static void oc__to_##b##_##sfx(int64_t n, char *p, int64_t s, void *vbuf)    \
     {                                                                           \
         const S *x = (const S *)p;                                              \
+        B *buf = (B *)vbuf;                                                     \
         for (int64_t i = 0; i < n; i++)                                         \
-            buf[i] = (double)LD(x[i * s]);                                      \
+            buf[i] = (B)LD(x[i * s]);                                           \
     }
-#define OC__FROM_DOUBLE(dt, sfx, S, C, W, LD, ST, FROMD, _)                        \
-    static void oc__from_double_##sfx(int64_t n, char *p, int64_t s, double *buf) \
+#define OC__FROM_BUF(dt, sfx, S, C, W, LD, ST, FROMD, B, b)                        \
+    static void oc__from_##b##_##sfx(int64_t n, char *p, int64_t s, void *vbuf)    \
     {                                                                             \
         S *x = (S *)p;                                                            \
+        const B *buf = (const B *)vbuf;                                           \
         for (int64_t i = 0; i < n; i++)                                           \
             x[i * s] = ST(FROMD(buf[i]));                                         \
     }
-OC_ALL_TYPES(OC__TO_DOUBLE, _)
-OC_ALL_TYPES(OC__FROM_DOUBLE, _)
+OC_REAL_TYPES(OC__TO_BUF, double, d)
+OC_REAL_TYPES(OC__FROM_BUF, double, d)
+OC_ALL_TYPES(OC__TO_BUF, oc_complex128, z)
+OC_ALL_TYPES(OC__FROM_BUF, oc_complex128, z)
 
-#define OC__TO_ENTRY(dt, sfx, S, C, W, LD, ST, FROMD, _) [dt] = oc__to_double_##sfx,
-#define OC__FROM_ENTRY(dt, sfx, S, C, W, LD, ST, FROMD, _) [dt] = oc__from_double_##sfx,
-static const oc__cvt_fn oc__to_double[OC_NUM_DTYPES] = {OC_ALL_TYPES(OC__TO_ENTRY, _)};
-static const oc__cvt_fn oc__from_double[OC_NUM_DTYPES] = {OC_ALL_TYPES(OC__FROM_ENTRY, _)};
+#define OC__TO_ENTRY(dt, sfx, S, C, W, LD, ST, FROMD, b) [dt] = oc__to_##b##_##sfx,
+#define OC__FROM_ENTRY(dt, sfx, S, C, W, LD, ST, FROMD, b) [dt] = oc__from_##b##_##sfx,
+static const oc__cvt_fn oc__to_double[OC_NUM_DTYPES] = {OC_REAL_TYPES(OC__TO_ENTRY, d)};
+static const oc__cvt_fn oc__from_double[OC_NUM_DTYPES] = {OC_REAL_TYPES(OC__FROM_ENTRY, d)};
+static const oc__cvt_fn oc__to_complex[OC_NUM_DTYPES] = {OC_ALL_TYPES(OC__TO_ENTRY, z)};
+static const oc__cvt_fn oc__from_complex[OC_NUM_DTYPES] = {OC_ALL_TYPES(OC__FROM_ENTRY, z)};
 
 typedef struct oc__cvt_ctx {
     oc_dtype dst, src;
@@ -73,17 +84,21 @@ static void oc__convert_row(int64_t n, char *const *p, const int64_t *s, const o
 {
     const oc__cvt_ctx *c = (const oc__cvt_ctx *)prm->ctx;
     const int64_t es_dst = (int64_t)oc_dtype_size(c->dst), es_src = (int64_t)oc_dtype_size(c->src);
-    double buf[OC__CVT_CHUNK];
+    const bool cplx = oc_dtype_is_complex(c->dst) || oc_dtype_is_complex(c->src);
+    const oc__cvt_fn to = (cplx ? oc__to_complex : oc__to_double)[c->src];
+    const oc__cvt_fn from = (cplx ? oc__from_complex : oc__from_double)[c->dst];
+    oc_complex128 buf[OC__CVT_CHUNK]; /* room for either buffer type */
     for (int64_t i = 0; i < n; i += OC__CVT_CHUNK) {
         int64_t m = n - i < OC__CVT_CHUNK ? n - i : OC__CVT_CHUNK;
-        oc__to_double[c->src](m, p[1] + i * s[1] * es_src, s[1], buf);
-        oc__from_double[c->dst](m, p[0] + i * s[0] * es_dst, s[0], buf);
+        to(m, p[1] + i * s[1] * es_src, s[1], buf);
+        from(m, p[0] + i * s[0] * es_dst, s[0], buf);
     }
 }
 
 /* ---- raw moves, by element size (dtype-agnostic) ------------------------- */
 
-#define OC__SIZED(X) X(1, uint8_t) X(2, uint16_t) X(4, uint32_t) X(8, uint64_t)
+typedef struct { uint64_t lo, hi; } oc__bytes16; /* a complex128, moved as bits */
+#define OC__SIZED(X) X(1, uint8_t) X(2, uint16_t) X(4, uint32_t) X(8, uint64_t) X(16, oc__bytes16)
 
 /* copy: operand 1 -> operand 0 */
 #define OC__COPY_ROW(bytes, T)                                                         \
@@ -125,13 +140,14 @@ static oc__row_fn oc__sized_row(oc_dtype dt, bool fill)
     case 1: return fill ? oc__fill_row1 : oc__copy_row1;
     case 2: return fill ? oc__fill_row2 : oc__copy_row2;
     case 4: return fill ? oc__fill_row4 : oc__copy_row4;
-    default: return fill ? oc__fill_row8 : oc__copy_row8;
+    case 8: return fill ? oc__fill_row8 : oc__copy_row8;
+    default: return fill ? oc__fill_row16 : oc__copy_row16;
     }
 }
 
 void oc__fill_raw(oc_tensor *t, double value)
 {
-    uint64_t elem = 0; /* large and aligned enough for any dtype */
+    oc_complex128 elem = 0; /* large and aligned enough for any dtype */
     oc__store_from_double(&elem, t->dtype, value);
     oc__params prm = {0, 0, &elem};
     const oc_tensor *ts[1] = {t};

@@ -88,20 +88,22 @@ static bool oc__check_like(const oc_tensor *t, const oc_tensor *ref, const char 
 static bool oc__check_inputs(const oc__ew_op *op, bool is_out, const oc_tensor *a,
                              const oc_tensor *b, double p0)
 {
-    char what[64], list[160];
+    char what[64], list[200];
     const char *fn = op->name;
     if (!oc__check_tensor_arg(a, fn, is_out, "a", false))
         return false;
     if (!op->tbl[a->dtype]) {
-        oc__raise(OC_EINVAL, "%s has dtype %s, expected one of %s",
+        const bool why = op->no_complex && oc_dtype_is_complex(a->dtype);
+        oc__raise(OC_EINVAL, "%s has dtype %s, expected one of %s%s%s%s",
                   oc__argname(what, sizeof what, fn, is_out, "a"), oc_dtype_name(a->dtype),
-                  oc__supported_list(op, list, sizeof list));
+                  oc__supported_list(op, list, sizeof list), why ? " (" : "",
+                  why ? op->no_complex : "", why ? ")" : "");
         return false;
     }
     if (op->arity == 2 && (!oc__check_tensor_arg(b, fn, is_out, "b", false) ||
                            !oc__check_like(b, a, fn, is_out, "b")))
         return false;
-    if (op->int_p0 && !oc_dtype_is_floating(a->dtype) && p0 != trunc(p0)) {
+    if (op->int_p0 && oc_dtype_is_integral(a->dtype) && p0 != trunc(p0)) {
         oc__raise(OC_EINVAL, "%s%s: argument '%s' is %g, expected an integer for %s tensors",
                   fn, is_out ? "_out" : "", op->int_p0, p0, oc_dtype_name(a->dtype));
         return false;

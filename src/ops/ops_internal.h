@@ -2,7 +2,7 @@
  *
  * Every dtype is described once, in the X-macro lists below; kernels are
  * generated from them so each op is written once per dtype *family*
- * (floating, signed, unsigned, bool) rather than once per dtype.
+ * (floating, signed, unsigned, bool, complex) rather than once per dtype.
  *
  * Work is split into rows: the iterator (iterate.c) coalesces the operands'
  * dims and calls a row function once per innermost run, so the per-element
@@ -38,6 +38,8 @@
 #define OC__D2I64(v) (oc__d2i64((v), INT64_MIN, INT64_MAX))
 #define OC__D2U8(v) ((uint8_t)oc__d2i64((v), 0, UINT8_MAX))
 #define OC__D2B(v) OC__BOOL_NORM(v) /* NaN is true, as in C and PyTorch */
+#define OC__D2C64(v) ((oc_complex64)(v)) /* also complex -> complex, imaginary part kept */
+#define OC__D2C128(v) ((oc_complex128)(v))
 
 #define OC_FLOAT_TYPES(X, ...)                                                        \
     X(OC_FLOAT32, f32, float, float, float, OC__ID, OC__ID, OC__D2F, __VA_ARGS__)        \
@@ -62,11 +64,22 @@
     X(OC_BOOL, b8, uint8_t, uint8_t, uint32_t, OC__BOOL_NORM, OC__BOOL_NORM, OC__D2B, \
       __VA_ARGS__)
 
+/* complex is C99's _Complex ([re, im], opcore/dtype.h); it computes in its
+ * own type, and <tgmath.h> picks csin, cpow... for it. A FROMD of a
+ * complex value keeps the imaginary part; a real type's FROMD (a cast or a
+ * double parameter) takes the real part, as C converts complex to real. */
+#define OC_COMPLEX_TYPES(X, ...)                                                        \
+    X(OC_COMPLEX64, c64, oc_complex64, oc_complex64, oc_complex64, OC__ID, OC__ID,         \
+      OC__D2C64, __VA_ARGS__)                                                           \
+    X(OC_COMPLEX128, c128, oc_complex128, oc_complex128, oc_complex128, OC__ID, OC__ID,    \
+      OC__D2C128, __VA_ARGS__)
+
 #define OC_INT_TYPES(X, ...) OC_SINT_TYPES(X, __VA_ARGS__) OC_UINT_TYPES(X, __VA_ARGS__)
 #define OC_ARITH_TYPES(X, ...) OC_FLOAT_TYPES(X, __VA_ARGS__) OC_INT_TYPES(X, __VA_ARGS__)
-#define OC_ALL_TYPES(X, ...)                                          \
+#define OC_REAL_TYPES(X, ...)                                         \
     OC_FLOAT_TYPES(X, __VA_ARGS__) OC_INT_TYPES(X, __VA_ARGS__) \
     OC_BOOL_TYPES(X, __VA_ARGS__)
+#define OC_ALL_TYPES(X, ...) OC_REAL_TYPES(X, __VA_ARGS__) OC_COMPLEX_TYPES(X, __VA_ARGS__)
 
 /* double -> integer: truncate toward zero, saturate, NaN -> 0 (a plain C
  * cast is undefined out of range). */
@@ -172,6 +185,7 @@ typedef struct oc__ew_op {
     const char *int_p0; /* if set, p0 must be integral for integer dtypes
                           (PyTorch's rule for alpha); names it */
     oc__row_fn tbl[OC_NUM_DTYPES]; /* kernel per dtype; NULL: unsupported */
+    const char *no_complex; /* why complex is refused, added to the message */
 } oc__ew_op;
 
 /* Check operands (NULL, dtype support, same dtype/shape, out writable,
@@ -194,7 +208,8 @@ const char *oc__argname(char *buf, size_t len, const char *fn, bool is_out, cons
 bool oc__check_tensor_arg(const oc_tensor *t, const char *fn, bool is_out, const char *arg,
                           bool writable);
 
-/* Element value as double / store a double, for any dtype (slow path;
+/* Element value as double (a complex one's real part) / store a double
+ * (a complex one gets imaginary part 0), for any dtype (slow path;
  * convert.c). */
 double oc__load_as_double(const void *p, oc_dtype dtype);
 void oc__store_from_double(void *p, oc_dtype dtype, double v);

@@ -154,8 +154,11 @@ static int bind(OpObject *o, PyObject *const *args, Py_ssize_t n, PyObject *kwna
 
 static int wrong_type(const oc_op *op, int i, PyObject *got)
 {
-    ocpy_arg_error(op, "argument %d '%s': expected %s, got %s", i + 1, oc_op_arg_name(op, i),
-                   oc_op_arg_schema_type(op, i), Py_TYPE(got)->tp_name);
+    /* schema numbers are real (oc_scalar has no complex kind): say where complex values go */
+    const char *why = PyComplex_Check(got) ? " (float, int and Scalar arguments are real: pass complex values "
+                                             "in a complex64/complex128 tensor)" : "";
+    ocpy_arg_error(op, "argument %d '%s': expected %s, got %s%s", i + 1, oc_op_arg_name(op, i),
+                   oc_op_arg_schema_type(op, i), Py_TYPE(got)->tp_name, why);
     return -1;
 }
 

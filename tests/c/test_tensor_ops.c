@@ -539,7 +539,7 @@ static void test_load_store_as_double(void **state)
 {
     (void)state;
     for (int d = 0; d < OC_NUM_DTYPES; d++) {
-        uint64_t cell = 0;
+        oc_complex128 cell = 0; /* room for the largest element */
         oc__store_from_double(&cell, (oc_dtype)d, 2.0);
         assert_true(oc__load_as_double(&cell, (oc_dtype)d) == (d == OC_BOOL ? 1.0 : 2.0));
     }
