@@ -492,10 +492,13 @@ oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tenso
     if (!op) return oc_set_error(OC_EINVAL, "oc_op_infer: op is required");
     oc_tensor scratch[OC_MAX_RESULTS];
     f.nheap = 0;
-    oc_status st = need_outs(op, out_meta, "oc_op_infer");
+    oc_status st = oc__op_enter(op);
+    if (st) return st;
+    st = need_outs(op, out_meta, "oc_op_infer");
     if (!st) st = oc__frame_bind(op, args, nargs, false, &f);
     if (!st) st = oc__frame_infer(op, &f, out_meta ? out_meta : scratch, NULL);
     oc__frame_release(&f);
+    oc__op_leave(op);
     if (st) oc__error_in_op(op->qualname);
     return st;
 }
@@ -509,7 +512,9 @@ static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_al
     oc_tensor metas[OC_MAX_RESULTS];
     uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
     f.nheap = 0;
-    oc_status st = need_outs(op, outs, api);
+    oc_status st = oc__op_enter(op); /* its library's code stays until oc__op_leave */
+    if (st) return st;
+    st = need_outs(op, outs, api);
     if (!st) st = oc__frame_bind(op, args, nargs, true, &f);
     if (!st) st = oc__frame_infer(op, &f, metas, NULL);
     if (!st && op->fresh_results > 0) {
@@ -528,6 +533,7 @@ static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_al
     }
     if (!st) st = execute(op, &f, outs);
     oc__frame_release(&f);
+    oc__op_leave(op);
     if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());
     if (st) oc__error_in_op(op->qualname);
     return st;

@@ -400,3 +400,143 @@ def test_lock_of_a_dead_holder_is_taken_over(tmp_path, srcs):
         assert (out / "libhostile.so").exists()
     finally:
         os.kill(survivor, signal.SIGKILL)
+
+
+# ---- item 9: unload while calls run --------------------------------------------
+
+SLOW_KERNEL = r"""
+#include <time.h>
+#include <opcore/kernel.h>
+
+/* x + 1, slowly: calls are still running when another thread unloads */
+oc_tensor *slow_inc(const oc_tensor *x)
+{
+    struct timespec nap = {0, 2000000};
+    nanosleep(&nap, NULL);
+    oc_tensor *out = oc_dst_tensor();
+    const float *a = x->data;
+    float *o = out->data;
+    for (int64_t i = 0; i < oc_numel(x); i++) o[i] = a[i] + 1;
+    return out;
+}
+"""
+
+SLOW_SHAPE = r"""
+#include <opcore/library.h>
+static oc_tensor *same(const oc_tensor *x) { return oc_empty_like(x); }
+OC_LIBRARY(unloadme, m) { oc_def(m, "slow_inc(Tensor x) -> Tensor", same, "slow_inc"); }
+"""
+
+UNLOADED = "op 'unloadme::slow_inc': its library 'unloadme' was unloaded"
+
+
+@pytest.fixture(scope="module")
+def slow_lib(tmp_path_factory):
+    d = tmp_path_factory.mktemp("unload_src")
+    (d / "k.c").write_text(SLOW_KERNEL)
+    (d / "s.c").write_text(SLOW_SHAPE)
+    return str(custom_op.build("unloadme", [str(d / "k.c")], [str(d / "s.c")], build_directory=str(d))[0])
+
+
+def unload_race(path, kinds, rounds=3):
+    """Threads calling slow_inc the ways `kinds` names while the main thread
+    unloads the library, `rounds` times (loading it again in between).
+    Every thread must see right answers, then exactly the unloaded error;
+    the process must live."""
+    p = run_py(f"""
+        import threading, time
+        import numpy as np
+        from opcore import custom_op
+        kinds = {kinds!r}
+        if any(k in ("torch", "direct") for k in kinds):
+            import torch
+        if "jax" in kinds:
+            import jax, jax.numpy as jnp
+            import opcore.jax
+        for r in range({rounds}):
+            lib = custom_op.load_library({path!r})
+            calls = {{
+                "torch": lambda: torch.ops.unloadme.slow_inc(torch.ones(64)),
+                "direct": lambda op=lib.slow_inc: op(torch.ones(64)),
+                "numpy": lambda op=lib.slow_inc: op(np.ones(64, np.float32)),
+            }}
+            if "jax" in kinds:
+                f = jax.jit(lambda t: opcore.jax.op("unloadme::slow_inc")(t))
+                calls["jax"] = lambda: f(jnp.ones(64, jnp.float32))
+            ok, ends = [0] * len(kinds), [None] * len(kinds)
+            started = threading.Barrier(len(kinds) + 1)
+            def worker(i, call):
+                started.wait()
+                while True:
+                    try:
+                        y = np.asarray(call())
+                    except Exception as e:
+                        ends[i] = f"{{type(e).__name__}}: {{e}}"
+                        return
+                    assert (y == 2).all(), y
+                    ok[i] += 1
+            threads = [threading.Thread(target=worker, args=(i, calls[k])) for i, k in enumerate(kinds)]
+            for t in threads:
+                t.start()
+            started.wait()
+            while min(ok) < 3:  # every thread has run the kernel: calls are in flight
+                time.sleep(0.005)
+            custom_op.unload("unloadme")
+            for t in threads:
+                t.join()
+            for k, e in zip(kinds, ends):
+                print(k, e)
+    """)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert len(lines) == rounds * len(kinds), p.stdout + p.stderr
+    return lines
+
+
+@pytest.mark.parametrize("kinds", [("torch", "torch", "torch"), ("direct", "direct", "numpy"),
+                                   ("torch", "direct", "torch", "direct")])
+def test_unload_while_calls_run_waits_then_refuses_naming_the_op(slow_lib, kinds):
+    pytest.importorskip("torch")
+    for line in unload_race(slow_lib, kinds):
+        assert f"OpError: {UNLOADED}" in line, line
+
+
+def test_unload_while_jax_jit_calls_run_waits_then_refuses_naming_the_op(slow_lib):
+    pytest.importorskip("jax")
+    for line in unload_race(slow_lib, ("jax", "jax", "numpy")):
+        if line.startswith("jax"):  # the jitted call looks the op up by name
+            assert "op 'unloadme::slow_inc' is not loaded" in line, line
+        else:
+            assert f"OpError: {UNLOADED}" in line, line
+
+
+def test_torch_op_after_unload_names_it_until_loaded_again(slow_lib):
+    torch = pytest.importorskip("torch")
+    p = run_py(f"""
+        import torch, opcore
+        from opcore import custom_op
+        custom_op.load_library({slow_lib!r})
+        op = torch.ops.unloadme.slow_inc  # a reference kept from before
+        custom_op.unload("unloadme")
+        for call in (op, torch.ops.unloadme.slow_inc):
+            try:
+                call(torch.ones(2))
+            except opcore.OpError as e:
+                print(e)
+        custom_op.load_library({slow_lib!r})
+        print(torch.ops.unloadme.slow_inc(torch.ones(2)).tolist())
+    """)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert UNLOADED in lines[0] and UNLOADED in lines[1], p.stdout
+    assert lines[2] == "[2.0, 2.0]"
+
+
+def test_direct_call_after_unload_names_the_op(slow_lib):
+    import numpy as np
+
+    lib = custom_op.load_library(slow_lib)
+    op = lib.slow_inc
+    custom_op.unload("unloadme")
+    with pytest.raises(opcore.OpError, match=UNLOADED):
+        op(np.ones(2, np.float32))
