@@ -313,7 +313,8 @@ static inline oc_exec exec_of(const struct oc_op *op, oc_fn fn)
 {
     return (oc_exec){.fn = fn, .cif = &op->cif, .direct = op->direct ? op->direct_kind : NULL,
                      .stack_size = op->stack_size, .name = op->qualname, .kernel_name = op->def.kernel_name,
-                     .shape_fn_name = op->def.shape_fn_name, .owner = op, .ncores = 1};
+                     .shape_fn_name = op->def.shape_fn_name, .owner = op, .ncores = 1,
+                     .debug = op->lib && op->lib->debug};
 }
 
 oc_status oc__frame_infer(const struct oc_op *op, call_frame *f, oc_tensor *metas, oc_dim_log *log)
@@ -463,7 +464,10 @@ static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *outs)
         st = op->def.schema.results[nrz].alias_arg >= 0
                  ? (rz[nrz].map = NULL, OC_OK)
                  : oc__redzone_begin(debug, e.name, e.kernel_name, nrz, &dsts[nrz], &rz[nrz]);
+    uint64_t *sums = NULL; /* debug builds: the inputs' checksums (debug_inputs.c) */
+    if (st == OC_OK && debug) st = oc__debug_inputs_sum(op, f, &sums);
     if (st == OC_OK) st = op->multicore ? run_multi(op, &e) : run_single(op, &e);
+    if (sums) st = oc__debug_inputs_check(op, f, sums, st);
     while (nrz-- > 0) st = oc__redzone_end(&dsts[nrz], &rz[nrz], st);
     /* The caller sees each aliased result as the argument it passed. */
     for (int i = 0; st == OC_OK && outs && i < op->num_results; i++) {
