@@ -240,6 +240,25 @@ def test_element_count_overflow_refused_under_jax_jit(lib):
     assert "more elements or bytes than int64" in p.stdout
 
 
+# ---- item 12: unclear messages -------------------------------------------------
+
+
+@isolated
+def test_float_default_that_underflows_refused_at_build_naming_the_argument(tmp_path, srcs):
+    """torch's schema parser (std::stod) refuses it with "IndexError: stod";
+    opcore refuses it first, at build time, saying what to write."""
+    shape = tmp_path / "shape.c"
+    shape.write_text(SHAPES.replace('"widen(Tensor x, int n) -> Tensor"', '"widen(Tensor x, float n=1e-400) -> Tensor"')
+                     .replace("widen_shape(const oc_tensor *x, int64_t n)", "widen_shape(const oc_tensor *x, double n)")
+                     .replace("oc_dim_add(x->sizes[0], n)", "x->sizes[0] + (int64_t)n"))
+    kernels = tmp_path / "kernels.c"
+    kernels.write_text(KERNELS.replace("widen(const oc_tensor *x, int64_t n)", "widen(const oc_tensor *x, double n)"))
+    with pytest.raises(opcore.BuildError, match=r"library 'hostile': schema \"widen\(Tensor x, float n=1e-400\) -> "
+                       r"Tensor\": argument 'n': default 1e-400 is too small for a double.*write 0\.0, or a value of "
+                       r"at least 2\.22507e-308"):
+        custom_op.build("hostile", [str(kernels)], [str(shape)], build_directory=str(tmp_path / "out"))
+
+
 # ---- item 8: --stack-size ---------------------------------------------------------
 
 
