@@ -382,7 +382,9 @@ static oc_status parse_type(parser *ps, oc_schema_arg *a)
             char *end;
             errno = 0;
             long long n = strtoll(ps->p, &end, 10);
-            if (errno || n < 1 || n > 1024) return fail(ps, "a list length must be 1 to 1024");
+            if (errno || n < 1 || n > 1024)
+                return failf(ps, "%s[%.*s]: a list length must be 1 to 1024; for a longer list write %s[] and "
+                             "check its length in the shape function", base, (int)(end - ps->p), ps->p, base);
             a->list_len = n;
             ps->p = end;
         }

@@ -166,6 +166,7 @@ static const refusal refusals[] = {
     {"f(Tensor x, int a=99999999999999999999) -> Tensor", "out of range"},
     {"f(Tensor x, int a=5.0) -> Tensor", "must be an integer"},
     {"f(Tensor x, int a=0x10) -> Tensor", "expected an integer"},
+    {"f(Tensor x, int[99999999999] a) -> Tensor", "int[99999999999]: a list length must be 1 to 1024; for a longer list write int[]"},
     {"f(Tensor x, int a=1_000) -> Tensor", "expected an integer"},
     {"f(Tensor x, bool a=true) -> Tensor", "True or False"},
     {"f(Tensor x, int[2] k=[1,2,3]) -> Tensor", "has 3 items, expected 2"},
