@@ -43,6 +43,7 @@ typedef struct caller {
     atomic_int ok;      /* right answers so far */
     int wrong;          /* wrong answers (must stay 0) */
     oc_status end;      /* the status that stopped it */
+    atomic_bool done;   /* it stopped */
     char msg[512];
 } caller;
 
@@ -60,6 +61,7 @@ static void *call_until_refused(void *arg)
         if (st != OC_OK) {
             c->end = st;
             snprintf(c->msg, sizeof c->msg, "%s", oc_errmsg());
+            atomic_store(&c->done, true);
             return NULL;
         }
         for (int i = 0; i < N; i++) c->wrong += y[i] != x[i] + 1;
@@ -87,8 +89,10 @@ static void race(bool multicore, oc_status (*unload)(oc_library *))
         callers[t].op = op;
         assert_int_equal(pthread_create(&callers[t].thread, NULL, call_until_refused, &callers[t]), 0);
     }
-    for (int t = 0; t < THREADS; t++)
-        while (atomic_load(&callers[t].ok) < 3) nap_ms(1);
+    for (int t = 0; t < THREADS; t++) {
+        while (atomic_load(&callers[t].ok) < 3 && !atomic_load(&callers[t].done)) nap_ms(1);
+        if (atomic_load(&callers[t].done)) fail_msg("caller %d stopped before the unload: %s", t, callers[t].msg);
+    }
     assert_int_equal(unload(lib), OC_OK);
     for (int t = 0; t < THREADS; t++) {
         pthread_join(callers[t].thread, NULL);
