@@ -116,12 +116,20 @@ OC_API uint64_t oc_registry_generation(void);
  * code stays mapped) -- the edit, rebuild, reload loop. */
 OC_API oc_status oc_library_load(const char *path, oc_library **out);
 
-/* Unregister the library's ops and unload it. No call may be running. */
+/* Unregister the library's ops and unload it. Calls of its ops running on
+ * other threads are waited for, and its code is unmapped only after they
+ * returned (so never unload a library from inside one of its own calls: it
+ * would wait for itself). A call that starts later, through an oc_op
+ * pointer kept from before, fails with OC_ENOTFOUND naming the op and
+ * saying its library was unloaded: the library's records (about 34 KB an
+ * op) stay until the process ends for that. Unloading it again fails with
+ * OC_ENOTFOUND. */
 OC_API oc_status oc_library_unload(oc_library *lib);
 
-/* Unregister the library's ops but keep its code mapped and its op
- * pointers valid until the process ends: for when calls may still be
- * running or references held (frameworks, other threads). */
+/* Unregister the library's ops as oc_library_unload does (running calls
+ * waited for, later calls fail naming the op) but keep its code mapped
+ * until the process ends: for when its functions may still be referenced
+ * elsewhere (a framework's registrations, function pointers). */
 OC_API oc_status oc_library_forget(oc_library *lib);
 
 /* The loaded library called `name`, or NULL. */

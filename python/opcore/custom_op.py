@@ -13,6 +13,7 @@ a :class:`Library`.
 import importlib.util
 import operator
 import os
+import sys
 import threading
 
 from opcore import _C
@@ -23,6 +24,9 @@ __all__ = ["Library", "load", "load_library", "load_packaged", "unload", "build"
 
 _lock = threading.RLock()
 _libraries = {}  # name -> Library
+# Unloaded libraries whose torch registrations stay (raising "was unloaded")
+# until a library of that name is loaded again.
+_unloaded = set()
 
 
 class Library:
@@ -160,13 +164,14 @@ def load(name, compute_srcs, shape_srcs, build_directory=None, multicore=False, 
     return lib
 
 
-def _frameworks_forget(name):
-    """Drop the frameworks' registrations of library `name` and reset
-    torch.compile's caches, so compiled graphs re-trace (only what is
-    already imported: this never imports torch or jax)."""
+def _frameworks_forget(name, torch_ops=True):
+    """Drop the frameworks' registrations of library `name` (torch's only
+    with `torch_ops`) and reset torch.compile's caches, so compiled graphs
+    re-trace (only what is already imported: this never imports torch or
+    jax)."""
     import sys
 
-    if "opcore.torch" in sys.modules:
+    if torch_ops and "opcore.torch" in sys.modules:
         sys.modules["opcore.torch"].unregister_library(name)
     if "opcore.jax" in sys.modules:
         sys.modules["opcore.jax"].forget_ops()
@@ -189,6 +194,9 @@ def load_library(path):
         if lib is not None and lib.handle != info["handle"]:
             _frameworks_forget(lib.name)  # a rebuilt file replaced it
             lib = None
+        if info["name"] in _unloaded:  # the unloaded one's torch ops make way
+            _frameworks_forget(info["name"])
+            _unloaded.discard(info["name"])
         if lib is None:
             lib = Library(info)
             _libraries[lib.name] = lib
@@ -270,12 +278,20 @@ def load_packaged(package, name=None):
 
 def unload(name):
     """Unregister library `name` (its OC_LIBRARY name) from opcore, torch and
-    JAX. Its code stays mapped until the process ends, so objects still
-    holding its ops do not crash; load it (or a new build) again at will."""
+    JAX; load it (or a new build) again at will. Calls of its ops running on
+    other threads are waited for; a call that starts later -- through
+    torch.ops, an Op object, a jitted JAX function -- raises OpError naming
+    the op and saying its library was unloaded. Its code stays mapped until
+    the process ends. torch keeps the op names (each raising that error)
+    until a library of that name is loaded again: taking an op out of
+    torch's dispatcher while another thread may be dispatching it is not
+    safe."""
     with _lock:
         _C.forget_library(name)  # KeyError if no such library is loaded
         _libraries.pop(name, None)
-        _frameworks_forget(name)
+        if "opcore.torch" in sys.modules:
+            _unloaded.add(name)
+        _frameworks_forget(name, torch_ops=False)
 
 
 def loaded_libraries():

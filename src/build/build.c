@@ -1055,7 +1055,8 @@ static oc_status vec_report(build *b, oc_build_result *result)
             oc__sb_printf(&rep, "%s: the report's compile failed:\n%.*s", src->given, (int)jobs[j].output_len,
                           jobs[j].output ? jobs[j].output : "");
         else
-            oc__vec_report_format(jobs[j].output, src->path, src->given, &rep);
+            oc__vec_report_sources(jobs[j].output, src->path, src->given, b->o->include_dirs,
+                                   b->o->num_include_dirs, &rep);
         j++;
     }
     free_jobs(jobs, n);

@@ -134,6 +134,13 @@ bool oc__two_library_blocks(const char *output, int *first, int *second);
  * compiled as) into out, one line per loop, labelled with `shown`. */
 void oc__vec_report_format(const char *opt_info, const char *src, const char *shown, oc__sb *out);
 
+/* The same for `src`, then for each of the author's own headers it
+ * includes that has loops: files in src's folder (or below) or in one of
+ * `dirs` (the build's include directories), listed under their names
+ * (beside `shown` for a header in src's folder). */
+void oc__vec_report_sources(const char *opt_info, const char *src, const char *shown, const char *const *dirs,
+                            int ndirs, oc__sb *out);
+
 /* ---- signature check ------------------------------------------------------ */
 
 #endif /* OPCORE_BUILD_INTERNAL_H */

@@ -7,7 +7,10 @@
  * file turns that output -- dozens of lines per loop, most of them about
  * opcore's inline helpers or internal attempts -- into one line per loop of
  * the user's own source, with the compiler's reason and, for the common
- * reasons, what usually fixes it.
+ * reasons, what usually fixes it. Loops in the author's own headers (files
+ * in the source's folder or an include directory the build was given, as
+ * opposed to opcore's and the system's) are listed the same way, under the
+ * header's name: a helper's loop is compiled where it is inlined.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,4 +230,57 @@ void oc__vec_report_format(const char *opt_info, const char *src, const char *sh
         if (m) oc__sb_printf(out, "      %s\n", m);
     }
     oc__free(ls.v);
+}
+
+/* Does `path` lie in folder `dir` (or below)? */
+static bool inside(const char *path, const char *dir, size_t dl)
+{
+    while (dl > 1 && dir[dl - 1] == '/') dl--;
+    return dl && strncmp(path, dir, dl) == 0 && path[dl] == '/';
+}
+
+/* The file named by diagnostic line [p, p + len) ("FILE:LINE:COL: ...")
+ * into file[], if it reports a loop. */
+static bool loop_file(const char *p, size_t len, char *file, size_t cap)
+{
+    static const char *const says[] = {"loop vectorized", "vectorized loop", "couldn't vectorize loop",
+                                       "loop not vectorized"};
+    bool loop = false;
+    for (size_t i = 0; i < sizeof says / sizeof *says && !loop; i++) loop = memmem(p, len, says[i], strlen(says[i]));
+    const char *colon = memchr(p, ':', len);
+    if (!loop || !colon || (size_t)(colon - p) >= cap) return false;
+    snprintf(file, cap, "%.*s", (int)(colon - p), p);
+    return true;
+}
+
+void oc__vec_report_sources(const char *opt_info, const char *src, const char *shown, const char *const *dirs,
+                            int ndirs, oc__sb *out)
+{
+    oc__vec_report_format(opt_info, src, shown, out);
+    const char *slash = strrchr(src, '/'), *shown_slash = strrchr(shown, '/');
+    size_t src_dir = slash ? (size_t)(slash - src) : 0;
+    char done[16][1024];
+    int ndone = 0;
+    for (const char *p = opt_info ? opt_info : ""; *p && ndone < 16;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        char file[1024];
+        if (loop_file(p, len, file, sizeof file) && strcmp(file, src) != 0) {
+            bool own = src_dir && inside(file, src, src_dir);
+            for (int d = 0; d < ndirs && !own; d++) own = inside(file, dirs[d], strlen(dirs[d]));
+            for (int d = 0; d < ndone && own; d++) own = strcmp(done[d], file) != 0;
+            if (own) {
+                snprintf(done[ndone++], sizeof done[0], "%s", file);
+                /* shown as the source is: a header beside it, beside its shown name */
+                char name[1100];
+                if (src_dir && inside(file, src, src_dir))
+                    snprintf(name, sizeof name, "%.*s%s", shown_slash ? (int)(shown_slash - shown + 1) : 0, shown,
+                             file + src_dir + 1);
+                else
+                    snprintf(name, sizeof name, "%s", file);
+                oc__vec_report_format(opt_info, file, name, out);
+            }
+        }
+        p += len + (nl ? 1 : 0);
+    }
 }

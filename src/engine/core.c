@@ -391,6 +391,7 @@ oc_status oc__core_run(oc_core *c, oc_exec *e, oc_core_mode mode, uint32_t id, u
         if (st != OC_OK) { oc__ctx_install(outer); c->ctx.mode = OC_MODE_IDLE; return st; }
         run_on_kernel_stack(c);
         oc__ctx_end(&c->ctx); /* e.g. streams the kernel left open */
+        if (e->debug && !c->failed && !c->fault_signal) oc__tcm_check(c);
     }
     c->ctx.guarded = 0;
     if (c->fault_signal && !c->failed) oc__fault_describe(c);

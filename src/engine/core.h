@@ -67,6 +67,7 @@ typedef struct oc_exec {
     uint32_t described;  /* shape mode: bit i set once result i is described */
     uint32_t ncores;     /* cores running it */
     uint64_t bytes_in;   /* total input bytes: for the profiler, and (multicore) whether to split */
+    bool debug;          /* a --debug build: TCM blocks get redzones (tcm.c) */
     oc_share_fn run_share;           /* multicore: runs one share */
     struct oc_exec_failure *failure; /* multicore: where shares report */
 } oc_exec;
@@ -87,6 +88,7 @@ typedef struct oc_core {
 
     char *tcm;                /* TCM arena */
     size_t tcm_size;
+    uint32_t tcm_allocs;      /* oc_tcm_malloc calls of this call so far (debug messages number them) */
 
     char *stack_map;          /* guard region + kernel stack */
     size_t stack_map_size;
@@ -169,6 +171,9 @@ _Noreturn void oc__core_fail(oc_core *core, oc_status status, const char *msg);
 
 /* TCM arena management. */
 void oc__tcm_reset(oc_core *core);
+/* Debug builds: fail the core's call if a live TCM block's redzone was
+ * written (called when the kernel returns; tcm.c). */
+void oc__tcm_check(oc_core *core);
 bool oc__tcm_contains(const oc_core *core, const void *p, size_t bytes);
 
 /* Faults: install the process-wide handlers (idempotent) and make sure

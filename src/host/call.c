@@ -313,7 +313,8 @@ static inline oc_exec exec_of(const struct oc_op *op, oc_fn fn)
 {
     return (oc_exec){.fn = fn, .cif = &op->cif, .direct = op->direct ? op->direct_kind : NULL,
                      .stack_size = op->stack_size, .name = op->qualname, .kernel_name = op->def.kernel_name,
-                     .shape_fn_name = op->def.shape_fn_name, .owner = op, .ncores = 1};
+                     .shape_fn_name = op->def.shape_fn_name, .owner = op, .ncores = 1,
+                     .debug = op->lib && op->lib->debug};
 }
 
 oc_status oc__frame_infer(const struct oc_op *op, call_frame *f, oc_tensor *metas, oc_dim_log *log)
@@ -474,7 +475,10 @@ static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *outs)
         st = op->def.schema.results[nrz].alias_arg >= 0
                  ? (rz[nrz].map = NULL, OC_OK)
                  : oc__redzone_begin(debug, e.name, e.kernel_name, nrz, &dsts[nrz], &rz[nrz]);
+    uint64_t *sums = NULL; /* debug builds: the inputs' checksums (debug_inputs.c) */
+    if (st == OC_OK && debug) st = oc__debug_inputs_sum(op, f, &sums);
     if (st == OC_OK) st = op->multicore ? run_multi(op, &e) : run_single(op, &e);
+    if (sums) st = oc__debug_inputs_check(op, f, sums, st);
     while (nrz-- > 0) st = oc__redzone_end(&dsts[nrz], &rz[nrz], st);
     /* The caller sees each aliased result as the argument it passed. */
     for (int i = 0; st == OC_OK && outs && i < op->num_results; i++) {
@@ -503,10 +507,13 @@ oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tenso
     if (!op) return oc_set_error(OC_EINVAL, "oc_op_infer: op is required");
     oc_tensor scratch[OC_MAX_RESULTS];
     f.nheap = 0;
-    oc_status st = need_outs(op, out_meta, "oc_op_infer");
+    oc_status st = oc__op_enter(op);
+    if (st) return st;
+    st = need_outs(op, out_meta, "oc_op_infer");
     if (!st) st = oc__frame_bind(op, args, nargs, false, &f);
     if (!st) st = oc__frame_infer(op, &f, out_meta ? out_meta : scratch, NULL);
     oc__frame_release(&f);
+    oc__op_leave(op);
     if (st) oc__error_in_op(op->qualname);
     return st;
 }
@@ -520,7 +527,9 @@ static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_al
     oc_tensor metas[OC_MAX_RESULTS];
     uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
     f.nheap = 0;
-    oc_status st = need_outs(op, outs, api);
+    oc_status st = oc__op_enter(op); /* its library's code stays until oc__op_leave */
+    if (st) return st;
+    st = need_outs(op, outs, api);
     if (!st) st = oc__frame_bind(op, args, nargs, true, &f);
     if (!st) st = oc__frame_infer(op, &f, metas, NULL);
     if (!st && op->fresh_results > 0) {
@@ -539,6 +548,7 @@ static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_al
     }
     if (!st) st = execute(op, &f, outs);
     oc__frame_release(&f);
+    oc__op_leave(op);
     if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());
     if (st) oc__error_in_op(op->qualname);
     return st;

@@ -55,4 +55,11 @@ void oc__frame_release(call_frame *f);
  * record (NULL: nowhere). */
 oc_status oc__frame_infer(const struct oc_op *op, call_frame *f, oc_tensor *out_meta, oc_dim_log *log);
 
+/* Debug builds (debug_inputs.c): hash the call's read-only tensor
+ * arguments before the kernel runs (*sums, freed by the check), and after
+ * it returned fail a successful `status` if one changed, naming the op and
+ * the argument. */
+oc_status oc__debug_inputs_sum(const struct oc_op *op, call_frame *f, uint64_t **sums);
+oc_status oc__debug_inputs_check(const struct oc_op *op, call_frame *f, uint64_t *sums, oc_status status);
+
 #endif /* OPCORE_HOST_CALL_INTERNAL_H */

@@ -189,11 +189,15 @@ oc_status oc_op_trace_shapes(const oc_op *op, const oc_value *const *runs, int n
     if (!op || !runs || !out || nruns < 2 || nruns > MAX_RUNS)
         return oc_set_error(OC_EINVAL, "oc_op_trace_shapes: op, out and 2 to %d runs are required", MAX_RUNS);
     tracer t = {.op = op, .nruns = nruns, .out = out};
+    oc_status st = oc__op_enter(op); /* runs its shape function */
+    if (st) return st;
     t.runs = oc__calloc((size_t)nruns, sizeof *t.runs);
-    if (!t.runs) return oc_set_error(OC_ENOMEM, "oc_op_trace_shapes: out of memory");
+    if (!t.runs) {
+        oc__op_leave(op);
+        return oc_set_error(OC_ENOMEM, "oc_op_trace_shapes: out of memory");
+    }
     memset(out, 0, sizeof *out);
     out->num_results = op->num_results;
-    oc_status st = OC_OK;
     int bound = 0;
     for (int r = 0; r < nruns && !st; r++, bound++) {
         st = oc__frame_bind(op, runs[r], nargs, false, &t.runs[r].frame);
@@ -244,5 +248,6 @@ oc_status oc_op_trace_shapes(const oc_op *op, const oc_value *const *runs, int n
     }
     for (int r = 0; r < bound; r++) oc__frame_release(&t.runs[r].frame);
     oc__free(t.runs);
+    oc__op_leave(op);
     return st;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,10 +22,11 @@
 #include "opcore/host.h"
 
 static pthread_rwlock_t registry_lock = PTHREAD_RWLOCK_INITIALIZER;
-/* Libraries taken out of the table while calls may still hold their ops:
- * kept mapped and allocated until the process ends (one per reload). */
-static oc_library **retired;
-static int num_retired;
+/* Libraries taken out of the table (reloaded, forgotten, unloaded) while
+ * callers may still hold their ops: their records stay until the process
+ * ends, linked through `retired_next`, so a late call finds `unloaded` set
+ * instead of freed memory. */
+static oc_library *retired;
 static _Atomic uint64_t registry_generation = 1;
 
 uint64_t oc_registry_generation(void) { return registry_generation; }
@@ -59,6 +61,16 @@ static ffi_type *ffi_type_of(const oc_schema_arg *a)
     return &ffi_type_void;
 }
 
+/* A library's records (the oc_library, its ops array) live in mappings of
+ * their own, outside opcore's replaceable allocator: an unloaded library
+ * keeps them for good (see `retired`), which must not count against --
+ * or outlive -- the allocator in use. Zero-filled. */
+static void *records_map(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
 static oc_library *find_locked(const char *name)
 {
     for (int i = 0; i < num_libraries; i++)
@@ -89,7 +101,8 @@ static oc_status read_build_info(oc_library *lib)
 
 static oc_status bind_ops(oc_library *lib, const oc_library_defs *defs)
 {
-    lib->ops = oc__calloc((size_t)(defs->num_defs ? defs->num_defs : 1), sizeof *lib->ops);
+    lib->ops_bytes = (size_t)(defs->num_defs ? defs->num_defs : 1) * sizeof *lib->ops;
+    lib->ops = records_map(lib->ops_bytes);
     if (!lib->ops) return oc_set_error(OC_ENOMEM, "out of memory loading %s", lib->path);
     for (int i = 0; i < defs->num_defs; i++) {
         struct oc_op *op = &lib->ops[i];
@@ -157,8 +170,8 @@ static void library_free(oc_library *lib)
 {
     if (!lib) return;
     if (lib->handle) dlclose(lib->handle);
-    oc__free(lib->ops);
-    oc__free(lib);
+    if (lib->ops) munmap(lib->ops, lib->ops_bytes);
+    munmap(lib, sizeof *lib);
 }
 
 /* Where `lib` is in the table, or -1. */
@@ -176,16 +189,13 @@ static void remove_locked(int i)
     registry_generation++;
 }
 
-/* Take libraries[i] out of the table but keep it for good: calls may still
- * hold its ops. */
-static bool retire_locked(int i)
+/* Take libraries[i] out of the table but keep its records for good:
+ * callers may still hold its ops. */
+static void retire_locked(int i)
 {
-    oc_library **grown = oc__realloc(retired, (size_t)(num_retired + 1) * sizeof *grown);
-    if (!grown) return false;
-    retired = grown;
-    retired[num_retired++] = libraries[i];
+    libraries[i]->retired_next = retired;
+    retired = libraries[i];
     remove_locked(i);
-    return true;
 }
 
 /* `replacing`: a library of the same name from the same path (an older
@@ -194,7 +204,7 @@ static oc_status register_locked(oc_library *lib, oc_library *replacing)
 {
     oc_library *other = find_locked(lib->name);
     if (other && other == replacing) {
-        if (!retire_locked(slot_locked(other))) return oc_set_error(OC_ENOMEM, "out of memory");
+        retire_locked(slot_locked(other));
         other = NULL;
     }
     if (other)
@@ -240,11 +250,12 @@ oc_status oc_library_load(const char *path, oc_library **out)
     }
     /* the loader still maps every retired library under its path */
     bool seen = replacing != NULL;
-    for (int i = 0; i < num_retired && !seen; i++) seen = strcmp(retired[i]->path, real) == 0;
+    for (const oc_library *r = retired; r && !seen; r = r->retired_next)
+        seen = r->handle && strcmp(r->path, real) == 0;
     pthread_rwlock_unlock(&registry_lock);
 
     if (oc__elf_check_file(real, path) != OC_OK) return oc_errcode(); /* before dlopen trusts it */
-    oc_library *lib = oc__calloc(1, sizeof *lib);
+    oc_library *lib = records_map(sizeof *lib);
     if (!lib) return oc_set_error(OC_ENOMEM, "out of memory loading %s", path);
     snprintf(lib->path, sizeof lib->path, "%s", real);
     lib->dev = st.st_dev;
@@ -293,35 +304,72 @@ oc_status oc_library_load(const char *path, oc_library **out)
     return OC_OK;
 }
 
+/* ---- unload safety ------------------------------------------------------ */
+
+/* An unload waits here for the calls still running in its library. */
+static pthread_mutex_t calls_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t calls_done = PTHREAD_COND_INITIALIZER;
+
+oc_status oc__op_enter(const struct oc_op *op)
+{
+    oc_library *lib = op->lib;
+    /* Both sides sequentially consistent: either this call sees `unloaded`,
+     * or the unloading thread sees this call counted (and waits for it). */
+    atomic_fetch_add(&lib->calls, 1);
+    if (!atomic_load(&lib->unloaded)) return OC_OK;
+    oc__op_leave(op);
+    return oc_set_error(OC_ENOTFOUND, "op '%s': its library '%s' was unloaded (from %s); load it again to "
+                        "call its ops", op->qualname, lib->name, lib->path);
+}
+
+void oc__op_leave(const struct oc_op *op)
+{
+    oc_library *lib = op->lib;
+    if (atomic_fetch_sub(&lib->calls, 1) == 1 && atomic_load(&lib->unloaded)) {
+        pthread_mutex_lock(&calls_lock);
+        pthread_cond_broadcast(&calls_done);
+        pthread_mutex_unlock(&calls_lock);
+    }
+}
+
+/* Take `lib` out of the table, make calls that start from now on fail,
+ * and wait for the ones running to return. */
+static oc_status drain(oc_library *lib, const char *fn)
+{
+    pthread_rwlock_wrlock(&registry_lock);
+    int i = slot_locked(lib);
+    if (i >= 0) {
+        atomic_store(&lib->unloaded, true);
+        retire_locked(i);
+        if (num_libraries == 0) {
+            oc__free(libraries);
+            libraries = NULL;
+            cap_libraries = 0;
+        }
+    }
+    pthread_rwlock_unlock(&registry_lock);
+    if (i < 0) return oc_set_error(OC_ENOTFOUND, "%s: library '%s' is not loaded (unloaded already?)", fn, lib->name);
+    pthread_mutex_lock(&calls_lock);
+    while (atomic_load(&lib->calls) > 0) pthread_cond_wait(&calls_done, &calls_lock);
+    pthread_mutex_unlock(&calls_lock);
+    return OC_OK;
+}
+
 oc_status oc_library_unload(oc_library *lib)
 {
     if (!lib) return oc_set_error(OC_EINVAL, "oc_library_unload: library is NULL");
-    pthread_rwlock_wrlock(&registry_lock);
-    int i = slot_locked(lib);
-    if (i < 0) {
-        pthread_rwlock_unlock(&registry_lock);
-        return oc_set_error(OC_ENOTFOUND, "oc_library_unload: library is not loaded");
-    }
-    remove_locked(i);
-    if (num_libraries == 0) {
-        oc__free(libraries);
-        libraries = NULL;
-        cap_libraries = 0;
-    }
-    pthread_rwlock_unlock(&registry_lock);
-    library_free(lib);
+    oc_status st = drain(lib, "oc_library_unload");
+    if (st != OC_OK) return st;
+    /* no call is running its code, and none can start: unmap it */
+    dlclose(lib->handle);
+    lib->handle = NULL;
     return OC_OK;
 }
 
 oc_status oc_library_forget(oc_library *lib)
 {
     if (!lib) return oc_set_error(OC_EINVAL, "oc_library_forget: library is NULL");
-    pthread_rwlock_wrlock(&registry_lock);
-    int i = slot_locked(lib);
-    oc_status st = i < 0 ? oc_set_error(OC_ENOTFOUND, "oc_library_forget: library is not loaded")
-                 : retire_locked(i) ? OC_OK : oc_set_error(OC_ENOMEM, "out of memory");
-    pthread_rwlock_unlock(&registry_lock);
-    return st;
+    return drain(lib, "oc_library_forget");
 }
 
 oc_library *oc_library_find(const char *name)

@@ -3,6 +3,7 @@
 #define OPCORE_REGISTRY_H
 
 #include <ffi.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -60,6 +61,18 @@ struct oc_library {
     char cflags[1024];
     int num_ops;
     struct oc_op *ops;
+    size_t ops_bytes;                /* its mapping (records_map) */
+    struct oc_library *retired_next; /* out of the table: the retired list */
+    /* Unload safety (oc__op_enter/leave): calls of its ops running now, and
+     * whether it was unloaded or forgotten (calls that start later fail). */
+    atomic_llong calls;
+    atomic_bool unloaded;
 };
+
+/* Bracket every run of a library's code (shape function, kernel) for
+ * `op`: enter fails (OC_ENOTFOUND, naming the op) once its library was
+ * unloaded or forgotten; unloading waits until every entered call left. */
+oc_status oc__op_enter(const struct oc_op *op);
+void oc__op_leave(const struct oc_op *op);
 
 #endif /* OPCORE_REGISTRY_H */

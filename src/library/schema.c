@@ -7,6 +7,7 @@
  * one torch registers exactly as written. */
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -167,7 +168,7 @@ static bool number(parser *ps, double *f, long long *i, bool *is_int, bool *over
         *f = (double)*i;
     } else {
         *f = strtod(buf, NULL);
-        *overflow = errno == ERANGE && fabs(*f) > 1.0; /* underflow to 0 is fine */
+        *overflow = errno == ERANGE; /* underflow too: torch's parser (std::stod) refuses it */
     }
     ps->p = q;
     return true;
@@ -191,6 +192,10 @@ static oc_status number_default(parser *ps, oc_schema_arg *a, oc_arg_type want, 
         return failf(ps, "argument '%s': expected %s default", a->name,
                      want == OC_ARG_INT ? "an integer (e.g. 1, -3) as" : "a number (e.g. 0.5, 1e-05, 3) as");
     }
+    if (overflow && !is_int && fabs(f) <= 1.0)
+        return failf(ps, "argument '%s': default %.*s is too small for a double: below %g it loses precision "
+                     "or becomes 0, and torch's schema parser refuses it; write 0.0, or a value of at least %g",
+                     a->name, (int)(ps->p - at), at, DBL_MIN, DBL_MIN);
     if (overflow)
         return failf(ps, "argument '%s': default out of range (%s)", a->name,
                      is_int ? "an int is a signed 64-bit integer" : "a float is a double");
@@ -377,7 +382,9 @@ static oc_status parse_type(parser *ps, oc_schema_arg *a)
             char *end;
             errno = 0;
             long long n = strtoll(ps->p, &end, 10);
-            if (errno || n < 1 || n > 1024) return fail(ps, "a list length must be 1 to 1024");
+            if (errno || n < 1 || n > 1024)
+                return failf(ps, "%s[%.*s]: a list length must be 1 to 1024; for a longer list write %s[] and "
+                             "check its length in the shape function", base, (int)(end - ps->p), ps->p, base);
             a->list_len = n;
             ps->p = end;
         }

@@ -74,7 +74,13 @@ static PyObject *py_forget_library(PyObject *self, PyObject *arg)
     if (!name) return NULL;
     oc_library *lib = oc_library_find(name);
     if (!lib) return PyErr_Format(PyExc_KeyError, "no op library '%s' is loaded", name);
-    if (oc_library_forget(lib) != OC_OK) return ocpy_raise_status(oc_errcode(), NULL);
+    oc_status st;
+    /* It waits for the library's running calls, which may need the GIL
+     * (a direct call's allocator takes it): release it meanwhile. */
+    Py_BEGIN_ALLOW_THREADS
+    st = oc_library_forget(lib);
+    Py_END_ALLOW_THREADS
+    if (st != OC_OK) return ocpy_raise_status(st, NULL);
     Py_RETURN_NONE;
 }
 

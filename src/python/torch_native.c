@@ -539,6 +539,11 @@ static void entry(ffi_cif *cif, void *ret, void **args, void *user)
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static native_op *registry; /* every native registration, for _torch_native_drop */
+/* Dropped registrations: torch may still be entering their closures on
+ * other threads (a call that looked the kernel up just before the drop),
+ * so they are kept, and such a call fails as the op's library was
+ * unloaded (its oc_op record stays: registry.c). */
+static native_op *dropped;
 
 static void native_free(native_op *n)
 {
@@ -615,13 +620,14 @@ static PyObject *py_native_impl(PyObject *self, PyObject *args, PyObject *kwargs
 }
 
 /* _torch_native_drop(library_name): take out the native kernels of every op
- * of that library (before it is unloaded; none may be running). */
+ * of that library (after oc_library_forget: calls running then have
+ * returned, later ones fail naming the op). */
 static PyObject *py_native_drop(PyObject *self, PyObject *arg)
 {
     (void)self;
     const char *lib = PyUnicode_AsUTF8(arg);
     if (!lib) return NULL;
-    int dropped = 0;
+    int count = 0;
     pthread_mutex_lock(&registry_lock);
     for (native_op **p = &registry; *p;) {
         native_op *n = *p;
@@ -631,11 +637,12 @@ static PyObject *py_native_drop(PyObject *self, PyObject *arg)
         }
         *p = n->next;
         T.delete_library(n->lib);
-        native_free(n);
-        dropped++;
+        n->next = dropped;
+        dropped = n;
+        count++;
     }
     pthread_mutex_unlock(&registry_lock);
-    return PyLong_FromLong(dropped);
+    return PyLong_FromLong(count);
 }
 
 static PyObject *py_lend_threads(PyObject *self, PyObject *arg)
@@ -660,6 +667,6 @@ PyMethodDef ocpy_torch_native_methods[] = {
      "or only the fresh ones (not the Tensor(a!) arguments), bumping the version counters of the Tensor(a!) "
      "arguments (if this torch exports bump_version); False: keep the Python kernel"},
     {"_torch_native_drop", py_native_drop, METH_O,
-     "_torch_native_drop(library_name) -> int: take out the native kernels of that library's ops (before "
-     "unloading it; no call may be running)"},
+     "_torch_native_drop(library_name) -> int: take out the native kernels of that library's ops (after "
+     "forgetting it: a call still entering one fails naming the op)"},
     {NULL, NULL, 0, NULL}};

@@ -305,6 +305,38 @@ static void test_vec_report_parsing_clang(void **state)
     oc__sb_free(&out);
 }
 
+/* Loops in the author's own headers are listed under the header's name:
+ * one beside the source (or below its folder), one in an include directory
+ * the build was given; opcore's and the system's headers are not. */
+static void test_vec_report_lists_the_authors_headers(void **state)
+{
+    (void)state;
+    const char *gcc =
+        "/s/k.c:9:5: optimized: loop vectorized using 32 byte vectors\n"
+        "/s/my_helpers.h:4:24: note:   using an in-order (fold-left) reduction.\n"
+        "/s/my_helpers.h:4:24: optimized: loop vectorized using 32 byte vectors\n"
+        "/s/my_helpers.h:9:24: optimized: loop vectorized using 32 byte vectors\n"
+        "/s/sub/deep.h:3:5: missed: couldn't vectorize loop\n"
+        "/s/sub/deep.h:3:5: missed: not vectorized: control flow in loop.\n"
+        "/inc/opcore/vec.h:37:27: optimized: loop vectorized using 32 byte vectors\n"
+        "/usr/include/x86_64-linux-gnu/bits/string_fortified.h:29:10: missed: couldn't vectorize loop\n"
+        "/mine/inc/util.h:12:3: optimized: loop vectorized using 16 byte vectors\n";
+    const char *dirs[] = {"/mine/inc/"};
+    oc__sb out = {0};
+    oc__vec_report_sources(gcc, "/s/k.c", "src/k.c", dirs, 1, &out);
+    const char *r = oc__sb_str(&out);
+    test_assert_contains(r, "src/k.c: 1 loop vectorized, 0 not\n");
+    test_assert_contains(r, "src/my_helpers.h: 1 loop vectorized, 1 not\n");
+    test_assert_contains(r, "  src/my_helpers.h:4: NOT vectorized: a float reduction kept in order");
+    test_assert_contains(r, "  src/my_helpers.h:9: vectorized (32-byte vectors)\n");
+    test_assert_contains(r, "src/sub/deep.h: 0 loops vectorized, 1 not\n");
+    test_assert_contains(r, "  src/sub/deep.h:3: NOT vectorized: control flow in loop\n");
+    test_assert_contains(r, "/mine/inc/util.h: 1 loop vectorized, 0 not\n");
+    assert_null(strstr(r, "vec.h"));
+    assert_null(strstr(r, "string_fortified.h"));
+    oc__sb_free(&out);
+}
+
 /* dlopen in a child with stderr in a file: what did the library print? */
 static void child_dlopen_stderr(const char *lib, char *out, size_t len)
 {
@@ -385,6 +417,7 @@ int main(void)
         IN_DIR(test_no_vec_report_without_option),
         cmocka_unit_test(test_vec_report_parsing_gcc),
         cmocka_unit_test(test_vec_report_parsing_clang),
+        cmocka_unit_test(test_vec_report_lists_the_authors_headers),
         IN_DIR(test_plain_dlopen_hint),
         IN_DIR(test_own_loader_silent),
     };

@@ -1,12 +1,15 @@
 """What a hostile user tries against the build tool and the call path
-(issue 24, items 5, 6, 8, 10 and 11): a str holding a NUL, size arithmetic
-and element counts that overflow int64, a kernel stack larger than the
-engine maps, sources that include /dev/stdin or a FIFO, a build lock held by
-a stopped or dead process, library names that walk out of the cache.
+(issue 24, items 5, 6, 8, 9, 10 and 11): a str holding a NUL, size
+arithmetic and element counts that overflow int64, a kernel stack larger
+than the engine maps, unloading a library while other threads call its
+ops, sources that include /dev/stdin or a FIFO, a build lock held by a
+stopped or dead process, library names that walk out of the cache.
 
-Every case that could hang or end the process runs in a subprocess with a
-timeout: a hang or a crash fails the test, it never stalls the run.
+Every case runs in a process of its own with a timeout (item 12): a
+subprocess it starts itself, or -- @isolated -- the test run again alone in
+a fresh pytest. A hang or a crash fails that one test, never the run.
 """
+import functools
 import os
 import signal
 import subprocess
@@ -98,6 +101,27 @@ def lib(srcs):
                           shape_srcs=[str(srcs / "shape.c")], build_directory=str(srcs / "build"))
 
 
+CHILD = "OC_HOSTILE_CHILD"
+
+
+def isolated(test):
+    """Run `test` alone in a fresh pytest process, bounded by CASE_TIMEOUT
+    (the parent sets up its fixtures too, cheaply: builds are cached)."""
+    if os.environ.get(CHILD):
+        return test
+
+    @functools.wraps(test)
+    def in_child(*args, **kwargs):
+        name = os.environ["PYTEST_CURRENT_TEST"].split("::", 1)[1].rsplit(" ", 1)[0]
+        p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{__file__}::{name}"],
+                           capture_output=True, text=True, timeout=CASE_TIMEOUT, env=dict(os.environ, **{CHILD: "1"}),
+                           cwd=Path(__file__).parent)
+        assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-2000:]
+        assert "1 passed" in p.stdout, p.stdout[-2000:]
+
+    return in_child
+
+
 def run_py(code, timeout=CASE_TIMEOUT, **kw):
     """Run `code` in a fresh Python; returns the CompletedProcess."""
     env = dict(os.environ, **kw.pop("env", {}))
@@ -113,6 +137,7 @@ def tree(root):
 
 
 @pytest.mark.parametrize("name", ["../../escaped_dir", "../sibling", "a b"])
+@isolated
 def test_bad_name_creates_nothing_in_or_out_of_the_cache(tmp_path, srcs, monkeypatch, name):
     cache = tmp_path / "a" / "b" / "cache"
     cache.mkdir(parents=True)
@@ -124,6 +149,7 @@ def test_bad_name_creates_nothing_in_or_out_of_the_cache(tmp_path, srcs, monkeyp
 
 
 @pytest.mark.parametrize("name", ["../sibling", "a b"])
+@isolated
 def test_bad_name_with_a_build_directory_creates_nothing(tmp_path, srcs, name):
     out = tmp_path / "out" / "build"
     with pytest.raises(ValueError, match="not a C identifier"):
@@ -134,12 +160,14 @@ def test_bad_name_with_a_build_directory_creates_nothing(tmp_path, srcs, name):
 # ---- item 5: strings -----------------------------------------------------------
 
 
+@isolated
 def test_str_without_nul_reaches_the_kernel_whole(lib):
     import numpy as np
 
     assert int(lib.str_len(np.zeros(1, np.float32), "abcde")[0]) == 5
 
 
+@isolated
 def test_str_with_nul_refused_in_a_direct_call(lib):
     import numpy as np
 
@@ -147,12 +175,14 @@ def test_str_with_nul_refused_in_a_direct_call(lib):
         lib.str_len(np.zeros(1, np.float32), "ab\0cd")
 
 
+@isolated
 def test_str_with_nul_refused_through_torch_ops(lib):
     torch = pytest.importorskip("torch")
     with pytest.raises(Exception, match=r"hostile::str_len.*'s'.*NUL character at index 2"):
         torch.ops.hostile.str_len(torch.zeros(1), "ab\0cd")
 
 
+@isolated
 def test_str_with_nul_refused_through_jax(lib):
     pytest.importorskip("jax")
     import jax.numpy as jnp
@@ -166,6 +196,7 @@ def test_str_with_nul_refused_through_jax(lib):
 # ---- item 6: sizes -------------------------------------------------------------
 
 
+@isolated
 def test_dim_mul_overflow_is_an_error_naming_the_op(lib):
     import numpy as np
 
@@ -174,6 +205,7 @@ def test_dim_mul_overflow_is_an_error_naming_the_op(lib):
         lib.grow(np.zeros(4, np.float32), 2**62)
 
 
+@isolated
 def test_dim_add_overflow_is_an_error_naming_the_op(lib):
     import numpy as np
 
@@ -181,6 +213,7 @@ def test_dim_add_overflow_is_an_error_naming_the_op(lib):
         lib.widen(np.zeros(4, np.float32), 2**63 - 2)
 
 
+@isolated
 def test_element_count_overflow_refused_in_a_direct_call(lib):
     import numpy as np
 
@@ -207,9 +240,29 @@ def test_element_count_overflow_refused_under_jax_jit(lib):
     assert "more elements or bytes than int64" in p.stdout
 
 
+# ---- item 12: unclear messages -------------------------------------------------
+
+
+@isolated
+def test_float_default_that_underflows_refused_at_build_naming_the_argument(tmp_path, srcs):
+    """torch's schema parser (std::stod) refuses it with "IndexError: stod";
+    opcore refuses it first, at build time, saying what to write."""
+    shape = tmp_path / "shape.c"
+    shape.write_text(SHAPES.replace('"widen(Tensor x, int n) -> Tensor"', '"widen(Tensor x, float n=1e-400) -> Tensor"')
+                     .replace("widen_shape(const oc_tensor *x, int64_t n)", "widen_shape(const oc_tensor *x, double n)")
+                     .replace("oc_dim_add(x->sizes[0], n)", "x->sizes[0] + (int64_t)n"))
+    kernels = tmp_path / "kernels.c"
+    kernels.write_text(KERNELS.replace("widen(const oc_tensor *x, int64_t n)", "widen(const oc_tensor *x, double n)"))
+    with pytest.raises(opcore.BuildError, match=r"library 'hostile': schema \"widen\(Tensor x, float n=1e-400\) -> "
+                       r"Tensor\": argument 'n': default 1e-400 is too small for a double.*write 0\.0, or a value of "
+                       r"at least 2\.22507e-308"):
+        custom_op.build("hostile", [str(kernels)], [str(shape)], build_directory=str(tmp_path / "out"))
+
+
 # ---- item 8: --stack-size ---------------------------------------------------------
 
 
+@isolated
 def test_stack_size_beyond_the_engine_refused_with_the_maximum(tmp_path, srcs):
     with pytest.raises(ValueError, match=r"more than the engine maps: at most 1073741824 bytes"):
         custom_op.build("big_stack", [str(srcs / "kernels.c")], [str(srcs / "shape.c")],
@@ -217,6 +270,7 @@ def test_stack_size_beyond_the_engine_refused_with_the_maximum(tmp_path, srcs):
     assert not (tmp_path / "libbig_stack.so").exists()
 
 
+@isolated
 def test_non_numeric_stack_size_says_what_it_takes(tmp_path, srcs):
     with pytest.raises(TypeError, match=r"stack_size must be a number of bytes \(an int\), got 'lots'"):
         custom_op.build("s", [str(srcs / "kernels.c")], [str(srcs / "shape.c")], build_directory=str(tmp_path),
@@ -400,3 +454,157 @@ def test_lock_of_a_dead_holder_is_taken_over(tmp_path, srcs):
         assert (out / "libhostile.so").exists()
     finally:
         os.kill(survivor, signal.SIGKILL)
+
+
+# ---- item 9: unload while calls run --------------------------------------------
+
+SLOW_KERNEL = r"""
+#include <time.h>
+#include <opcore/kernel.h>
+
+/* x + 1, slowly: calls are still running when another thread unloads */
+oc_tensor *slow_inc(const oc_tensor *x)
+{
+    struct timespec nap = {0, 2000000};
+    nanosleep(&nap, NULL);
+    oc_tensor *out = oc_dst_tensor();
+    const float *a = x->data;
+    float *o = out->data;
+    for (int64_t i = 0; i < oc_numel(x); i++) o[i] = a[i] + 1;
+    return out;
+}
+"""
+
+SLOW_SHAPE = r"""
+#include <opcore/library.h>
+static oc_tensor *same(const oc_tensor *x) { return oc_empty_like(x); }
+OC_LIBRARY(unloadme, m) { oc_def(m, "slow_inc(Tensor x) -> Tensor", same, "slow_inc"); }
+"""
+
+UNLOADED = "op 'unloadme::slow_inc': its library 'unloadme' was unloaded"
+
+
+@pytest.fixture(scope="module")
+def slow_lib(tmp_path_factory):
+    d = tmp_path_factory.mktemp("unload_src")
+    (d / "k.c").write_text(SLOW_KERNEL)
+    (d / "s.c").write_text(SLOW_SHAPE)
+    return str(custom_op.build("unloadme", [str(d / "k.c")], [str(d / "s.c")], build_directory=str(d))[0])
+
+
+def unload_race(path, kinds, rounds=3):
+    """Threads calling slow_inc the ways `kinds` names while the main thread
+    unloads the library, `rounds` times (loading it again in between).
+    Every thread must see right answers, then exactly the unloaded error;
+    the process must live."""
+    p = run_py(f"""
+        import threading, time
+        import numpy as np
+        from opcore import custom_op
+        kinds = {kinds!r}
+        if any(k in ("torch", "direct") for k in kinds):
+            import torch
+        if "jax" in kinds:
+            import jax, jax.numpy as jnp
+            import opcore.jax
+        for r in range({rounds}):
+            lib = custom_op.load_library({path!r})
+            calls = {{
+                "torch": lambda: torch.ops.unloadme.slow_inc(torch.ones(64)),
+                "direct": lambda op=lib.slow_inc: op(torch.ones(64)),
+                "numpy": lambda op=lib.slow_inc: op(np.ones(64, np.float32)),
+            }}
+            if "jax" in kinds:
+                f = jax.jit(lambda t: opcore.jax.op("unloadme::slow_inc")(t))
+                calls["jax"] = lambda: f(jnp.ones(64, jnp.float32))
+            ok, ends = [0] * len(kinds), [None] * len(kinds)
+            started = threading.Barrier(len(kinds) + 1)
+            def worker(i, call):
+                started.wait()
+                while True:
+                    try:
+                        y = np.asarray(call())
+                    except Exception as e:
+                        ends[i] = f"{{type(e).__name__}}: {{e}}"
+                        return
+                    assert (y == 2).all(), y
+                    ok[i] += 1
+            threads = [threading.Thread(target=worker, args=(i, calls[k])) for i, k in enumerate(kinds)]
+            for t in threads:
+                t.start()
+            started.wait()
+            while min(ok) < 3:  # every thread has run the kernel: calls are in flight
+                time.sleep(0.005)
+            custom_op.unload("unloadme")
+            for t in threads:
+                t.join()
+            for k, e in zip(kinds, ends):
+                print(k, e)
+    """)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert len(lines) == rounds * len(kinds), p.stdout + p.stderr
+    return lines
+
+
+@pytest.mark.parametrize("kinds", [("torch", "torch", "torch"), ("direct", "direct", "numpy"),
+                                   ("torch", "direct", "torch", "direct")])
+def test_unload_while_calls_run_waits_then_refuses_naming_the_op(slow_lib, kinds):
+    pytest.importorskip("torch")
+    for line in unload_race(slow_lib, kinds):
+        assert f"OpError: {UNLOADED}" in line, line
+
+
+def test_unload_while_jax_jit_calls_run_waits_then_refuses_naming_the_op(slow_lib):
+    pytest.importorskip("jax")
+    for line in unload_race(slow_lib, ("jax", "jax", "numpy")):
+        if line.startswith("jax"):  # the jitted call looks the op up by name
+            assert "op 'unloadme::slow_inc' is not loaded" in line, line
+        else:
+            assert f"OpError: {UNLOADED}" in line, line
+
+
+def test_torch_op_after_unload_names_the_op(slow_lib):
+    """Both an OpOverloadPacket kept from before and a fresh torch.ops
+    lookup raise opcore's error, not torch's internal ones."""
+    pytest.importorskip("torch")
+    p = run_py(f"""
+        import torch, opcore
+        from opcore import custom_op
+        custom_op.load_library({slow_lib!r})
+        op = torch.ops.unloadme.slow_inc  # a reference kept from before
+        custom_op.unload("unloadme")
+        for call in (op, torch.ops.unloadme.slow_inc):
+            try:
+                call(torch.ones(2))
+            except opcore.OpError as e:
+                print(e)
+    """)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert len(lines) == 2 and all(UNLOADED in line for line in lines), p.stdout
+
+
+def test_torch_op_loaded_again_after_unload_runs(slow_lib):
+    pytest.importorskip("torch")
+    p = run_py(f"""
+        import torch
+        from opcore import custom_op
+        custom_op.load_library({slow_lib!r})
+        custom_op.unload("unloadme")
+        custom_op.load_library({slow_lib!r})
+        print(torch.ops.unloadme.slow_inc(torch.ones(2)).tolist())
+    """)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[2.0, 2.0]"
+
+
+@isolated
+def test_direct_call_after_unload_names_the_op(slow_lib):
+    import numpy as np
+
+    lib = custom_op.load_library(slow_lib)
+    op = lib.slow_inc
+    custom_op.unload("unloadme")
+    with pytest.raises(opcore.OpError, match=UNLOADED):
+        op(np.ones(2, np.float32))

@@ -262,3 +262,35 @@ def test_vec_report_names_an_in_order_reduction_as_not_vectorized(tmp_path):
     assert f"{k}:7: NOT vectorized: a float reduction kept in order" in rep, rep
     assert "oc_tile_reduce_rows" in rep
     assert f"{k}:10: vectorized (" in rep
+
+
+def test_vec_report_lists_loops_in_the_authors_own_header(tmp_path):
+    """A helper in `#include "my_helpers.h"` beside the source: its loops are
+    compiled where they are inlined, and reported under the header's name."""
+    from opcore import custom_op
+
+    (tmp_path / "my_helpers.h").write_text(
+        "static inline float sumsq(const float *x, long n)\n"
+        "{\n"
+        "    float ss = 0;\n"
+        "    for (long j = 0; j < n; j++) ss += x[j] * x[j];\n"
+        "    return ss;\n"
+        "}\n")
+    k, shape = tmp_path / "k.c", tmp_path / "shape.c"
+    k.write_text('#include <opcore/kernel.h>\n#include "my_helpers.h"\n'
+                 "oc_tensor *ss(const oc_tensor *x)\n"
+                 "{\n"
+                 "    oc_tensor *o = oc_dst_tensor();\n"
+                 "    *(float *)o->data = sumsq(x->data, oc_numel(x));\n"
+                 "    return o;\n"
+                 "}\n")
+    shape.write_text('#include <opcore/library.h>\nstatic oc_tensor *s(const oc_tensor *x) { (void)x; '
+                     'return oc_empty(OC_FLOAT32, 0, NULL); }\n'
+                     'OC_LIBRARY(vr_hdr, m) { oc_def(m, "ss(Tensor x) -> Tensor", s, "ss"); }\n')
+    rep = custom_op.build("vr_hdr", [str(k)], [str(shape)], build_directory=str(tmp_path / "out"),
+                          vec_report=True).vec_report
+    hdr = tmp_path / "my_helpers.h"
+    assert f"{hdr}: 0 loops vectorized, 1 not" in rep, rep
+    assert f"{hdr}:4: NOT vectorized: a float reduction kept in order" in rep, rep
+    listed = [line.split(":")[0] for line in rep.splitlines()[1:] if not line.startswith(" ")]
+    assert listed == [str(k), str(hdr)], rep  # opcore's own headers are not listed
