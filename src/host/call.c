@@ -371,6 +371,15 @@ static void record_kernel(oc_core *c, oc_exec *job, uint64_t t0)
     for (int i = 0; i < job->ndst; i++) out += (uint64_t)oc_nbytes(&job->dsts[i]);
     c->counters.bytes_in = job->bytes_in / n;
     c->counters.bytes_out = out / n;
+    c->counters.program = 0;
+    if (job->grid_ndim) {
+        int64_t p[3], rest = c->id; /* the row-major coordinates of instance c->id */
+        for (int a = job->grid_ndim - 1; a >= 0; a--) {
+            p[a] = rest % job->grid[a];
+            rest /= job->grid[a];
+        }
+        c->counters.program = oc__prof_program(job->grid_ndim, p);
+    }
     /* A grid instance goes on the lane of the engine core that ran it,
      * with its program id. */
     oc__prof_kernel(job->name, job->grid_ndim ? c->lane : c->id, (uint32_t)n, t0, oc__prof_now(), &c->counters);

@@ -149,3 +149,30 @@ def test_seed003_jax_with_a_grid_override(seed003):
     np.testing.assert_allclose(jax.jit(add)(a, b), a + b, rtol=1e-6)
     # the grid the shape function would set, given explicitly
     np.testing.assert_allclose(jax.jit(add[2, 2])(a, b), a + b, rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# the profiler: grid instances on the core lanes, their program ids, balance
+
+def test_profiler_shows_grid_instances(lib, tmp_path, monkeypatch):
+    profiler = pytest.importorskip("opcore.profiler")
+    from test_profiler_support import load_trace
+
+    monkeypatch.setenv("OPCORE_PROFILE_QUIET", "1")
+    monkeypatch.setenv("OPCORE_MEMBW_GBPS", "20")
+    x = x_for((3, 2))
+    with profiler.profile(str(tmp_path), run_name="grid") as p:
+        for _ in range(3):
+            lib.marks[3, 2](x)
+    tr = load_trace(p)
+    ncores = tr["otherData"]["engine_cores"]
+    mine = [e for e in tr["traceEvents"] if e["ph"] == "X" and e.get("cat") == "kernel"
+            and e["name"] == "grid_py::marks"]
+    assert len(mine) == 3 * 6
+    # every instance, on an engine core's lane, with its program id
+    programs = sorted(tuple(e["args"]["program"]) for e in mine)
+    assert programs == sorted(list(itertools.product(range(3), range(2))) * 3)
+    assert all(0 <= e["args"]["core"] < ncores and e["args"]["ncores"] == 6 for e in mine)
+    op = {o["op"]: o for o in p.summary["ops"]}["grid_py::marks"]
+    assert op["balance"] >= 1.0 and op["kernels"] == 18
+    assert "balance" in open(p.html_path).read()
