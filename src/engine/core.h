@@ -127,6 +127,17 @@ typedef struct oc_core {
     size_t host_stack_size;
 } oc_core;
 
+/* The program id of instance `id` of a grid launch: its row-major
+ * coordinates over e->grid (p[a] = 0 for the axes past the grid's). */
+static inline void oc__grid_coords(const oc_exec *e, uint64_t id, int64_t p[3])
+{
+    p[0] = p[1] = p[2] = 0;
+    for (int a = e->grid_ndim - 1; a >= 0; a--) {
+        p[a] = (int64_t)(id % (uint64_t)e->grid[a]);
+        id /= (uint64_t)e->grid[a];
+    }
+}
+
 /* The calling thread's core, created on first use (NULL if out of memory,
  * with the error set). */
 oc_core *oc__thread_core(void);

@@ -373,11 +373,8 @@ static void record_kernel(oc_core *c, oc_exec *job, uint64_t t0)
     c->counters.bytes_out = out / n;
     c->counters.program = 0;
     if (job->grid_ndim) {
-        int64_t p[3], rest = c->id; /* the row-major coordinates of instance c->id */
-        for (int a = job->grid_ndim - 1; a >= 0; a--) {
-            p[a] = rest % job->grid[a];
-            rest /= job->grid[a];
-        }
+        int64_t p[3];
+        oc__grid_coords(job, c->id, p);
         c->counters.program = oc__prof_program(job->grid_ndim, p);
     }
     /* A grid instance goes on the lane of the engine core that ran it,

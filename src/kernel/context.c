@@ -133,9 +133,10 @@ int64_t oc_program_id(int axis)
 {
     oc_core *c = grid_core("oc_program_id", axis);
     if (!c) return 0;
-    int64_t stride = 1; /* row-major: the last axis varies fastest */
-    for (int d = axis + 1; d < 3; d++) stride *= grid_dim(c, d);
-    return ((int64_t)c->id / stride) % grid_dim(c, axis);
+    if (!c->exec->grid_ndim) return axis == 0 ? c->id : 0; /* the 1-d grid of the launch's cores */
+    int64_t p[3];
+    oc__grid_coords(c->exec, c->id, p);
+    return p[axis];
 }
 
 int64_t oc_num_programs(int axis)

@@ -224,7 +224,8 @@ static void test_bad_grids_are_errors(void **state)
 static void test_failing_instance_fails_the_launch(void **state)
 {
     (void)state;
-    expect_error("grid_ops::fails", NULL, OC_EKERNEL, "grid_ops::fails", "instance 2 fails");
+    expect_error("grid_ops::fails", NULL, OC_EKERNEL, "kernel 'fails' (program (2) of grid [64]) on core ",
+                 "instance 2 fails");
     /* the engine keeps serving */
     check_marks(&(oc_grid){1, {5}}, 1, (int64_t[]){5});
 }
