@@ -5,13 +5,12 @@ the engine's cores; errors naming the op. And seed 003 as its document
 writes it: a grid set by the shape function from the input sizes."""
 import importlib.util
 import itertools
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import REPO, load_lib
+from conftest import REPO, load_lib, needs_cli, run_cli
 
 KERNELS = Path(__file__).resolve().parent / "grid_kernels"
 N = 4096  # float32 per row: every call's tensors reach the engine's 64 KiB split threshold
@@ -56,6 +55,19 @@ def test_bad_grids_name_the_op(lib):
     # a grid larger than the output: the kernel's own check, as an error naming the op
     with pytest.raises(Exception, match=r"grid_py::marks.*instance 4 of a grid"):
         lib.marks[5](x_for((4,)))
+
+
+@needs_cli
+def test_cli_run_with_a_grid(lib):
+    p = run_cli("run", lib.path, "marks", "--shape", f"7,{N}", "--grid", "7", "--print", check=0)
+    assert "int64 [7, 4]" in p.stdout
+    # each row: (i, 0, 0, 1); the printed values of the output are its rows in order
+    out = p.stdout.split("output", 1)[1]
+    assert "6, 0, 0, 1" in out.replace("\n", " ")
+    p = run_cli("run", lib.path, "marks", "--shape", f"4,{N}", "--grid", "2,0", check=1)
+    assert "grid_py::marks" in p.stderr and "axis 1 of the launch grid is 0" in p.stderr
+    p = run_cli("run", lib.path, "marks", "--grid", "1,2,3,4", check=2)
+    assert "--grid '1,2,3,4' is not 1 to 3 sizes" in p.stderr
 
 
 def test_collectives_are_refused_in_a_grid(lib):
