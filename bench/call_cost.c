@@ -1,6 +1,7 @@
 /* The engine's fixed cost per op call, from C: oc_op_call of a 1x1 float32
  * ReLU (shape function oc_empty_like, kernel writing oc_dst_tensor()),
- * single-core and multicore, plus the system calls a call makes in the
+ * single-core, multicore and on a launch grid of one instance ([1]), plus
+ * the system calls a call makes in the
  * steady state.
  *
  * Usage: call_cost [results.json]         (from the repository root)
@@ -27,6 +28,7 @@ static const char SHAPE_SRC[] =
     "OC_LIBRARY(cost_ops, m) {\n"
     "    oc_def(m, \"relu(Tensor x) -> Tensor\", same, \"relu\", .single_core = true);\n"
     "    oc_def(m, \"relu_mc(Tensor x) -> Tensor\", same, \"relu_mc\", .multicore = true);\n"
+    "    oc_def(m, \"relu_g1(Tensor x) -> Tensor\", same, \"relu\", .grid = {1});\n"
     "}\n";
 
 static const char COMPUTE_SRC[] =
@@ -170,14 +172,16 @@ int main(int argc, char **argv)
     if (!mkdtemp(dir)) return 1;
     oc_library *lib = build_ops(dir);
 
-    float x = 1.5f, y1 = 0, y2 = 0;
+    float x = 1.5f, y1 = 0, y2 = 0, y3 = 0;
     oc_tensor xt;
     oc_tensor_init(&xt, &x, OC_FLOAT32, 2, (int64_t[]){1, 1});
     call single = {.op = oc_op_find("cost_ops::relu"), .arg = oc_value_tensor(&xt)};
     call multi = {.op = oc_op_find("cost_ops::relu_mc"), .arg = oc_value_tensor(&xt)};
     oc_tensor_init(&single.out, &y1, OC_FLOAT32, 2, (int64_t[]){1, 1});
     oc_tensor_init(&multi.out, &y2, OC_FLOAT32, 2, (int64_t[]){1, 1});
-    if (!single.op || !multi.op) die("find");
+    call grid1 = {.op = oc_op_find("cost_ops::relu_g1"), .arg = oc_value_tensor(&xt)};
+    oc_tensor_init(&grid1.out, &y3, OC_FLOAT32, 2, (int64_t[]){1, 1});
+    if (!single.op || !multi.op || !grid1.op) die("find");
 
     if (calls_only >= 0) {
         for (int i = 0; i < 2000; i++) {
@@ -191,12 +195,15 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    double t_single, t_multi, ratio;
+    double t_single, t_multi, ratio, t_single2, t_grid, grid_ratio;
     measure(&single, &multi, 201, 2000, &t_single, &t_multi, &ratio);
+    measure(&single, &grid1, 201, 2000, &t_single2, &t_grid, &grid_ratio);
     printf("1x1 float32 ReLU through oc_op_call, %u cores in the pool\n", oc_engine_num_cores());
     printf("  single-core:  %8.1f ns per call (median; target <= 250 ns)\n", t_single);
     printf("  multicore op: %8.1f ns per call (median; %.2fx single-core: a 1-element op runs on one core)\n",
            t_multi, ratio);
+    printf("  grid [1] op:  %8.1f ns per call (median; %.2fx single-core, paired; target <= 1.05x)\n", t_grid,
+           grid_ratio);
 
     long n = 20000;
     long base = traced_syscalls(argv[0], 0), traced = traced_syscalls(argv[0], n);
@@ -217,16 +224,19 @@ int main(int argc, char **argv)
             "  {\"case\": \"single-core op\", \"median ns\": %.1f},\n"
             "  {\"case\": \"multicore op (1 element: runs on one core)\", \"median ns\": %.1f, "
             "\"x single-core\": %.2f},\n"
+            "  {\"case\": \"launch grid [1] op (.grid = {1})\", \"median ns\": %.1f, \"x single-core\": %.2f},\n"
             "  {\"case\": \"syscalls per call (steady state, strace -c)\", \"value\": %.3f}\n ],\n"
             " \"order\": 15,\n \"columns\": [\"case\", \"median ns\", \"x single-core\", \"value\"],\n"
             " \"target\": [{\"metric\": \"single-core 1x1 oc_op_call, median ns\", \"max\": 250, "
             "\"value\": %.1f, \"met\": %s},\n"
             "  {\"metric\": \"syscalls per oc_op_call (steady state)\", \"max\": 0, \"value\": %.3f, "
-            "\"met\": %s}],\n"
+            "\"met\": %s},\n"
+            "  {\"metric\": \"empty grid [1] op vs single-core op (paired median ratio)\", \"max\": 1.05, "
+            "\"value\": %.2f, \"met\": %s}],\n"
             " \"notes\": \"Medians over 201 rounds of 2000 calls, the two ops interleaved round by round; "
             "syscalls from two strace -f -c runs (warm-up only, then %ld more calls of each op).\"}\n",
-            t_single, t_multi, ratio, per_call, t_single, t_single <= 250 ? "true" : "false", per_call,
-            per_call == 0 ? "true" : "false", n);
+            t_single, t_multi, ratio, t_grid, grid_ratio, per_call, t_single, t_single <= 250 ? "true" : "false",
+            per_call, per_call == 0 ? "true" : "false", grid_ratio, grid_ratio <= 1.05 ? "true" : "false", n);
     fclose(js);
     oc_library_unload(lib);
     oc_engine_shutdown();

@@ -6,7 +6,9 @@ After a parallel region, torch's intra-op (OpenMP) threads keep spinning on
 their cores for a while, waiting for the next region. An opcore multicore
 op launched then would wake opcore's workers onto those same cores; called
 from torch, it runs its shares on torch's spinning threads instead
-(oc_engine_set_thread_helpers, src/python/torch_native.c). This measures one
+(oc_engine_set_thread_helpers, src/python/torch_native.c) when lending is
+turned on (_torch_native_lend_threads(True); off by default, see
+docs/engine.md). This measures one
 multicore ReLU (examples/relu/multicore, through torch.ops), interleaved:
 
     back to back          op, op, op, ...          (the op's own time)
@@ -78,19 +80,23 @@ def main():
 
         mm = lambda: torch.mm(a, b)  # noqa: E731
 
-        def own_pool(fn):
-            """fn with the shares on opcore's own workers only (torch's threads not lent)."""
+        def lending(on, fn):
+            """fn with the shares lent to torch's threads (on) or on opcore's workers only
+            (lending is off by default: docs/engine.md)."""
             def run(t):
-                was = _C._torch_native_lend_threads(False)
+                was = _C._torch_native_lend_threads(on)
                 try:
                     return fn(t)
                 finally:
                     _C._torch_native_lend_threads(was)
             return run
 
+        lent = lambda fn: lending(True, fn)  # noqa: E731
+        own_pool = lambda fn: lending(False, fn)  # noqa: E731
+
         cands = {name: timed(name, fn, before) for name, fn, before in (
-            ("multicore, back to back", mc, None),
-            ("multicore, right after a torch matmul", mc, mm),
+            ("multicore, back to back", lent(mc), None),
+            ("multicore, right after a torch matmul", lent(mc), mm),
             ("multicore on opcore's workers only, back to back", own_pool(mc), None),
             ("multicore on opcore's workers only, right after a torch matmul", own_pool(mc), mm),
             ("single-core TCM, back to back", tcm, None),

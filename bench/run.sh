@@ -17,6 +17,8 @@ echo "== plain C loops (SiLU, softmax) vs torch eager, torch.compile, -ffast-mat
 $PYTHON bench/activations_bench.py
 echo "== multicore op right after a torch matmul"
 $PYTHON bench/multicore_after_matmul.py
+echo "== launch grids and stalls next to torch's threads (idle and loaded)"
+$PYTHON bench/grid_bench.py
 echo "== JAX custom call vs jnp"
 $PYTHON bench/jax_bench.py
 echo "== JAX: opcore vs a C++ XLA FFI handler"

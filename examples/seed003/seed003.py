@@ -1,8 +1,9 @@
 """Seed 003: an opcore kernel as a custom operator in PyTorch and JAX graphs.
 
-The SPMD tensor-add kernel (add.c, multicore: each engine core adds its
-share of the tiles) replaces `a + b` in `a * b * (a + b)` on 256x1024
-float32 inputs:
+The SPMD tensor-add kernel (add.c: a [2, 2] launch grid of 128x512 tiles,
+each program instance reading oc_program_id(0) and (1); the engine hands
+the instances to its free cores) replaces `a + b` in `a * b * (a + b)` on
+256x1024 float32 inputs:
 
   * PyTorch eager and torch.compile: torch.ops.add_ops.tensor_add
   * JAX under jax.jit: opcore.jax.op("add_ops::tensor_add"), an XLA custom

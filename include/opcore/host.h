@@ -207,6 +207,21 @@ OC_API oc_status oc_op_run(const oc_op *op, const oc_value *args, int nargs,
  * oc_tensor_free; an aliased one points at the caller's argument. */
 OC_API oc_status oc_op_invoke(const oc_op *op, const oc_value *args, int nargs, oc_tensor **outs);
 
+/* A launch grid for one call (up to OC_MAX_GRID_DIMS axes, each >= 1):
+ * overrides the op's .grid and its shape function's oc_set_grid. */
+#define OC_MAX_GRID_DIMS 3
+typedef struct oc_grid {
+    int ndim;                        /* 1 to OC_MAX_GRID_DIMS */
+    int64_t dims[OC_MAX_GRID_DIMS];
+} oc_grid;
+
+/* oc_op_call / oc_op_run launched on `grid` (NULL: the op's own grid, if
+ * any). A bad grid is OC_EINVAL naming the op. */
+OC_API oc_status oc_op_call_grid(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs,
+                                 const oc_grid *grid);
+OC_API oc_status oc_op_run_grid(const oc_op *op, const oc_value *args, int nargs, oc_alloc_fn alloc,
+                                void *alloc_ctx, oc_tensor *outs, const oc_grid *grid);
+
 /* ---- dynamic shapes ------------------------------------------------------ */
 /* Frameworks with symbolic sizes (torch.compile(dynamic=True), torch.export,
  * jax.export) need each result size as an expression of the input sizes,

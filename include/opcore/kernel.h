@@ -91,6 +91,28 @@ OC_API int oc_num_results(void);
  * (except the last) keep cores off each other's cache lines; use 1 for none. */
 OC_API void oc_core_range(int64_t n, int64_t align, int64_t *lo, int64_t *hi);
 
+/* ---- launch grid ----------------------------------------------------------
+ *
+ * An op with a grid (`.grid = {2, 2}` in its oc_def, oc_set_grid in its
+ * shape function, or a per-call grid: op[2, 2](...) in Python) runs its
+ * kernel once per program instance of an N-d grid (up to 3 axes), as NKI's
+ * kernel[grid](...). Instances are handed to whichever engine core is free
+ * (one shared counter), in any order and not all at once: an instance must
+ * not wait for another, so oc_barrier and oc_all_* fail in a grid launch.
+ * Instances write disjoint parts of the results. oc_cpu_id() and
+ * oc_cpu_count() are the instance's linear (row-major) id and the number
+ * of instances, so oc_core_range() splits work over instances.
+ *
+ * Outside a grid launch, a multicore op is the 1-d grid of its cores
+ * (oc_program_id(0) == oc_cpu_id()) and a single-core op the grid [1]. */
+
+/* This instance's index along `axis` (0, 1 or 2); 0 for an axis past the
+ * grid's. Another axis fails the kernel. */
+OC_API int64_t oc_program_id(int axis);
+
+/* The grid's size along `axis` (1 for an axis past the grid's). */
+OC_API int64_t oc_num_programs(int axis);
+
 /* ---- combining across cores (multicore ops) -------------------------------
  *
  * Every core of the launch must make the same sequence of these calls; each

@@ -103,6 +103,11 @@ typedef struct oc_op_options {
     bool multicore;       /* run on every core (else: the library's default) */
     bool single_core;     /* run on one core even in a --multicore library */
     size_t stack_size;    /* kernel stack bytes (0: the library's) */
+    /* A launch grid (up to 3 axes, e.g. .grid = {2, 2}): the kernel runs
+     * once per program instance, reading oc_program_id(axis) (kernel.h);
+     * {0}: no grid. A shape function's oc_set_grid and a per-call grid
+     * override it. */
+    int64_t grid[3];
 } oc_op_options;
 
 /* Define an op: its schema, its shape function and the name of its kernel
@@ -122,6 +127,15 @@ OC_API void oc_def_op(oc_library_builder *m, const char *schema, oc_fn shape_fn,
  * `meta`. Every fresh result must be described; aliased (`Tensor(a!)`)
  * results are the arguments themselves and must not be. */
 OC_API void oc_set_result(int index, const oc_tensor *meta);
+
+/* In a shape function: launch the kernel as a grid of `ndim` (1 to 3)
+ * axes of dims[0] x dims[1] x ... program instances, e.g. one per 128-row
+ * block of the input: overrides the op's .grid default for this call (a
+ * per-call grid from the host overrides both). Every dim must be >= 1.
+ * OC_SET_GRID(2, 2) spells the dims inline. */
+OC_API void oc_set_grid(int ndim, const int64_t *dims);
+#define OC_SET_GRID(...) \
+    oc_set_grid((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (const int64_t[]){__VA_ARGS__})
 
 /* Called by the constructor that `opcore build` puts in every op library,
  * with the address of the library's build info: when something other than

@@ -38,6 +38,7 @@ jaxlib version and a hash of the sources.
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import functools
 import hashlib
@@ -541,7 +542,7 @@ class Op:
     several as a tuple, ``None`` for none.
     """
 
-    def __init__(self, qualname: str, vmap_method: str = "sequential", batch_dims=None):
+    def __init__(self, qualname: str, vmap_method: str = "sequential", batch_dims=None, grid=None):
         if "::" not in qualname:
             raise ValueError(f"opcore.jax.op: expected 'library::op', got {qualname!r}")
         register()
@@ -549,9 +550,11 @@ class Op:
         self.vmap_method = vmap_method
         self._meta = meta = _op_info(qualname)
         self.schema = meta.schema
-        if "op" in meta.by_name:
-            raise ValueError(f"opcore.jax: op '{qualname}' has an argument named 'op', which clashes "
-                             "with the custom call's op-name attribute")
+        for attr in ("op", "opcore_grid"):
+            if attr in meta.by_name:
+                raise ValueError(f"opcore.jax: op '{qualname}' has an argument named '{attr}', which clashes "
+                                 "with the custom call's attribute of that name")
+        self.grid = _grid(qualname, grid)
         self.tensor_args = tuple(a.name for a in meta.tensor_args)
         self.batch_dims = _jax_sharding.BatchDims.parse(meta, batch_dims) if batch_dims is not None else None
         self.__name__ = qualname.split("::", 1)[1]
@@ -559,7 +562,14 @@ class Op:
         self.__doc__ = f"opcore op {qualname}: {self.schema}"
 
     def __repr__(self):
-        return f"opcore.jax.op({self.qualname!r})  # {self.schema}"
+        grid = f", grid={self.grid}" if self.grid else ""
+        return f"opcore.jax.op({self.qualname!r}{grid})  # {self.schema}"
+
+    def __getitem__(self, grid):
+        """``op[2, 2]``: the op launched on that grid (as NKI's ``kernel[grid]``)."""
+        launched = copy.copy(self)
+        launched.grid = _grid(self.qualname, grid)
+        return launched
 
     def bind(self, args: tuple, kwargs: dict) -> list:
         """The call's arguments in schema order, checked and normalised
@@ -619,6 +629,8 @@ class Op:
             pos += n
 
         attrs = {"op": self.qualname}
+        if self.grid:
+            attrs["opcore_grid"] = np.asarray(self.grid, dtype=np.int64)
         for a, k in zip(meta.args, key):
             if a.is_tensor:
                 if k is None:
@@ -663,7 +675,24 @@ def _no_gradient(meta: _OpMeta) -> str:
             f"opcore.jax.with_vjp('{meta.qualname}', '<library>::<backward op>' or a callable)")
 
 
-def op(qualname: str, *, vmap_method: str = "sequential", batch_dims=None) -> Op:
+def _grid(qualname: str, grid):
+    """A launch grid as a tuple of 1 to 3 ints >= 1 (an int is a 1-d grid), or None."""
+    if grid is None:
+        return None
+    dims = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+    if not 1 <= len(dims) <= 3:
+        raise ValueError(f"opcore.jax: op '{qualname}': a launch grid has 1 to 3 axes, got {len(dims)}")
+    for d, n in enumerate(dims):
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+            raise TypeError(f"opcore.jax: op '{qualname}': axis {d} of the launch grid must be an int, "
+                            f"got {type(n).__name__}")
+        if n < 1:
+            raise ValueError(f"opcore.jax: op '{qualname}': axis {d} of the launch grid is {n}; every axis "
+                             "needs at least 1 program")
+    return tuple(int(n) for n in dims)
+
+
+def op(qualname: str, *, vmap_method: str = "sequential", batch_dims=None, grid=None) -> Op:
     """A JAX callable for the loaded op ``qualname`` ("library::op").
 
     ``vmap_method`` says how ``jax.vmap`` maps it (see jax.ffi.ffi_call):
@@ -676,8 +705,12 @@ def op(qualname: str, *, vmap_method: str = "sequential", batch_dims=None) -> Op
     ``NamedSharding``) instead of on gathered inputs: an int (the batch
     dimension of every tensor argument and result) or a dict from argument
     and result names to a dimension or None (not batched); see docs/jax.md.
+
+    ``grid`` launches the op on that grid (an int or a tuple of up to 3),
+    overriding its own (``.grid`` in its oc_def, or its shape function's
+    oc_set_grid); ``op(...)[2, 2]`` does the same.
     """
-    return Op(qualname, vmap_method=vmap_method, batch_dims=batch_dims)
+    return Op(qualname, vmap_method=vmap_method, batch_dims=batch_dims, grid=grid)
 
 
 # ---------------------------------------------------------------------------

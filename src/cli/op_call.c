@@ -21,7 +21,9 @@ const char cli_inputs_help[] =
     "                         dtype name for ScalarType, none for None (T?); for a\n"
     "                         Tensor, a constant to fill it with (or 'random'); for a\n"
     "                         Tensor[], how many tensors (default 2)\n"
-    "      --seed N           seed of the random inputs (default 1)\n";
+    "      --seed N           seed of the random inputs (default 1)\n"
+    "      --grid 2,2         launch the kernel on this grid of program instances (1 to\n"
+    "                         3 axes), instead of the op's own grid\n";
 
 /* ---- element values --------------------------------------------------------- */
 
@@ -201,6 +203,15 @@ int cli_inputs_option(const char *cmd, cli_inputs *in, int c, const char *arg)
         if (!strchr(arg, '=')) return cli_usage_error(cmd, "--arg '%s' is not NAME=VALUE", arg);
         in->argdefs[in->nargdefs++] = arg;
         return CLI_OK;
+    case 'G': {
+        int ndim = 0;
+        int64_t dims[OC_MAX_DIMS];
+        if (parse_shape(arg, &ndim, dims) != 0 || ndim < 1 || ndim > OC_MAX_GRID_DIMS)
+            return cli_usage_error(cmd, "--grid '%s' is not 1 to %d sizes like 2,2", arg, OC_MAX_GRID_DIMS);
+        in->grid.ndim = ndim;
+        memcpy(in->grid.dims, dims, (size_t)ndim * sizeof *dims);
+        return CLI_OK;
+    }
     case 'S':
         in->seed = strtoull(arg, &end, 0);
         if (end == arg || *end) return cli_usage_error(cmd, "--seed '%s' is not a number", arg);
@@ -418,6 +429,7 @@ int cli_call_prepare(const char *cmd, const cli_inputs *in, int argc, char **arg
     if (argc - optind > 2) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind + 2]);
     const char *path = argv[optind], *opname = argv[optind + 1];
     prep pp = {.cmd = cmd, .in = in, .print_all = print_all};
+    call->grid = in->grid;
     for (int i = 0; i < in->nshapes; i++)
         if (parse_shape(in->shapes[i], &pp.ndims[i], pp.sizes[i]) != 0)
             return cli_usage_error(cmd, "--shape '%s' is not a list of sizes like 2,3", in->shapes[i]);
@@ -494,7 +506,8 @@ static oc_status outbuf_alloc(void *ctx, int index, const oc_tensor *meta, oc_te
 
 oc_status cli_call_run(cli_call *call)
 {
-    return oc_op_run(call->op, call->args, call->nargs, outbuf_alloc, call->bufs, call->outs);
+    return oc_op_run_grid(call->op, call->args, call->nargs, outbuf_alloc, call->bufs, call->outs,
+                          call->grid.ndim ? &call->grid : NULL);
 }
 
 int64_t cli_out_bytes(const cli_call *call)

@@ -21,12 +21,14 @@ typedef struct cli_inputs {
     const char *shapes[CLI_MAX_ARGS], *dtypes[CLI_MAX_ARGS], *argdefs[CLI_MAX_ARGS];
     int nshapes, ndtypes, nargdefs;
     unsigned long long seed;
+    oc_grid grid; /* --grid (ndim 0: the op's own) */
 } cli_inputs;
 
 /* getopt_long entries and short options for them (append to a command's). */
 #define CLI_INPUT_LONGOPTS                                                              \
     {"shape", required_argument, 0, 's'}, {"dtype", required_argument, 0, 'd'},        \
-        {"arg", required_argument, 0, 'a'}, {"seed", required_argument, 0, 'S'}
+        {"arg", required_argument, 0, 'a'}, {"seed", required_argument, 0, 'S'},          \
+        {"grid", required_argument, 0, 'G'}
 #define CLI_INPUT_SHORTOPTS "s:d:a:"
 
 /* The help lines for them. */
@@ -68,6 +70,7 @@ typedef struct cli_call {
     int64_t in_bytes; /* bytes of all tensor arguments */
     oc_tensor outs[OC_MAX_RESULTS];
     cli_outbuf bufs[OC_MAX_RESULTS];
+    oc_grid grid; /* the launch grid (ndim 0: the op's own) */
 } cli_call;
 
 /* After the options (argv[optind..]): exactly LIB.so and OP must remain.

@@ -65,7 +65,9 @@ typedef struct oc_exec {
     oc_tensor *dsts;     /* the results: outputs (kernel) or metas being described (shape) */
     int ndst;            /* number of results */
     uint32_t described;  /* shape mode: bit i set once result i is described */
-    uint32_t ncores;     /* cores running it */
+    uint32_t ncores;     /* shares: cores running it, or (grid launch) program instances */
+    int grid_ndim;       /* a grid launch: 1 to 3 axes (0: none; shape mode: set by oc_set_grid) */
+    int64_t grid[3];     /* its dims; instance `id` is row-major over them */
     uint64_t bytes_in;   /* total input bytes: for the profiler, and (multicore) whether to split */
     bool debug;          /* a --debug build: TCM blocks get redzones (tcm.c) */
     oc_share_fn run_share;           /* multicore: runs one share */
@@ -83,7 +85,9 @@ typedef struct oc_stream_impl oc_stream_impl;
 
 typedef struct oc_core {
     oc_ctx ctx;               /* mode, guarded flag, temporaries, hooks: core/ctx.h */
-    uint32_t id, count;       /* oc_cpu_id / oc_cpu_count of the running call */
+    uint32_t id, count;       /* oc_cpu_id / oc_cpu_count of the running call (a grid launch:
+                                 the instance's linear id and the number of instances) */
+    uint32_t lane;            /* the engine core this is: 0 for a calling thread, i for worker i */
     oc_exec *exec;
 
     char *tcm;                /* TCM arena */
@@ -124,6 +128,17 @@ typedef struct oc_core {
     const void *host_stack_bottom; /* the host stack, for ASan's fiber switches */
     size_t host_stack_size;
 } oc_core;
+
+/* The program id of instance `id` of a grid launch: its row-major
+ * coordinates over e->grid (p[a] = 0 for the axes past the grid's). */
+static inline void oc__grid_coords(const oc_exec *e, uint64_t id, int64_t p[3])
+{
+    p[0] = p[1] = p[2] = 0;
+    for (int a = e->grid_ndim - 1; a >= 0; a--) {
+        p[a] = (int64_t)(id % (uint64_t)e->grid[a]);
+        id /= (uint64_t)e->grid[a];
+    }
+}
 
 /* The calling thread's core, created on first use (NULL if out of memory,
  * with the error set). */

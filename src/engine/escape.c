@@ -24,6 +24,7 @@
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <threads.h>
 #include <unistd.h>
 
@@ -35,7 +36,20 @@ void oc__core_where(const oc_core *c, char *buf, size_t len)
     const oc_exec *e = c->exec;
     switch (c->ctx.mode) {
     case OC_MODE_KERNEL:
-        snprintf(buf, len, "op '%s': kernel '%s' on core %u", e->name, e->kernel_name, c->id);
+        if (e->grid_ndim) { /* c->id is the instance: name it by its program id, and the core */
+            char prog[96] = "", dims[96] = "";
+            int64_t p[3];
+            oc__grid_coords(e, c->id, p);
+            for (int a = 0; a < e->grid_ndim; a++) {
+                size_t np = strlen(prog), nd = strlen(dims);
+                snprintf(prog + np, sizeof prog - np, "%s%lld", a ? ", " : "", (long long)p[a]);
+                snprintf(dims + nd, sizeof dims - nd, "%s%lld", a ? ", " : "", (long long)e->grid[a]);
+            }
+            snprintf(buf, len, "op '%s': kernel '%s' (program (%s) of grid [%s]) on core %u", e->name,
+                     e->kernel_name, prog, dims, c->lane);
+        } else {
+            snprintf(buf, len, "op '%s': kernel '%s' on core %u", e->name, e->kernel_name, c->id);
+        }
         break;
     case OC_MODE_SHAPE:
         snprintf(buf, len, "op '%s': shape function '%s'", e->name, e->shape_fn_name);

@@ -23,7 +23,18 @@
  * parallel region). Its threads then claim the shares first, and the
  * engine's workers are woken only if shares are left unclaimed: a worker
  * woken onto a core where such a thread spins would fight it for the core
- * instead of running its share. */
+ * instead of running its share.
+ *
+ * A grid launch (job->grid_ndim > 0) is the same machinery with one share
+ * per program instance instead of one per core: the claim counter is the
+ * scheduler. Each thread that finishes an instance takes the next id, so
+ * an instance costing 10x another simply leaves its core busy while the
+ * others drain the rest: the load balances itself at the granularity of
+ * one instance, with one atomic add per instance and no queues. Work
+ * stealing would balance the same (every instance is independent and
+ * equally likely to run anywhere) at the cost of per-core deques; the
+ * counter also keeps ids handed out in order, so neighbouring instances
+ * (neighbouring tiles) run at about the same time. */
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -167,7 +178,8 @@ static void run_claimed_shares(oc_core *core)
         oc_exec *job = pool.job;
         uint32_t id = (uint32_t)c;
         if (!job || id >= job->ncores) return;
-        job->run_share(core, job, id);
+        if (!job->grid_ndim || !atomic_load_explicit(&job->failure->failed, memory_order_relaxed))
+            job->run_share(core, job, id); /* a grid stops at its first failure */
         /* Shares still waiting at a barrier learn that this one is gone. */
         atomic_fetch_add(&pool.exited, 1);
         atomic_fetch_add(&pool.bar_seq, 1);
@@ -217,6 +229,7 @@ static oc_status start_locked(void)
     for (uint32_t i = 1; i < n; i++) {
         pool.cores[i] = oc__core_create(tcm);
         if (!pool.cores[i] || oc__fault_stack_alloc(pool.cores[i])) goto nomem;
+        pool.cores[i]->lane = i;
     }
     oc__fault_install();
     pool.ncores = n;
@@ -335,19 +348,34 @@ static void help_claim(void)
     if (core) run_claimed_shares(core);
 }
 
+/* Every instance of a grid launch on the caller, in order, stopping at the
+ * first failure. */
+static void run_grid_here(oc_core *caller, oc_exec *job)
+{
+    for (uint32_t id = 0; id < job->ncores && !atomic_load(&job->failure->failed); id++)
+        job->run_share(caller, job, id);
+}
+
 oc_status oc__pool_launch(oc_core *caller, oc_exec *job)
 {
     oc_status st = oc__pool_start();
     if (st != OC_OK) return st;
-    if (pool.ncores <= 1 || !job_reaches(job, atomic_load_explicit(&pool.min_split_bytes, memory_order_relaxed))) {
-        /* Too small to split: one share, on the caller's core, no lock
-         * (several host threads may do this at once). */
-        job->ncores = 1;
-        job->run_share(caller, job, 0);
+    /* A grid's instances were counted by the caller (job->ncores); a
+     * multicore launch has one share per core. */
+    uint32_t n = job->grid_ndim ? job->ncores : pool.ncores;
+    if (n <= 1 || pool.ncores <= 1 ||
+        !job_reaches(job, atomic_load_explicit(&pool.min_split_bytes, memory_order_relaxed))) {
+        /* Too small to split: on the caller's core, no lock (several host
+         * threads may do this at once); a multicore op as one share. */
+        if (job->grid_ndim) {
+            run_grid_here(caller, job);
+        } else {
+            job->ncores = 1;
+            job->run_share(caller, job, 0);
+        }
         return OC_OK;
     }
     pthread_mutex_lock(&pool.lock);
-    uint32_t n = pool.ncores;
     job->ncores = n;
     atomic_store(&pool.pending, n);
     atomic_store(&pool.bar_count, 0);
@@ -358,7 +386,7 @@ oc_status oc__pool_launch(oc_core *caller, oc_exec *job)
     atomic_store_explicit(&pool.claim, (uint64_t)gen << 32, memory_order_release);
     atomic_store_explicit(&pool.generation, gen, memory_order_seq_cst);
     oc_engine_helpers_fn helpers = tls_helpers;
-    if (!helpers || !helpers(help_claim, n)) {
+    if (!helpers || !helpers(help_claim, n < pool.ncores ? n : pool.ncores)) {
         if (atomic_load_explicit(&pool.sleepers, memory_order_seq_cst) > 0)
             futex(&pool.generation, FUTEX_WAKE_PRIVATE, INT32_MAX);
         run_claimed_shares(caller);

@@ -226,6 +226,7 @@ oc_status oc__frame_bind(const struct oc_op *op, const oc_value *args, int nargs
     const oc_schema *s = &op->def.schema;
     f->nheap = 0;
     f->nargs = s->num_args;
+    f->grid.ndim = 0;
     if (nargs < 0 || nargs > s->num_args || (nargs > 0 && !args))
         return oc_set_error(OC_EINVAL, "op '%s' takes %d argument%s, got %d (schema: %s)", op->qualname,
                             s->num_args, s->num_args == 1 ? "" : "s", nargs, op->def.schema_text);
@@ -341,6 +342,8 @@ oc_status oc__frame_infer(const struct oc_op *op, call_frame *f, oc_tensor *meta
     oc_status st = oc__core_run(core, &e, OC_MODE_SHAPE, 0, 1);
     core->dim_log = NULL;
     hide_data(op, f, data, false);
+    f->grid.ndim = e.grid_ndim;
+    memcpy(f->grid.dims, e.grid, sizeof f->grid.dims);
     st = st != OC_OK ? core_error(core) : collect_results(op, core, &e, metas);
     oc__core_release(core);
     if (t0) oc__prof_host(OC_PROF_SHAPE, op->qualname, t0, oc__prof_now());
@@ -369,7 +372,15 @@ static void record_kernel(oc_core *c, oc_exec *job, uint64_t t0)
     for (int i = 0; i < job->ndst; i++) out += (uint64_t)oc_nbytes(&job->dsts[i]);
     c->counters.bytes_in = job->bytes_in / n;
     c->counters.bytes_out = out / n;
-    oc__prof_kernel(job->name, c->id, (uint32_t)n, t0, oc__prof_now(), &c->counters);
+    c->counters.program = 0;
+    if (job->grid_ndim) {
+        int64_t p[3];
+        oc__grid_coords(job, c->id, p);
+        c->counters.program = oc__prof_program(job->grid_ndim, p);
+    }
+    /* A grid instance goes on the lane of the engine core that ran it,
+     * with its program id. */
+    oc__prof_kernel(job->name, job->grid_ndim ? c->lane : c->id, (uint32_t)n, t0, oc__prof_now(), &c->counters);
 }
 
 /* One share of a multicore launch (handed to the engine as job->run_share). */
@@ -452,7 +463,38 @@ static uint64_t input_bytes(const struct oc_op *op, call_frame *f)
     return bytes;
 }
 
-static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *outs)
+/* The call's grid: the caller's, else the shape function's, else the
+ * op's .grid; ndim 0: none. Checked: 1 to 3 axes, each >= 1, fewer than
+ * 2^31 instances in all. */
+static oc_status resolve_grid(const struct oc_op *op, const call_frame *f, const oc_grid *given, oc_exec *e)
+{
+    oc_grid g = {0};
+    const int64_t *dflt = op->def.options.grid;
+    if (given) g = *given;
+    else if (f->grid.ndim) g = f->grid;
+    else
+        for (; g.ndim < 3 && dflt[g.ndim] > 0; g.ndim++) g.dims[g.ndim] = dflt[g.ndim];
+    if (!given && !g.ndim) return OC_OK;
+    if (g.ndim < 1 || g.ndim > OC_MAX_GRID_DIMS)
+        return oc_set_error(OC_EINVAL, "op '%s': a launch grid has 1 to %d axes, got %d", op->qualname,
+                            OC_MAX_GRID_DIMS, g.ndim);
+    int64_t total = 1;
+    for (int d = 0; d < g.ndim; d++) {
+        if (g.dims[d] < 1)
+            return oc_set_error(OC_EINVAL, "op '%s': axis %d of the launch grid is %lld; every axis needs at "
+                                "least 1 program", op->qualname, d, (long long)g.dims[d]);
+        total = g.dims[d] > INT32_MAX ? (int64_t)INT32_MAX + 1 : total * g.dims[d];
+        if (total > INT32_MAX)
+            return oc_set_error(OC_EINVAL, "op '%s': the launch grid has more than %d program instances",
+                                op->qualname, INT32_MAX);
+    }
+    e->grid_ndim = g.ndim;
+    memcpy(e->grid, g.dims, sizeof e->grid);
+    e->ncores = (uint32_t)total;
+    return OC_OK;
+}
+
+static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *outs, const oc_grid *grid)
 {
     /* The kernel may not disturb the caller's structs: it gets copies. */
     oc_tensor dsts[OC_MAX_RESULTS];
@@ -465,10 +507,12 @@ static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *outs)
     e.ffi_values = f->slots;
     e.dsts = dsts;
     e.ndst = op->num_results;
-    e.bytes_in = op->multicore || oc__prof_on() ? input_bytes(op, f) : 0;
+    oc_status st = resolve_grid(op, f, grid, &e);
+    if (st) return st;
+    bool launch = op->multicore || (e.grid_ndim && e.ncores > 1);
+    e.bytes_in = launch || oc__prof_on() ? input_bytes(op, f) : 0;
     /* Debug builds: each fresh result in a guarded shadow (redzone.c). */
     oc__redzone rz[OC_MAX_RESULTS];
-    oc_status st = OC_OK;
     int nrz = 0;
     bool debug = op->lib && op->lib->debug;
     for (; st == OC_OK && nrz < op->num_results; nrz++)
@@ -477,7 +521,7 @@ static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *outs)
                  : oc__redzone_begin(debug, e.name, e.kernel_name, nrz, &dsts[nrz], &rz[nrz]);
     uint64_t *sums = NULL; /* debug builds: the inputs' checksums (debug_inputs.c) */
     if (st == OC_OK && debug) st = oc__debug_inputs_sum(op, f, &sums);
-    if (st == OC_OK) st = op->multicore ? run_multi(op, &e) : run_single(op, &e);
+    if (st == OC_OK) st = launch ? run_multi(op, &e) : run_single(op, &e);
     if (sums) st = oc__debug_inputs_check(op, f, sums, st);
     while (nrz-- > 0) st = oc__redzone_end(&dsts[nrz], &rz[nrz], st);
     /* The caller sees each aliased result as the argument it passed. */
@@ -521,7 +565,7 @@ oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tenso
 /* Bind, infer, get the fresh results' buffers, run. `alloc` NULL: the
  * caller gave them in `outs` (oc_op_call). `api` names the entry point. */
 static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_alloc_fn alloc, void *alloc_ctx,
-                         oc_tensor *outs, const char *api)
+                         oc_tensor *outs, const oc_grid *grid, const char *api)
 {
     call_frame f;
     oc_tensor metas[OC_MAX_RESULTS];
@@ -546,7 +590,7 @@ static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_al
         }
         if (ta) oc__prof_host(OC_PROF_ALLOC, op->qualname, ta, oc__prof_now());
     }
-    if (!st) st = execute(op, &f, outs);
+    if (!st) st = execute(op, &f, outs, grid);
     oc__frame_release(&f);
     oc__op_leave(op);
     if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());
@@ -557,14 +601,27 @@ static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_al
 oc_status oc_op_call(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs)
 {
     if (!op) return oc_set_error(OC_EINVAL, "oc_op_call: op is required");
-    return call_op(op, args, nargs, NULL, NULL, outs, "oc_op_call");
+    return call_op(op, args, nargs, NULL, NULL, outs, NULL, "oc_op_call");
+}
+
+oc_status oc_op_call_grid(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs, const oc_grid *grid)
+{
+    if (!op) return oc_set_error(OC_EINVAL, "oc_op_call_grid: op is required");
+    return call_op(op, args, nargs, NULL, NULL, outs, grid, "oc_op_call_grid");
 }
 
 oc_status oc_op_run(const oc_op *op, const oc_value *args, int nargs, oc_alloc_fn alloc, void *alloc_ctx,
                     oc_tensor *outs)
 {
     if (!op || !alloc) return oc_set_error(OC_EINVAL, "oc_op_run: op and alloc are required");
-    return call_op(op, args, nargs, alloc, alloc_ctx, outs, "oc_op_run");
+    return call_op(op, args, nargs, alloc, alloc_ctx, outs, NULL, "oc_op_run");
+}
+
+oc_status oc_op_run_grid(const oc_op *op, const oc_value *args, int nargs, oc_alloc_fn alloc, void *alloc_ctx,
+                         oc_tensor *outs, const oc_grid *grid)
+{
+    if (!op || !alloc) return oc_set_error(OC_EINVAL, "oc_op_run_grid: op and alloc are required");
+    return call_op(op, args, nargs, alloc, alloc_ctx, outs, grid, "oc_op_run_grid");
 }
 
 static oc_status malloc_alloc(void *ctx, int index, const oc_tensor *meta, oc_tensor *out)

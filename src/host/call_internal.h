@@ -34,6 +34,7 @@ typedef struct call_frame {
     void **saved_data[OC_MAX_ARGS];          /* Tensor[]: items' data while hidden */
     void *heap[OC_MAX_ARGS];                 /* list storage to free */
     int nheap;
+    oc_grid grid;                            /* set by the shape function (oc_set_grid); ndim 0: none */
 } call_frame;
 
 /* Argument i's tensor as bound (a Tensor or Tensor? given one), else NULL. */

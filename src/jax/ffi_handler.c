@@ -515,7 +515,21 @@ static XLA_FFI_Error *run_bound(call *c, oc_value *vals, oc_tensor *tensors)
     }
     if (c->next_arg != c->cf->args.size) return frame_mismatch(c, "operands");
     if (c->next_ret != c->cf->rets.size) return frame_mismatch(c, "results");
-    oc_status st = oc_op_call(c->op, vals, nargs, nres ? outs : NULL);
+    /* A launch grid for this call (opcore.jax.op(..., grid=...) / op[grid]):
+     * an int64 array attribute, checked by the runtime. */
+    oc_grid grid = {0};
+    int64_t g = find_attr(&c->cf->attrs, "opcore_grid");
+    if (g >= 0) {
+        const XLA_FFI_Array *a = (const XLA_FFI_Array *)c->cf->attrs.attrs[g];
+        if (c->cf->attrs.types[g] != XLA_FFI_AttrType_ARRAY || a->dtype != XLA_FFI_DataType_S64 ||
+            a->size > OC_MAX_GRID_DIMS)
+            return make_error(c->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                              "opcore: op '%s': attribute 'opcore_grid' must be 1 to %d int64s", c->qualname,
+                              OC_MAX_GRID_DIMS);
+        grid.ndim = (int)a->size;
+        for (int d = 0; d < grid.ndim; d++) grid.dims[d] = ((const int64_t *)a->data)[d];
+    }
+    oc_status st = oc_op_call_grid(c->op, vals, nargs, nres ? outs : NULL, g >= 0 ? &grid : NULL);
     return st == OC_OK ? NULL : op_error(c->api, c->qualname, st);
 }
 

@@ -9,9 +9,25 @@
 #include "engine/pool.h"
 #include "opcore/kernel.h"
 
+/* A grid's instances run in any order, not all at once (a grid may have
+ * more instances than there are cores): one waiting for another could wait
+ * forever, so the collectives are refused there, even when the grid would
+ * fit. */
+static oc_core *collective_core(const char *fn)
+{
+    oc_core *c = oc__kernel_core(fn);
+    if (c && c->exec->grid_ndim) {
+        oc__raise(OC_EKERNEL, "%s is not allowed in a grid launch: the grid's program instances run in any "
+                              "order and not all at once, so one must never wait for another (split the work "
+                              "into two ops, or launch the op without a grid, as a multicore op)", fn);
+        return NULL;
+    }
+    return c;
+}
+
 void oc_barrier(void)
 {
-    oc_core *c = oc__kernel_core("oc_barrier");
+    oc_core *c = collective_core("oc_barrier");
     if (c && c->count > 1) oc__pool_barrier(c);
 }
 
@@ -38,7 +54,7 @@ static void sum_i64(void *acc, const void *x)
 
 static void all_reduce(const char *fn, void *value, oc_combine_fn combine)
 {
-    oc_core *c = oc__kernel_core(fn);
+    oc_core *c = collective_core(fn);
     if (c && c->count > 1) oc__pool_allreduce(c, value, combine, value);
 }
 

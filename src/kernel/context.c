@@ -108,3 +108,64 @@ void oc_fail(const char *file, int line, const char *fmt, ...)
     va_end(ap);
     oc__raise(OC_EKERNEL, "%s:%d: %s", file, line, msg);
 }
+
+/* ---- the launch grid ------------------------------------------------------------ */
+
+/* The axis's size: the grid's (1 past its axes), or, outside a grid launch,
+ * the 1-d grid of the launch's shares. */
+static int64_t grid_dim(const oc_core *c, int axis)
+{
+    if (!c->exec || !c->exec->grid_ndim) return axis == 0 ? c->count : 1;
+    return axis < c->exec->grid_ndim ? c->exec->grid[axis] : 1;
+}
+
+static oc_core *grid_core(const char *fn, int axis)
+{
+    oc_core *c = oc__kernel_core(fn);
+    if (c && (axis < 0 || axis > 2)) {
+        oc__raise(OC_EKERNEL, "%s(%d): the axis must be 0, 1 or 2 (a grid has up to 3 axes)", fn, axis);
+        return NULL;
+    }
+    return c;
+}
+
+int64_t oc_program_id(int axis)
+{
+    oc_core *c = grid_core("oc_program_id", axis);
+    if (!c) return 0;
+    if (!c->exec->grid_ndim) return axis == 0 ? c->id : 0; /* the 1-d grid of the launch's cores */
+    int64_t p[3];
+    oc__grid_coords(c->exec, c->id, p);
+    return p[axis];
+}
+
+int64_t oc_num_programs(int axis)
+{
+    oc_core *c = grid_core("oc_num_programs", axis);
+    return c ? grid_dim(c, axis) : 1;
+}
+
+void oc_set_grid(int ndim, const int64_t *dims)
+{
+    oc_core *c = oc__core_current();
+    if (!c || c->ctx.mode != OC_MODE_SHAPE) {
+        oc__raise(OC_EINVAL, "oc_set_grid: only a shape function sets the launch grid (a kernel reads "
+                             "it with oc_program_id/oc_num_programs)");
+        return;
+    }
+    const struct oc_op *op = running_op(c);
+    if (ndim < 1 || ndim > 3 || !dims) {
+        oc__raise(OC_ESHAPE, "op '%s': oc_set_grid: a grid has 1 to 3 axes, got %d%s", op->qualname, ndim,
+                  dims ? "" : " (dims NULL)");
+        return;
+    }
+    for (int d = 0; d < ndim; d++) {
+        if (dims[d] < 1) {
+            oc__raise(OC_ESHAPE, "op '%s': oc_set_grid: axis %d of the grid is %lld; every axis needs at "
+                                 "least 1 program", op->qualname, d, (long long)dims[d]);
+            return;
+        }
+        c->exec->grid[d] = dims[d];
+    }
+    c->exec->grid_ndim = ndim;
+}

@@ -34,7 +34,21 @@ typedef struct oc_prof_counters {
     uint64_t bytes_out;    /* bytes of the output (this core's share) */
     uint64_t tcm_bytes;    /* bytes moved by tensor_to_tcm / tcm_to_tensor */
     uint64_t stream_bytes; /* bytes moved by streaming accessors */
+    uint64_t program;      /* a grid instance: oc__prof_program(...); 0 outside a grid launch */
 } oc_prof_counters;
+
+/* A grid instance's program id, packed for oc_prof_counters.program: the
+ * axes (1 to 3) in bits 60-61, each coordinate in 20 bits (axis 0 highest;
+ * coordinates past 2^20 - 1 are shown as that). */
+static inline uint64_t oc__prof_program(int ndim, const int64_t *p)
+{
+    uint64_t v = (uint64_t)ndim << 60;
+    for (int a = 0; a < 3; a++) {
+        uint64_t x = a < ndim ? (uint64_t)(p[a] < 0xFFFFF ? p[a] : 0xFFFFF) : 0;
+        v |= x << (40 - 20 * a);
+    }
+    return v;
+}
 
 extern atomic_int oc__prof_active;
 

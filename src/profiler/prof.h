@@ -34,6 +34,7 @@ typedef struct oc__pev {
     uint32_t ncores;        /* kernel: cores running the op; external: 1 if an operator */
     uint8_t kind;           /* oc_prof_kind */
     uint8_t pad[3];
+    uint64_t program;       /* kernel of a grid launch: oc__prof_program's packing; 0: none */
 } oc__pev;
 
 /* ---- snapshot of a stopped profile ----------------------------------- */

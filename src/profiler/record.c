@@ -306,7 +306,7 @@ static inline bool kind_wanted(unsigned kind)
 }
 
 static void record(unsigned kind, const char *name, uint64_t t0, uint64_t t1, uint32_t core,
-                   uint32_t ncores, uint64_t a, uint64_t b_, uint64_t c, uint64_t d)
+                   uint32_t ncores, uint64_t a, uint64_t b_, uint64_t c, uint64_t d, uint64_t program)
 {
     oc__pbuf *b = buf_get();
     if (!b) return;
@@ -324,6 +324,7 @@ static void record(unsigned kind, const char *name, uint64_t t0, uint64_t t1, ui
     e->core = core;
     e->ncores = ncores;
     e->kind = (uint8_t)kind;
+    e->program = program;
     buf_publish(b);
 }
 
@@ -333,17 +334,17 @@ void oc__prof_kernel(const char *op, uint32_t core, uint32_t ncores, uint64_t t0
                      const oc_prof_counters *counters)
 {
     if (!oc__prof_on() || past_deadline(t0)) return;
-    oc_prof_counters z = {0, 0, 0, 0};
+    oc_prof_counters z = {0, 0, 0, 0, 0};
     if (!counters) counters = &z;
-    record(OC_PROF_KERNEL, op, t0, t1, core, ncores ? ncores : 1, counters->bytes_in,
-           counters->bytes_out, counters->tcm_bytes, counters->stream_bytes);
+    record(OC_PROF_KERNEL, op, t0, t1, core, ncores ? ncores : 1, counters->bytes_in, counters->bytes_out,
+           counters->tcm_bytes, counters->stream_bytes, counters->program);
 }
 
 void oc__prof_host(oc_prof_kind kind, const char *name, uint64_t t0, uint64_t t1)
 {
     if (!oc__prof_on() || (unsigned)kind > OC_PROF_STEP || !kind_wanted(kind) || past_deadline(t0))
         return;
-    record(kind, name, t0, t1, 0, 0, 0, 0, 0, 0);
+    record(kind, name, t0, t1, 0, 0, 0, 0, 0, 0, 0);
 }
 
 /* ---- public: blocks and steps ------------------------------------------ */
@@ -399,7 +400,7 @@ oc_status oc_profiler_step(int64_t step)
     if (!oc__prof_on() || !kind_wanted(OC_PROF_STEP)) return OC_OK;
     uint64_t t = oc__prof_now();
     if (past_deadline(t)) return OC_OK;
-    record(OC_PROF_STEP, "step", t, t, 0, 0, (uint64_t)step, 0, 0, 0);
+    record(OC_PROF_STEP, "step", t, t, 0, 0, (uint64_t)step, 0, 0, 0, 0);
     return OC_OK;
 }
 

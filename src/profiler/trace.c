@@ -110,9 +110,18 @@ oc_status oc__pexport_trace(const oc__pdata *d, const char *path)
             oc__pw_puts(&s, ",\"args\":{\"op\":");
             oc__pw_json_str(&s, oc__pname(d, e->name));
             oc__pw_printf(&s, ",\"core\":%u,\"ncores\":%u,\"bytes_in\":%llu,\"bytes_out\":%llu,"
-                          "\"tcm_bytes\":%llu,\"stream_bytes\":%llu}}", e->core, e->ncores,
+                          "\"tcm_bytes\":%llu,\"stream_bytes\":%llu", e->core, e->ncores,
                           (unsigned long long)e->a, (unsigned long long)e->b, (unsigned long long)e->c,
                           (unsigned long long)e->d);
+            if (e->program) { /* a grid instance: its program id, one number per axis */
+                int nd = (int)(e->program >> 60);
+                oc__pw_puts(&s, ",\"program\":[");
+                for (int a = 0; a < nd; a++)
+                    oc__pw_printf(&s, "%s%llu", a ? "," : "",
+                                  (unsigned long long)((e->program >> (40 - 20 * a)) & 0xFFFFF));
+                oc__pw_puts(&s, "]");
+            }
+            oc__pw_puts(&s, "}}");
         }
     }
 

@@ -45,6 +45,7 @@ typedef struct {
     int alias[OC_MAX_RESULTS]; /* per result: the argument it returns, or -1 */
     PyObject *argnames;        /* tuple of interned str */
     PyObject *qualname;
+    oc_grid grid;              /* op[2, 2]: the launch grid of its calls (ndim 0: the op's own) */
 } OpObject;
 
 /* ---- per-call storage for lists --------------------------------------------- */
@@ -556,7 +557,7 @@ static PyObject *op_vectorcall(PyObject *self, PyObject *const *args, size_t nar
     /* The GIL is released while the op runs (kernels may run long); the
      * allocator callback re-takes it for torch.empty. */
     ctx.tstate = PyEval_SaveThread();
-    oc_status st = oc_op_run(o->op, vals, o->nargs, alloc_cb, &ctx, outs);
+    oc_status st = oc_op_run_grid(o->op, vals, o->nargs, alloc_cb, &ctx, outs, o->grid.ndim ? &o->grid : NULL);
     PyEval_RestoreThread(ctx.tstate);
     arena_free(&ar);
     for (int i = 0; i < o->nresults; i++) {
@@ -877,10 +878,80 @@ static PyObject *op_get_multicore(PyObject *self, void *c)
     return PyBool_FromLong(oc_op_multicore(((OpObject *)self)->op));
 }
 
+static PyObject *grid_tuple(const oc_grid *g)
+{
+    if (!g->ndim) Py_RETURN_NONE;
+    PyObject *t = PyTuple_New(g->ndim);
+    for (int d = 0; t && d < g->ndim; d++) {
+        PyObject *v = PyLong_FromLongLong(g->dims[d]);
+        if (!v) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, d, v);
+    }
+    return t;
+}
+
+static PyObject *op_get_grid(PyObject *self, void *c)
+{
+    (void)c;
+    return grid_tuple(&((OpObject *)self)->grid);
+}
+
+int ocpy_parse_grid(PyObject *key, const char *qualname, oc_grid *out)
+{
+    PyObject *seq = PyTuple_Check(key) || PyList_Check(key) ? Py_NewRef(key) : PyTuple_Pack(1, key);
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Size(seq);
+    int rc = -1;
+    if (n < 1 || n > OC_MAX_GRID_DIMS) {
+        PyErr_Format(PyExc_ValueError, "op '%s': a launch grid has 1 to %d axes, got %zd", qualname,
+                     OC_MAX_GRID_DIMS, n);
+        goto done;
+    }
+    out->ndim = (int)n;
+    for (Py_ssize_t d = 0; d < n; d++) {
+        PyObject *item = PySequence_GetItem(seq, d);
+        long long v = item && PyIndex_Check(item) ? PyLong_AsLongLong(item) : -2;
+        if (item && !PyIndex_Check(item))
+            PyErr_Format(PyExc_TypeError, "op '%s': axis %zd of the launch grid must be an int, got %s", qualname,
+                         d, Py_TYPE(item)->tp_name);
+        Py_XDECREF(item);
+        if (PyErr_Occurred()) goto done;
+        if (v < 1) {
+            PyErr_Format(PyExc_ValueError, "op '%s': axis %zd of the launch grid is %lld; every axis needs at "
+                         "least 1 program", qualname, d, v);
+            goto done;
+        }
+        out->dims[d] = v;
+    }
+    rc = 0;
+done:
+    Py_DECREF(seq);
+    return rc;
+}
+
+/* op[2, 2], op[(2, 2)], op[7]: the op launched on that grid (NKI's
+ * kernel[grid]), as an op object of its own. */
+static PyObject *op_subscript(PyObject *self, PyObject *key)
+{
+    OpObject *o = (OpObject *)self;
+    oc_grid g = {0};
+    if (ocpy_parse_grid(key, oc_op_qualname(o->op), &g) < 0) return NULL;
+    OpObject *r = (OpObject *)ocpy_op_new(o->op);
+    if (r) r->grid = g;
+    return (PyObject *)r;
+}
+
+static PyMappingMethods op_as_mapping = {.mp_subscript = op_subscript};
+
 static PyObject *op_repr(PyObject *self)
 {
-    return PyUnicode_FromFormat("<opcore op %s: %s>", oc_op_qualname(((OpObject *)self)->op),
-                                oc_op_schema(((OpObject *)self)->op));
+    OpObject *o = (OpObject *)self;
+    if (!o->grid.ndim)
+        return PyUnicode_FromFormat("<opcore op %s: %s>", oc_op_qualname(o->op), oc_op_schema(o->op));
+    PyObject *g = grid_tuple(&o->grid);
+    PyObject *r = g ? PyUnicode_FromFormat("<opcore op %s%R: %s>", oc_op_qualname(o->op), g, oc_op_schema(o->op)) : NULL;
+    Py_XDECREF(g);
+    return r;
 }
 
 static void op_dealloc(PyObject *self)
@@ -913,6 +984,7 @@ static PyGetSetDef op_getset[] = {
     {"schema", op_get_schema, NULL, "the schema as written in oc_def", NULL},
     {"library", op_get_library, NULL, "the library's name (the namespace)", NULL},
     {"multicore", op_get_multicore, NULL, "True if the kernel runs on every core", NULL},
+    {"grid", op_get_grid, NULL, "the launch grid given with op[grid] (a tuple), else None (the op's own)", NULL},
     {"args", op_get_args, NULL, "[(name, type, has_default, default), ...]", NULL},
     {"arg_info", op_get_arg_info, NULL, "one dict per argument: name, type, schema_type, optional, mutable, "
      "list_len, keyword_only, has_default, default", NULL},
@@ -926,6 +998,7 @@ PyTypeObject ocpy_OpType = {
     .tp_vectorcall_offset = offsetof(OpObject, vectorcall),
     .tp_call = PyVectorcall_Call,
     .tp_repr = op_repr,
+    .tp_as_mapping = &op_as_mapping,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "An op of a loaded opcore library: op(*args) runs it on CPU tensors; op.infer(*args) "
               "runs its shape function.",
@@ -941,6 +1014,7 @@ PyObject *ocpy_op_new(const oc_op *op)
     if (!o) return NULL;
     o->vectorcall = op_vectorcall;
     o->op = op;
+    o->grid.ndim = 0;
     o->nargs = n;
     o->npositional = n;
     o->nresults = oc_op_num_results(op);

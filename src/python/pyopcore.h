@@ -56,5 +56,8 @@ extern PyTypeObject ocpy_OpType;
 
 /* A new Op object for `op` (owned by a loaded library: never freed). */
 PyObject *ocpy_op_new(const oc_op *op);
+/* A launch grid from Python: an int or a tuple/list of 1 to 3 ints >= 1;
+ * -1 with the error set (naming the op). */
+int ocpy_parse_grid(PyObject *key, const char *qualname, oc_grid *out);
 
 #endif /* OPCORE_PYOPCORE_H */

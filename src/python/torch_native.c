@@ -75,7 +75,12 @@ typedef int32_t AOTITorchError; /* 0: success */
 
 #define MAX_ARGS 64
 
-static bool lend_torch; /* lend torch's threads to multicore launches (_torch_native_lend_threads) */
+/* Lend torch's threads to multicore launches (_torch_native_lend_threads):
+ * off by default. A lent launch ends only when every torch thread has
+ * joined torch_parallel_for, so a descheduled torch thread stalls it;
+ * bench/grid_bench.py measured the seed 003 add at 40 ms p50 lent against
+ * 1 ms not lent under load (docs/engine.md, "Lending"). */
+static bool lend_torch;
 
 static struct {
     AOTITorchError (*library_init_impl)(const char *ns, const char *key, const char *file, uint32_t line,
@@ -184,7 +189,6 @@ static PyObject *py_native_init(PyObject *self, PyObject *arg)
         device_code[i] = code_of(h, name, &found);
     }
     T.ready = ok;
-    lend_torch = ok;
     /* the handle stays open: torch is never unloaded */
     return PyBool_FromLong(ok);
 }
@@ -658,7 +662,7 @@ static PyObject *py_lend_threads(PyObject *self, PyObject *arg)
 PyMethodDef ocpy_torch_native_methods[] = {
     {"_torch_native_lend_threads", py_lend_threads, METH_O,
      "_torch_native_lend_threads(on) -> bool (the previous setting): multicore ops called from torch run their "
-     "shares on torch's intra-op threads first (default on)"},
+     "shares on torch's intra-op threads first (default off: see docs/engine.md)"},
     {"_torch_native_init", py_native_init, METH_O,
      "_torch_native_init(path) -> bool: find libtorch's stable C ABI through the loaded object at path"},
     {"_torch_native_impl", (PyCFunction)(void (*)(void))py_native_impl, METH_VARARGS | METH_KEYWORDS,

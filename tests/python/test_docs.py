@@ -129,6 +129,9 @@ EXCERPTS = {
     ("docs/tutorial_2_performance.md", "oc_tensor *out = oc_dst_tensor();\noc_stream"): "examples/relu/stream/relu.c",
     ("docs/tutorial_2_performance.md", "#define BLOCK 1024 /* elements per TCM buffer */"): "examples/relu/tcm/relu.c",
     ("docs/tutorial_2_performance.md", "#define BLOCK 4096 /* elements per TCM buffer */"): "examples/relu/multicore/relu.c",
+    ("docs/tutorial_2_performance.md", "const int64_t grid_x = (rows + TILE_ROWS - 1) / TILE_ROWS,"):
+        "examples/seed003/shape.c",
+    ("docs/tutorial_2_performance.md", "const int64_t r0 = oc_program_id(0) * TILE_ROWS,"): "examples/seed003/add.c",
     ("docs/tutorial_4_tiles.md", "oc_tile t = oc_tile_alloc(p.rb, p.d, OC_FLOAT32)"): "examples/tiles/rmsnorm.c",
     ("docs/tutorial_4_tiles.md", "oc_core_range(ta.rows, 16, &lo, &hi);"): "examples/tiles/matmul.c",
 }
