@@ -541,12 +541,17 @@ class Op:
     several as a tuple, ``None`` for none.
     """
 
-    def __init__(self, qualname: str, vmap_method: str = "sequential", batch_dims=None):
+    def __init__(self, qualname: str, vmap_method: str = "sequential", batch_dims=None,
+                 has_side_effect: bool = False):
         if "::" not in qualname:
             raise ValueError(f"opcore.jax.op: expected 'library::op', got {qualname!r}")
         register()
         self.qualname = qualname
         self.vmap_method = vmap_method
+        if not isinstance(has_side_effect, (bool, np.bool_)):
+            raise TypeError(f"opcore.jax.op('{qualname}'): has_side_effect must be True or False, "
+                            f"got {has_side_effect!r}")
+        self.has_side_effect = bool(has_side_effect)
         self._meta = meta = _op_info(qualname)
         self.schema = meta.schema
         if "op" in meta.by_name:
@@ -630,7 +635,7 @@ class Op:
 
         call = jax.ffi.ffi_call(TARGET, results, vmap_method=self.vmap_method,
                                 input_output_aliases=aliases or None,
-                                has_side_effect=not results)
+                                has_side_effect=self.has_side_effect or not results)
         try:
             outs = list(call(*flat, **attrs))
         except ValueError as e:
@@ -663,7 +668,7 @@ def _no_gradient(meta: _OpMeta) -> str:
             f"opcore.jax.with_vjp('{meta.qualname}', '<library>::<backward op>' or a callable)")
 
 
-def op(qualname: str, *, vmap_method: str = "sequential", batch_dims=None) -> Op:
+def op(qualname: str, *, vmap_method: str = "sequential", batch_dims=None, has_side_effect: bool = False) -> Op:
     """A JAX callable for the loaded op ``qualname`` ("library::op").
 
     ``vmap_method`` says how ``jax.vmap`` maps it (see jax.ffi.ffi_call):
@@ -676,8 +681,14 @@ def op(qualname: str, *, vmap_method: str = "sequential", batch_dims=None) -> Op
     ``NamedSharding``) instead of on gathered inputs: an int (the batch
     dimension of every tensor argument and result) or a dict from argument
     and result names to a dimension or None (not batched); see docs/jax.md.
+
+    ``has_side_effect=True`` marks an op whose calls matter beyond its
+    results (a counter, a logger, an op keeping state between calls): XLA
+    then keeps every call, even where its results are unused, and never
+    merges two equal calls into one (``jax.ffi.ffi_call``'s flag of that
+    name). An op without results (``-> ()``) always has it.
     """
-    return Op(qualname, vmap_method=vmap_method, batch_dims=batch_dims)
+    return Op(qualname, vmap_method=vmap_method, batch_dims=batch_dims, has_side_effect=has_side_effect)
 
 
 # ---------------------------------------------------------------------------
