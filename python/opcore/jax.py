@@ -69,6 +69,7 @@ __all__ = [
     "handler_path",
     "forget_ops",
     "alias_copies",
+    "call_sites",
 ]
 
 #: The custom-call target name every opcore op lowers to.
@@ -223,6 +224,11 @@ def _load_handler() -> ctypes.CDLL:
             lib.oc_jax_forget_ops.restype = None
             lib.oc_jax_alias_copies.restype = ctypes.c_uint64
             lib.oc_jax_alias_copies.argtypes = []
+            for f in ("oc_jax_site_type_id", "oc_jax_site_type_info"):
+                getattr(lib, f).restype = ctypes.c_void_p
+                getattr(lib, f).argtypes = []
+            lib.oc_jax_sites.restype = ctypes.c_uint64
+            lib.oc_jax_sites.argtypes = []
             _handler_lib, _handler_so = lib, so
         return _handler_lib
 
@@ -234,8 +240,14 @@ def register() -> None:
         if _registered:
             return
         lib = _load_handler()
-        addr = lib.oc_jax_handler_address()
-        jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(addr), platform="cpu")
+        # The per-call-site state's type first (XLA assigns its id), then
+        # the handler for two stages: instantiate decodes each call site's
+        # attributes once, execute runs the calls (src/jax/ffi_handler.c).
+        jax.ffi.register_ffi_type("opcore_call_site", {
+            "type_id": jax.ffi.pycapsule(lib.oc_jax_site_type_id()),
+            "type_info": jax.ffi.pycapsule(lib.oc_jax_site_type_info())}, platform="cpu")
+        handler = jax.ffi.pycapsule(lib.oc_jax_handler_address())
+        jax.ffi.register_ffi_target(TARGET, {"instantiate": handler, "execute": handler}, platform="cpu")
         _registered = True
 
 
@@ -793,6 +805,12 @@ def hlo(fn: Callable, *args, compiled: bool = False, dialect: str = "hlo", **kwa
     if compiled:
         return lowered.compile().as_text()
     return lowered.as_text(dialect=dialect)
+
+
+def call_sites() -> int:
+    """How many opcore custom calls were decoded once per call site (in
+    XLA's instantiate stage) rather than on every call."""
+    return int(_load_handler().oc_jax_sites())
 
 
 def alias_copies() -> int:

@@ -402,3 +402,28 @@ def test_jax_demo_trains_like_jnp():
     want = jax.vmap(lambda xi, yi: jax.grad(loss)(p, xi[None], yi[None])["w1"])(x[:4], y[:4])
     _close(per_example, want, 1e-4)
     assert r["exported"] == {3: 0.0, 17: 0.0}
+
+
+def test_each_call_site_is_decoded_once():
+    """XLA's instantiate stage decodes a custom call's attributes once per
+    call site (issue 21.4): compiling makes one site per opcore call, running
+    the compiled function makes none, and every attribute kind (float[], str,
+    bool, int? None, Tensor[], Tensor? None, defaults) reaches the kernel."""
+    concat = ojax.op("nn_ops::concat")
+    ln = ojax.op("nn_ops::layer_norm")
+    poly = ojax.op("jax_kinds::poly")
+    x = _x((3, 4))
+
+    def f(x):
+        y, _, _ = ln(concat([x, x * 2], 0), [4])
+        return poly(y, [0.5, 2.0], "power", negate=True)
+
+    before = ojax.call_sites()
+    g = jax.jit(f).lower(x).compile()
+    assert ojax.call_sites() == before + 3
+    want = g(x)
+    for _ in range(3):
+        _close(g(x), want)
+    assert ojax.call_sites() == before + 3
+    y = ref_layer_norm(np.concatenate([x, x * 2], 0))[0]
+    _close(want, -(0.5 + 2.0 * y), tol=1e-4)
