@@ -520,6 +520,7 @@ typedef struct site {
     const oc_op *op;
     uint64_t generation; /* registry generation the op was found in */
     int nargs;
+    _Atomic bool checked; /* a call ran with the shape function: later ones skip it */
     plan *plans;
     oc_value *vals;
     int nowned;
@@ -663,7 +664,7 @@ static XLA_FFI_Error *instantiate(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
 }
 
 /* This call site's state, if it has a trustworthy one. */
-static const site *find_site(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
+static site *find_site(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
 {
     if (g_site_type.type_id == 0) return NULL;
     XLA_FFI_State_Get_Args a = {.struct_size = XLA_FFI_State_Get_Args_STRUCT_SIZE, .extension_start = NULL,
@@ -674,12 +675,12 @@ static const site *find_site(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
         drop_error(api, err);
         return NULL;
     }
-    const site *s = a.state;
+    site *s = a.state;
     return s != NULL && s->generation == current_generation() ? s : NULL;
 }
 
 /* Argument i of a call at a site: its decoded value, or the next operands. */
-static XLA_FFI_Error *bind_planned(call *c, const site *s, int i, oc_tensor *tensor, oc_value *v)
+static XLA_FFI_Error *bind_planned(call *c, site *s, int i, oc_tensor *tensor, oc_value *v)
 {
     const plan *pl = &s->plans[i];
     switch (pl->kind) {
@@ -704,7 +705,7 @@ static XLA_FFI_Error *bind_planned(call *c, const site *s, int i, oc_tensor *ten
 
 /* ---- the handler ---------------------------------------------------------------- */
 
-static XLA_FFI_Error *run_bound(call *c, oc_value *vals, oc_tensor *tensors, const site *s)
+static XLA_FFI_Error *run_bound(call *c, oc_value *vals, oc_tensor *tensors, site *s)
 {
     int nargs = oc_op_num_args(c->op), nres = oc_op_num_results(c->op);
     oc_tensor outs[OC_MAX_RESULTS];
@@ -725,12 +726,19 @@ static XLA_FFI_Error *run_bound(call *c, oc_value *vals, oc_tensor *tensors, con
     }
     if (c->next_arg != c->cf->args.size) return frame_mismatch(c, "operands");
     if (c->next_ret != c->cf->rets.size) return frame_mismatch(c, "results");
-    oc_status st = oc_op_call(c->op, vals, nargs, nres ? outs : NULL);
-    return st == OC_OK ? NULL : op_error(c->api, c->qualname, st);
+    /* A site's result buffers keep their shapes (XLA compiled them): once
+     * one call has checked them against the shape function, the others
+     * skip it. */
+    bool checked = s && atomic_load_explicit(&s->checked, memory_order_relaxed);
+    oc_status st = checked ? oc_op_call_prechecked(c->op, vals, nargs, nres ? outs : NULL)
+                           : oc_op_call(c->op, vals, nargs, nres ? outs : NULL);
+    if (st != OC_OK) return op_error(c->api, c->qualname, st);
+    if (s && !checked) atomic_store_explicit(&s->checked, true, memory_order_relaxed);
+    return NULL;
 }
 
 /* Run `op` on the frame, through the site's plan when there is one. */
-static XLA_FFI_Error *run_call(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api, const oc_op *op, const site *s)
+static XLA_FFI_Error *run_call(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api, const oc_op *op, site *s)
 {
     call c; /* not zero-initialised: the scratch block is 4 KiB */
     c.cf = cf;
@@ -758,7 +766,7 @@ static XLA_FFI_Error *run_call(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api, co
 
 static XLA_FFI_Error *run_op(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
 {
-    const site *s = find_site(cf, api);
+    site *s = find_site(cf, api);
     if (s != NULL) return run_call(cf, api, s->op, s);
 
     /* No site: decode the frame. The op's name first. */
