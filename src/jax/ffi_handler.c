@@ -245,12 +245,32 @@ static bool scalar_attr(const XLA_FFI_Scalar *s, oc_scalar *out)
     case XLA_FFI_DataType_S32: *out = oc_scalar_int(*(const int32_t *)v); return true;
     case XLA_FFI_DataType_S16: *out = oc_scalar_int(*(const int16_t *)v); return true;
     case XLA_FFI_DataType_S8: *out = oc_scalar_int(*(const int8_t *)v); return true;
-    case XLA_FFI_DataType_U64: *out = oc_scalar_int((int64_t)*(const uint64_t *)v); return true;
+    case XLA_FFI_DataType_U64: /* exact or refused: past INT64_MAX it does not fit an int */
+        if (*(const uint64_t *)v > (uint64_t)INT64_MAX) return false;
+        *out = oc_scalar_int((int64_t)*(const uint64_t *)v);
+        return true;
     case XLA_FFI_DataType_U32: *out = oc_scalar_int(*(const uint32_t *)v); return true;
     case XLA_FFI_DataType_U16: *out = oc_scalar_int(*(const uint16_t *)v); return true;
     case XLA_FFI_DataType_U8: *out = oc_scalar_int(*(const uint8_t *)v); return true;
     case XLA_FFI_DataType_PRED: *out = oc_scalar_bool(*(const uint8_t *)v != 0); return true;
     default: return false;
+    }
+}
+
+/* Bytes per item of an integer or bool array attribute; 0 for other types. */
+static size_t oc_xla_itemsize(XLA_FFI_DataType t)
+{
+    switch (t) {
+    case XLA_FFI_DataType_PRED:
+    case XLA_FFI_DataType_S8:
+    case XLA_FFI_DataType_U8: return 1;
+    case XLA_FFI_DataType_S16:
+    case XLA_FFI_DataType_U16: return 2;
+    case XLA_FFI_DataType_S32:
+    case XLA_FFI_DataType_U32: return 4;
+    case XLA_FFI_DataType_S64:
+    case XLA_FFI_DataType_U64: return 8;
+    default: return 0;
     }
 }
 
@@ -408,6 +428,12 @@ static XLA_FFI_Error *bad_attr(call *c, int i, const char *expected)
                       oc_op_arg_name(c->op, i), oc_op_arg_schema_type(c->op, i), expected);
 }
 
+/* Whether dictionary attribute `k` is empty: `{}` stands for None. */
+static bool empty_dict(const XLA_FFI_Attrs *attrs, int64_t k)
+{
+    return ((const XLA_FFI_Attrs *)attrs->attrs[k])->size == 0;
+}
+
 /* A Tensor[] argument: attribute `name` holds its length, the items are
  * the next operands. */
 static XLA_FFI_Error *bind_tensor_list(call *c, int i, const char *name, int64_t k, oc_value *v)
@@ -423,6 +449,46 @@ static XLA_FFI_Error *bind_tensor_list(call *c, int i, const char *name, int64_t
         if (err) return err;
     }
     *v = oc_value_tensors(items, n);
+    return NULL;
+}
+
+/* An int[] / float[] argument from a dense array attribute. XLA FFI
+ * handlers take arrays of many element types; each maps exactly onto
+ * opcore's lists (docs/jax.md, "Attribute kinds"): any integer or bool
+ * (0/1) array becomes an int[] (int64: every value fits), a float32 or
+ * float64 array a float[] (double: every float32 is one). Anything else
+ * (a uint64 past INT64_MAX, a float array for an int[], ...) is refused
+ * rather than rounded. */
+static XLA_FFI_Error *bind_array(call *c, int i, const XLA_FFI_Array *a, oc_arg_type type, oc_value *v)
+{
+    int64_t n = (int64_t)a->size;
+    if (type == OC_ARG_FLOAT_LIST && a->dtype == XLA_FFI_DataType_F64) {
+        *v = oc_value_floats((const double *)a->data, n);
+        return NULL;
+    }
+    if (type == OC_ARG_INT_LIST && a->dtype == XLA_FFI_DataType_S64) {
+        *v = oc_value_ints((const int64_t *)a->data, n);
+        return NULL;
+    }
+    if (type == OC_ARG_FLOAT_LIST && a->dtype == XLA_FFI_DataType_F32) {
+        double *d = scratch_alloc(&c->mem, (size_t)n * sizeof *d);
+        if (d == NULL) return out_of_memory(c);
+        for (int64_t j = 0; j < n; j++) d[j] = ((const float *)a->data)[j];
+        *v = oc_value_floats(d, n);
+        return NULL;
+    }
+    if (type != OC_ARG_INT_LIST)
+        return bad_attr(c, i, "a float32 or float64 array (float[])");
+    int64_t *d = scratch_alloc(&c->mem, (size_t)n * sizeof *d);
+    if (d == NULL) return out_of_memory(c);
+    for (int64_t j = 0; j < n; j++) {
+        XLA_FFI_Scalar item = {.dtype = a->dtype, .value = (char *)a->data + j * (int64_t)oc_xla_itemsize(a->dtype)};
+        oc_scalar sc;
+        if (oc_xla_itemsize(a->dtype) == 0 || !scalar_attr(&item, &sc) || sc.kind == OC_SCALAR_FLOAT)
+            return bad_attr(c, i, "an integer or bool array (int[]) whose items fit int64");
+        d[j] = oc_scalar_to_int64(sc);
+    }
+    *v = oc_value_ints(d, n);
     return NULL;
 }
 
@@ -443,16 +509,7 @@ static XLA_FFI_Error *bind_attr(call *c, int i, int64_t k, oc_value *v)
         else *v = oc_value_int(oc_scalar_to_int64(s));
         return NULL;
     }
-    case XLA_FFI_AttrType_ARRAY: {
-        const XLA_FFI_Array *a = (const XLA_FFI_Array *)attrs->attrs[k];
-        if (a->dtype == XLA_FFI_DataType_S64 && type == OC_ARG_INT_LIST)
-            *v = oc_value_ints((const int64_t *)a->data, (int64_t)a->size);
-        else if (a->dtype == XLA_FFI_DataType_F64 && type == OC_ARG_FLOAT_LIST)
-            *v = oc_value_floats((const double *)a->data, (int64_t)a->size);
-        else
-            return bad_attr(c, i, "an int64 (int[]) or float64 (float[]) array");
-        return NULL;
-    }
+    case XLA_FFI_AttrType_ARRAY: return bind_array(c, i, (const XLA_FFI_Array *)attrs->attrs[k], type, v);
     case XLA_FFI_AttrType_STRING: {
         const XLA_FFI_ByteSpan *span = (const XLA_FFI_ByteSpan *)attrs->attrs[k];
         char *s = scratch_alloc(&c->mem, span->len + 1);
@@ -471,7 +528,7 @@ static XLA_FFI_Error *bind_attr(call *c, int i, int64_t k, oc_value *v)
         *v = oc_value_dtype(dt);
         return NULL;
     }
-    case XLA_FFI_AttrType_DICTIONARY: /* {} stands for None */
+    case XLA_FFI_AttrType_DICTIONARY: /* {} stands for None (bind_arg refuses any other) */
         *v = oc_value_none();
         return NULL;
     }
@@ -489,6 +546,9 @@ static XLA_FFI_Error *bind_arg(call *c, int i, oc_tensor *tensor, oc_value *v)
     int64_t k = find_attr(&c->cf->attrs, name);
     if (type == OC_ARG_TENSOR_LIST) return bind_tensor_list(c, i, name, k, v);
     if (k >= 0 && c->cf->attrs.types[k] == XLA_FFI_AttrType_DICTIONARY) {
+        if (!empty_dict(&c->cf->attrs, k))
+            return bad_attr(c, i, "an empty dictionary ({} = None; opcore has no dictionary arguments), not a "
+                                  "non-empty dictionary");
         *v = oc_value_none(); /* the runtime refuses None for a non-optional argument */
         return NULL;
     }
@@ -585,7 +645,7 @@ static bool plan_arg(call *c, site *s, int i)
     pl->kind = PLAN_VALUE;
     if (k >= 0 && c->cf->attrs.types[k] == XLA_FFI_AttrType_DICTIONARY) {
         *v = oc_value_none();
-        return true;
+        return empty_dict(&c->cf->attrs, k); /* another dictionary: the calls report it */
     }
     if (type == OC_ARG_TENSOR) {
         pl->kind = PLAN_TENSOR;
