@@ -720,7 +720,9 @@ def with_vjp(forward, *backward, vmap_method: str = "sequential") -> Callable:
     forward's inputs and non-tensor arguments, its saved results and the
     incoming gradients ``grad`` / ``grad_<result>`` / ``grad<i>``; its
     results ``grad_<input>`` go to that input, others positionally), any
-    callable (called as ``bwd(*grads, *tensor_inputs)``), or ``None`` (no
+    callable (called as ``bwd(*grads, *tensor_inputs)``; its keyword-only
+    parameters named after forward results, or ``results``, receive the
+    forward's saved results), or ``None`` (no
     gradient: zeros). Every gradient is checked against its input's shape
     and dtype::
 

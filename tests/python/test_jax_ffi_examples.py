@@ -77,3 +77,109 @@ def test_has_side_effect_must_be_a_bool():
 
     with pytest.raises(TypeError, match="has_side_effect must be True or False"):
         opcore.jax.op("jax_ffi_counter::counter", has_side_effect="yes")
+
+
+# ---- rms_norm (upstream: tests/rms_norm_test.py) -------------------------------
+
+from jax_ffi_example import rms_norm  # noqa: E402
+
+# upstream parametrizes over jtu.dtypes.floating, which is [float32] without
+# jax_enable_x64; the opcore kernels take float16 and bfloat16 too, checked
+# forward (a finite-difference gradient check is meaningless in 16 bits)
+FLOATS = [jnp.bfloat16, jnp.float16, jnp.float32]
+TOL = {jnp.bfloat16: 1e-2, jnp.float16: 1e-3, jnp.float32: 1e-6}  # jtu's default tolerances per dtype
+
+
+def rms_norm_ref(x, eps=1e-5):
+    eps = jnp.float32(eps).astype(x.dtype)
+    scale = jnp.sqrt(jnp.mean(jnp.square(x), axis=-1, keepdims=True) + eps)
+    return x / scale
+
+
+def _close(got, want, dtype):
+    np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32),
+                               rtol=TOL[dtype], atol=TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_rms_norm_basic(dtype):
+    x = jnp.linspace(-0.5, 0.5, 15, dtype=dtype)
+    _close(rms_norm.rms_norm(x), rms_norm_ref(x), dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_rms_norm_batching(dtype):
+    x = jnp.linspace(-0.5, 0.5, 15, dtype=dtype).reshape((3, 5))
+    _close(jax.vmap(rms_norm.rms_norm)(x), jax.vmap(rms_norm_ref)(x), dtype)
+
+
+def test_rms_norm_grads():
+    from jax.test_util import check_grads
+
+    x = jnp.linspace(-0.5, 0.5, 15, dtype=jnp.float32).reshape((3, 5))
+    check_grads(rms_norm.rms_norm, (x,), order=1, modes=("rev",))
+
+
+def test_rms_norm_float64_and_its_grads():
+    """float64 too (upstream's C++ handler has float32 only). The reference
+    rounds eps to float32 first; here eps is the double 1e-5."""
+    from jax.test_util import check_grads
+
+    with jax.enable_x64(True):
+        x = jnp.linspace(-0.5, 0.5, 15, dtype=jnp.float64).reshape((3, 5))
+        want = x / jnp.sqrt(jnp.mean(jnp.square(x), axis=-1, keepdims=True) + 1e-5)
+        np.testing.assert_allclose(np.asarray(rms_norm.rms_norm(x)), np.asarray(want), rtol=1e-12)
+        check_grads(rms_norm.rms_norm, (x,), order=1, modes=("rev",))
+
+
+def test_rms_norm_refuses_integers_naming_the_op():
+    with pytest.raises(Exception, match="rms_norm: takes a float dtype, got int32"):
+        rms_norm.rms_norm(jnp.arange(6, dtype=jnp.int32).reshape(2, 3)).block_until_ready()
+
+
+# ---- cpu_examples (upstream: tests/cpu_examples_test.py) -----------------------
+
+# (and attrs: upstream's tests/attrs_test.py tests the same array_attr)
+
+from jax_ffi_example import attrs, cpu_examples  # noqa: E402
+
+ARRAY_ATTR = pytest.mark.parametrize("module", [cpu_examples, attrs], ids=["cpu_examples", "attrs"])
+
+
+@ARRAY_ATTR
+def test_array_attr(module):
+    assert module.array_attr(5) == jnp.arange(5).sum()
+    assert module.array_attr(3) == jnp.arange(3).sum()
+
+
+@ARRAY_ATTR
+def test_array_attr_jit_cache(module):
+    jit_array_attr = jax.jit(module.array_attr, static_argnums=(0,))
+    jit_array_attr(5)
+    assert jit_array_attr._cache_size() == 1  # compiled once the first time
+    jit_array_attr(5)
+    assert jit_array_attr._cache_size() == 1  # a cache hit
+
+
+@ARRAY_ATTR
+def test_array_attr_no_jit(module):
+    with jax.disable_jit():
+        assert module.array_attr(5) == 10
+
+
+def test_cpu_examples_counter():
+    assert cpu_examples.counter(10) == 0
+    assert cpu_examples.counter(10) == 1
+    assert cpu_examples.counter(11) == 0
+    assert jax.jit(lambda: cpu_examples.counter(10))() == 2
+
+
+def test_aliasing_updates_in_place():
+    import opcore.jax
+
+    x = jnp.arange(6.0)
+    f = jax.jit(cpu_examples.aliasing, donate_argnums=0)
+    assert "output_to_operand_aliasing={{}: (0, {})}" in f.lower(x).as_text(dialect="hlo")
+    before = opcore.jax.alias_copies()
+    np.testing.assert_array_equal(np.asarray(f(jnp.arange(6.0))), np.arange(6.0))
+    assert opcore.jax.alias_copies() == before  # XLA passed one buffer as input and output

@@ -427,3 +427,25 @@ def test_each_call_site_is_decoded_once():
     assert ojax.call_sites() == before + 3
     y = ref_layer_norm(np.concatenate([x, x * 2], 0))[0]
     _close(want, -(0.5 + 2.0 * y), tol=1e-4)
+
+
+def test_a_callable_backward_receives_the_saved_results():
+    """with_vjp's callable backward gets the forward's saved results through
+    keyword-only parameters named after them, or `results` (issue 21.7)."""
+    seen = {}
+
+    def grad_x(g_out, g_mean, g_rstd, x, w, b, *, mean, rstd, results):
+        seen["mean"], seen["rstd"], seen["n"] = mean, rstd, len(results)
+        xhat = (x - mean[..., None]) * rstd[..., None]
+        return rstd[..., None] * (g_out - g_out.mean(-1, keepdims=True)
+                                  - xhat * (g_out * xhat).mean(-1, keepdims=True))
+
+    ln = ojax.with_vjp("nn_ops::layer_norm", grad_x, None, None)
+    x = _x((3, 8))
+    gx = jax.grad(lambda x: (ln(x, [8])[0] ** 3).sum())(x)
+    want = jax.grad(lambda x: (jnp_layer_norm(x, 1.0, 0.0) ** 3).sum())(x)
+    _close(gx, want, tol=1e-4)
+    _, m, r = ref_layer_norm(x)
+    _close(seen["mean"], m)
+    _close(seen["rstd"], r, tol=1e-4)
+    assert seen["n"] == 3
