@@ -691,8 +691,10 @@ def op(qualname: str, *, vmap_method: str = "sequential", batch_dims=None, has_s
     ``batch_dims`` declares the op batch-separable, so that it runs per shard
     when its inputs are sharded along the batch (``jax.jit`` with a
     ``NamedSharding``) instead of on gathered inputs: an int (the batch
-    dimension of every tensor argument and result) or a dict from argument
-    and result names to a dimension or None (not batched); see docs/jax.md.
+    dimension of every tensor argument and result), a tuple of ints
+    (several batch dimensions at any positions: the j-th of every batched
+    tensor is one batch axis), or a dict from argument and result names to
+    those or None (not batched); see docs/jax.md.
 
     ``has_side_effect=True`` marks an op whose calls matter beyond its
     results (a counter, a logger, an op keeping state between calls): XLA

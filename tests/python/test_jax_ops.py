@@ -252,14 +252,14 @@ def test_batch_dims_declaration_errors():
         ojax.op("nn_ops::linear", batch_dims={"x": -1})
     with pytest.raises(ValueError, match="no tensor argument is batched"):
         ojax.op("nn_ops::linear", batch_dims={"result0": 0})
-    with pytest.raises(TypeError, match="expected an int or a dict"):
+    with pytest.raises(TypeError, match="expected an int, a tuple of ints, or a dict"):
         ojax.op("nn_ops::linear", batch_dims="x")
     # on one device a batch_dims op is the plain custom call
     linear = ojax.op("nn_ops::linear", batch_dims={"x": 0, "result0": 0})
     x, w = _x((4, 5)), _x((3, 5), 1)
     _close(jax.jit(linear)(x, w), x @ w.T)
     assert len(_custom_calls(ojax.hlo(linear, x, w))) == 1
-    with pytest.raises(ValueError, match="disagree on the batch size"):
+    with pytest.raises(ValueError, match="disagree on the size of batch axis 0"):
         ojax.op("nn_ops::concat", batch_dims=0)([x, _x((3, 5))], dim=0)
 
 
@@ -449,3 +449,16 @@ def test_a_callable_backward_receives_the_saved_results():
     _close(seen["mean"], m)
     _close(seen["rstd"], r, tol=1e-4)
     assert seen["n"] == 3
+
+
+def test_batch_dims_forms_and_errors():
+    """batch_dims: an int, a tuple (several batch dims), a dict of those;
+    clear errors naming the op for what cannot be a batch (issue 21.6)."""
+    ln = "nn_ops::layer_norm"
+    assert ojax.op(ln, batch_dims=(0, 1)).batch_dims.args == ((0, 1), (0, 1), (0, 1))
+    assert ojax.op(ln, batch_dims={"x": (1, 0), "out": (1, 0)}).batch_dims.args == ((1, 0), (), ())
+    for bad, msg in [((0, 0), "must be distinct"), ((0, True), "expected a dimension"),
+                     ({"x": (0, 1), "out": 0}, "as many batch dimensions"), ((-1,), "expected a dimension")]:
+        with pytest.raises(ValueError, match=msg) as e:
+            ojax.op(ln, batch_dims=bad)
+        assert ln in str(e.value)
