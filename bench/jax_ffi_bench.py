@@ -30,6 +30,7 @@ REPO = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
 
 CPP_HANDLER = textwrap.dedent("""
+    #include <cmath>
     #include "xla/ffi/api/ffi.h"
 
     namespace ffi = xla::ffi;
@@ -43,6 +44,27 @@ CPP_HANDLER = textwrap.dedent("""
 
     XLA_FFI_DEFINE_HANDLER_SYMBOL(CppRelu, ReluImpl,
                                   ffi::Ffi::Bind().Arg<ffi::Buffer<ffi::F32>>().Ret<ffi::Buffer<ffi::F32>>());
+
+    // RMS norm over the last axis, as JAX's FFI tutorial writes it (a float
+    // attribute `eps`, rows of the last axis, one running sum).
+    static ffi::Error RmsNormImpl(float eps, ffi::Buffer<ffi::F32> x, ffi::ResultBuffer<ffi::F32> y) {
+        auto dims = x.dimensions();
+        if (dims.size() == 0) return ffi::Error::InvalidArgument("RmsNorm input must be an array");
+        int64_t n = dims.back(), total = x.element_count();
+        const float* s = x.typed_data();
+        float* d = y->typed_data();
+        for (int64_t r = 0; r < total; r += n) {
+            float sm = 0.0f;
+            for (int64_t i = 0; i < n; i++) sm += s[r + i] * s[r + i];
+            float scale = 1.0f / std::sqrt(sm / float(n) + eps);
+            for (int64_t i = 0; i < n; i++) d[r + i] = s[r + i] * scale;
+        }
+        return ffi::Error::Success();
+    }
+
+    XLA_FFI_DEFINE_HANDLER_SYMBOL(CppRmsNorm, RmsNormImpl,
+                                  ffi::Ffi::Bind().Attr<float>("eps").Arg<ffi::Buffer<ffi::F32>>()
+                                                  .Ret<ffi::Buffer<ffi::F32>>());
 """)
 
 def build_cpp(jax, root):
@@ -54,6 +76,7 @@ def build_cpp(jax, root):
                     src, "-o", so], check=True)
     lib = ctypes.CDLL(so)
     jax.ffi.register_ffi_target("oc_bench_cpp_relu", jax.ffi.pycapsule(lib.CppRelu), platform="cpu")
+    jax.ffi.register_ffi_target("oc_bench_cpp_rms_norm", jax.ffi.pycapsule(lib.CppRmsNorm), platform="cpu")
     return lib
 
 
@@ -101,20 +124,83 @@ def main():
                 r = benchlib.paired_ratio(s, OC, CPP)
                 targets.append({"metric": "JAX, 1-element op under jit: opcore / C++ XLA FFI handler", "max": 1.0,
                                 "value": r, "met": r <= 1.0})
+        rms_rows, rms_targets = rms_norm_rows(jax, jnp, args)
+        rows += rms_rows
+        targets += rms_targets
     benchlib.write("jax_ffi.json", results=args.results, obj={
         "title": "JAX: opcore op vs a C++ XLA FFI handler (float32 ReLU under jit)",
         "order": 51,
         "rows": rows,
+        "columns": ["case", "elements", "implementation", "us per call", "vs C++ FFI handler"],
         "target": targets,
         "notes": (f"Each call is a jitted function blocking on its result; medians of {args.rounds} interleaved "
                   "rounds, ratios paired per round. The C++ handler is the loop a JAX user writes against "
                   "xla/ffi/api/ffi.h (XLA_FFI_DEFINE_HANDLER_SYMBOL, compiled -O3 -march=native); opcore's is "
                   "the same loop as an opcore kernel (bench/kernels/relu_raw.c), through opcore's one C FFI handler. "
+                  "rms_norm: JAX's FFI tutorial handler (a float32 attribute eps, one running sum per row, -O3) "
+                  "against examples/jax_ffi/rms_norm; the chain is 100 dependent calls on a 1-element array inside "
+                  "one jitted function (per-call cost inside a graph). "
                   f"jax {jax.__version__}, {platform.machine()}, {os.cpu_count()} CPUs."),
     })
     for r in rows:
-        print(f"{r['elements']:>9} {r['implementation']:24} {r['us per call']:9.2f} us  {r['vs C++ FFI handler']:.2f}x")
+        print(f"{r.get('case', 'relu'):18} {r['elements']:>9} {r['implementation']:24} {r['us per call']:9.2f} us  "
+              f"{r['vs C++ FFI handler']:.2f}x")
 
+
+CHAIN = 100
+
+
+def rms_norm_rows(jax, jnp, args):
+    """rms_norm: 100 chained 1-element calls in one jit, one 1-element call
+    under jit, and [4096, 4096] float32 (against jnp too)."""
+    import opcore.jax as ojax
+    from opcore import custom_op
+
+    src = os.path.join(REPO, "examples", "jax_ffi", "rms_norm")
+    custom_op.load(name="jax_ffi_rms_norm", compute_srcs=[os.path.join(src, "rms_norm.c")],
+                   shape_srcs=[os.path.join(src, "shape.c")])
+    oc_rms = ojax.op("jax_ffi_rms_norm::rms_norm")
+
+    def cpp_rms(x, eps=1e-5):
+        return jax.ffi.ffi_call("oc_bench_cpp_rms_norm", jax.ShapeDtypeStruct(x.shape, x.dtype))(x, eps=np.float32(eps))
+
+    def jnp_rms(x, eps=1e-5):
+        return x / jnp.sqrt(jnp.mean(jnp.square(x), axis=-1, keepdims=True) + eps)
+
+    def chain(f):
+        def run(x):
+            for _ in range(CHAIN):
+                x = f(x) + 1.0  # dependent calls; + 1 keeps each input nonzero
+            return x
+        return jax.jit(run)
+
+    CPP, OC, JNP = "C++ XLA FFI handler", "opcore (opcore.jax)", "jnp"
+    rows, targets = [], []
+    cases = [("100 chained calls", 1, chain, (CPP, OC)),
+             ("one call", 1, jax.jit, (CPP, OC, JNP)),
+             ("one call", 4096 * 4096, jax.jit, (CPP, OC, JNP))]
+    impls = {CPP: cpp_rms, OC: lambda x: oc_rms(x, eps=1e-5), JNP: jnp_rms}
+    for case, n, wrap, names in cases:
+        shape = (n,) if n == 1 else (4096, 4096)
+        x = jnp.asarray(np.random.default_rng(1).standard_normal(shape, dtype=np.float32))
+        fns = {name: wrap(impls[name]) for name in names}
+        want = np.asarray(fns[CPP](x))
+        for name, f in fns.items():
+            np.testing.assert_allclose(np.asarray(f(x)), want, rtol=2e-5, atol=2e-5, err_msg=name)
+        calls = max(5, args.calls // (CHAIN if wrap is chain else max(1, n // 4096)))
+        s = benchlib.interleaved({name: (lambda f=f: f(x).block_until_ready()) for name, f in fns.items()},
+                                 args.rounds, calls)
+        per = CHAIN if wrap is chain else 1
+        for name in names:
+            rows.append({"case": f"rms_norm, {case}", "elements": n, "implementation": name,
+                         "us per call": benchlib.median(s[name]) * 1e6 / per,
+                         "vs C++ FFI handler": benchlib.paired_ratio(s, name, CPP)})
+        r = benchlib.paired_ratio(s, OC, CPP)
+        what = {("100 chained calls", 1): "JAX, 100 chained 1-element rms_norm calls in one jit",
+                ("one call", 1): "JAX, 1-element rms_norm under jit",
+                ("one call", 4096 * 4096): "JAX, rms_norm [4096, 4096] float32"}[(case, n)]
+        targets.append({"metric": f"{what}: opcore / C++ XLA FFI handler", "max": 1.0, "value": r, "met": r <= 1.0})
+    return rows, targets
 
 
 if __name__ == "__main__":

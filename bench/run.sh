@@ -23,6 +23,8 @@ echo "== JAX custom call vs jnp"
 $PYTHON bench/jax_bench.py
 echo "== JAX: opcore vs a C++ XLA FFI handler"
 $PYTHON bench/jax_ffi_bench.py
+echo "== JAX: start-up of a JAX-only program (opcore vs jax.ffi, no torch)"
+$PYTHON bench/jax_import_bench.py
 echo "== profiler overhead (off and on)"
 $PYTHON bench/profiler_bench.py
 echo "== profiler HTML report in headless Chromium (100k events)"

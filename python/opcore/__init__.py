@@ -4,9 +4,9 @@
     custom_op.load(name="relu", compute_srcs=["relu.c"], shape_srcs=["shape.c"])
     y = torch.ops.my_ops.relu_forward(x)
 
-`import opcore` needs neither torch nor jax: opcore.torch is imported (and
-the ops registered with torch) only when torch is importable and a library
-is loaded; opcore.jax only when used.
+`import opcore` needs neither torch nor jax, and never imports them:
+opcore.torch is imported (and the loaded ops registered with torch) once the
+program imports torch itself; opcore.jax only when used.
 """
 import os as _os
 

@@ -46,25 +46,39 @@ def exporting():
 
 
 class BatchDims:
-    """Where the batch is: one dimension (or None) per tensor argument and
-    per fresh result (a mutated argument's result has its argument's)."""
+    """Where the batch is: a tuple of dimensions per tensor argument and per
+    fresh result, () for one not batched (a mutated argument's result has
+    its argument's). An op may have several batch dimensions, at any
+    positions: the j-th of every batched tensor is the same batch axis
+    (rms_norm over [B, T, D]: (0, 1) for x, its result and its [B, T]
+    scale)."""
 
     def __init__(self, args: tuple, results: tuple):
         self.args, self.results = args, results
 
     @classmethod
     def parse(cls, meta, spec) -> "BatchDims":
-        def check(v, what):
+        def one(v, what):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
                 raise ValueError(f"opcore.jax.op('{meta.qualname}', batch_dims=...): {what}: expected "
-                                 f"a dimension (int >= 0) or None, got {v!r}")
+                                 f"a dimension (int >= 0), a tuple of them, or None, got {v!r}")
             return v
 
+        def check(v, what):
+            """() / (d,) / (d0, d1, ...) from None, an int or a tuple."""
+            if isinstance(v, (tuple, list)):
+                dims = tuple(one(d, what) for d in v)
+                if None in dims or len(set(dims)) != len(dims):
+                    raise ValueError(f"opcore.jax.op('{meta.qualname}', batch_dims=...): {what}: the batch "
+                                     f"dimensions must be distinct ints, got {v!r}")
+                return dims
+            return () if one(v, what) is None else (v,)
+
         names = meta.result_names
-        if isinstance(spec, int) and not isinstance(spec, bool):
-            check(spec, "batch_dims")
-            args = tuple(spec for _ in meta.tensor_args)
-            fresh = tuple(spec for _ in meta.fresh)
+        if isinstance(spec, (int, tuple, list)) and not isinstance(spec, bool):
+            dims = check(spec, "batch_dims")
+            args = tuple(dims for _ in meta.tensor_args)
+            fresh = tuple(dims for _ in meta.fresh)
         elif isinstance(spec, dict):
             known = {a.name for a in meta.tensor_args} | set(names)
             for k in spec:
@@ -76,12 +90,22 @@ class BatchDims:
             args = tuple(check(spec.get(a.name), f"'{a.name}'") for a in meta.tensor_args)
             fresh = tuple(check(spec.get(names[i]), f"'{names[i]}'") for i in meta.fresh)
         else:
-            raise TypeError(f"opcore.jax.op('{meta.qualname}', batch_dims=...): expected an int or a "
-                            f"dict of argument/result names to dims, got {spec!r}")
-        if all(d is None for d in args):
+            raise TypeError(f"opcore.jax.op('{meta.qualname}', batch_dims=...): expected an int, a tuple "
+                            f"of ints, or a dict of argument/result names to those, got {spec!r}")
+        if all(not d for d in args):
             raise ValueError(f"opcore.jax.op('{meta.qualname}', batch_dims=...): no tensor argument "
                              "is batched")
+        counts = {len(d) for d in (*args, *fresh) if d}
+        if len(counts) != 1:
+            raise ValueError(f"opcore.jax.op('{meta.qualname}', batch_dims=...): every batched tensor must "
+                             f"have as many batch dimensions (the j-th of each is one batch axis), got "
+                             f"{sorted(counts)}")
         return cls(args, fresh)
+
+    @property
+    def count(self) -> int:
+        """The number of batch axes."""
+        return max(len(d) for d in self.args)
 
 
 def _flat_dims(bd: BatchDims, meta, tensors, mutated_only: bool = False) -> list:
@@ -102,17 +126,19 @@ def _result_dims(bd: BatchDims, meta, tensors) -> list:
 
 def _check_results(op, leaves, rdims):
     names = [op._meta.result_names[i] for i in op._meta.fresh] + [a.name for a in op._meta.mutated]
-    for k, (r, d) in enumerate(zip(leaves, rdims)):
-        if d is not None and d >= r.ndim:
-            raise ValueError(f"opcore.jax: op '{op.qualname}' (batch_dims): result "
-                             f"'{names[min(k, len(names) - 1)]}' has {r.ndim} dims, no batch dimension {d}")
+    for k, (r, dims) in enumerate(zip(leaves, rdims)):
+        for d in dims:
+            if d >= r.ndim:
+                raise ValueError(f"opcore.jax: op '{op.qualname}' (batch_dims): result "
+                                 f"'{names[min(k, len(names) - 1)]}' has {r.ndim} dims, no batch dimension {d}")
 
 
-def _spec(ndim: int, dim, axes) -> P:
-    if dim is None or axes is None:
-        return P()
+def _spec(ndim: int, dims: tuple, axes: tuple) -> P:
+    """The PartitionSpec of a tensor whose batch dimensions `dims` are
+    sharded over `axes` (one entry per batch axis: mesh axes or None)."""
     parts = [None] * ndim
-    parts[dim] = axes
+    for d, a in zip(dims, axes):
+        parts[d] = a
     return P(*parts)
 
 
@@ -126,12 +152,22 @@ def _unflatten(tensors, flat):
             for t in tensors]
 
 
-def _batch_size(meta, flat, dims):
-    sizes = {int(x.shape[d]) for x, d in zip(flat, dims) if d is not None and d < x.ndim}
-    if len(sizes) != 1 or any(d is not None and d >= x.ndim for x, d in zip(flat, dims)):
-        raise ValueError(f"opcore.jax: op '{meta.qualname}' (batch_dims): the batched arguments "
-                         f"disagree on the batch size or lack the batch dimension (sizes {sorted(sizes)})")
-    return sizes.pop()
+def _batch_sizes(meta, flat, dims, count) -> tuple:
+    """The size of each batch axis (the batched arguments must agree)."""
+    out = []
+    for j in range(count):
+        sizes = {int(x.shape[d[j]]) for x, d in zip(flat, dims) if d and d[j] < x.ndim}
+        if len(sizes) != 1 or any(d and d[j] >= x.ndim for x, d in zip(flat, dims)):
+            raise ValueError(f"opcore.jax: op '{meta.qualname}' (batch_dims): the batched arguments "
+                             f"disagree on the size of batch axis {j} or lack its dimension (sizes "
+                             f"{sorted(sizes)})")
+        out.append(sizes.pop())
+    return tuple(out)
+
+
+def _divides(mesh, axes, batch) -> bool:
+    return all(a is None or b % math.prod(mesh.shape[m] for m in _axes_tuple(a)) == 0
+               for a, b in zip(axes, batch))
 
 
 def route(op, key: tuple, tensors: list):
@@ -145,11 +181,12 @@ def route(op, key: tuple, tensors: list):
         return None
     if any(_jax_vma.vma(x) for x in flat):  # already inside shard_map: per-shard values
         return None
-    batch = _batch_size(meta, flat, dims)
-    explicit = _explicit_axes(flat, dims)
+    count = op.batch_dims.count
+    batch = _batch_sizes(meta, flat, dims, count)
+    explicit = _explicit_axes(flat, dims, count)
     if explicit is not None:
         mesh, axes = explicit
-        if batch % math.prod(mesh.shape[a] for a in _axes_tuple(axes)):
+        if not _divides(mesh, axes, batch):
             return None
         return _shard_mapped(op, key, tensors, flat, dims, mesh, axes)
     if jax.device_count() > 1:
@@ -171,22 +208,36 @@ def _plain(op, key, template, *operands):
     return run, out, leaves, rdims
 
 
-def _explicit_axes(flat, dims):
-    """(mesh, axes) if a batched argument's type says its batch is sharded
-    over explicit mesh axes."""
-    for x, d in zip(flat, dims):
-        if d is None:
-            continue
-        sh = getattr(jax.typeof(x), "sharding", None)
-        spec = getattr(sh, "spec", None)
-        if spec is None or len(spec) <= d or spec[d] is None:
-            continue
-        mesh = sh.mesh
-        types = dict(zip(mesh.axis_names, mesh.axis_types))
-        axes = spec[d]
-        if all(str(types[a]).endswith("Explicit") for a in _axes_tuple(axes)):
-            return mesh, axes
-    return None
+def _sharded_axes(specs, dims, count, usable=lambda axes: True) -> tuple:
+    """For each batch axis j, the mesh axes that shard it in the first
+    batched operand whose spec shards its dimension (None: unsharded).
+    `specs` holds each operand's PartitionSpec (or None)."""
+    out = []
+    for j in range(count):
+        found = None
+        for spec, d in zip(specs, dims):
+            if d and spec is not None and len(spec) > d[j] and spec[d[j]] is not None and usable(spec[d[j]]):
+                found = spec[d[j]]
+                break
+        out.append(found)
+    return tuple(out)
+
+
+def _explicit_axes(flat, dims, count):
+    """(mesh, axes per batch axis) if a batched argument's type says a batch
+    dimension is sharded over explicit mesh axes."""
+    shardings = [getattr(jax.typeof(x), "sharding", None) for x in flat]
+    meshes = [sh.mesh for sh, d in zip(shardings, dims) if d and getattr(sh, "spec", None) is not None]
+    if not meshes:
+        return None
+    mesh = meshes[0]
+    types = dict(zip(mesh.axis_names, mesh.axis_types))
+
+    def explicit(axes):
+        return all(str(types.get(a, "")).endswith("Explicit") for a in _axes_tuple(axes))
+
+    axes = _sharded_axes([getattr(sh, "spec", None) for sh in shardings], dims, count, explicit)
+    return (mesh, axes) if any(a is not None for a in axes) else None
 
 
 def _shard_mapped(op, key, tensors, flat, dims, mesh, axes):
@@ -199,8 +250,8 @@ def _shard_mapped(op, key, tensors, flat, dims, mesh, axes):
     def local(*xs):
         return jax.tree_util.tree_leaves(run(*xs))
 
-    got = jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
-                        axis_names=set(_axes_tuple(axes)))(*flat)
+    names = {m for a in axes if a is not None for m in _axes_tuple(a)}
+    got = jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=out_specs, axis_names=names)(*flat)
     return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shapes), got)
 
 
@@ -242,20 +293,15 @@ def _partitioned(op, key: tuple, shapes: tuple):
         out = jax.vmap(run, in_axes=[0 if b else None for b in in_batched], axis_size=axis_size)(*xs)
         return out, jax.tree_util.tree_map(lambda _: True, out)
 
+    count = op.batch_dims.count
+    batch = tuple(next(s[d[j]] for (s, _), d in zip(shapes, dims) if d) for j in range(count))
+
     def batch_axes(mesh, arg_shapes):
-        """The mesh axes sharding the batch of the first batched operand
-        whose batch is sharded, if they divide the batch."""
-        for s, d in zip(arg_shapes, dims):
-            if d is None:
-                continue
-            spec = getattr(s.sharding, "spec", None)
-            if spec is not None and len(spec) > d and spec[d] is not None:
-                axes = spec[d]
-                n = math.prod(mesh.shape[a] for a in _axes_tuple(axes))
-                if s.shape[d] % n == 0:
-                    return axes
-                return None
-        return None
+        """For each batch axis, the mesh axes sharding it in the first
+        batched operand whose spec shards it; None where they do not divide
+        it (that axis stays whole)."""
+        axes = _sharded_axes([getattr(s.sharding, "spec", None) for s in arg_shapes], dims, count)
+        return tuple(a if a is not None and _divides(mesh, (a,), (b,)) else None for a, b in zip(axes, batch))
 
     def shardings(mesh, axes):
         args = tuple(NamedSharding(mesh, _spec(len(s), d, axes)) for (s, _), d in zip(shapes, dims))
@@ -272,16 +318,16 @@ def _partitioned(op, key: tuple, shapes: tuple):
         _, res = shardings(mesh, batch_axes(mesh, arg_shapes))
         return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_struct), res)
 
-    # Shardy: the batch factor "b" is shared; every other dimension is its
-    # own factor that must stay replicated.
+    # Shardy: batch axis j is the shared factor "b<j>"; every other
+    # dimension is its own factor that must stay replicated.
     others, k = [], 0
 
     def mapping(ndim, d):
         nonlocal k
         names = []
         for i in range(ndim):
-            if i == d:
-                names.append("b")
+            if i in d:
+                names.append(f"b{d.index(i)}")
             else:
                 names.append(f"f{k}")
                 others.append(f"f{k}")

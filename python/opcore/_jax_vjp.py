@@ -120,6 +120,25 @@ def _checked(fm, bwd_name, a, x, g):
     return _check(fm, bwd_name, a, x, g)
 
 
+def _saved_params(fn, fm) -> tuple:
+    """The keyword-only parameters of callable backward `fn` that receive
+    the forward's saved results: `results` (all of them, a tuple) and those
+    named after a named result (layer_norm's `mean`, `rstd`)."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature
+        return ()
+    names = {name for name, _ in fm.results if name} | {"results"}
+    return tuple(p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name in names)
+
+
+def _saved_kwargs(fm, params, outs) -> dict:
+    by_name = {name: outs[i] for i, (name, _) in enumerate(fm.results) if name}
+    return {p: tuple(outs) if p == "results" else by_name[p] for p in params}
+
+
 def _name(entry) -> str:
     q = getattr(entry, "qualname", None)
     return f"'{q}'" if q else f"'{getattr(entry, '__name__', repr(entry))}'"
@@ -152,6 +171,8 @@ def make(fwd, entries: list, op_type):
                             "an op cannot return its gradients (a list); use a Python callable, "
                             "or None for no gradient")
 
+    saved = [None if e is None or isinstance(e, op_type) else _saved_params(e, fm) for e in entries]
+
     def backward(vals, outs, cts):
         ctx = _Ctx(fwd, vals, outs, cts)
         tensors = [vals[a.index] for a in tensor_args]
@@ -172,7 +193,7 @@ def make(fwd, entries: list, op_type):
                     for k, g in got.items():
                         grads[k] = g
             else:
-                g = e(*cts, *tensors)
+                g = e(*cts, *tensors, **_saved_kwargs(fm, saved[i], outs))
                 if per_input:
                     grads[i] = g
                 else:

@@ -7,14 +7,19 @@
     torch.ops.my_ops.relu_forward(x)
 
 Both register every op of the library with torch (torch.ops.<lib>.<op>)
-when torch is importable (set OPCORE_NO_TORCH=1 to skip that), and return
-a :class:`Library`.
+once torch is in use, and return a :class:`Library`. Loading never imports
+torch: a program that has imported torch gets the ops registered at once,
+one that imports it later gets them registered when it does (an import
+hook), a JAX- or NumPy-only program never pays for torch (set
+OPCORE_NO_TORCH=1 to never register).
 """
+import importlib.abc
 import importlib.util
 import operator
 import os
 import sys
 import threading
+import warnings
 
 from opcore import _C
 from opcore._C import BuildError
@@ -81,13 +86,73 @@ def default_build_directory(name):
     return cache_dir("build", name)
 
 
-def _want_torch():
-    if os.environ.get("OPCORE_NO_TORCH", "") not in ("", "0"):
-        return False
-    try:
-        return importlib.util.find_spec("torch") is not None
-    except (ImportError, ValueError):
-        return False
+def _torch_wanted():
+    return os.environ.get("OPCORE_NO_TORCH", "") in ("", "0")
+
+
+def _register_with_torch(libs):
+    """Register `libs` with torch (torch is imported already)."""
+    from opcore import torch as _torch_glue
+
+    for lib in libs:
+        _torch_glue.register_library(lib)
+
+
+class _TorchImportHook(importlib.abc.MetaPathFinder):
+    """Registers the loaded libraries with torch right after torch itself is
+    imported: loading a library never imports torch (it costs seconds a
+    JAX-only program should not pay), yet torch.ops.<lib> works in a
+    program that imports torch after loading. One shot: it leaves
+    sys.meta_path at torch's import."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "torch" or path is not None:
+            return None
+        _remove_torch_hook()
+        spec = importlib.util.find_spec("torch")  # the other finders' answer
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            try:
+                with _lock:
+                    _register_with_torch(list(_libraries.values()))
+            except Exception as e:  # noqa: BLE001  (never break `import torch` itself)
+                warnings.warn(f"opcore: registering the loaded op libraries with torch failed: {e!r}",
+                              RuntimeWarning, stacklevel=2)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+_torch_hook = None
+
+
+def _remove_torch_hook():
+    global _torch_hook
+    with _lock:
+        if _torch_hook is not None:
+            try:
+                sys.meta_path.remove(_torch_hook)
+            except ValueError:
+                pass
+            _torch_hook = None
+
+
+def _torch_follow(lib):
+    """Register `lib` with torch now if torch is imported, else when it is."""
+    global _torch_hook
+    if not _torch_wanted():
+        return
+    if sys.modules.get("torch") is not None:  # None: blocked (`sys.modules["torch"] = None`)
+        _register_with_torch([lib])
+    elif "torch" in sys.modules:
+        return
+    elif _torch_hook is None:
+        _torch_hook = _TorchImportHook()
+        sys.meta_path.insert(0, _torch_hook)
 
 
 def _as_list(srcs, what):
@@ -182,7 +247,8 @@ def _frameworks_forget(name, torch_ops=True):
 
 def load_library(path):
     """Load an op library built by opcore (load() or `opcore build`) and
-    register its ops with torch when torch is importable. Loading the same
+    register its ops with torch once torch is imported (now, or when it is:
+    loading never imports torch). Loading the same
     file again is a no-op; loading a file rebuilt since (load() after editing
     a kernel) replaces the library in place: torch.ops and opcore.jax see the
     new ops, and torch.compile's caches are reset so compiled graphs
@@ -200,10 +266,7 @@ def load_library(path):
         if lib is None:
             lib = Library(info)
             _libraries[lib.name] = lib
-        if _want_torch():
-            from opcore import torch as _torch_glue
-
-            _torch_glue.register_library(lib)
+        _torch_follow(lib)
         return lib
 
 

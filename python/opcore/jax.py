@@ -70,6 +70,7 @@ __all__ = [
     "handler_path",
     "forget_ops",
     "alias_copies",
+    "call_sites",
 ]
 
 #: The custom-call target name every opcore op lowers to.
@@ -224,6 +225,11 @@ def _load_handler() -> ctypes.CDLL:
             lib.oc_jax_forget_ops.restype = None
             lib.oc_jax_alias_copies.restype = ctypes.c_uint64
             lib.oc_jax_alias_copies.argtypes = []
+            for f in ("oc_jax_site_type_id", "oc_jax_site_type_info"):
+                getattr(lib, f).restype = ctypes.c_void_p
+                getattr(lib, f).argtypes = []
+            lib.oc_jax_sites.restype = ctypes.c_uint64
+            lib.oc_jax_sites.argtypes = []
             _handler_lib, _handler_so = lib, so
         return _handler_lib
 
@@ -235,8 +241,14 @@ def register() -> None:
         if _registered:
             return
         lib = _load_handler()
-        addr = lib.oc_jax_handler_address()
-        jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(addr), platform="cpu")
+        # The per-call-site state's type first (XLA assigns its id), then
+        # the handler for two stages: instantiate decodes each call site's
+        # attributes once, execute runs the calls (src/jax/ffi_handler.c).
+        jax.ffi.register_ffi_type("opcore_call_site", {
+            "type_id": jax.ffi.pycapsule(lib.oc_jax_site_type_id()),
+            "type_info": jax.ffi.pycapsule(lib.oc_jax_site_type_info())}, platform="cpu")
+        handler = jax.ffi.pycapsule(lib.oc_jax_handler_address())
+        jax.ffi.register_ffi_target(TARGET, {"instantiate": handler, "execute": handler}, platform="cpu")
         _registered = True
 
 
@@ -542,12 +554,17 @@ class Op:
     several as a tuple, ``None`` for none.
     """
 
-    def __init__(self, qualname: str, vmap_method: str = "sequential", batch_dims=None, grid=None):
+    def __init__(self, qualname: str, vmap_method: str = "sequential", batch_dims=None,
+                 has_side_effect: bool = False, grid=None):
         if "::" not in qualname:
             raise ValueError(f"opcore.jax.op: expected 'library::op', got {qualname!r}")
         register()
         self.qualname = qualname
         self.vmap_method = vmap_method
+        if not isinstance(has_side_effect, (bool, np.bool_)):
+            raise TypeError(f"opcore.jax.op('{qualname}'): has_side_effect must be True or False, "
+                            f"got {has_side_effect!r}")
+        self.has_side_effect = bool(has_side_effect)
         self._meta = meta = _op_info(qualname)
         self.schema = meta.schema
         for attr in ("op", "opcore_grid"):
@@ -642,7 +659,7 @@ class Op:
 
         call = jax.ffi.ffi_call(TARGET, results, vmap_method=self.vmap_method,
                                 input_output_aliases=aliases or None,
-                                has_side_effect=not results)
+                                has_side_effect=self.has_side_effect or not results)
         try:
             outs = list(call(*flat, **attrs))
         except ValueError as e:
@@ -692,7 +709,8 @@ def _grid(qualname: str, grid):
     return tuple(int(n) for n in dims)
 
 
-def op(qualname: str, *, vmap_method: str = "sequential", batch_dims=None, grid=None) -> Op:
+def op(qualname: str, *, vmap_method: str = "sequential", batch_dims=None, has_side_effect: bool = False,
+       grid=None) -> Op:
     """A JAX callable for the loaded op ``qualname`` ("library::op").
 
     ``vmap_method`` says how ``jax.vmap`` maps it (see jax.ffi.ffi_call):
@@ -703,14 +721,23 @@ def op(qualname: str, *, vmap_method: str = "sequential", batch_dims=None, grid=
     ``batch_dims`` declares the op batch-separable, so that it runs per shard
     when its inputs are sharded along the batch (``jax.jit`` with a
     ``NamedSharding``) instead of on gathered inputs: an int (the batch
-    dimension of every tensor argument and result) or a dict from argument
-    and result names to a dimension or None (not batched); see docs/jax.md.
+    dimension of every tensor argument and result), a tuple of ints
+    (several batch dimensions at any positions: the j-th of every batched
+    tensor is one batch axis), or a dict from argument and result names to
+    those or None (not batched); see docs/jax.md.
+
+    ``has_side_effect=True`` marks an op whose calls matter beyond its
+    results (a counter, a logger, an op keeping state between calls): XLA
+    then keeps every call, even where its results are unused, and never
+    merges two equal calls into one (``jax.ffi.ffi_call``'s flag of that
+    name). An op without results (``-> ()``) always has it.
 
     ``grid`` launches the op on that grid (an int or a tuple of up to 3),
     overriding its own (``.grid`` in its oc_def, or its shape function's
     oc_set_grid); ``op(...)[2, 2]`` does the same.
     """
-    return Op(qualname, vmap_method=vmap_method, batch_dims=batch_dims, grid=grid)
+    return Op(qualname, vmap_method=vmap_method, batch_dims=batch_dims, has_side_effect=has_side_effect,
+              grid=grid)
 
 
 # ---------------------------------------------------------------------------
@@ -730,7 +757,9 @@ def with_vjp(forward, *backward, vmap_method: str = "sequential") -> Callable:
     forward's inputs and non-tensor arguments, its saved results and the
     incoming gradients ``grad`` / ``grad_<result>`` / ``grad<i>``; its
     results ``grad_<input>`` go to that input, others positionally), any
-    callable (called as ``bwd(*grads, *tensor_inputs)``), or ``None`` (no
+    callable (called as ``bwd(*grads, *tensor_inputs)``; its keyword-only
+    parameters named after forward results, or ``results``, receive the
+    forward's saved results), or ``None`` (no
     gradient: zeros). Every gradient is checked against its input's shape
     and dtype::
 
@@ -815,6 +844,12 @@ def hlo(fn: Callable, *args, compiled: bool = False, dialect: str = "hlo", **kwa
     if compiled:
         return lowered.compile().as_text()
     return lowered.as_text(dialect=dialect)
+
+
+def call_sites() -> int:
+    """How many opcore custom calls were decoded once per call site (in
+    XLA's instantiate stage) rather than on every call."""
+    return int(_load_handler().oc_jax_sites())
 
 
 def alias_copies() -> int:

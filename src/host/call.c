@@ -344,6 +344,8 @@ oc_status oc__frame_infer(const struct oc_op *op, call_frame *f, oc_tensor *meta
     hide_data(op, f, data, false);
     f->grid.ndim = e.grid_ndim;
     memcpy(f->grid.dims, e.grid, sizeof f->grid.dims);
+    if (e.grid_ndim && !atomic_load_explicit(&op->shape_sets_grid, memory_order_relaxed))
+        atomic_store_explicit(&((struct oc_op *)op)->shape_sets_grid, true, memory_order_relaxed);
     st = st != OC_OK ? core_error(core) : collect_results(op, core, &e, metas);
     oc__core_release(core);
     if (t0) oc__prof_host(OC_PROF_SHAPE, op->qualname, t0, oc__prof_now());
@@ -608,6 +610,30 @@ oc_status oc_op_call_grid(const oc_op *op, const oc_value *args, int nargs, oc_t
 {
     if (!op) return oc_set_error(OC_EINVAL, "oc_op_call_grid: op is required");
     return call_op(op, args, nargs, NULL, NULL, outs, grid, "oc_op_call_grid");
+}
+
+oc_status oc_op_call_prechecked(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs,
+                                const oc_grid *grid)
+{
+    if (!op) return oc_set_error(OC_EINVAL, "oc_op_call_prechecked: op is required");
+    /* A shape function that sets the launch grid must run: the grid is
+     * part of its answer. */
+    if (atomic_load_explicit(&op->shape_sets_grid, memory_order_relaxed))
+        return call_op(op, args, nargs, NULL, NULL, outs, grid, "oc_op_call_prechecked");
+    call_frame f;
+    uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
+    f.nheap = 0;
+    f.grid.ndim = 0;
+    oc_status st = oc__op_enter(op); /* its library's code stays until oc__op_leave */
+    if (st) return st;
+    st = need_outs(op, outs, "oc_op_call_prechecked");
+    if (!st) st = oc__frame_bind(op, args, nargs, true, &f);
+    if (!st) st = execute(op, &f, outs, grid); /* no shape function: the caller checked the outputs */
+    oc__frame_release(&f);
+    oc__op_leave(op);
+    if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());
+    if (st) oc__error_in_op(op->qualname);
+    return st;
 }
 
 oc_status oc_op_run(const oc_op *op, const oc_value *args, int nargs, oc_alloc_fn alloc, void *alloc_ctx,

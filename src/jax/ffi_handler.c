@@ -32,6 +32,16 @@
  * check the call frame's struct size, answer the metadata probe (API
  * version + traits), run only in the execute stage.
  *
+ * Per call site, once: the handler also runs in XLA's instantiate stage
+ * (when an executable is loaded), where it decodes the custom call's
+ * attributes -- the op's name, every non-tensor argument, list lengths,
+ * defaults -- into a `site` that XLA keeps with that call site (XLA FFI's
+ * per-call-site state, XLA_FFI_State_Set). A call then only wraps its
+ * buffers and calls the op: no name lookup, no attribute decoding. A site
+ * made before a library was loaded or unloaded since is not trusted: the
+ * call decodes its frame itself, as it does where no site could be made
+ * (the error, if any, is then reported by the call that runs).
+ *
  * Thread safety: XLA calls handlers from many threads at once. Op lookups
  * are cached per thread (no locks on the hot path); oc_op_find and
  * oc_op_call are thread-safe. oc_jax_forget_ops() invalidates every
@@ -235,12 +245,32 @@ static bool scalar_attr(const XLA_FFI_Scalar *s, oc_scalar *out)
     case XLA_FFI_DataType_S32: *out = oc_scalar_int(*(const int32_t *)v); return true;
     case XLA_FFI_DataType_S16: *out = oc_scalar_int(*(const int16_t *)v); return true;
     case XLA_FFI_DataType_S8: *out = oc_scalar_int(*(const int8_t *)v); return true;
-    case XLA_FFI_DataType_U64: *out = oc_scalar_int((int64_t)*(const uint64_t *)v); return true;
+    case XLA_FFI_DataType_U64: /* exact or refused: past INT64_MAX it does not fit an int */
+        if (*(const uint64_t *)v > (uint64_t)INT64_MAX) return false;
+        *out = oc_scalar_int((int64_t)*(const uint64_t *)v);
+        return true;
     case XLA_FFI_DataType_U32: *out = oc_scalar_int(*(const uint32_t *)v); return true;
     case XLA_FFI_DataType_U16: *out = oc_scalar_int(*(const uint16_t *)v); return true;
     case XLA_FFI_DataType_U8: *out = oc_scalar_int(*(const uint8_t *)v); return true;
     case XLA_FFI_DataType_PRED: *out = oc_scalar_bool(*(const uint8_t *)v != 0); return true;
     default: return false;
+    }
+}
+
+/* Bytes per item of an integer or bool array attribute; 0 for other types. */
+static size_t oc_xla_itemsize(XLA_FFI_DataType t)
+{
+    switch (t) {
+    case XLA_FFI_DataType_PRED:
+    case XLA_FFI_DataType_S8:
+    case XLA_FFI_DataType_U8: return 1;
+    case XLA_FFI_DataType_S16:
+    case XLA_FFI_DataType_U16: return 2;
+    case XLA_FFI_DataType_S32:
+    case XLA_FFI_DataType_U32: return 4;
+    case XLA_FFI_DataType_S64:
+    case XLA_FFI_DataType_U64: return 8;
+    default: return 0;
     }
 }
 
@@ -398,6 +428,12 @@ static XLA_FFI_Error *bad_attr(call *c, int i, const char *expected)
                       oc_op_arg_name(c->op, i), oc_op_arg_schema_type(c->op, i), expected);
 }
 
+/* Whether dictionary attribute `k` is empty: `{}` stands for None. */
+static bool empty_dict(const XLA_FFI_Attrs *attrs, int64_t k)
+{
+    return ((const XLA_FFI_Attrs *)attrs->attrs[k])->size == 0;
+}
+
 /* A Tensor[] argument: attribute `name` holds its length, the items are
  * the next operands. */
 static XLA_FFI_Error *bind_tensor_list(call *c, int i, const char *name, int64_t k, oc_value *v)
@@ -413,6 +449,46 @@ static XLA_FFI_Error *bind_tensor_list(call *c, int i, const char *name, int64_t
         if (err) return err;
     }
     *v = oc_value_tensors(items, n);
+    return NULL;
+}
+
+/* An int[] / float[] argument from a dense array attribute. XLA FFI
+ * handlers take arrays of many element types; each maps exactly onto
+ * opcore's lists (docs/jax.md, "Attribute kinds"): any integer or bool
+ * (0/1) array becomes an int[] (int64: every value fits), a float32 or
+ * float64 array a float[] (double: every float32 is one). Anything else
+ * (a uint64 past INT64_MAX, a float array for an int[], ...) is refused
+ * rather than rounded. */
+static XLA_FFI_Error *bind_array(call *c, int i, const XLA_FFI_Array *a, oc_arg_type type, oc_value *v)
+{
+    int64_t n = (int64_t)a->size;
+    if (type == OC_ARG_FLOAT_LIST && a->dtype == XLA_FFI_DataType_F64) {
+        *v = oc_value_floats((const double *)a->data, n);
+        return NULL;
+    }
+    if (type == OC_ARG_INT_LIST && a->dtype == XLA_FFI_DataType_S64) {
+        *v = oc_value_ints((const int64_t *)a->data, n);
+        return NULL;
+    }
+    if (type == OC_ARG_FLOAT_LIST && a->dtype == XLA_FFI_DataType_F32) {
+        double *d = scratch_alloc(&c->mem, (size_t)n * sizeof *d);
+        if (d == NULL) return out_of_memory(c);
+        for (int64_t j = 0; j < n; j++) d[j] = ((const float *)a->data)[j];
+        *v = oc_value_floats(d, n);
+        return NULL;
+    }
+    if (type != OC_ARG_INT_LIST)
+        return bad_attr(c, i, "a float32 or float64 array (float[])");
+    int64_t *d = scratch_alloc(&c->mem, (size_t)n * sizeof *d);
+    if (d == NULL) return out_of_memory(c);
+    for (int64_t j = 0; j < n; j++) {
+        XLA_FFI_Scalar item = {.dtype = a->dtype, .value = (char *)a->data + j * (int64_t)oc_xla_itemsize(a->dtype)};
+        oc_scalar sc;
+        if (oc_xla_itemsize(a->dtype) == 0 || !scalar_attr(&item, &sc) || sc.kind == OC_SCALAR_FLOAT)
+            return bad_attr(c, i, "an integer or bool array (int[]) whose items fit int64");
+        d[j] = oc_scalar_to_int64(sc);
+    }
+    *v = oc_value_ints(d, n);
     return NULL;
 }
 
@@ -433,16 +509,7 @@ static XLA_FFI_Error *bind_attr(call *c, int i, int64_t k, oc_value *v)
         else *v = oc_value_int(oc_scalar_to_int64(s));
         return NULL;
     }
-    case XLA_FFI_AttrType_ARRAY: {
-        const XLA_FFI_Array *a = (const XLA_FFI_Array *)attrs->attrs[k];
-        if (a->dtype == XLA_FFI_DataType_S64 && type == OC_ARG_INT_LIST)
-            *v = oc_value_ints((const int64_t *)a->data, (int64_t)a->size);
-        else if (a->dtype == XLA_FFI_DataType_F64 && type == OC_ARG_FLOAT_LIST)
-            *v = oc_value_floats((const double *)a->data, (int64_t)a->size);
-        else
-            return bad_attr(c, i, "an int64 (int[]) or float64 (float[]) array");
-        return NULL;
-    }
+    case XLA_FFI_AttrType_ARRAY: return bind_array(c, i, (const XLA_FFI_Array *)attrs->attrs[k], type, v);
     case XLA_FFI_AttrType_STRING: {
         const XLA_FFI_ByteSpan *span = (const XLA_FFI_ByteSpan *)attrs->attrs[k];
         char *s = scratch_alloc(&c->mem, span->len + 1);
@@ -461,7 +528,7 @@ static XLA_FFI_Error *bind_attr(call *c, int i, int64_t k, oc_value *v)
         *v = oc_value_dtype(dt);
         return NULL;
     }
-    case XLA_FFI_AttrType_DICTIONARY: /* {} stands for None */
+    case XLA_FFI_AttrType_DICTIONARY: /* {} stands for None (bind_arg refuses any other) */
         *v = oc_value_none();
         return NULL;
     }
@@ -479,6 +546,9 @@ static XLA_FFI_Error *bind_arg(call *c, int i, oc_tensor *tensor, oc_value *v)
     int64_t k = find_attr(&c->cf->attrs, name);
     if (type == OC_ARG_TENSOR_LIST) return bind_tensor_list(c, i, name, k, v);
     if (k >= 0 && c->cf->attrs.types[k] == XLA_FFI_AttrType_DICTIONARY) {
+        if (!empty_dict(&c->cf->attrs, k))
+            return bad_attr(c, i, "an empty dictionary ({} = None; opcore has no dictionary arguments), not a "
+                                  "non-empty dictionary");
         *v = oc_value_none(); /* the runtime refuses None for a non-optional argument */
         return NULL;
     }
@@ -492,9 +562,210 @@ static XLA_FFI_Error *bind_arg(call *c, int i, oc_tensor *tensor, oc_value *v)
                       c->qualname, oc_op_schema(c->op), name);
 }
 
+/* ---- per-call-site state (XLA's instantiate stage) ---------------------------- */
+
+/* How a call supplies argument i: a value decoded once (non-tensors, None,
+ * defaults), the next operand, or the next `count` operands (Tensor[]). */
+typedef enum { PLAN_VALUE, PLAN_TENSOR, PLAN_LIST } plan_kind;
+
+typedef struct plan {
+    plan_kind kind;
+    bool mutated;
+    int64_t count; /* PLAN_LIST */
+} plan;
+
+/* One call site's decoded custom call: the op, each argument's plan, the
+ * decoded values (tensor slots are filled per call), the memory they own. */
+typedef struct site {
+    const oc_op *op;
+    uint64_t generation; /* registry generation the op was found in */
+    int nargs;
+    _Atomic bool checked; /* a call ran with the shape function: later ones skip it */
+    plan *plans;
+    oc_value *vals;
+    int nowned;
+    void *owned[]; /* strings and lists copied out of the attributes */
+} site;
+
+/* Assigned by XLA when opcore.jax registers the type (oc_jax_site_type_id). */
+static XLA_FFI_TypeId g_site_type;
+
+static void site_free(void *p)
+{
+    site *s = p;
+    if (s == NULL) return;
+    for (int i = 0; i < s->nowned; i++) free(s->owned[i]);
+    free(s->plans);
+    free(s->vals);
+    free(s);
+}
+
+static const XLA_FFI_TypeInfo g_site_type_info = {
+    .struct_size = XLA_FFI_TypeInfo_STRUCT_SIZE, .extension_start = NULL, .deleter = site_free};
+
+/* Sites whose calls skip the per-call decoding (tests read it). */
+static _Atomic uint64_t g_sites;
+
+static uint64_t current_generation(void)
+{
+    return atomic_load_explicit(&g_generation, memory_order_acquire) + oc_registry_generation();
+}
+
+static void drop_error(const XLA_FFI_Api *api, XLA_FFI_Error *err)
+{
+    XLA_FFI_Error_Destroy_Args a = {.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE,
+                                    .extension_start = NULL, .error = err};
+    api->XLA_FFI_Error_Destroy(&a);
+}
+
+/* A copy of `bytes` bytes the site owns; false when out of memory. */
+static bool site_keep(site *s, const void **p, size_t bytes)
+{
+    void *copy = malloc(bytes ? bytes : 1);
+    if (copy == NULL) return false;
+    if (bytes) memcpy(copy, *p, bytes);
+    s->owned[s->nowned++] = copy;
+    *p = copy;
+    return true;
+}
+
+/* Argument i's plan (and value) from the attributes; false when it cannot
+ * be decoded here (the calls then decode and report it). */
+static bool plan_arg(call *c, site *s, int i)
+{
+    oc_arg_type type = oc_op_arg_type(c->op, i);
+    int64_t k = find_attr(&c->cf->attrs, oc_op_arg_name(c->op, i));
+    plan *pl = &s->plans[i];
+    oc_value *v = &s->vals[i];
+    pl->mutated = oc_op_arg_mutable(c->op, i);
+    if (type == OC_ARG_TENSOR_LIST) {
+        pl->kind = PLAN_LIST;
+        return k >= 0 && int_attr(&c->cf->attrs, k, &pl->count) && pl->count >= 0;
+    }
+    pl->kind = PLAN_VALUE;
+    if (k >= 0 && c->cf->attrs.types[k] == XLA_FFI_AttrType_DICTIONARY) {
+        *v = oc_value_none();
+        return empty_dict(&c->cf->attrs, k); /* another dictionary: the calls report it */
+    }
+    if (type == OC_ARG_TENSOR) {
+        pl->kind = PLAN_TENSOR;
+        return true;
+    }
+    if (k < 0) return oc_op_arg_default(c->op, i, v); /* the op's own memory: valid while it is loaded */
+    XLA_FFI_Error *err = bind_attr(c, i, k, v);
+    if (err) {
+        drop_error(c->api, err);
+        return false;
+    }
+    switch (v->type) { /* bind_attr's strings live in the call's scratch, its lists in the frame */
+    case OC_ARG_STR: return site_keep(s, (const void **)&v->v.s, strlen(v->v.s) + 1);
+    case OC_ARG_INT_LIST:
+        return site_keep(s, (const void **)&v->v.ints.values, (size_t)v->v.ints.count * sizeof(int64_t));
+    case OC_ARG_FLOAT_LIST:
+        return site_keep(s, (const void **)&v->v.floats.values, (size_t)v->v.floats.count * sizeof(double));
+    default: return true;
+    }
+}
+
+/* The site of the custom call in `cf` (the instantiate stage's frame:
+ * attributes only), or NULL when it cannot be decoded here. */
+static site *make_site(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
+{
+    int64_t ai = find_attr(&cf->attrs, "op");
+    if (ai < 0 || cf->attrs.types[ai] != XLA_FFI_AttrType_STRING) return NULL;
+    const XLA_FFI_ByteSpan *name = (const XLA_FFI_ByteSpan *)cf->attrs.attrs[ai];
+    char buf[256];
+    uint64_t gen = current_generation();
+    const oc_op *op = lookup_op(name->ptr, name->len, buf, sizeof buf);
+    if (op == NULL) return NULL;
+    int nargs = oc_op_num_args(op);
+    site *s = calloc(1, sizeof *s + (size_t)nargs * sizeof(void *));
+    if (s == NULL) return NULL;
+    s->op = op;
+    s->generation = gen;
+    s->nargs = nargs;
+    s->plans = calloc((size_t)nargs + 1, sizeof *s->plans);
+    s->vals = calloc((size_t)nargs + 1, sizeof *s->vals);
+    call c;
+    c.cf = cf;
+    c.api = api;
+    c.op = op;
+    c.qualname = oc_op_qualname(op);
+    c.mem.used = 0;
+    c.mem.nheap = 0;
+    bool ok = s->plans != NULL && s->vals != NULL;
+    for (int i = 0; ok && i < nargs; i++) ok = plan_arg(&c, s, i);
+    scratch_free(&c.mem);
+    if (!ok) {
+        site_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* The instantiate stage: make this call site's state. Never an error: a
+ * site that cannot be made leaves its calls to decode themselves. */
+static XLA_FFI_Error *instantiate(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
+{
+    if (g_site_type.type_id == 0) return NULL; /* the type was not registered: no state */
+    site *s = make_site(cf, api);
+    if (s == NULL) return NULL;
+    XLA_FFI_State_Set_Args a = {.struct_size = XLA_FFI_State_Set_Args_STRUCT_SIZE, .extension_start = NULL,
+                                .ctx = cf->ctx, .stage = XLA_FFI_ExecutionStage_INSTANTIATE,
+                                .type_id = &g_site_type, .state = s};
+    XLA_FFI_Error *err = api->XLA_FFI_State_Set(&a);
+    if (err) {
+        drop_error(api, err);
+        site_free(s);
+        return NULL;
+    }
+    atomic_fetch_add_explicit(&g_sites, 1, memory_order_relaxed);
+    return NULL;
+}
+
+/* This call site's state, if it has a trustworthy one. */
+static site *find_site(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
+{
+    if (g_site_type.type_id == 0) return NULL;
+    XLA_FFI_State_Get_Args a = {.struct_size = XLA_FFI_State_Get_Args_STRUCT_SIZE, .extension_start = NULL,
+                                .ctx = cf->ctx, .stage = XLA_FFI_ExecutionStage_INSTANTIATE,
+                                .type_id = &g_site_type, .state = NULL};
+    XLA_FFI_Error *err = api->XLA_FFI_State_Get(&a);
+    if (err) {
+        drop_error(api, err);
+        return NULL;
+    }
+    site *s = a.state;
+    return s != NULL && s->generation == current_generation() ? s : NULL;
+}
+
+/* Argument i of a call at a site: its decoded value, or the next operands. */
+static XLA_FFI_Error *bind_planned(call *c, site *s, int i, oc_tensor *tensor, oc_value *v)
+{
+    const plan *pl = &s->plans[i];
+    switch (pl->kind) {
+    case PLAN_VALUE: *v = s->vals[i]; return NULL;
+    case PLAN_TENSOR:
+        *v = oc_value_tensor(tensor);
+        return take_tensor(c, oc_op_arg_name(c->op, i), -1, pl->mutated, tensor);
+    case PLAN_LIST: {
+        if (pl->count > c->cf->args.size - c->next_arg) return frame_mismatch(c, "operands");
+        oc_tensor *items = scratch_alloc(&c->mem, (size_t)pl->count * sizeof *items);
+        if (items == NULL) return out_of_memory(c);
+        for (int64_t j = 0; j < pl->count; j++) {
+            XLA_FFI_Error *err = take_tensor(c, oc_op_arg_name(c->op, i), j, pl->mutated, &items[j]);
+            if (err) return err;
+        }
+        *v = oc_value_tensors(items, pl->count);
+        return NULL;
+    }
+    }
+    return NULL;
+}
+
 /* ---- the handler ---------------------------------------------------------------- */
 
-static XLA_FFI_Error *run_bound(call *c, oc_value *vals, oc_tensor *tensors)
+static XLA_FFI_Error *run_bound(call *c, oc_value *vals, oc_tensor *tensors, site *s)
 {
     int nargs = oc_op_num_args(c->op), nres = oc_op_num_results(c->op);
     oc_tensor outs[OC_MAX_RESULTS];
@@ -510,7 +781,7 @@ static XLA_FFI_Error *run_bound(call *c, oc_value *vals, oc_tensor *tensors)
         if (err) return err;
     }
     for (int i = 0; i < nargs; i++) {
-        XLA_FFI_Error *err = bind_arg(c, i, &tensors[i], &vals[i]);
+        XLA_FFI_Error *err = s ? bind_planned(c, s, i, &tensors[i], &vals[i]) : bind_arg(c, i, &tensors[i], &vals[i]);
         if (err) return err;
     }
     if (c->next_arg != c->cf->args.size) return frame_mismatch(c, "operands");
@@ -529,27 +800,21 @@ static XLA_FFI_Error *run_bound(call *c, oc_value *vals, oc_tensor *tensors)
         grid.ndim = (int)a->size;
         for (int d = 0; d < grid.ndim; d++) grid.dims[d] = ((const int64_t *)a->data)[d];
     }
-    oc_status st = oc_op_call_grid(c->op, vals, nargs, nres ? outs : NULL, g >= 0 ? &grid : NULL);
-    return st == OC_OK ? NULL : op_error(c->api, c->qualname, st);
+    /* A site's result buffers keep their shapes (XLA compiled them): once
+     * one call has checked them against the shape function, the others
+     * skip it. */
+    bool checked = s && atomic_load_explicit(&s->checked, memory_order_relaxed);
+    const oc_grid *gp = g >= 0 ? &grid : NULL;
+    oc_status st = checked ? oc_op_call_prechecked(c->op, vals, nargs, nres ? outs : NULL, gp)
+                           : oc_op_call_grid(c->op, vals, nargs, nres ? outs : NULL, gp);
+    if (st != OC_OK) return op_error(c->api, c->qualname, st);
+    if (s && !checked) atomic_store_explicit(&s->checked, true, memory_order_relaxed);
+    return NULL;
 }
 
-static XLA_FFI_Error *run_op(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
+/* Run `op` on the frame, through the site's plan when there is one. */
+static XLA_FFI_Error *run_call(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api, const oc_op *op, site *s)
 {
-    /* The op's name. */
-    int64_t ai = find_attr(&cf->attrs, "op");
-    if (ai < 0 || cf->attrs.types[ai] != XLA_FFI_AttrType_STRING)
-        return make_error(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                          "opcore: custom call without a string attribute 'op' (the op's "
-                          "qualified name); call ops through opcore.jax.op()");
-    const XLA_FFI_ByteSpan *name = (const XLA_FFI_ByteSpan *)cf->attrs.attrs[ai];
-    char missing[256];
-    const oc_op *op = lookup_op(name->ptr, name->len, missing, sizeof missing);
-    if (op == NULL)
-        return make_error(api, XLA_FFI_Error_Code_NOT_FOUND,
-                          "opcore: op '%s' is not loaded (%s); load its library first "
-                          "(opcore.custom_op.load / load_library)",
-                          missing, oc_errmsg());
-
     call c; /* not zero-initialised: the scratch block is 4 KiB */
     c.cf = cf;
     c.api = api;
@@ -569,9 +834,31 @@ static XLA_FFI_Error *run_op(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
         if (tensors == NULL) err = out_of_memory(&c);
         else vals = (oc_value *)(tensors + nargs);
     }
-    if (err == NULL) err = run_bound(&c, vals, tensors);
+    if (err == NULL) err = run_bound(&c, vals, tensors, s);
     scratch_free(&c.mem);
     return err;
+}
+
+static XLA_FFI_Error *run_op(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
+{
+    site *s = find_site(cf, api);
+    if (s != NULL) return run_call(cf, api, s->op, s);
+
+    /* No site: decode the frame. The op's name first. */
+    int64_t ai = find_attr(&cf->attrs, "op");
+    if (ai < 0 || cf->attrs.types[ai] != XLA_FFI_AttrType_STRING)
+        return make_error(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                          "opcore: custom call without a string attribute 'op' (the op's "
+                          "qualified name); call ops through opcore.jax.op()");
+    const XLA_FFI_ByteSpan *name = (const XLA_FFI_ByteSpan *)cf->attrs.attrs[ai];
+    char missing[256];
+    const oc_op *op = lookup_op(name->ptr, name->len, missing, sizeof missing);
+    if (op == NULL)
+        return make_error(api, XLA_FFI_Error_Code_NOT_FOUND,
+                          "opcore: op '%s' is not loaded (%s); load its library first "
+                          "(opcore.custom_op.load / load_library)",
+                          missing, oc_errmsg());
+    return run_call(cf, api, op, NULL);
 }
 
 /* The XLA FFI handler: register it with
@@ -585,7 +872,11 @@ OC_JAX_EXPORT XLA_FFI_Error *oc_jax_ffi_handler(XLA_FFI_CallFrame *cf)
     if (cf->extension_start != NULL && cf->extension_start->type == XLA_FFI_Extension_Metadata)
         return populate_metadata(api, (XLA_FFI_Metadata_Extension *)cf->extension_start);
 
-    /* Registered for the execute stage only; nothing to do in the others. */
+    /* Registered for the instantiate and execute stages. */
+    if (cf->stage == XLA_FFI_ExecutionStage_INSTANTIATE) {
+        CHECK_SIZE(api, "XLA_FFI_Attrs", XLA_FFI_Attrs_STRUCT_SIZE, cf->attrs.struct_size);
+        return instantiate(cf, api);
+    }
     if (cf->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
 
     CHECK_SIZE(api, "XLA_FFI_Args", XLA_FFI_Args_STRUCT_SIZE, cf->args.struct_size);
@@ -599,6 +890,18 @@ OC_JAX_EXPORT XLA_FFI_Error *oc_jax_ffi_handler(XLA_FFI_CallFrame *cf)
 OC_JAX_EXPORT uint64_t oc_jax_alias_copies(void)
 {
     return atomic_load_explicit(&g_alias_copies, memory_order_relaxed);
+}
+
+/* The call-site state's type: its id (XLA assigns it when opcore.jax
+ * registers the type with jax.ffi.register_ffi_type) and its deleter. */
+OC_JAX_EXPORT void *oc_jax_site_type_id(void) { return &g_site_type; }
+
+OC_JAX_EXPORT const void *oc_jax_site_type_info(void) { return &g_site_type_info; }
+
+/* How many call sites were decoded once, in the instantiate stage. */
+OC_JAX_EXPORT uint64_t oc_jax_sites(void)
+{
+    return atomic_load_explicit(&g_sites, memory_order_relaxed);
 }
 
 /* The handler's address (for ctypes: no function-pointer casts in Python). */

@@ -47,6 +47,9 @@ struct oc_op {
     ffi_type *ffi_args[OC_MAX_ARGS];
     bool direct;                        /* called without libffi (engine/core.c) */
     uint8_t direct_kind[OC_MAX_ARGS];   /* ... loading each argument this way */
+    /* Set by the host once the shape function has set a launch grid
+     * (oc_set_grid): oc_op_call_prechecked then still runs it. */
+    atomic_bool shape_sets_grid;
 };
 
 struct oc_library {

@@ -247,6 +247,27 @@ static void test_concat_shapes_do_not_fit(void **state)
     assert_msg("tensor 1: size 1 is 2, expected 3");
 }
 
+/* oc_op_call_prechecked runs the kernel into the caller's outputs without
+ * the shape function: the same result as oc_op_call; values that do not fit
+ * the schema and missing outputs are still refused. */
+static void test_call_prechecked(void **state)
+{
+    (void)state;
+    float a[6] = {1, 2, 3, 4, 5, 6}, b[4] = {7, 8, 9, 10}, got[10] = {0};
+    oc_tensor xs[2], out;
+    oc_tensor_init(&xs[0], a, OC_FLOAT32, 2, (int64_t[]){2, 3});
+    oc_tensor_init(&xs[1], b, OC_FLOAT32, 2, (int64_t[]){2, 2});
+    oc_tensor_init(&out, got, OC_FLOAT32, 2, (int64_t[]){2, 5});
+    oc_value args[] = {oc_value_tensors(xs, 2), oc_value_int(-1)};
+    if (oc_op_call_prechecked(op("nn_ops::concat"), args, 2, &out, NULL) != OC_OK) fail_msg("%s", oc_errmsg());
+    const float want[10] = {1, 2, 3, 7, 8, 4, 5, 6, 9, 10};
+    assert_memory_equal(got, want, sizeof want);
+    oc_value bad[] = {oc_value_tensors(xs, 2), oc_value_float(1.5)};
+    assert_int_equal(oc_op_call_prechecked(op("nn_ops::concat"), bad, 2, &out, NULL), OC_EINVAL);
+    assert_int_equal(oc_op_call_prechecked(op("nn_ops::concat"), args, 2, NULL, NULL), OC_EINVAL);
+    assert_msg("`outs` is required");
+}
+
 /* avg pool of a [1, 1, 4, 4] image 0..15, kernel_size `k` (n ints), stride 2 */
 static float pool_img[16];
 static oc_tensor pool_x;
@@ -712,6 +733,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sgd_read_only_param, sgd_setup, sgd_teardown),
         cmocka_unit_test(test_concat),
         cmocka_unit_test(test_concat_shapes_do_not_fit),
+        cmocka_unit_test(test_call_prechecked),
         cmocka_unit_test(test_avg_pool),
         cmocka_unit_test(test_avg_pool_list_of_wrong_length),
         cmocka_unit_test(test_linear_with_bias),

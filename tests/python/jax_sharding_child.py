@@ -138,6 +138,71 @@ def jit_named_sharding_explicit():
     return r
 
 
+def _rms_ops(batch_dims):
+    from opcore import custom_op
+
+    src = jax_libs.REPO / "examples" / "jax_ffi" / "rms_norm"
+    if "jax_ffi_rms_norm" not in custom_op.loaded_libraries():
+        custom_op.load(name="jax_ffi_rms_norm", compute_srcs=[str(src / "rms_norm.c")],
+                       shape_srcs=[str(src / "shape.c")])
+    return (ojax.op("jax_ffi_rms_norm::rms_norm_fwd", batch_dims=batch_dims),
+            ojax.op("jax_ffi_rms_norm::rms_norm_bwd", batch_dims=batch_dims))
+
+
+def _rms_ref(x):
+    s = 1 / np.sqrt(np.mean(np.square(np.asarray(x, np.float64)), axis=-1) + 1e-5)
+    return np.asarray(x) * s[..., None], s
+
+
+def _jit_sharded_dim1(kind):
+    """rms_norm over [B, T, D] with two batch dims (0, 1), sharded on T: each
+    device normalises its rows, no all-gather; the backward too."""
+    fwd, bwd = _rms_ops((0, 1))
+    mesh = _mesh(kind)
+    x = _x((3, 4, 8))
+    xs = jax.device_put(x, NamedSharding(mesh, P(None, "d")))
+
+    def f(x):
+        y, res = fwd(x)
+        return y, res, bwd(res, x, y)
+
+    jf = jax.jit(f)
+    text = jf.lower(xs).compile().as_text()
+    y, res, g = jf(xs)
+    want_y, want_s = _rms_ref(x)
+    calls = _calls(text)
+    return {"err": max(_err(y, want_y), _err(res, want_s)), "all_gather": "all-gather" in text,
+            "calls": len(calls), "local": all("f32[3,2,8]" in c for c in calls),
+            "bwd_err": _err(g, bwd(jnp.asarray(want_s, jnp.float32), x, jnp.asarray(want_y, jnp.float32))),
+            "out_sharding": str(y.sharding.spec)}
+
+
+@case
+def jit_named_sharding_second_dim_auto():
+    r = _jit_sharded_dim1("auto")
+    r["ok"] = r["err"] < 1e-5 and r["bwd_err"] < 1e-5 and not r["all_gather"] and r["calls"] == 2 and r["local"]
+    return r
+
+
+@case
+def jit_named_sharding_second_dim_explicit():
+    r = _jit_sharded_dim1("explicit")
+    r["ok"] = r["err"] < 1e-5 and r["bwd_err"] < 1e-5 and not r["all_gather"] and r["calls"] == 2 and r["local"]
+    return r
+
+
+@case
+def jit_second_dim_with_one_batch_dim_gathers():
+    """The issue's case: batch_dims=0 alone, sharded on dim 1: XLA gathers."""
+    fwd, _ = _rms_ops(0)
+    mesh = _mesh()
+    x = _x((3, 4, 8))
+    xs = jax.device_put(x, NamedSharding(mesh, P(None, "d")))
+    text = jax.jit(fwd).lower(xs).compile().as_text()
+    y, _ = jax.jit(fwd)(xs)
+    return {"ok": "all-gather" in text and _err(y, _rms_ref(x)[0]) < 1e-5}
+
+
 @case
 def jit_without_batch_dims_gathers():
     r = _jit_sharded("auto", None)  # the plain op: XLA gathers its inputs (correct, not per shard)

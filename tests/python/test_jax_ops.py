@@ -252,14 +252,14 @@ def test_batch_dims_declaration_errors():
         ojax.op("nn_ops::linear", batch_dims={"x": -1})
     with pytest.raises(ValueError, match="no tensor argument is batched"):
         ojax.op("nn_ops::linear", batch_dims={"result0": 0})
-    with pytest.raises(TypeError, match="expected an int or a dict"):
+    with pytest.raises(TypeError, match="expected an int, a tuple of ints, or a dict"):
         ojax.op("nn_ops::linear", batch_dims="x")
     # on one device a batch_dims op is the plain custom call
     linear = ojax.op("nn_ops::linear", batch_dims={"x": 0, "result0": 0})
     x, w = _x((4, 5)), _x((3, 5), 1)
     _close(jax.jit(linear)(x, w), x @ w.T)
     assert len(_custom_calls(ojax.hlo(linear, x, w))) == 1
-    with pytest.raises(ValueError, match="disagree on the batch size"):
+    with pytest.raises(ValueError, match="disagree on the size of batch axis 0"):
         ojax.op("nn_ops::concat", batch_dims=0)([x, _x((3, 5))], dim=0)
 
 
@@ -402,3 +402,63 @@ def test_jax_demo_trains_like_jnp():
     want = jax.vmap(lambda xi, yi: jax.grad(loss)(p, xi[None], yi[None])["w1"])(x[:4], y[:4])
     _close(per_example, want, 1e-4)
     assert r["exported"] == {3: 0.0, 17: 0.0}
+
+
+def test_each_call_site_is_decoded_once():
+    """XLA's instantiate stage decodes a custom call's attributes once per
+    call site (issue 21.4): compiling makes one site per opcore call, running
+    the compiled function makes none, and every attribute kind (float[], str,
+    bool, int? None, Tensor[], Tensor? None, defaults) reaches the kernel."""
+    concat = ojax.op("nn_ops::concat")
+    ln = ojax.op("nn_ops::layer_norm")
+    poly = ojax.op("jax_kinds::poly")
+    x = _x((3, 4))
+
+    def f(x):
+        y, _, _ = ln(concat([x, x * 2], 0), [4])
+        return poly(y, [0.5, 2.0], "power", negate=True)
+
+    before = ojax.call_sites()
+    g = jax.jit(f).lower(x).compile()
+    assert ojax.call_sites() == before + 3
+    want = g(x)
+    for _ in range(3):
+        _close(g(x), want)
+    assert ojax.call_sites() == before + 3
+    y = ref_layer_norm(np.concatenate([x, x * 2], 0))[0]
+    _close(want, -(0.5 + 2.0 * y), tol=1e-4)
+
+
+def test_a_callable_backward_receives_the_saved_results():
+    """with_vjp's callable backward gets the forward's saved results through
+    keyword-only parameters named after them, or `results` (issue 21.7)."""
+    seen = {}
+
+    def grad_x(g_out, g_mean, g_rstd, x, w, b, *, mean, rstd, results):
+        seen["mean"], seen["rstd"], seen["n"] = mean, rstd, len(results)
+        xhat = (x - mean[..., None]) * rstd[..., None]
+        return rstd[..., None] * (g_out - g_out.mean(-1, keepdims=True)
+                                  - xhat * (g_out * xhat).mean(-1, keepdims=True))
+
+    ln = ojax.with_vjp("nn_ops::layer_norm", grad_x, None, None)
+    x = _x((3, 8))
+    gx = jax.grad(lambda x: (ln(x, [8])[0] ** 3).sum())(x)
+    want = jax.grad(lambda x: (jnp_layer_norm(x, 1.0, 0.0) ** 3).sum())(x)
+    _close(gx, want, tol=1e-4)
+    _, m, r = ref_layer_norm(x)
+    _close(seen["mean"], m)
+    _close(seen["rstd"], r, tol=1e-4)
+    assert seen["n"] == 3
+
+
+def test_batch_dims_forms_and_errors():
+    """batch_dims: an int, a tuple (several batch dims), a dict of those;
+    clear errors naming the op for what cannot be a batch (issue 21.6)."""
+    ln = "nn_ops::layer_norm"
+    assert ojax.op(ln, batch_dims=(0, 1)).batch_dims.args == ((0, 1), (0, 1), (0, 1))
+    assert ojax.op(ln, batch_dims={"x": (1, 0), "out": (1, 0)}).batch_dims.args == ((1, 0), (), ())
+    for bad, msg in [((0, 0), "must be distinct"), ((0, True), "expected a dimension"),
+                     ({"x": (0, 1), "out": 0}, "as many batch dimensions"), ((-1,), "expected a dimension")]:
+        with pytest.raises(ValueError, match=msg) as e:
+            ojax.op(ln, batch_dims=bad)
+        assert ln in str(e.value)

@@ -69,3 +69,14 @@ def test_batch_dims_beyond_a_results_rank(results):
 
 def test_export_of_a_sharded_function(results):
     _check(results, "export_sharded")
+
+
+def test_several_batch_dims_shard_a_second_dim_without_gather(results):
+    """batch_dims=(0, 1): NamedSharding on dim 1 runs per shard, no
+    all-gather in the compiled HLO (auto and explicit mesh axes)."""
+    _check(results, "jit_named_sharding_second_dim_auto")
+    _check(results, "jit_named_sharding_second_dim_explicit")
+
+
+def test_one_batch_dim_and_a_second_dim_sharding_gathers(results):
+    _check(results, "jit_second_dim_with_one_batch_dim_gathers")
