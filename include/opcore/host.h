@@ -193,16 +193,6 @@ OC_API oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, o
  * shapes and dtypes oc_op_infer gave (any strides). */
 OC_API oc_status oc_op_call(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs);
 
-/* oc_op_call without running the shape function: for a caller that has
- * already checked `outs` against it for arguments of these very shapes,
- * dtypes and values (a compiled graph's call site, whose shapes are fixed:
- * opcore.jax checks a site's first call with oc_op_call, then uses this).
- * Outputs that disagree with the shape function are not detected. `grid`
- * as for oc_op_call_grid (NULL: the op's own). An op whose shape function
- * sets a launch grid still runs it. */
-OC_API oc_status oc_op_call_prechecked(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs,
-                                       const oc_grid *grid);
-
 /* Output allocator: given result `index`'s inferred meta tensor, make `out`
  * a real tensor of that shape and dtype (e.g. backed by a framework's
  * memory). Called once per fresh result, in order. */
@@ -231,6 +221,16 @@ OC_API oc_status oc_op_call_grid(const oc_op *op, const oc_value *args, int narg
                                  const oc_grid *grid);
 OC_API oc_status oc_op_run_grid(const oc_op *op, const oc_value *args, int nargs, oc_alloc_fn alloc,
                                 void *alloc_ctx, oc_tensor *outs, const oc_grid *grid);
+
+/* oc_op_call without running the shape function: for a caller that has
+ * already checked `outs` against it for arguments of these very shapes,
+ * dtypes and values (a compiled graph's call site, whose shapes are fixed:
+ * opcore.jax checks a site's first call with oc_op_call, then uses this).
+ * Outputs that disagree with the shape function are not detected. `grid`
+ * as for oc_op_call_grid (NULL: the op's own). An op whose shape function
+ * sets a launch grid still runs it. */
+OC_API oc_status oc_op_call_prechecked(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs,
+                                       const oc_grid *grid);
 
 /* ---- dynamic shapes ------------------------------------------------------ */
 /* Frameworks with symbolic sizes (torch.compile(dynamic=True), torch.export,
