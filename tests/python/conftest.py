@@ -111,3 +111,15 @@ def stack_ops(opcore_build_dir):
     """The library oc_torch_stack (recurse), built with a 32 KiB kernel stack."""
     return load_lib(opcore_build_dir, "oc_torch_stack", TORCH_KERNELS / "stack_ops.c",
                     TORCH_KERNELS / "stack_shape.c", extra_cflags=["-DSTACK_SIZE=32768"])
+
+
+@pytest.fixture(scope="session")
+def seed003(tmp_path_factory):
+    """examples/seed003 built and loaded once per session (its library name
+    `add_ops` can be loaded only once in a process)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("seed003", REPO / "examples" / "seed003" / "seed003.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.load(str(tmp_path_factory.mktemp("seed003")))
+    return mod

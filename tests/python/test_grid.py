@@ -3,7 +3,6 @@
 torch eager, torch.compile and jax.jit; uneven grids ([7], [1, 1], [3]) on
 the engine's cores; errors naming the op. And seed 003 as its document
 writes it: a grid set by the shape function from the input sizes."""
-import importlib.util
 import itertools
 from pathlib import Path
 
@@ -112,20 +111,6 @@ def test_jax_default_grid_and_errors(lib):
 
 # ---------------------------------------------------------------------------
 # seed 003: the grid comes from the shape function (one program per 128x512 tile)
-
-def _seed003():
-    spec = importlib.util.spec_from_file_location("seed003_grid", REPO / "examples" / "seed003" / "seed003.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-@pytest.fixture(scope="module")
-def seed003(tmp_path_factory):
-    mod = _seed003()
-    mod.load(str(tmp_path_factory.mktemp("seed003_grid")))
-    return mod
-
 
 def test_seed003_kernel_reads_the_grid():
     src = (REPO / "examples" / "seed003" / "add.c").read_text()

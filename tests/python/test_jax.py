@@ -1,5 +1,4 @@
 """opcore.jax: opcore ops as XLA custom calls (issue 4), and seed 003."""
-import importlib.util
 import os
 import threading
 
@@ -115,21 +114,6 @@ def jt_ops(tmp_path_factory):
     custom_op.load(name="jax_test_ops", compute_srcs=[str(d / "ops.c")],
                    shape_srcs=[str(d / "shape.c")], build_directory=str(d / "build"))
     return "jax_test_ops"
-
-
-def _load_seed003():
-    path = os.path.join(REPO, "examples", "seed003", "seed003.py")
-    spec = importlib.util.spec_from_file_location("seed003", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-@pytest.fixture(scope="session")
-def seed003(tmp_path_factory):
-    mod = _load_seed003()
-    mod.load(str(tmp_path_factory.mktemp("seed003")))
-    return mod
 
 
 def _x(shape=(3, 5), seed=0):
