@@ -103,6 +103,8 @@ typedef struct oc_op_options {
     bool multicore;       /* run on every core (else: the library's default) */
     bool single_core;     /* run on one core even in a --multicore library */
     size_t stack_size;    /* kernel stack bytes (0: the library's) */
+    bool strided;         /* the kernel takes any strides: its tensors arrive as
+                             the caller's views, not dense copies (kernel.h) */
 } oc_op_options;
 
 /* Define an op: its schema, its shape function and the name of its kernel

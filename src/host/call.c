@@ -45,7 +45,9 @@ static oc_status copy_tensor(const struct oc_op *op, int i, int item, const oc_t
                              oc_tensor *out)
 {
     if (writable && (t->flags & OC_TENSOR_READONLY))
-        return arg_error(op, i, item, "is written in place (%s) but the tensor given is read-only",
+        return arg_error(op, i, item, "is written in place (%s) but the tensor given is read-only (a JAX array, "
+                         "or a NumPy array or memmap that is not writeable): pass a writable copy; through "
+                         "opcore.jax.op() a JAX array's new value is returned instead",
                          op->def.schema.args[i].type_text);
     *out = *t;
     out->flags &= ~(uint32_t)OC_TENSOR_OWNED;
@@ -465,6 +467,7 @@ static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *outs)
                  : oc__redzone_begin(debug, e.name, e.kernel_name, nrz, &dsts[nrz], &rz[nrz]);
     if (st == OC_OK) st = op->multicore ? run_multi(op, &e) : run_single(op, &e);
     while (nrz-- > 0) st = oc__redzone_end(&dsts[nrz], &rz[nrz], st);
+    st = oc__frame_write_back(f, st); /* written dense copies back into the caller's tensors */
     /* The caller sees each aliased result as the argument it passed. */
     for (int i = 0; st == OC_OK && outs && i < op->num_results; i++) {
         int a = op->def.schema.results[i].alias_arg;
@@ -526,6 +529,7 @@ static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_al
         }
         if (ta) oc__prof_host(OC_PROF_ALLOC, op->qualname, ta, oc__prof_now());
     }
+    if (!st) st = oc__frame_layout(op, &f, outs, !alloc);
     if (!st) st = execute(op, &f, outs);
     oc__frame_release(&f);
     if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());

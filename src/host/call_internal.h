@@ -23,6 +23,14 @@ typedef union call_value {
     oc_float_list floats;
 } call_value;
 
+/* A written tensor the kernel got a dense copy of (layout.c): `slot` is
+ * the frame's struct (now the copy), `orig` the caller's view, written
+ * back after the kernel. */
+typedef struct oc__dense_rec {
+    oc_tensor *slot;
+    oc_tensor orig;
+} oc__dense_rec;
+
 typedef struct call_frame {
     int nargs;
     oc_tensor tensors[OC_MAX_ARGS];          /* Tensor, Tensor?, Tensor(a!) */
@@ -32,8 +40,10 @@ typedef struct call_frame {
     const void *optional_ptrs[OC_MAX_ARGS];  /* NULL for None */
     void *slots[OC_MAX_ARGS];                /* libffi: one pointer per argument */
     void **saved_data[OC_MAX_ARGS];          /* Tensor[]: items' data while hidden */
-    void *heap[OC_MAX_ARGS];                 /* list storage to free */
+    void *heap[OC_MAX_ARGS + 1];             /* list storage, dense copies: to free */
     int nheap;
+    oc__dense_rec *dense;                    /* written tensors to copy back (layout.c) */
+    int ndense;
 } call_frame;
 
 /* Argument i's tensor as bound (a Tensor or Tensor? given one), else NULL. */
@@ -54,5 +64,19 @@ void oc__frame_release(call_frame *f);
  * op's results (aliased ones from their arguments). `log`: where oc_dim_*
  * record (NULL: nowhere). */
 oc_status oc__frame_infer(const struct oc_op *op, call_frame *f, oc_tensor *out_meta, oc_dim_log *log);
+
+/* Before the kernel (layout.c): every tensor of the bound frame (and the
+ * result buffers `outs`, if given) dense and row-major unless the op is
+ * `.strided`, written ones copied back by oc__frame_write_back; written
+ * tensors with internal overlap, or sharing memory with another tensor
+ * (other than an input that is the very same view, which is then read
+ * from a copy), refused. `check_outs`: the caller gave the result buffers
+ * (else they are fresh from its allocator and cannot overlap anything). */
+oc_status oc__frame_layout(const struct oc_op *op, call_frame *f, oc_tensor *outs, bool check_outs);
+
+/* After the kernel: copy dense copies of written tensors back into the
+ * caller's (if `st` is OC_OK) and restore the caller's views; returns the
+ * call's status. */
+oc_status oc__frame_write_back(call_frame *f, oc_status st);
 
 #endif /* OPCORE_HOST_CALL_INTERNAL_H */
