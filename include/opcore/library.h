@@ -9,6 +9,7 @@
  *     OC_LIBRARY(my_ops, m) {
  *         oc_def(m, "relu_forward(Tensor x) -> Tensor", relu_fwd_shape, "relu_forward");
  *         oc_def(m, "sum_all(Tensor x) -> Tensor", sum_shape, "sum_all", .multicore = true);
+ *         oc_def(m, "concat(Tensor[] xs) -> Tensor", cat_shape, "concat", .strided = true);
  *     }
  *
  * The schema is PyTorch's op-schema grammar, the same string torch.library
@@ -103,8 +104,9 @@ typedef struct oc_op_options {
     bool multicore;       /* run on every core (else: the library's default) */
     bool single_core;     /* run on one core even in a --multicore library */
     size_t stack_size;    /* kernel stack bytes (0: the library's) */
-    bool strided;         /* the kernel takes any strides: its tensors arrive as
-                             the caller's views, not dense copies (kernel.h) */
+    bool strided;         /* the kernel handles any strides: its tensors arrive
+                             as the caller's views, not dense row-major copies
+                             (kernel.h); off by default */
 } oc_op_options;
 
 /* Define an op: its schema, its shape function and the name of its kernel

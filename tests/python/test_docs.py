@@ -131,6 +131,8 @@ EXCERPTS = {
     ("docs/tutorial_2_performance.md", "#define BLOCK 4096 /* elements per TCM buffer */"): "examples/relu/multicore/relu.c",
     ("docs/tutorial_4_tiles.md", "oc_tile t = oc_tile_alloc(p.rb, p.d, OC_FLOAT32)"): "examples/tiles/rmsnorm.c",
     ("docs/tutorial_4_tiles.md", "oc_core_range(ta.rows, 16, &lo, &hi);"): "examples/tiles/matmul.c",
+    ("docs/tutorial_3_beyond_relu.md", 'oc_def(m, "concat(Tensor[] xs, int dim=0) -> Tensor", concat_shape, "concat", .strided = true);'):
+        "examples/ops/shape.c",
 }
 
 # (document, first line) -> (arguments added to each `python SCRIPT.py` of the
