@@ -27,14 +27,24 @@ __attribute__((format(printf, 4, 5))) static oc_status arg_error(const struct oc
                         op->def.schema.args[i].name, where, msg);
 }
 
-static oc_status check_tensor(const struct oc_op *op, int i, int item, const oc_tensor *t, bool need_data)
+/* Also notes in f->plain whether the tensor is contiguous and read only
+ * (what oc__frame_layout needs to know, found in this one pass). */
+static oc_status check_tensor(const struct oc_op *op, int i, int item, const oc_tensor *t, bool need_data,
+                              call_frame *f)
 {
     if (!t) return arg_error(op, i, item, "expected a Tensor, got NULL (pass oc_value_none() for None)");
     if (!oc_dtype_is_valid(t->dtype)) return arg_error(op, i, item, "has an invalid dtype (%d)", (int)t->dtype);
     if (t->ndim < 0 || t->ndim > OC_MAX_DIMS)
         return arg_error(op, i, item, "has %d dims (0 to %d allowed)", t->ndim, OC_MAX_DIMS);
-    for (int d = 0; d < t->ndim; d++)
+    int64_t expected = 1;
+    bool contiguous = true, empty = false;
+    for (int d = t->ndim - 1; d >= 0; d--) {
         if (t->sizes[d] < 0) return arg_error(op, i, item, "has a negative size (dim %d: %lld)", d, (long long)t->sizes[d]);
+        empty |= t->sizes[d] == 0;
+        contiguous &= t->sizes[d] == 1 || t->strides[d] == expected;
+        expected *= t->sizes[d];
+    }
+    f->plain &= (contiguous || empty) && !op->def.schema.args[i].is_mutable;
     if (need_data && !t->data && oc_numel(t) > 0) return arg_error(op, i, item, "is a meta tensor (no data)");
     return OC_OK;
 }
@@ -79,7 +89,7 @@ static oc_status bind_tensor_list(const struct oc_op *op, int i, const oc_schema
     oc_tensor *items = frame_alloc(f, n * (sizeof(oc_tensor) + sizeof(void *)));
     if (!items) return OC_ENOMEM;
     for (int64_t k = 0; k < l.count; k++) {
-        oc_status st = check_tensor(op, i, (int)k, &l.items[k], need_data);
+        oc_status st = check_tensor(op, i, (int)k, &l.items[k], need_data, f);
         if (!st) st = copy_tensor(op, i, (int)k, &l.items[k], a->is_mutable, &items[k]);
         if (st) return st;
     }
@@ -177,7 +187,7 @@ static oc_status bind_arg(const struct oc_op *op, int i, oc_value v, bool need_d
     call_value *cv;
     switch (a->type) {
     case OC_ARG_TENSOR:
-        st = check_tensor(op, i, -1, v.v.tensor, need_data);
+        st = check_tensor(op, i, -1, v.v.tensor, need_data, f);
         if (!st) st = copy_tensor(op, i, -1, v.v.tensor, a->is_mutable, &f->tensors[i]);
         f->tensor_ptrs[i] = &f->tensors[i];
         f->slots[i] = &f->tensor_ptrs[i];
@@ -227,6 +237,8 @@ oc_status oc__frame_bind(const struct oc_op *op, const oc_value *args, int nargs
 {
     const oc_schema *s = &op->def.schema;
     f->nheap = 0;
+    f->plain = true;
+    f->ndense = 0;
     f->nargs = s->num_args;
     if (nargs < 0 || nargs > s->num_args || (nargs > 0 && !args))
         return oc_set_error(OC_EINVAL, "op '%s' takes %d argument%s, got %d (schema: %s)", op->qualname,
@@ -467,7 +479,7 @@ static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *outs)
                  : oc__redzone_begin(debug, e.name, e.kernel_name, nrz, &dsts[nrz], &rz[nrz]);
     if (st == OC_OK) st = op->multicore ? run_multi(op, &e) : run_single(op, &e);
     while (nrz-- > 0) st = oc__redzone_end(&dsts[nrz], &rz[nrz], st);
-    st = oc__frame_write_back(f, st); /* written dense copies back into the caller's tensors */
+    if (f->ndense) st = oc__frame_write_back(f, st); /* dense copies back into the caller's tensors */
     /* The caller sees each aliased result as the argument it passed. */
     for (int i = 0; st == OC_OK && outs && i < op->num_results; i++) {
         int a = op->def.schema.results[i].alias_arg;
@@ -526,10 +538,11 @@ static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_al
                 if (st) st = oc_errcode();
             }
             if (!st) st = check_out(op, i, &metas[i], &outs[i], alloc ? "the allocator's" : "the caller's");
+            if (!st) f.plain &= oc__contiguous(&outs[i]);
         }
         if (ta) oc__prof_host(OC_PROF_ALLOC, op->qualname, ta, oc__prof_now());
     }
-    if (!st) st = oc__frame_layout(op, &f, outs, !alloc);
+    if (!st && !(f.plain && alloc)) st = oc__frame_layout(op, &f, outs, !alloc); /* else nothing to do */
     if (!st) st = execute(op, &f, outs);
     oc__frame_release(&f);
     if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());

@@ -44,7 +44,20 @@ typedef struct call_frame {
     int nheap;
     oc__dense_rec *dense;                    /* written tensors to copy back (layout.c) */
     int ndense;
+    bool plain;                              /* every tensor contiguous, none written (bind) */
 } call_frame;
+
+/* oc_is_contiguous, inline (the call path tests every result buffer). */
+static inline bool oc__contiguous(const oc_tensor *t)
+{
+    int64_t expected = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->sizes[d] == 0) return true;
+        if (t->sizes[d] != 1 && t->strides[d] != expected) return false;
+        expected *= t->sizes[d];
+    }
+    return true;
+}
 
 /* Argument i's tensor as bound (a Tensor or Tensor? given one), else NULL. */
 static inline oc_tensor *oc__frame_tensor(const struct oc_op *op, call_frame *f, int i)

@@ -45,6 +45,12 @@ static const char *who_name(const struct oc_op *op, const span *s, char *buf, si
     return buf;
 }
 
+/* Element sizes, here rather than through oc_dtype_size (an exported
+ * function, called through the PLT): dense_span runs on every call. */
+#define ELEM_BYTES_(name, str, code, bytes, ...) [code] = bytes,
+static const uint8_t elem_bytes[OC_NUM_DTYPES] = {OC_DTYPE_MAP(ELEM_BYTES_)};
+#undef ELEM_BYTES_
+
 /* Bytes a tensor's elements span; false for an empty tensor. */
 static bool extent(const oc_tensor *t, uintptr_t *lo, uintptr_t *hi)
 {
@@ -55,7 +61,7 @@ static bool extent(const oc_tensor *t, uintptr_t *lo, uintptr_t *hi)
         if (reach < 0) neg += reach;
         else pos += reach;
     }
-    int64_t elem = (int64_t)oc_dtype_size(t->dtype);
+    int64_t elem = elem_bytes[t->dtype];
     *lo = (uintptr_t)t->data + (uintptr_t)(neg * elem);
     *hi = (uintptr_t)t->data + (uintptr_t)((pos + 1) * elem);
     return true;
@@ -160,7 +166,7 @@ static oc_status collect(walk *w, oc_tensor *t, int arg, int item, bool written,
     spans *out = ctx;
     span *s = &out->s[out->n];
     if (arg < 0 && !w->check_outs) return OC_OK; /* fresh from the allocator */
-    if (written && oc_numel(t) > 1 && internal_overlap(t)) {
+    if (written && !oc_is_contiguous(t) && internal_overlap(t)) {
         char buf[160], sz[256];
         span me = {0, 0, t, arg, item, true};
         return oc_set_error(OC_EINVAL,
@@ -207,16 +213,22 @@ static oc_status judge(const struct oc_op *op, bool strided, span *a, span *b)
 static oc_status check_overlap(walk *w, int count)
 {
     span local[16];
-    uintptr_t local_ends[16];
     bool small = count <= 16; /* the usual call: nothing to allocate */
     spans sp = {small ? local : oc__malloc((size_t)count * sizeof(span)), 0};
     if (!sp.s) return oc_set_error(OC_ENOMEM, "op '%s': out of memory checking %d tensors", w->op->qualname, count);
     oc_status st = each_tensor(w, collect, &sp);
+    if (!st && small) { /* a few tensors: every pair, no sort */
+        for (int j = 1; !st && j < sp.n; j++)
+            for (int i = 0; !st && i < j; i++)
+                if ((sp.s[i].written || sp.s[j].written) && sp.s[i].lo < sp.s[j].hi && sp.s[j].lo < sp.s[i].hi)
+                    st = judge(w->op, w->strided, &sp.s[i], &sp.s[j]);
+        return st;
+    }
     if (!st) qsort(sp.s, (size_t)sp.n, sizeof(span), by_lo);
     /* reach[j]: the highest end among spans 0..j; going back from j, no
      * earlier span reaches span j's start once reach falls to it */
     uintptr_t reach = 0;
-    uintptr_t *ends = st ? NULL : small ? local_ends : oc__malloc((size_t)(sp.n ? sp.n : 1) * sizeof *ends);
+    uintptr_t *ends = st ? NULL : oc__malloc((size_t)(sp.n ? sp.n : 1) * sizeof *ends);
     if (!st && !ends) st = oc_set_error(OC_ENOMEM, "op '%s': out of memory checking overlap", w->op->qualname);
     for (int j = 0; !st && j < sp.n; j++) {
         for (int i = j - 1; !st && i >= 0 && ends[i] > sp.s[j].lo; i--)
@@ -225,10 +237,8 @@ static oc_status check_overlap(walk *w, int count)
         reach = sp.s[j].hi > reach ? sp.s[j].hi : reach;
         ends[j] = reach;
     }
-    if (!small) {
-        oc__free(ends);
-        oc__free(sp.s);
-    }
+    oc__free(ends);
+    if (!small) oc__free(sp.s);
     return st;
 }
 
@@ -278,11 +288,67 @@ static oc_status make_copy(walk *w, oc_tensor *t, int arg, int item, bool writte
     return OC_OK;
 }
 
+/* A contiguous tensor's bytes [lo, hi) (lo == hi: empty); false if it is
+ * not contiguous. One pass: this runs on every call. */
+static inline bool dense_span(const oc_tensor *t, uintptr_t *lo, uintptr_t *hi)
+{
+    int64_t n = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        int64_t size = t->sizes[d];
+        if (size == 0) {
+            n = 0;
+            break;
+        }
+        if (size != 1 && t->strides[d] != n) return false;
+        n *= size;
+    }
+    *lo = (uintptr_t)t->data;
+    *hi = *lo + (uintptr_t)n * elem_bytes[t->dtype];
+    return true;
+}
+
+/* The usual call, in one plain loop: true when every tensor is contiguous,
+ * no argument is written and the caller's result buffers (`check_outs`)
+ * overlap nothing. Anything else takes the general path below. */
+static bool nothing_to_do(const struct oc_op *op, call_frame *f, const oc_tensor *outs, bool check_outs)
+{
+    enum { MAX_SEEN = 8 };
+    uintptr_t lo[MAX_SEEN], hi[MAX_SEEN], l, h;
+    int n = 0;
+    for (int i = 0; i < f->nargs; i++) {
+        const oc_schema_arg *a = &op->def.schema.args[i];
+        const oc_tensor *x = oc__frame_tensor(op, f, i);
+        int64_t count = 1;
+        if (!x) {
+            if (a->type != OC_ARG_TENSOR_LIST || !f->saved_data[i]) continue;
+            count = f->values[i].tensors.count;
+            x = f->values[i].tensors.items;
+        }
+        if (a->is_mutable && count > 0) return false;
+        for (int64_t k = 0; k < count; k++) {
+            if (!dense_span(&x[k], &l, &h)) return false;
+            if (!check_outs || l == h) continue;
+            if (n == MAX_SEEN) return false;
+            lo[n] = l, hi[n++] = h;
+        }
+    }
+    for (int r = 0; outs && r < op->num_results; r++) {
+        if (op->def.schema.results[r].alias_arg >= 0) continue;
+        if (!dense_span(&outs[r], &l, &h)) return false;
+        if (!check_outs || l == h) continue;
+        for (int k = 0; k < n; k++)
+            if (lo[k] < h && l < hi[k]) return false;
+        if (n == MAX_SEEN) return false;
+        lo[n] = l, hi[n++] = h;
+    }
+    return true;
+}
+
 oc_status oc__frame_layout(const struct oc_op *op, call_frame *f, oc_tensor *outs, bool check_outs)
 {
+    if (nothing_to_do(op, f, outs, check_outs)) return OC_OK;
     walk w = {op, f, outs, outs ? op->num_results : 0, check_outs, op->def.options.strided};
     tally n = {0}, c = {0};
-    f->ndense = 0;
     each_tensor(&w, mark, &n);
     oc_status st = n.writes ? check_overlap(&w, n.spans) : OC_OK;
     if (!st) each_tensor(&w, count_copies, &c);
