@@ -37,14 +37,15 @@ static oc_status check_tensor(const struct oc_op *op, int i, int item, const oc_
     if (t->ndim < 0 || t->ndim > OC_MAX_DIMS)
         return arg_error(op, i, item, "has %d dims (0 to %d allowed)", t->ndim, OC_MAX_DIMS);
     int64_t expected = 1;
-    bool contiguous = true, empty = false;
+    bool contiguous = true, decided = false; /* as oc_is_contiguous decides, from the last dim */
     for (int d = t->ndim - 1; d >= 0; d--) {
         if (t->sizes[d] < 0) return arg_error(op, i, item, "has a negative size (dim %d: %lld)", d, (long long)t->sizes[d]);
-        empty |= t->sizes[d] == 0;
-        contiguous &= t->sizes[d] == 1 || t->strides[d] == expected;
+        if (decided) continue;
+        if (t->sizes[d] == 0) decided = true;
+        else if (t->sizes[d] != 1 && t->strides[d] != expected) contiguous = false, decided = true;
         expected *= t->sizes[d];
     }
-    f->plain &= (contiguous || empty) && !op->def.schema.args[i].is_mutable;
+    f->plain &= contiguous && !op->def.schema.args[i].is_mutable;
     if (need_data && !t->data && oc_numel(t) > 0) return arg_error(op, i, item, "is a meta tensor (no data)");
     return OC_OK;
 }
