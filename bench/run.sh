@@ -13,6 +13,8 @@ echo "== engine fixed cost per oc_op_call (C)"
 build/bench/call_cost bench/results/call_cost.json
 echo "== PyTorch: per call and autograd vs the peers, build time"
 $PYTHON bench/torch_bench.py
+echo "== PyTorch: the direct call vs apache-tvm-ffi, measured two ways"
+$PYTHON bench/direct_call_bench.py
 echo "== plain C loops (SiLU, softmax) vs torch eager, torch.compile, -ffast-math"
 $PYTHON bench/activations_bench.py
 echo "== multicore op right after a torch matmul"

@@ -54,3 +54,39 @@ static void softmax_plain_row(const float *in, float *y, int64_t cols)
 oc_tensor *softmax(const oc_tensor *x) { return by_rows(x, softmax_row); }
 
 oc_tensor *softmax_plain(const oc_tensor *x) { return by_rows(x, softmax_plain_row); }
+
+/* ---- backwards (pair them with opcore.torch.register_autograd) --------------- */
+
+/* d silu(x) / dx = s (1 + x (1 - s)), s = sigmoid(x) */
+oc_tensor *silu_backward(const oc_tensor *grad, const oc_tensor *x)
+{
+    check_input(x);
+    OC_CHECK(grad->dtype == OC_FLOAT32 && oc_same_shape(grad, x), "grad must be float32 of x's shape");
+    oc_tensor *out = oc_dst_tensor();
+    const float *in = x->data, *g = grad->data;
+    float *gx = out->data;
+    int64_t lo, hi;
+    oc_core_range(oc_numel(x), 16, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++) {
+        float s = 1.0f / (1.0f + expf(-in[i]));
+        gx[i] = g[i] * s * (1.0f + in[i] * (1.0f - s));
+    }
+    return out;
+}
+
+/* softmax's: gx = y (g - sum_j g_j y_j), row by row, from the forward's result y */
+oc_tensor *softmax_backward(const oc_tensor *grad, const oc_tensor *result)
+{
+    check_input(result);
+    OC_CHECK(grad->dtype == OC_FLOAT32 && oc_same_shape(grad, result), "grad must be float32 of result's shape");
+    oc_tensor *out = oc_dst_tensor();
+    int64_t cols = result->sizes[result->ndim - 1], rows = cols ? oc_numel(result) / cols : 0, lo, hi;
+    oc_core_range(rows, 1, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) {
+        const float *y = (const float *)result->data + r * cols, *g = (const float *)grad->data + r * cols;
+        float *gx = (float *)out->data + r * cols, dot = 0;
+        for (int64_t j = 0; j < cols; j++) dot += g[j] * y[j];
+        for (int64_t j = 0; j < cols; j++) gx[j] = y[j] * (g[j] - dot);
+    }
+    return out;
+}

@@ -147,7 +147,9 @@ OC_LIBRARY(nn_ops, m)
     oc_def(m, "sgd_momentum_(Tensor(a!)[] params, Tensor(b!)[] momentum_bufs, Tensor[] grads, float lr, "
               "float momentum=0.0, float weight_decay=0.0) -> ()",
            sgd_shape, "sgd_momentum_");
-    oc_def(m, "concat(Tensor[] xs, int dim=0) -> Tensor", concat_shape, "concat");
+    /* concat copies each input with oc_copy_, which takes any strides: the
+     * inputs need no dense copies */
+    oc_def(m, "concat(Tensor[] xs, int dim=0) -> Tensor", concat_shape, "concat", .strided = true);
     oc_def(m, "avg_pool2d(Tensor x, int[2] kernel_size, int[2] stride=1, int[2] padding=0) -> Tensor",
            avg_pool2d_shape, "avg_pool2d", .multicore = true);
     oc_def(m, "avg_pool2d_backward(Tensor grad, Tensor x, int[2] kernel_size, int[2] stride=1, "
@@ -158,7 +160,8 @@ OC_LIBRARY(nn_ops, m)
     oc_def(m, "linear_backward(Tensor grad, Tensor x, Tensor weight, Tensor? bias=None) -> "
               "(Tensor grad_x, Tensor grad_weight, Tensor grad_bias)",
            linear_backward_shape, "linear_backward", .multicore = true);
-    oc_def(m, "global_sum(Tensor x) -> Tensor", global_sum_shape, "global_sum", .multicore = true);
+    oc_def(m, "global_sum(Tensor x) -> Tensor", global_sum_shape, "global_sum", .multicore = true,
+           .strided = true); /* its kernel walks a non-contiguous x with oc_flat_ptr */
     oc_def(m, "global_sum_backward(Tensor grad, Tensor x) -> Tensor", global_sum_backward_shape,
            "global_sum_backward", .multicore = true);
 }

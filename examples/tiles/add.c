@@ -8,6 +8,7 @@
 oc_tensor *tensor_add(const oc_tensor *a, const oc_tensor *b)
 {
     oc_tensor *out = oc_dst_tensor();
+    if (oc_numel(a) == 0) return out; /* no tiles at all */
     oc_tile ta = oc_tile_of_tensor(a, 0);
     oc_tile x = oc_tile_alloc(TR, ta.cols, OC_FLOAT32), y = oc_tile_alloc(TR, ta.cols, OC_FLOAT32);
     int64_t nb = oc_numel(a) / (ta.rows * ta.cols), nt = (ta.rows + TR - 1) / TR;

@@ -51,7 +51,9 @@ void layer_norm_backward(const oc_tensor *grad_out, const oc_tensor *x, const oc
     OC_CHECK(oc_is_contiguous(grad_out), "grad_out must be contiguous");
     oc_tensor xv = rows_view(x), gv = rows_view(grad_out), dxv = rows_view(oc_dst_tensor_at(0));
     oc_tensor mv = flat_view(mean), rv = flat_view(rstd);
-    rows_plan p = rows_split(x, 4);
+    /* X, G, T, and the [rb, 1] and [1, rb] tiles (each no larger than a
+     * [rb, d] one once padded), within the TCM */
+    rows_plan p = rows_split(x, 7);
     int64_t rows = xv.sizes[0];
     /* grad_x = rstd * (wg - mean(wg) - xh * mean(wg * xh)), wg = w * grad */
     oc_tile X = oc_tile_alloc(p.rb, p.d, OC_FLOAT32), G = oc_tile_alloc(p.rb, p.d, OC_FLOAT32);

@@ -7,6 +7,11 @@
 oc_tensor *matmul(const oc_tensor *a, const oc_tensor *b)
 {
     oc_tensor *out = oc_dst_tensor();
+    if (oc_numel(out) == 0) return out;
+    if (a->sizes[1] == 0) { /* an empty sum over k (tiles have at least one column): zeros */
+        if (oc_cpu_id() == 0) oc_fill_(out, 0.0);
+        return out;
+    }
     oc_tile ta = oc_tile_of_tensor(a, 0), tb = oc_tile_of_tensor(b, 0), tc = oc_tile_of_tensor(out, 0);
     int64_t lo, hi;
     oc_core_range(ta.rows, 16, &lo, &hi);

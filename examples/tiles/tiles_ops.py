@@ -1,6 +1,7 @@
 """The `tiles` example library (examples/tiles: NKI's samples written with
-opcore/tile.h) from Python: build (cached) and load it, and make layer_norm
-differentiable with its backward.
+opcore/tile.h) from Python: build (cached) and load it, and make every op
+differentiable: layer_norm with its C backward, the others with backwards
+written in PyTorch (matmul's calls tiles::matmul itself).
 
     import tiles_ops
     tiles_ops.load()                       # torch.ops.tiles.* when torch is imported
@@ -19,10 +20,60 @@ _lib = None
 _autograd = False
 
 
+# ---- backwards written in PyTorch (register_autograd binds them: gradients and
+# tensor inputs by position, then non-tensor inputs and forward results by name)
+
+def _add_backward(grad, a, b):
+    return grad, grad
+
+
+def _matmul_backward(grad, a, b):
+    import torch
+
+    mm = torch.ops.tiles.matmul  # transposed operands reach the kernel as dense copies
+    return mm(grad, b.t()), mm(a.t(), grad)
+
+
+def _softmax_backward(grad, x, result):
+    return result * (grad - (grad * result).sum(-1, keepdim=True))
+
+
+def _rmsnorm_backward(grad, x, w, eps):
+    import torch
+
+    r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    gw = grad * w
+    gx = r * gw - x * r.pow(3) * (gw * x).mean(-1, keepdim=True)
+    return gx, (grad * x * r).reshape(-1, x.shape[-1]).sum(0)
+
+
+def _flash_attention_backward(grad, q, k, v, causal):
+    """Recomputes the attention probabilities (as flash attention's
+    backward does) and applies softmax's and the matmuls' rules."""
+    import math
+
+    import torch
+
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    s = q @ k.transpose(-1, -2) * scale
+    if causal:
+        n = s.shape[-1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    p = s.softmax(-1)
+    gp = grad @ v.transpose(-1, -2)
+    gs = p * (gp - (gp * p).sum(-1, keepdim=True)) * scale
+    return gs @ k, gs.transpose(-1, -2) @ q, p.transpose(-1, -2) @ grad
+
+
+PY_BACKWARDS = {"tiles::tensor_add": _add_backward, "tiles::matmul": _matmul_backward,
+                "tiles::softmax": _softmax_backward, "tiles::rmsnorm": _rmsnorm_backward,
+                "tiles::flash_attention": _flash_attention_backward}
+
+
 def load(build_directory=None, verbose=False):
     """Build (a no-op when unchanged) and load the multicore library `tiles`,
     or take the one this process already loaded; with torch imported,
-    register layer_norm's backward. Returns the opcore Library."""
+    register every op's backward. Returns the opcore Library."""
     global _lib, _autograd
     from opcore import custom_op
 
@@ -32,7 +83,7 @@ def load(build_directory=None, verbose=False):
     if not _autograd and "opcore.torch" in sys.modules:
         import opcore.torch
 
-        for fwd, bwd in BACKWARDS.items():
+        for fwd, bwd in {**BACKWARDS, **PY_BACKWARDS}.items():
             opcore.torch.register_autograd(fwd, bwd)
         _autograd = True
     return _lib

@@ -158,6 +158,7 @@ OC_API const char *oc_op_shape_fn_name(const oc_op *op); /* C function run as th
  * oc_tensor *x)" (no ';'), written to `buf` (cut to `len` bytes); returns buf. */
 OC_API const char *oc_op_kernel_prototype(const oc_op *op, char *buf, size_t len);
 OC_API bool oc_op_multicore(const oc_op *op);            /* runs on every core */
+OC_API bool oc_op_strided(const oc_op *op);              /* `.strided`: gets the caller's strides */
 OC_API size_t oc_op_stack_size(const oc_op *op);         /* its kernel stack, bytes */
 
 OC_API int oc_op_num_args(const oc_op *op);
@@ -183,14 +184,22 @@ OC_API const char *oc_op_result_name(const oc_op *op, int index);
 /* ---- calling ----------------------------------------------------------- */
 /* `outs` below is an array of oc_op_num_results(op) tensors, one per
  * result (NULL is allowed for an op without results). An aliased result's
- * entry is filled with the mutated argument's tensor. */
+ * entry is filled with the mutated argument's tensor.
+ *
+ * Tensors of any strides may be passed: the kernel gets dense row-major
+ * copies of those that are not contiguous (unless the op is `.strided`),
+ * and written ones (Tensor(a!) arguments, `outs`) are written back. A
+ * written tensor with internal overlap, or sharing memory with an input
+ * (other than being the very same view) or with another written tensor,
+ * is refused with OC_EINVAL (kernel.h says why). */
 
 /* Run the shape function: fills `out_meta` with each result's shape and
  * dtype (meta tensors). Arguments may be meta or real tensors. */
 OC_API oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tensor *out_meta);
 
 /* Run the op writing into `outs`, which the caller allocated with the
- * shapes and dtypes oc_op_infer gave (any strides). */
+ * shapes and dtypes oc_op_infer gave (any strides; none may overlap an
+ * argument). */
 OC_API oc_status oc_op_call(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs);
 
 /* Output allocator: given result `index`'s inferred meta tensor, make `out`

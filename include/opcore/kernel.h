@@ -14,6 +14,30 @@
  *     sgd_(Tensor(a!) p, Tensor g, float lr) -> ()
  *                                         void sgd_(oc_tensor *p, const oc_tensor *g, double lr);
  *
+ * Tensors arrive dense and row-major: every Tensor, Tensor? and Tensor[]
+ * item a kernel receives (and the gradients a backward op receives, which
+ * torch often hands over expanded, with stride 0) has oc_is_contiguous()
+ * true, so `x->data` is a flat array of oc_numel(x) elements. opcore makes
+ * a dense copy only when the caller's tensor is not contiguous (a
+ * transpose, a slice, an expanded gradient); contiguous tensors are passed
+ * as they are, at no cost. A `Tensor(a!)` argument or a result buffer that
+ * is not contiguous is computed in a dense copy and written back into the
+ * caller's elements after the kernel. An op whose kernel handles any
+ * strides (through the accessors, the streams, oc_iter or oc_copy_) opts
+ * out with `.strided = true` in its oc_def (library.h) and then gets the
+ * caller's views as they are.
+ *
+ * Memory written by a kernel never aliases what it reads, as in torch: a
+ * `Tensor(a!)` argument (or a result buffer given to oc_op_call) that has
+ * internal overlap (a stride 0 from expand(), an overlapping as_strided
+ * view) is refused, as is one sharing some memory with an input or with
+ * another written tensor ("unsupported operation: some elements of the
+ * input tensor and the written-to tensor refer to a single memory
+ * location"); one that is the very same view as an input (`op(x, out=x)`,
+ * `add_(x, x)`) is computed as if the input had been copied first (the
+ * kernel reads a copy). Read-only arrays (a JAX array, a NumPy array or
+ * memmap that is not writeable) are refused as `Tensor(a!)` arguments.
+ *
  * An op with exactly one fresh `Tensor` result has a kernel returning
  * oc_tensor *; every other op (several results, `()`, `Tensor(a!)`) has a
  * kernel returning void that writes its results through

@@ -9,6 +9,7 @@
  *     OC_LIBRARY(my_ops, m) {
  *         oc_def(m, "relu_forward(Tensor x) -> Tensor", relu_fwd_shape, "relu_forward");
  *         oc_def(m, "sum_all(Tensor x) -> Tensor", sum_shape, "sum_all", .multicore = true);
+ *         oc_def(m, "concat(Tensor[] xs) -> Tensor", cat_shape, "concat", .strided = true);
  *     }
  *
  * The schema is PyTorch's op-schema grammar, the same string torch.library
@@ -65,8 +66,9 @@ extern "C" {
 #endif
 
 /* ABI version of the library <-> runtime contract. A library built for
- * another version is refused at load time ("rebuild it"). */
-#define OC_ABI_VERSION 4
+ * another version is refused at load time ("rebuild it"). 5: oc_op_options
+ * gained .grid and .strided; oc_dtype complex64/complex128. */
+#define OC_ABI_VERSION 5
 
 typedef struct oc_library_builder oc_library_builder;
 typedef void (*oc_fn)(void);
@@ -108,6 +110,9 @@ typedef struct oc_op_options {
      * {0}: no grid. A shape function's oc_set_grid and a per-call grid
      * override it. */
     int64_t grid[3];
+    bool strided;         /* the kernel handles any strides: its tensors arrive
+                             as the caller's views, not dense row-major copies
+                             (kernel.h); off by default */
 } oc_op_options;
 
 /* Define an op: its schema, its shape function and the name of its kernel

@@ -70,14 +70,6 @@ def registered_ops():
 _MISSING = _C.MISSING  # an argument left to its schema default (opcore._C.Op.bind)
 
 
-def _tensors_in(vals):
-    for v in vals:
-        if isinstance(v, torch.Tensor):
-            yield v
-        elif isinstance(v, (list, tuple)):
-            yield from (t for t in v if isinstance(t, torch.Tensor))
-
-
 # ---------------------------------------------------------------------------
 # Dynamic shapes: SymInt sizes stay symbolic.
 
@@ -164,6 +156,31 @@ def _symbolic_metas(op, names, vals):
     return [([build(e) for e in dims], dtype) for dtype, dims in traced]
 
 
+def _one_device(op, names, vals):
+    """The device every tensor argument is on. torch routes a call mixing
+    devices (a CPU and a meta tensor) to the fake kernel: refused here, as
+    torch's own ops refuse it, instead of answering with uninitialised
+    results."""
+    seen = []
+    for i, v in enumerate(vals):
+        items = [(None, v)] if isinstance(v, torch.Tensor) else \
+            list(enumerate(v)) if isinstance(v, (list, tuple)) else ()
+        for k, t in items:
+            if isinstance(t, torch.Tensor):
+                where = f"'{names[i]}' (argument {i + 1}{'' if k is None else f', item {k}'})"
+                seen.append((where, t.device))
+    if not seen:
+        return "cpu"
+    first = seen[0]
+    other = next((s for s in seen if s[1].type != first[1].type), None)
+    if other is not None:
+        raise OpArgumentError(
+            f"op '{op.qualname}': expected all tensors to be on the same device, but found at least two devices: "
+            f"{first[0]} is on {first[1]} and {other[0]} is on {other[1]}; an opcore kernel runs with every tensor "
+            "on the CPU (meta tensors only all together, for shape inference): move them with .cpu()")
+    return first[1]
+
+
 def _make_fake(op):
     infer = op.infer
     names = [a["name"] for a in op.arg_info]
@@ -172,12 +189,11 @@ def _make_fake(op):
 
     def fake(*args, **kwargs):
         vals = bind(args, kwargs)
+        device = _one_device(op, names, vals)
         if any(True for v in vals for _ in _symints(v)):
             metas = _symbolic_metas(op, names, vals)
         else:
             metas = infer(*args, **kwargs)
-        device = next(_tensors_in(vals), None)
-        device = device.device if device is not None else "cpu"
         outs = tuple(vals[alias] if alias is not None else
                      torch.empty(sizes, dtype=_NAME_TO_DTYPE[dtype], device=device)
                      for (_, alias), (sizes, dtype) in zip(results, metas))

@@ -27,14 +27,25 @@ __attribute__((format(printf, 4, 5))) static oc_status arg_error(const struct oc
                         op->def.schema.args[i].name, where, msg);
 }
 
-static oc_status check_tensor(const struct oc_op *op, int i, int item, const oc_tensor *t, bool need_data)
+/* Also notes in f->plain whether the tensor is contiguous and read only
+ * (what oc__frame_layout needs to know, found in this one pass). */
+static oc_status check_tensor(const struct oc_op *op, int i, int item, const oc_tensor *t, bool need_data,
+                              call_frame *f)
 {
     if (!t) return arg_error(op, i, item, "expected a Tensor, got NULL (pass oc_value_none() for None)");
     if (!oc_dtype_is_valid(t->dtype)) return arg_error(op, i, item, "has an invalid dtype (%d)", (int)t->dtype);
     if (t->ndim < 0 || t->ndim > OC_MAX_DIMS)
         return arg_error(op, i, item, "has %d dims (0 to %d allowed)", t->ndim, OC_MAX_DIMS);
-    for (int d = 0; d < t->ndim; d++)
+    int64_t expected = 1;
+    bool contiguous = true, decided = false; /* as oc_is_contiguous decides, from the last dim */
+    for (int d = t->ndim - 1; d >= 0; d--) {
         if (t->sizes[d] < 0) return arg_error(op, i, item, "has a negative size (dim %d: %lld)", d, (long long)t->sizes[d]);
+        if (decided) continue;
+        if (t->sizes[d] == 0) decided = true;
+        else if (t->sizes[d] != 1 && t->strides[d] != expected) contiguous = false, decided = true;
+        expected *= t->sizes[d];
+    }
+    f->plain &= contiguous && !op->def.schema.args[i].is_mutable;
     if (need_data && !t->data && oc_numel(t) > 0) return arg_error(op, i, item, "is a meta tensor (no data)");
     return OC_OK;
 }
@@ -45,7 +56,9 @@ static oc_status copy_tensor(const struct oc_op *op, int i, int item, const oc_t
                              oc_tensor *out)
 {
     if (writable && (t->flags & OC_TENSOR_READONLY))
-        return arg_error(op, i, item, "is written in place (%s) but the tensor given is read-only",
+        return arg_error(op, i, item, "is written in place (%s) but the tensor given is read-only (a JAX array, "
+                         "or a NumPy array or memmap that is not writeable): pass a writable copy; through "
+                         "opcore.jax.op() a JAX array's new value is returned instead",
                          op->def.schema.args[i].type_text);
     *out = *t;
     out->flags &= ~(uint32_t)OC_TENSOR_OWNED;
@@ -77,7 +90,7 @@ static oc_status bind_tensor_list(const struct oc_op *op, int i, const oc_schema
     oc_tensor *items = frame_alloc(f, n * (sizeof(oc_tensor) + sizeof(void *)));
     if (!items) return OC_ENOMEM;
     for (int64_t k = 0; k < l.count; k++) {
-        oc_status st = check_tensor(op, i, (int)k, &l.items[k], need_data);
+        oc_status st = check_tensor(op, i, (int)k, &l.items[k], need_data, f);
         if (!st) st = copy_tensor(op, i, (int)k, &l.items[k], a->is_mutable, &items[k]);
         if (st) return st;
     }
@@ -175,7 +188,7 @@ static oc_status bind_arg(const struct oc_op *op, int i, oc_value v, bool need_d
     call_value *cv;
     switch (a->type) {
     case OC_ARG_TENSOR:
-        st = check_tensor(op, i, -1, v.v.tensor, need_data);
+        st = check_tensor(op, i, -1, v.v.tensor, need_data, f);
         if (!st) st = copy_tensor(op, i, -1, v.v.tensor, a->is_mutable, &f->tensors[i]);
         f->tensor_ptrs[i] = &f->tensors[i];
         f->slots[i] = &f->tensor_ptrs[i];
@@ -225,6 +238,8 @@ oc_status oc__frame_bind(const struct oc_op *op, const oc_value *args, int nargs
 {
     const oc_schema *s = &op->def.schema;
     f->nheap = 0;
+    f->plain = true;
+    f->ndense = 0;
     f->nargs = s->num_args;
     f->grid.ndim = 0;
     if (nargs < 0 || nargs > s->num_args || (nargs > 0 && !args))
@@ -526,6 +541,7 @@ static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *outs,
     if (st == OC_OK) st = launch ? run_multi(op, &e) : run_single(op, &e);
     if (sums) st = oc__debug_inputs_check(op, f, sums, st);
     while (nrz-- > 0) st = oc__redzone_end(&dsts[nrz], &rz[nrz], st);
+    if (f->ndense) st = oc__frame_write_back(f, st); /* dense copies back into the caller's tensors */
     /* The caller sees each aliased result as the argument it passed. */
     for (int i = 0; st == OC_OK && outs && i < op->num_results; i++) {
         int a = op->def.schema.results[i].alias_arg;
@@ -589,9 +605,11 @@ static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_al
                 if (st) st = oc_errcode();
             }
             if (!st) st = check_out(op, i, &metas[i], &outs[i], alloc ? "the allocator's" : "the caller's");
+            if (!st) f.plain &= oc__contiguous(&outs[i]);
         }
         if (ta) oc__prof_host(OC_PROF_ALLOC, op->qualname, ta, oc__prof_now());
     }
+    if (!st && !(f.plain && alloc)) st = oc__frame_layout(op, &f, outs, !alloc); /* else nothing to do */
     if (!st) st = execute(op, &f, outs, grid);
     oc__frame_release(&f);
     oc__op_leave(op);
@@ -628,6 +646,7 @@ oc_status oc_op_call_prechecked(const oc_op *op, const oc_value *args, int nargs
     if (st) return st;
     st = need_outs(op, outs, "oc_op_call_prechecked");
     if (!st) st = oc__frame_bind(op, args, nargs, true, &f);
+    if (!st) st = oc__frame_layout(op, &f, outs, true);
     if (!st) st = execute(op, &f, outs, grid); /* no shape function: the caller checked the outputs */
     oc__frame_release(&f);
     oc__op_leave(op);

@@ -23,6 +23,14 @@ typedef union call_value {
     oc_float_list floats;
 } call_value;
 
+/* A written tensor the kernel got a dense copy of (layout.c): `slot` is
+ * the frame's struct (now the copy), `orig` the caller's view, written
+ * back after the kernel. */
+typedef struct oc__dense_rec {
+    oc_tensor *slot;
+    oc_tensor orig;
+} oc__dense_rec;
+
 typedef struct call_frame {
     int nargs;
     oc_tensor tensors[OC_MAX_ARGS];          /* Tensor, Tensor?, Tensor(a!) */
@@ -32,10 +40,25 @@ typedef struct call_frame {
     const void *optional_ptrs[OC_MAX_ARGS];  /* NULL for None */
     void *slots[OC_MAX_ARGS];                /* libffi: one pointer per argument */
     void **saved_data[OC_MAX_ARGS];          /* Tensor[]: items' data while hidden */
-    void *heap[OC_MAX_ARGS];                 /* list storage to free */
+    void *heap[OC_MAX_ARGS + 1];             /* list storage, dense copies: to free */
     int nheap;
     oc_grid grid;                            /* set by the shape function (oc_set_grid); ndim 0: none */
+    oc__dense_rec *dense;                    /* written tensors to copy back (layout.c) */
+    int ndense;
+    bool plain;                              /* every tensor contiguous, none written (bind) */
 } call_frame;
+
+/* oc_is_contiguous, inline (the call path tests every result buffer). */
+static inline bool oc__contiguous(const oc_tensor *t)
+{
+    int64_t expected = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->sizes[d] == 0) return true;
+        if (t->sizes[d] != 1 && t->strides[d] != expected) return false;
+        expected *= t->sizes[d];
+    }
+    return true;
+}
 
 /* Argument i's tensor as bound (a Tensor or Tensor? given one), else NULL. */
 static inline oc_tensor *oc__frame_tensor(const struct oc_op *op, call_frame *f, int i)
@@ -62,5 +85,18 @@ oc_status oc__frame_infer(const struct oc_op *op, call_frame *f, oc_tensor *out_
  * the argument. */
 oc_status oc__debug_inputs_sum(const struct oc_op *op, call_frame *f, uint64_t **sums);
 oc_status oc__debug_inputs_check(const struct oc_op *op, call_frame *f, uint64_t *sums, oc_status status);
+/* Before the kernel (layout.c): every tensor of the bound frame (and the
+ * result buffers `outs`, if given) dense and row-major unless the op is
+ * `.strided`, written ones copied back by oc__frame_write_back; written
+ * tensors with internal overlap, or sharing memory with another tensor
+ * (other than an input that is the very same view, which is then read
+ * from a copy), refused. `check_outs`: the caller gave the result buffers
+ * (else they are fresh from its allocator and cannot overlap anything). */
+oc_status oc__frame_layout(const struct oc_op *op, call_frame *f, oc_tensor *outs, bool check_outs);
+
+/* After the kernel: copy dense copies of written tensors back into the
+ * caller's (if `st` is OC_OK) and restore the caller's views; returns the
+ * call's status. */
+oc_status oc__frame_write_back(call_frame *f, oc_status st);
 
 #endif /* OPCORE_HOST_CALL_INTERNAL_H */

@@ -434,6 +434,7 @@ const char *oc_op_kernel_prototype(const oc_op *op, char *buf, size_t len)
     return buf;
 }
 bool oc_op_multicore(const oc_op *op) { return op->multicore; }
+bool oc_op_strided(const oc_op *op) { return op->def.options.strided; }
 size_t oc_op_stack_size(const oc_op *op) { return op->stack_size; }
 int oc_op_num_args(const oc_op *op) { return op->def.schema.num_args; }
 

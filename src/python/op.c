@@ -11,7 +11,7 @@
  *                          and shape specs (.shape + .dtype)
  *   op.trace(runs)         dynamic shapes: the result sizes as expressions
  *                          of the input sizes (see oc_op_trace_shapes)
- *   op.qualname, .name, .schema, .library, .multicore, .args, .arg_info,
+ *   op.qualname, .name, .schema, .library, .multicore, .strided, .args, .arg_info,
  *   .results
  *
  * Arguments convert from Python by the schema: tensors (torch.Tensor),
@@ -943,6 +943,12 @@ static PyObject *op_subscript(PyObject *self, PyObject *key)
 
 static PyMappingMethods op_as_mapping = {.mp_subscript = op_subscript};
 
+static PyObject *op_get_strided(PyObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(oc_op_strided(((OpObject *)self)->op));
+}
+
 static PyObject *op_repr(PyObject *self)
 {
     OpObject *o = (OpObject *)self;
@@ -985,6 +991,8 @@ static PyGetSetDef op_getset[] = {
     {"library", op_get_library, NULL, "the library's name (the namespace)", NULL},
     {"multicore", op_get_multicore, NULL, "True if the kernel runs on every core", NULL},
     {"grid", op_get_grid, NULL, "the launch grid given with op[grid] (a tuple), else None (the op's own)", NULL},
+    {"strided", op_get_strided, NULL,
+     "True if the kernel takes any strides (.strided = true); else its tensors arrive dense and row-major", NULL},
     {"args", op_get_args, NULL, "[(name, type, has_default, default), ...]", NULL},
     {"arg_info", op_get_arg_info, NULL, "one dict per argument: name, type, schema_type, optional, mutable, "
      "list_len, keyword_only, has_default, default", NULL},

@@ -230,13 +230,15 @@ static int view_dlpack(const oc_op *op, int index, PyObject *obj, oc_tensor *t, 
 {
     const char *argname = oc_op_arg_name(op, index);
     PyObject *cap = PyObject_CallMethod(obj, "__dlpack__", NULL);
-    if (!cap && PyObject_HasAttrString(obj, "__array_interface__")) {
-        PyErr_Clear();
-        return view_array_interface(op, index, obj, t);
-    }
     if (!cap) {
         PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
+        PyErr_Fetch(&type, &value, &tb); /* before the look-up below, which runs Python for a subclass */
+        if (PyObject_HasAttrString(obj, "__array_interface__")) { /* a read-only NumPy array or memmap */
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(tb);
+            return view_array_interface(op, index, obj, t);
+        }
         ocpy_arg_error(op, "argument %d '%s': %s.__dlpack__() failed: %S", index + 1, argname,
                        Py_TYPE(obj)->tp_name, value ? value : Py_None);
         Py_XDECREF(type);
@@ -259,6 +261,15 @@ static int view_dlpack(const oc_op *op, int index, PyObject *obj, oc_tensor *t, 
         return -1;
     }
     t->flags &= ~(uint32_t)OC_TENSOR_META;
+    /* A JAX array is immutable: an in-place op is refused (opcore.jax
+     * returns the new value instead). */
+    if (oc_op_arg_mutable(op, index)) {
+        PyObject *mod = PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__module__");
+        const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+        if (m && (strncmp(m, "jax", 3) == 0)) t->flags |= OC_TENSOR_READONLY;
+        Py_XDECREF(mod);
+        PyErr_Clear();
+    }
     /* The capsule owns the producer's reference: keep it until the call
      * ends (its destructor then releases the array). */
     if (!*keep && !(*keep = PyList_New(0))) {

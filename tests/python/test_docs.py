@@ -134,6 +134,8 @@ EXCERPTS = {
     ("docs/tutorial_2_performance.md", "const int64_t r0 = oc_program_id(0) * TILE_ROWS,"): "examples/seed003/add.c",
     ("docs/tutorial_4_tiles.md", "oc_tile t = oc_tile_alloc(p.rb, p.d, OC_FLOAT32)"): "examples/tiles/rmsnorm.c",
     ("docs/tutorial_4_tiles.md", "oc_core_range(ta.rows, 16, &lo, &hi);"): "examples/tiles/matmul.c",
+    ("docs/tutorial_3_beyond_relu.md", 'oc_def(m, "concat(Tensor[] xs, int dim=0) -> Tensor", concat_shape, "concat", .strided = true);'):
+        "examples/ops/shape.c",
 }
 
 # (document, first line) -> (arguments added to each `python SCRIPT.py` of the
