@@ -112,8 +112,9 @@ static void check_marks(const oc_grid *grid, int ndim, const int64_t *dims)
     for (int d = 0; d < ndim; d++) total *= dims[d];
     oc_tensor n, out;
     int64_t *buf = calloc((size_t)total * 5, sizeof *buf);
-    oc_tensor_init(&n, NULL, OC_INT8, 1, (int64_t[]){total});
-    n.data = buf; /* any data: only its size counts */
+    int8_t *sized = calloc((size_t)total, 1); /* only its size counts; its own memory (an input
+                                                 sharing the output's is refused) */
+    oc_tensor_init(&n, sized, OC_INT8, 1, (int64_t[]){total});
     oc_tensor_init(&out, buf, OC_INT64, 2, (int64_t[]){total, 5});
     oc_value args[] = {oc_value_tensor(&n)};
     if (oc_op_call_grid(op, args, 1, &out, grid) != OC_OK) fail_msg("%s", oc_errmsg());
@@ -127,6 +128,7 @@ static void check_marks(const oc_grid *grid, int ndim, const int64_t *dims)
         for (int a = 0; a < 3; a++) assert_int_equal(buf[id * 5 + 1 + a], want[a]);
         assert_int_equal(buf[id * 5 + 4], 1); /* exactly once */
     }
+    free(sized);
     free(buf);
 }
 
