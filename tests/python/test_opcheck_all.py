@@ -18,7 +18,7 @@ from torch.library import opcheck  # noqa: E402
 import opcore.torch as ot  # noqa: E402
 from conftest import REPO, RELU_VARIANTS, load_lib  # noqa: E402
 
-for d in ("ops", "tiles", "seed003"):
+for d in ("ops", "tiles"):
     sys.path.insert(0, str(REPO / "examples" / d))
 import nn_ops  # noqa: E402
 import tiles_ops  # noqa: E402
@@ -30,7 +30,7 @@ B = "B"  # the batch dim of a shape: 4, or 0 for the empty layout
 
 
 @pytest.fixture(scope="module")
-def libs(opcore_build_dir, relu_libs):
+def libs(opcore_build_dir, relu_libs, seed003):
     nn_ops.load(build_directory=str(opcore_build_dir / "nn_ops"))
     tiles_ops.load(build_directory=str(opcore_build_dir / "tiles"))
     act = REPO / "examples" / "activations"
@@ -38,9 +38,6 @@ def libs(opcore_build_dir, relu_libs):
     ot.register_autograd("act_ops::silu", "act_ops::silu_backward")
     ot.register_autograd("act_ops::softmax", "act_ops::softmax_backward")
     ot.register_autograd("act_ops::softmax_plain", "act_ops::softmax_backward")
-    import seed003
-
-    seed003.load(build_dir=str(opcore_build_dir / "seed003"))
     ot.register_autograd("add_ops::tensor_add", lambda dy, a, b: (dy, dy))  # the seed's AddFunc backward
     for v in RELU_VARIANTS:
         ot.register_autograd(f"my_ops_{v}::relu_forward", f"my_ops_{v}::relu_backward")
