@@ -99,7 +99,8 @@ static inline oc_value oc_value_dict(const oc_dict *d) { oc_value v; v.type = OC
 /* Check `schema` as oc_def will: OC_OK, or OC_EINVAL with the reason in
  * oc_errmsg(). On success `prototype` (if not NULL) receives the C
  * prototype the op's kernel must have, named after the op. Everything it
- * accepts, torch.library accepts and registers the same way. */
+ * accepts, torch.library accepts and registers the same way, but a Dict
+ * argument (opcore/dict.h), which torch's schema language cannot express. */
 OC_API oc_status oc_schema_check(const char *schema, char *prototype, size_t len);
 
 /* The schema spelling of a base type: "Tensor", "float", "int[]", ... */

@@ -6,7 +6,7 @@ an op with a Dict: registering one is refused with the reason."""
 import numpy as np
 import pytest
 
-from conftest import load_texts
+from conftest import load_texts, needs_cli, run_cli
 
 COMPUTE = r"""
 #include <string.h>
@@ -53,6 +53,7 @@ OC_LIBRARY(dict_py, m) { oc_def(m, "pick(Tensor x, Dict attrs) -> Tensor", pick_
 
 GOOD = {"i": -3, "f": 0.5, "b": True, "s": "hello", "ints": [1, 2, 3], "floats": [0.25, 0.5], "extra": 7}
 WANT = [-3, 0.5, 1, 5, 6, 0.75, 7, 2.0]
+LIB_PATH = []  # the built library's file, for the command line
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +61,7 @@ def pick(opcore_build_dir):
     d = opcore_build_dir / "dict_py"
     d.mkdir(exist_ok=True)
     lib = load_texts(d, "dict_py", COMPUTE, SHAPE)
+    LIB_PATH.append(lib.path)
     return lib.ops["pick"]
 
 
@@ -161,3 +163,11 @@ def test_jax_errors(pick):
         op(jnp.float32([2.0]), dict(GOOD, a={"nested": 1}))
     with pytest.raises(opcore.OpArgumentError, match=r"expected a dict, got list"):
         op(jnp.float32([2.0]), [1])
+
+
+@needs_cli
+def test_cli_run_says_a_dict_cannot_be_given(pick):
+    for given in ([], ["--arg", "attrs=1"]):
+        p = run_cli("run", LIB_PATH[0], "pick", "--shape", "1", *given)
+        assert p.returncode != 0
+        assert "argument 'attrs' is a Dict, which the command line cannot give" in p.stderr, p.stderr
