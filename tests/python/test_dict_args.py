@@ -140,7 +140,9 @@ def test_jax_eager_and_jit(pick):
     op = opcore.jax.op("dict_py::pick")
     np.testing.assert_array_equal(np.asarray(op(jnp.float32([2.0]), GOOD)), WANT)
     f = jax.jit(lambda v: op(v, attrs=GOOD))
+    sites = opcore.jax.call_sites()
     np.testing.assert_array_equal(np.asarray(f(jnp.float32([2.0]))), WANT)
+    assert opcore.jax.call_sites() == sites + 1  # the dictionary is decoded once, for the call site
     np.testing.assert_array_equal(np.asarray(f(jnp.float32([4.0])))[7], 4.0)
     # int and float arrays, NumPy scalars; {'b': True} and {'b': 1} are different calls
     attrs = dict(GOOD, f=np.float32(0.5), ints=np.arange(4), floats=np.array([0.5, 0.25], np.float32))
@@ -171,3 +173,35 @@ def test_cli_run_says_a_dict_cannot_be_given(pick):
         p = run_cli("run", LIB_PATH[0], "pick", "--shape", "1", *given)
         assert p.returncode != 0
         assert "argument 'attrs' is a Dict, which the command line cannot give" in p.stderr, p.stderr
+
+
+class _HashableDict(dict):
+    """A dict jax.ffi_call accepts nested in an attribute (it hashes them)."""
+
+    def __hash__(self):
+        return hash(tuple(self.items()))
+
+
+def test_hand_written_custom_call_dictionary_errors(pick):
+    """A custom call written by hand (jax.ffi.ffi_call) reaches the handler
+    with whatever attributes it has: a nested dictionary, an attribute that
+    is not a dictionary, none at all."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    import opcore.jax
+
+    opcore.jax.op("dict_py::pick")  # registers the handler
+    out = jax.ShapeDtypeStruct((8,), np.float64)
+
+    def call(**attrs):
+        f = jax.ffi.ffi_call(opcore.jax.TARGET, out)
+        return jax.jit(lambda v: f(v, op="dict_py::pick", **attrs))(jnp.float32([2.0])).block_until_ready()
+
+    with jax.enable_x64(True):
+        with pytest.raises(Exception, match=r"argument 'attrs' \(Dict\): key 'inner': a nested dictionary"):
+            call(attrs={"inner": _HashableDict(a=np.int64(1))})
+        with pytest.raises(Exception, match=r"argument 'attrs' \(Dict\): expected a dictionary attribute"):
+            call(attrs=np.int64(3))
+        with pytest.raises(Exception, match=r"argument 'attrs' \(Dict\): expected a dictionary \(a Dict has no "
+                                            r"default: pass \{\} for none\), not a missing attribute"):
+            call()
