@@ -19,6 +19,7 @@
  *     str             const char *               NULL
  *     ScalarType      oc_dtype
  *     other T?        const T *                  NULL   (int? -> const int64_t *)
+ *     Dict            const oc_dict *            (no Dict?: opcore/dict.h)
  */
 #ifndef OPCORE_ARGS_H
 #define OPCORE_ARGS_H

@@ -10,6 +10,7 @@
 #define OPCORE_CHECK_H
 
 #include "export.h"
+#include "status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,6 +26,14 @@ OC_API void oc_fail(const char *file, int line, const char *fmt, ...)
     do {                                                                     \
         if (__builtin_expect(!(cond), 0))                                    \
             oc_fail(__FILE__, __LINE__, "check failed: " #cond ": " __VA_ARGS__); \
+    } while (0)
+
+/* If `status_expr` (a call returning oc_status, e.g. oc_dict_get_int) is
+ * not OC_OK, fail the kernel with its message (oc_errmsg()). */
+#define OC_CHECK_OK(status_expr)                                                 \
+    do {                                                                         \
+        if (__builtin_expect((status_expr) != OC_OK, 0))                         \
+            oc_fail(__FILE__, __LINE__, "%s", oc_errmsg());                       \
     } while (0)
 
 #ifdef __cplusplus

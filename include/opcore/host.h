@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "args.h"
+#include "dict.h"
 #include "scalar.h"
 #include "status.h"
 #include "tensor.h"
@@ -52,7 +53,8 @@ typedef enum oc_arg_type {
     OC_ARG_TENSOR_LIST = 7, /* Tensor[]       -> oc_tensor_list (_mut for (a!))  */
     OC_ARG_INT_LIST = 8,    /* int[], int[N]  -> oc_int_list                     */
     OC_ARG_FLOAT_LIST = 9,  /* float[]        -> oc_float_list                   */
-    OC_ARG_NONE = 10        /* a value only: None, for an optional argument      */
+    OC_ARG_NONE = 10,       /* a value only: None, for an optional argument      */
+    OC_ARG_DICT = 11        /* Dict           -> const oc_dict * (opcore/dict.h)  */
 } oc_arg_type;
 
 /* One argument value for a call. Lists point at the caller's arrays, which
@@ -71,6 +73,7 @@ typedef struct oc_value {
         oc_tensor_list tensors;
         oc_int_list ints;
         oc_float_list floats;
+        const oc_dict *dict;
     } v;
 } oc_value;
 
@@ -89,10 +92,15 @@ static inline oc_value oc_value_ints(const int64_t *values, int64_t count)
 static inline oc_value oc_value_floats(const double *values, int64_t count)
 { oc_value v; v.type = OC_ARG_FLOAT_LIST; v.v.floats.values = values; v.v.floats.count = count; return v; }
 
+/* A Dict argument: the dictionary (and what it points at) must stay valid
+ * for the call; the kernel gets a copy naming the op and argument. */
+static inline oc_value oc_value_dict(const oc_dict *d) { oc_value v; v.type = OC_ARG_DICT; v.v.dict = d; return v; }
+
 /* Check `schema` as oc_def will: OC_OK, or OC_EINVAL with the reason in
  * oc_errmsg(). On success `prototype` (if not NULL) receives the C
  * prototype the op's kernel must have, named after the op. Everything it
- * accepts, torch.library accepts and registers the same way. */
+ * accepts, torch.library accepts and registers the same way, but a Dict
+ * argument (opcore/dict.h), which torch's schema language cannot express. */
 OC_API oc_status oc_schema_check(const char *schema, char *prototype, size_t len);
 
 /* The schema spelling of a base type: "Tensor", "float", "int[]", ... */

@@ -77,6 +77,7 @@
 
 #include "args.h"
 #include "check.h"
+#include "dict.h"
 #include "dim.h"
 #include "iter.h"
 #include "scalar.h"

@@ -53,6 +53,7 @@
 
 #include "args.h"
 #include "check.h"
+#include "dict.h"
 #include "dim.h"
 #include "scalar.h"
 #include "status.h"

@@ -380,6 +380,99 @@ def _dtype_name(meta, a, v) -> str:
     return dt.name
 
 
+def _dict_kind(v) -> str:
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, tuple):
+        return "float[]" if any(isinstance(x, float) for x in v) else "int[]"
+    return type(v).__name__  # int, float, str
+
+
+class _DictValue(dict):
+    """A Dict argument's normalised value: a dict of int, float, bool, str
+    and tuples (lists), hashable by its typed items so that it can be part
+    of a call's static key ({'a': 1} and {'a': True} differ)."""
+
+    def _typed(self):
+        return tuple((k, _dict_kind(v), v) for k, v in self.items())
+
+    def __hash__(self):
+        return hash(self._typed())
+
+    def __eq__(self, other):
+        return isinstance(other, _DictValue) and self._typed() == other._typed()
+
+    def __ne__(self, other):
+        return not self == other
+
+
+class _DictArray:
+    """A list inside a Dict attribute: jax.ffi_call needs hashable attribute
+    values, and lowers this as the dense array it stands for."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __hash__(self):
+        return hash((self.array.dtype.str, self.array.tobytes()))
+
+    def __eq__(self, other):
+        return (isinstance(other, _DictArray) and self.array.dtype == other.array.dtype
+                and np.array_equal(self.array, other.array))
+
+    def __jax_array__(self):
+        return self.array
+
+
+def _norm_dict(meta: _OpMeta, a: _Arg, v) -> _DictValue:
+    """A Dict argument: str keys; int, float, bool, str or list values."""
+    if not isinstance(v, dict):
+        raise meta.error(f"expected a dict, got {type(v).__name__}", a)
+    out = _DictValue()
+    for k, x in v.items():
+        if not isinstance(k, str):
+            raise meta.error(f"keys must be str, got {k!r}", a)
+        where = f"key {k!r}: "
+        if isinstance(x, jax.core.Tracer):
+            raise meta.error(where + "must be a static Python value, not a traced array (a Dict becomes "
+                             "an attribute of the custom call)", a)
+        if isinstance(x, (jax.Array, np.ndarray)) and np.ndim(x) <= 1:
+            x = np.asarray(x).tolist()
+        if isinstance(x, (bool, np.bool_)):
+            out[k] = bool(x)
+        elif isinstance(x, (int, np.integer)):
+            out[k] = _as_int(meta, a, x, where + "an int")
+        elif isinstance(x, (float, np.floating)):
+            out[k] = float(x)
+        elif isinstance(x, str):
+            if "\0" in x:
+                raise meta.error(where + "a str may not hold a NUL character (the kernel gets a C string)", a)
+            out[k] = x
+        elif isinstance(x, (list, tuple)):
+            if any(isinstance(y, (bool, np.bool_)) or not isinstance(y, (int, float, np.integer, np.floating))
+                   for y in x):
+                raise meta.error(where + f"a list holds ints or floats only, got {x!r}", a)
+            floats = any(isinstance(y, (float, np.floating)) for y in x)
+            out[k] = tuple(float(y) if floats else _as_int(meta, a, y, where + "an int") for y in x)
+        else:
+            raise meta.error(where + f"expected an int, float, bool, str or a list of numbers, got "
+                             f"{type(x).__name__}", a)
+    return out
+
+
+def _dict_attr(v: _DictValue) -> dict:
+    """A Dict's value as a dictionary attribute (the handler decodes it)."""
+    out = {}
+    for k, x in v.items():
+        if isinstance(x, tuple):
+            x = _DictArray(np.asarray(x, dtype=np.float64 if _dict_kind(x) == "float[]" else np.int64)
+                           .reshape(len(x)))
+        else:
+            x = _attr(None, x)
+        out[k] = x
+    return out
+
+
 def _norm_static(meta: _OpMeta, a: _Arg, v):
     """A non-tensor argument's value, checked and normalised: int, float,
     bool, str, a dtype name (ScalarType), a tuple (int[], float[]) or None."""
@@ -387,6 +480,8 @@ def _norm_static(meta: _OpMeta, a: _Arg, v):
         if not a.optional:
             raise meta.error(f"got None; only optional ({a.schema_type}?) arguments take None", a)
         return None
+    if a.type == "Dict":
+        return _norm_dict(meta, a, v)
     v = _static(meta, a, v)
     t = a.type
     if t == "int":
@@ -532,6 +627,8 @@ def _attr(a: _Arg, v):
     """A normalised non-tensor value of argument `a` as a custom-call attribute."""
     if v is None:
         return {}  # None (the handler reads an empty dictionary as None)
+    if isinstance(v, _DictValue):
+        return _dict_attr(v)  # a Dict argument (never None: there is no Dict?)
     if isinstance(v, bool):
         return np.bool_(v)
     if isinstance(v, int):

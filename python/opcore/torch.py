@@ -219,6 +219,13 @@ def _internal_schema(op):
 def register_op(op):
     """Define `op` (an opcore._C.Op) in torch.library: schema, CPU kernel
     (the C op), fake implementation (the C shape function). Idempotent."""
+    if _takes_dict(op):
+        raise TypeError(
+            f"opcore: op {op.qualname} takes a Dict argument, which torch.library cannot define: torch's "
+            "schema language has only Dict(str, T) with one value type, not opcore's dictionary of ints, "
+            "floats, bools, strs and lists. Call the op itself, which takes torch tensors "
+            f"(opcore.custom_op.load(...).{op.name}(x, attrs={{...}})), or give it typed arguments "
+            "(int, float[], ...) to use it through torch.ops")
     with _lock:
         if op.qualname in _registered:
             return getattr(getattr(torch.ops, op.library), op.name)
@@ -277,10 +284,16 @@ def register_op(op):
         return getattr(getattr(torch.ops, ns), op.name)
 
 
+def _takes_dict(op):
+    return any(a["type"] == "Dict" for a in op.arg_info)
+
+
 def register_library(lib):
-    """Register every op of a loaded opcore Library with torch."""
+    """Register every op of a loaded opcore Library with torch, but those
+    taking a Dict (see register_op): they are called directly."""
     for op in lib.ops.values():
-        register_op(op)
+        if not _takes_dict(op):
+            register_op(op)
 
 
 def unregister_library(name):

@@ -313,6 +313,9 @@ static int make_scalar(const prep *pp, cli_call *call, int i, const char *given)
 {
     const oc_op *op = call->op;
     const char *aname = oc_op_arg_name(op, i);
+    if (oc_op_arg_type(op, i) == OC_ARG_DICT) /* no syntax for one (and no default) */
+        return cli_usage_error(pp->cmd, "op '%s': argument '%s' is a Dict, which the command line cannot give; "
+                               "call the op from Python or C", oc_op_qualname(op), aname);
     if (!given) {
         if (!oc_op_arg_default(op, i, &call->args[i]))
             return cli_usage_error(pp->cmd, "op '%s' needs a value for argument '%s' (%s); give --arg %s=VALUE",

@@ -228,6 +228,16 @@ static oc_status bind_arg(const struct oc_op *op, int i, oc_value v, bool need_d
         if (!oc_dtype_is_valid(v.v.dtype)) return arg_error(op, i, -1, "invalid dtype %d", (int)v.v.dtype);
         value_slot(f, i, a->optional)->dtype = (int)v.v.dtype;
         break;
+    case OC_ARG_DICT: {
+        /* the kernel gets a copy that names the op and argument in lookup errors */
+        oc_dict named = v.v.dict ? *v.v.dict : (oc_dict){0, NULL, NULL, NULL};
+        named.op = op->qualname;
+        named.arg = a->name;
+        if (!v.v.dict) return arg_error(op, i, -1, "expected a Dict, got NULL (pass an empty dictionary for none)");
+        if (oc_dict_validate(&named)) return OC_EINVAL;
+        value_slot(f, i, true)->dict = named;
+        break;
+    }
     case OC_ARG_NONE:
         break;
     }

@@ -21,6 +21,7 @@ typedef union call_value {
     oc_tensor_list tensors;
     oc_int_list ints;
     oc_float_list floats;
+    oc_dict dict;
 } call_value;
 
 /* A written tensor the kernel got a dense copy of (layout.c): `slot` is

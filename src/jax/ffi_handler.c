@@ -535,6 +535,108 @@ static XLA_FFI_Error *bind_attr(call *c, int i, int64_t k, oc_value *v)
     return bad_attr(c, i, "a known");
 }
 
+/* ---- Dict arguments ------------------------------------------------------------ */
+
+typedef void *(*dict_alloc_fn)(void *ctx, size_t bytes);
+
+static void *scratch_alloc_ctx(void *ctx, size_t bytes) { return scratch_alloc(ctx, bytes); }
+
+static size_t round8(size_t n) { return (n + 7) / 8 * 8; }
+
+static XLA_FFI_Error *dict_key_error(call *c, int i, const XLA_FFI_ByteSpan *key, const char *what)
+{
+    return make_error(c->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                      "opcore: op '%s': argument '%s' (Dict): key '%.*s': %s", c->qualname,
+                      oc_op_arg_name(c->op, i), (int)key->len, key->ptr, what);
+}
+
+/* One dictionary item as an entry; list items and strings go at *p. The
+ * mapping is the one of plain arguments (docs/jax.md, "Attribute kinds"):
+ * integer scalars int, float32/64 float, bool bool; integer and bool
+ * arrays int[], float32/64 arrays float[]; anything else is refused. */
+static XLA_FFI_Error *dict_entry(call *c, int i, const XLA_FFI_Attrs *d, int64_t j, char **p, oc_dict_entry *e)
+{
+    const XLA_FFI_ByteSpan *key = d->names[j];
+    switch (d->types[j]) {
+    case XLA_FFI_AttrType_SCALAR: {
+        oc_scalar s;
+        if (!scalar_attr((const XLA_FFI_Scalar *)d->attrs[j], &s))
+            return dict_key_error(c, i, key, "expected an int (fitting int64), float or bool scalar");
+        if (s.kind == OC_SCALAR_FLOAT) *e = oc_dict_float(e->key, s.value.f);
+        else if (s.kind == OC_SCALAR_BOOL) *e = oc_dict_bool(e->key, s.value.b);
+        else *e = oc_dict_int(e->key, oc_scalar_to_int64(s));
+        return NULL;
+    }
+    case XLA_FFI_AttrType_ARRAY: {
+        const XLA_FFI_Array *a = d->attrs[j];
+        int64_t n = (int64_t)a->size;
+        if (a->dtype == XLA_FFI_DataType_F32 || a->dtype == XLA_FFI_DataType_F64) {
+            double *out = (double *)*p;
+            for (int64_t q = 0; q < n; q++)
+                out[q] = a->dtype == XLA_FFI_DataType_F64 ? ((const double *)a->data)[q] : ((const float *)a->data)[q];
+            *e = oc_dict_floats(e->key, out, n);
+        } else {
+            int64_t *out = (int64_t *)*p;
+            size_t size = oc_xla_itemsize(a->dtype);
+            for (int64_t q = 0; q < n; q++) {
+                XLA_FFI_Scalar item = {.dtype = a->dtype, .value = (char *)a->data + q * (int64_t)size};
+                oc_scalar sc;
+                if (size == 0 || !scalar_attr(&item, &sc) || sc.kind == OC_SCALAR_FLOAT)
+                    return dict_key_error(c, i, key, "expected an integer or bool array whose items fit int64, "
+                                                     "or a float32/float64 array");
+                out[q] = oc_scalar_to_int64(sc);
+            }
+            *e = oc_dict_ints(e->key, out, n);
+        }
+        *p += (size_t)n * 8;
+        return NULL;
+    }
+    case XLA_FFI_AttrType_STRING: {
+        const XLA_FFI_ByteSpan *span = d->attrs[j];
+        memcpy(*p, span->ptr, span->len);
+        (*p)[span->len] = '\0';
+        *e = oc_dict_str(e->key, *p);
+        *p += round8(span->len + 1);
+        return NULL;
+    }
+    case XLA_FFI_AttrType_DICTIONARY:
+        return dict_key_error(c, i, key, "a nested dictionary is not supported (values: int, float, bool, str, "
+                                         "int[], float[])");
+    }
+    return dict_key_error(c, i, key, "an attribute of unknown type");
+}
+
+/* A Dict argument from dictionary attribute `k`. One block from `alloc`
+ * holds the oc_dict, its entries, keys, strings and list items. */
+static XLA_FFI_Error *bind_dict(call *c, int i, int64_t k, dict_alloc_fn alloc, void *ctx, oc_value *v)
+{
+    const XLA_FFI_Attrs *attrs = &c->cf->attrs;
+    if (k < 0) return bad_attr(c, i, "a dictionary (a Dict has no default: pass {} for none), not a missing");
+    if (attrs->types[k] != XLA_FFI_AttrType_DICTIONARY) return bad_attr(c, i, "a dictionary");
+    const XLA_FFI_Attrs *d = attrs->attrs[k];
+    size_t bytes = sizeof(oc_dict) + (size_t)d->size * sizeof(oc_dict_entry);
+    for (int64_t j = 0; j < d->size; j++) {
+        bytes += round8(d->names[j]->len + 1);
+        if (d->types[j] == XLA_FFI_AttrType_ARRAY) bytes += ((const XLA_FFI_Array *)d->attrs[j])->size * 8;
+        if (d->types[j] == XLA_FFI_AttrType_STRING) bytes += round8(((const XLA_FFI_ByteSpan *)d->attrs[j])->len + 1);
+    }
+    oc_dict *od = alloc(ctx, bytes);
+    if (od == NULL) return out_of_memory(c);
+    oc_dict_entry *entries = (oc_dict_entry *)(od + 1);
+    char *p = (char *)(entries + d->size);
+    for (int64_t j = 0; j < d->size; j++) {
+        memcpy(p, d->names[j]->ptr, d->names[j]->len);
+        p[d->names[j]->len] = '\0';
+        entries[j].key = p;
+        p += round8(d->names[j]->len + 1);
+        XLA_FFI_Error *err = dict_entry(c, i, d, j, &p, &entries[j]);
+        if (err) return err;
+    }
+    *od = oc_dict_of(entries, d->size);
+    *v = oc_value_dict(od);
+    return NULL;
+}
+
 /* Argument `i` as an oc_value. Attributes named after arguments describe
  * them: for a non-tensor, its value ({} = None; absent = the schema
  * default); for a Tensor? given None, {}; for a Tensor[], its length. A
@@ -545,6 +647,7 @@ static XLA_FFI_Error *bind_arg(call *c, int i, oc_tensor *tensor, oc_value *v)
     const char *name = oc_op_arg_name(c->op, i);
     int64_t k = find_attr(&c->cf->attrs, name);
     if (type == OC_ARG_TENSOR_LIST) return bind_tensor_list(c, i, name, k, v);
+    if (type == OC_ARG_DICT) return bind_dict(c, i, k, scratch_alloc_ctx, &c->mem, v);
     if (k >= 0 && c->cf->attrs.types[k] == XLA_FFI_AttrType_DICTIONARY) {
         if (!empty_dict(&c->cf->attrs, k))
             return bad_attr(c, i, "an empty dictionary ({} = None; opcore has no dictionary arguments), not a "
@@ -629,6 +732,15 @@ static bool site_keep(site *s, const void **p, size_t bytes)
     return true;
 }
 
+/* A block the site owns (a Dict's), or NULL when out of memory. */
+static void *site_alloc(void *ctx, size_t bytes)
+{
+    site *s = ctx;
+    void *p = malloc(bytes ? bytes : 1);
+    if (p) s->owned[s->nowned++] = p;
+    return p;
+}
+
 /* Argument i's plan (and value) from the attributes; false when it cannot
  * be decoded here (the calls then decode and report it). */
 static bool plan_arg(call *c, site *s, int i)
@@ -643,6 +755,11 @@ static bool plan_arg(call *c, site *s, int i)
         return k >= 0 && int_attr(&c->cf->attrs, k, &pl->count) && pl->count >= 0;
     }
     pl->kind = PLAN_VALUE;
+    if (type == OC_ARG_DICT) {
+        XLA_FFI_Error *err = bind_dict(c, i, k, site_alloc, s, v);
+        if (err) drop_error(c->api, err);
+        return err == NULL;
+    }
     if (k >= 0 && c->cf->attrs.types[k] == XLA_FFI_AttrType_DICTIONARY) {
         *v = oc_value_none();
         return empty_dict(&c->cf->attrs, k); /* another dictionary: the calls report it */

@@ -47,6 +47,7 @@ static ffi_type *ffi_type_of(const oc_schema_arg *a)
     if (a->optional) return &ffi_type_pointer; /* const T *, NULL for None */
     switch (a->type) {
     case OC_ARG_TENSOR:
+    case OC_ARG_DICT:
     case OC_ARG_STR: return &ffi_type_pointer;
     case OC_ARG_FLOAT: return &ffi_type_double;
     case OC_ARG_INT: return &ffi_type_sint64;

@@ -28,13 +28,13 @@ static const struct {
 } base_types[] = {
     {"Tensor", OC_ARG_TENSOR}, {"float", OC_ARG_FLOAT}, {"int", OC_ARG_INT},
     {"SymInt", OC_ARG_INT},    {"bool", OC_ARG_BOOL},   {"Scalar", OC_ARG_SCALAR},
-    {"str", OC_ARG_STR},       {"ScalarType", OC_ARG_DTYPE},
+    {"str", OC_ARG_STR},       {"ScalarType", OC_ARG_DTYPE}, {"Dict", OC_ARG_DICT},
 };
 #define NUM_BASE_TYPES (int)(sizeof base_types / sizeof base_types[0])
 
 #define SUPPORTED_TYPES                                                                      \
     "Tensor, Tensor?, Tensor[], Tensor(a!), int, SymInt, int[], int[N], float, float[], " \
-    "bool, Scalar, str, ScalarType, and T? of these"
+    "bool, Scalar, str, ScalarType, T? of these, and Dict"
 
 const char *oc_arg_type_name(oc_arg_type type)
 {
@@ -49,6 +49,7 @@ const char *oc_arg_type_name(oc_arg_type type)
     case OC_ARG_TENSOR_LIST: return "Tensor[]";
     case OC_ARG_INT_LIST: return "int[]";
     case OC_ARG_FLOAT_LIST: return "float[]";
+    case OC_ARG_DICT: return "Dict";
     case OC_ARG_NONE: return "None";
     }
     return "?";
@@ -68,6 +69,7 @@ const char *oc__arg_c_type(const oc_schema_arg *a)
     case OC_ARG_SCALAR: return opt ? "const oc_scalar *" : "oc_scalar";
     case OC_ARG_STR: return "const char *";
     case OC_ARG_DTYPE: return opt ? "const oc_dtype *" : "oc_dtype";
+    case OC_ARG_DICT: return "const oc_dict *";
     case OC_ARG_NONE: break;
     }
     return "?";
@@ -314,6 +316,7 @@ static oc_status parse_default(parser *ps, oc_schema_arg *a)
     case OC_ARG_DTYPE:
         return failf(ps, "argument '%s': a ScalarType default can only be None: write "
                          "ScalarType? %s=None and pick the dtype in the shape function", a->name, a->name);
+    case OC_ARG_DICT: /* parse_type refuses Dict? and the grammar has no dictionary literal */
     case OC_ARG_TENSOR:
     case OC_ARG_TENSOR_LIST:
         return failf(ps, "argument '%s': a tensor argument can default only to None, as a Tensor? "
@@ -403,6 +406,9 @@ static oc_status parse_type(parser *ps, oc_schema_arg *a)
         if (a->list_len) snprintf(dims, sizeof dims, "[%lld]", (long long)a->list_len);
         else snprintf(dims, sizeof dims, "[]");
     }
+    if (a->type == OC_ARG_DICT && (peek(ps, "?") || a->list_len || dims[0]))
+        return fail(ps, "a Dict argument is neither optional nor a list (Dict? and Dict[] are not supported: "
+                        "pass an empty dictionary for no settings)");
     if (accept(ps, "?")) {
         if (a->type == OC_ARG_TENSOR_LIST)
             return fail(ps, "an optional Tensor list (Tensor[]?) is not supported: use Tensor[] "
@@ -439,6 +445,9 @@ static oc_status parse_arg(parser *ps, oc_schema *s, bool keyword_only)
                 return failf(ps, "arguments '%s' and '%s' share the alias set (%s!); give each "
                                  "in-place argument its own letter",
                              s->args[i].name, arg->name, arg->alias_set);
+    if (arg->type == OC_ARG_DICT && peek(ps, "="))
+        return failf(ps, "argument '%s': a Dict argument has no default (the schema grammar has no "
+                         "dictionary literal): callers pass one, {} for none", arg->name);
     if (accept(ps, "=")) {
         st = parse_default(ps, arg);
         if (st) return st;

@@ -5,13 +5,15 @@
  *   schema  := name "(" [arg {"," arg}] ")" "->" results
  *   arg     := "*" | type name ["=" default]
  *   type    := base [alias] ["[" [N] "]"] ["?"]
- *   base    := Tensor | int | SymInt | float | bool | Scalar | str | ScalarType
+ *   base    := Tensor | int | SymInt | float | bool | Scalar | str | ScalarType | Dict
  *   alias   := "(" ident "!" ")"                      (Tensor only: written in place)
  *   results := "()" | result | "(" result {"," result} ")"
  *   result  := "Tensor" [alias] [name]
  *
  * Everything accepted here is accepted by torch's own parser and registers
- * the same way in torch.library; what torch would take but opcore cannot
+ * the same way in torch.library, but `Dict` (opcore's dictionary of named
+ * attributes: no `?`, no list, no default), which torch's grammar cannot
+ * express and opcore.torch refuses to register; what torch would take but opcore cannot
  * run (overload names, views, Tensor?[], other base types, defaults torch
  * misreads) is refused with the reason and what to write instead.
  */

@@ -276,6 +276,123 @@ static int convert_list(OpObject *o, int i, PyObject *a, int meta, oc_value *val
     return rc;
 }
 
+/* ---- Dict arguments: a Python dict of str keys ------------------------------- */
+
+static int dict_error(const oc_op *op, int i, PyObject *key, const char *what, PyObject *got)
+{
+    ocpy_arg_error(op, "argument %d '%s' (Dict): key %R: %s, got %s", i + 1, oc_op_arg_name(op, i), key, what,
+                   Py_TYPE(got)->tp_name);
+    return -1;
+}
+
+static bool is_number_list(PyObject *x)
+{
+    return (PyList_Check(x) || PyTuple_Check(x) || PySequence_Check(x)) && !PyUnicode_Check(x) &&
+           !PyBytes_Check(x) && !PyDict_Check(x);
+}
+
+/* An int (Python or NumPy integer, not a bool) or a float; 1 int, 2 float, 0 neither. */
+static int number_kind(PyObject *x)
+{
+    if (PyBool_Check(x) || PySequence_Check(x)) return 0; /* a NumPy array has __float__ too */
+    if (PyLong_Check(x) || (PyIndex_Check(x) && !PyFloat_Check(x))) return 1;
+    if (PyFloat_Check(x) || (Py_TYPE(x)->tp_as_number && Py_TYPE(x)->tp_as_number->nb_float)) return 2;
+    return 0;
+}
+
+static int dict_int(const oc_op *op, int i, PyObject *key, PyObject *x, int64_t *out)
+{
+    PyObject *ix = PyNumber_Index(x);
+    if (!ix) return -1;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(ix, &overflow);
+    Py_DECREF(ix);
+    if (overflow) return dict_error(op, i, key, "an int must fit in 64 bits", x);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    *out = v;
+    return 0;
+}
+
+/* One value: int, float, bool, str, or a list of numbers (int[] when every
+ * item is an int, else float[]). `store`: where list items go. */
+static int dict_value(const oc_op *op, int i, PyObject *key, PyObject *x, oc_dict_entry *e, void **store)
+{
+    int nk = number_kind(x);
+    if (PyBool_Check(x)) {
+        e->kind = OC_DICT_BOOL;
+        e->v.b = x == Py_True;
+    } else if (nk == 1) {
+        e->kind = OC_DICT_INT;
+        return dict_int(op, i, key, x, &e->v.i);
+    } else if (nk == 2) {
+        e->kind = OC_DICT_FLOAT;
+        e->v.f = PyFloat_AsDouble(x);
+        if (e->v.f == -1.0 && PyErr_Occurred()) return -1;
+    } else if (PyUnicode_Check(x)) {
+        Py_ssize_t len = 0;
+        e->kind = OC_DICT_STR;
+        e->v.s = PyUnicode_AsUTF8AndSize(x, &len); /* lives as long as the dict, which the caller holds */
+        if (!e->v.s) return -1;
+        if (strlen(e->v.s) != (size_t)len) return dict_error(op, i, key, "a str may not hold a NUL character", x);
+    } else if (is_number_list(x)) {
+        PyObject *seq = PySequence_Fast(x, "expected a list");
+        if (!seq) return -1;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        bool floats = false;
+        int rc = 0;
+        for (Py_ssize_t k = 0; k < n && rc == 0; k++) {
+            int kind = number_kind(PySequence_Fast_GET_ITEM(seq, k));
+            if (!kind) rc = dict_error(op, i, key, "a list holds ints or floats only", PySequence_Fast_GET_ITEM(seq, k));
+            floats |= kind == 2;
+        }
+        for (Py_ssize_t k = 0; k < n && rc == 0; k++) {
+            PyObject *item = PySequence_Fast_GET_ITEM(seq, k);
+            if (floats) {
+                ((double *)*store)[k] = PyFloat_AsDouble(item);
+                if (((double *)*store)[k] == -1.0 && PyErr_Occurred()) rc = -1;
+            } else {
+                rc = dict_int(op, i, key, item, &((int64_t *)*store)[k]);
+            }
+        }
+        Py_DECREF(seq);
+        if (rc) return rc;
+        if (floats) *e = oc_dict_floats(e->key, (const double *)*store, n);
+        else *e = oc_dict_ints(e->key, (const int64_t *)*store, n);
+        *store = (char *)*store + n * 8;
+    } else {
+        return dict_error(op, i, key, "expected an int, float, bool, str or a list of numbers", x);
+    }
+    return 0;
+}
+
+/* A dict as an oc_dict: one arena block holds the struct, the entries and
+ * the list items; keys and strings point into the caller's objects. */
+static int convert_dict(const oc_op *op, int i, PyObject *a, oc_value *val, arena *ar)
+{
+    if (!PyDict_Check(a)) return wrong_type(op, i, a);
+    Py_ssize_t n = PyDict_Size(a), pos = 0, items = 0;
+    PyObject *key, *x;
+    while (PyDict_Next(a, &pos, &key, &x))
+        if (is_number_list(x)) {
+            Py_ssize_t len = PySequence_Size(x);
+            if (len < 0) return -1;
+            items += len;
+        }
+    oc_dict *d = arena_alloc(ar, sizeof *d + (size_t)n * sizeof(oc_dict_entry) + (size_t)items * 8);
+    if (!d) return -1;
+    oc_dict_entry *entries = (oc_dict_entry *)(d + 1);
+    void *store = entries + n;
+    pos = 0;
+    for (Py_ssize_t k = 0; PyDict_Next(a, &pos, &key, &x); k++) {
+        if (!PyUnicode_Check(key)) return dict_error(op, i, key, "keys must be str", key);
+        entries[k].key = PyUnicode_AsUTF8(key);
+        if (!entries[k].key || dict_value(op, i, key, x, &entries[k], &store) < 0) return -1;
+    }
+    *d = oc_dict_of(entries, n);
+    *val = oc_value_dict(d);
+    return 0;
+}
+
 /* Convert the bound arguments into oc_values; tensors land in `tensors`. */
 static int convert(OpObject *o, PyObject **bound, int meta, oc_value *vals, oc_tensor *tensors, arena *ar)
 {
@@ -347,6 +464,9 @@ static int convert(OpObject *o, PyObject **bound, int meta, oc_value *vals, oc_t
             vals[i].v.dtype = (oc_dtype)dt;
             break;
         }
+        case OC_ARG_DICT:
+            if (convert_dict(op, i, a, &vals[i], ar) < 0) return -1;
+            break;
         case OC_ARG_NONE:
             break;
         }
@@ -782,6 +902,7 @@ static PyObject *value_to_py(const oc_value *v)
     }
     case OC_ARG_TENSOR:
     case OC_ARG_TENSOR_LIST:
+    case OC_ARG_DICT: /* has no default */
     case OC_ARG_NONE: break;
     }
     Py_RETURN_NONE;

@@ -69,6 +69,18 @@ static void test_str_dtype_and_symint(void **state)
     expect_proto("s", "oc_tensor *s(const oc_tensor *x, oc_dtype dtype, const char *reduction, const char *mode, int64_t n)");
 }
 
+static void test_dict_argument(void **state)
+{
+    (void)state;
+    parse_ok("d(Tensor x, Dict attrs, *, int n=2) -> Tensor");
+    assert_int_equal(s.args[1].type, OC_ARG_DICT);
+    assert_string_equal(s.args[1].type_text, "Dict");
+    assert_false(s.args[1].optional);
+    assert_false(s.args[1].has_default);
+    assert_string_equal(oc_arg_type_name(OC_ARG_DICT), "Dict");
+    expect_proto("d", "oc_tensor *d(const oc_tensor *x, const oc_dict *attrs, int64_t n)");
+}
+
 static void test_optionals_and_lists(void **state)
 {
     (void)state;
@@ -154,6 +166,12 @@ typedef struct {
 } refusal;
 
 static const refusal refusals[] = {
+    /* Dict: one required dictionary (torch's grammar has no literal for it) */
+    {"f(Tensor x, Dict? d) -> Tensor", "neither optional nor a list"},
+    {"f(Tensor x, Dict[] d) -> Tensor", "lists of Dict are not supported"},
+    {"f(Tensor x, Dict d={}) -> Tensor", "a Dict argument has no default"},
+    {"f(Tensor x, Dict d=None) -> Tensor", "a Dict argument has no default"},
+    {"f(Tensor x, Dict(a!) d) -> Tensor", "only Tensor arguments can be written in place"},
     /* what torch refuses, or accepts and then misreads */
     {"f(Tensor x, float a=+5) -> Tensor", "'+'"},
     {"f(Tensor x, int a=+5) -> Tensor", "'+'"},
@@ -213,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_scalar_types_and_defaults),
         cmocka_unit_test(test_no_arguments),
         cmocka_unit_test(test_str_dtype_and_symint),
+        cmocka_unit_test(test_dict_argument),
         cmocka_unit_test(test_optionals_and_lists),
         cmocka_unit_test(test_named_results),
         cmocka_unit_test(test_unnamed_results),

@@ -167,6 +167,32 @@ def test_array_attr_no_jit(module):
         assert module.array_attr(5) == 10
 
 
+@ARRAY_ATTR
+def test_dictionary_attr(module):
+    secret, count = module.dictionary_attr(secret=5)
+    assert secret == 5
+    assert count == 1
+
+    secret, count = module.dictionary_attr(secret=3, a_string="hello")
+    assert secret == 3
+    assert count == 2
+
+    # upstream's texts are XLA's ("Unexpected attribute", "Wrong attribute
+    # type"); opcore's lookups name the op, argument, key and kinds
+    with pytest.raises(Exception, match=r"argument 'attrs' \(Dict\): missing key 'secret'"):
+        module.dictionary_attr()
+
+    with pytest.raises(Exception, match=r"key 'secret': expected int, got str"):
+        module.dictionary_attr(secret="invalid")
+
+
+def test_dictionary_attr_jit():
+    f = jax.jit(lambda: cpu_examples.dictionary_attr(secret=11, scale=0.5, sizes=[1, 2], name="n"))
+    secret, count = f()
+    assert secret == 11 and count == 4
+    assert secret.dtype == jnp.int32 and count.dtype == jnp.int32
+
+
 def test_cpu_examples_counter():
     assert cpu_examples.counter(10) == 0
     assert cpu_examples.counter(10) == 1

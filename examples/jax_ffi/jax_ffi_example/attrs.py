@@ -1,7 +1,5 @@
-"""Attributes (upstream's attrs.py): an array attribute. Upstream's
-handler is cpu_examples' array_attr; so is this port's.
-
-dictionary_attr is not here: opcore has no dictionary of named attributes
-(an op's arguments are its schema's); see ../README.md.
+"""Attributes (upstream's attrs.py): an array attribute and a dictionary
+of attributes. Upstream's handlers are cpu_examples' array_attr and
+dictionary_attr; so are this port's.
 """
-from jax_ffi_example.cpu_examples import array_attr  # noqa: F401
+from jax_ffi_example.cpu_examples import array_attr, dictionary_attr  # noqa: F401
