@@ -68,7 +68,7 @@ extern "C" {
 
 /* ABI version of the library <-> runtime contract. A library built for
  * another version is refused at load time ("rebuild it"). 5: oc_op_options
- * gained .grid and .strided; oc_dtype complex64/complex128. */
+ * gained .grid and .strided; oc_dtype complex64/complex128; Dict arguments. */
 #define OC_ABI_VERSION 5
 
 typedef struct oc_library_builder oc_library_builder;
