@@ -5,11 +5,12 @@ extension op (torch.utils.cpp_extension.load_inline, -O3), and through the Pytho
 kernel (the fallback of torches without the stable C ABI). Paired,
 interleaved medians (benchlib); prints the machine's load average.
 
-    python bench/inplace_bench.py [--rounds N] [--reps N]
+    python bench/inplace_bench.py [--rounds N] [--reps N] [--cpu]
 """
 import argparse
 import os
 import tempfile
+import time
 
 import torch
 import torch.utils.cpp_extension
@@ -26,6 +27,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=41)
     ap.add_argument("--reps", type=int, default=2000)
+    ap.add_argument("--cpu", action="store_true",
+                    help="time the calling thread's CPU time (time.thread_time: steadier on a loaded machine)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -53,7 +56,8 @@ def main():
                 out = torch.empty(n)
                 fns = {"C++": lambda: cpp(a, b, out), "opcore": lambda: ours(a, b, out),
                        "opcore, Python kernel": lambda: python_kernel(a, b, out)}
-                s = benchlib.interleaved(fns, args.rounds, args.reps)
+                s = benchlib.interleaved(fns, args.rounds, args.reps,
+                                         clock=time.thread_time if args.cpu else time.perf_counter)
                 m = benchlib.medians(s)
                 print(f"myadd_out, {n} elements, inputs requiring grad: {grad}: " +
                       ", ".join(f"{k} {m[k] * 1e6:.2f} us ({benchlib.paired_ratio(s, k, 'C++'):.2f}x)" for k in fns))
