@@ -341,6 +341,18 @@ def test_scalar_type_wrong_form_refused_through_jax_naming_the_argument(lib):
 
 
 @isolated
+def test_scalar_type_int_code_refused_through_jax_saying_an_int_is_not_a_dtype(lib):
+    pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from opcore import jax as ocjax
+
+    with pytest.raises(opcore.OpArgumentError, match=r"'hostile::dtype_code': argument 'dtype' \(ScalarType\): .*"
+                                                       r"got 6 \(an int code is not a dtype\)"):
+        ocjax.op("hostile::dtype_code")(jnp.zeros(1), 6)
+
+
+@isolated
 def test_scalar_type_jax_type_accepted_through_jax(lib):
     pytest.importorskip("jax")
     import jax.numpy as jnp
