@@ -372,11 +372,11 @@ def _as_list(meta, a, v, item, what):
 def _dtype_name(meta, a, v) -> str:
     try:
         dt = np.dtype(v)
-    except TypeError:
+    except (TypeError, ValueError):  # numpy's "not understood" / "cannot interpret"
         dt = None
     if dt is None or dt not in _OC_DTYPES:
         raise meta.error(f"expected a dtype opcore supports ({_SUPPORTED}; e.g. jnp.float32 or "
-                         f"'float32'), got {v!r}", a)
+                         f"'float32'), got {v!r}{' (an int code is not a dtype)' if type(v) is int else ''}", a)
     return dt.name
 
 

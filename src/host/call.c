@@ -46,6 +46,11 @@ static oc_status check_tensor(const struct oc_op *op, int i, int item, const oc_
         expected *= t->sizes[d];
     }
     f->plain &= contiguous && !op->def.schema.args[i].is_mutable;
+    if (contiguous && expected > 0) { /* expected: its element count */
+        uintptr_t lo = (uintptr_t)t->data, hi = lo + (uintptr_t)expected * oc__elem_bytes[t->dtype];
+        f->lo = lo < f->lo ? lo : f->lo;
+        f->hi = hi > f->hi ? hi : f->hi;
+    }
     if (need_data && !t->data && oc_numel(t) > 0) return arg_error(op, i, item, "is a meta tensor (no data)");
     return OC_OK;
 }
@@ -249,6 +254,7 @@ oc_status oc__frame_bind(const struct oc_op *op, const oc_value *args, int nargs
     const oc_schema *s = &op->def.schema;
     f->nheap = 0;
     f->plain = true;
+    f->lo = UINTPTR_MAX, f->hi = 0;
     f->ndense = 0;
     f->nargs = s->num_args;
     f->grid.ndim = 0;
@@ -615,11 +621,12 @@ static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_al
                 if (st) st = oc_errcode();
             }
             if (!st) st = check_out(op, i, &metas[i], &outs[i], alloc ? "the allocator's" : "the caller's");
-            if (!st) f.plain &= oc__contiguous(&outs[i]);
+            if (!st && alloc) f.plain &= oc__contiguous(&outs[i]); /* the caller's: oc__outs_clear */
         }
         if (ta) oc__prof_host(OC_PROF_ALLOC, op->qualname, ta, oc__prof_now());
     }
-    if (!st && !(f.plain && alloc)) st = oc__frame_layout(op, &f, outs, !alloc); /* else nothing to do */
+    /* else nothing to do: fresh buffers, or the caller's missing every input */
+    if (!st && !(f.plain && (alloc || oc__outs_clear(op, &f, outs)))) st = oc__frame_layout(op, &f, outs, !alloc);
     if (!st) st = execute(op, &f, outs, grid);
     oc__frame_release(&f);
     oc__op_leave(op);
@@ -656,7 +663,7 @@ oc_status oc_op_call_prechecked(const oc_op *op, const oc_value *args, int nargs
     if (st) return st;
     st = need_outs(op, outs, "oc_op_call_prechecked");
     if (!st) st = oc__frame_bind(op, args, nargs, true, &f);
-    if (!st) st = oc__frame_layout(op, &f, outs, true);
+    if (!st && !(f.plain && oc__outs_clear(op, &f, outs))) st = oc__frame_layout(op, &f, outs, true);
     if (!st) st = execute(op, &f, outs, grid); /* no shape function: the caller checked the outputs */
     oc__frame_release(&f);
     oc__op_leave(op);

@@ -47,7 +47,14 @@ typedef struct call_frame {
     oc__dense_rec *dense;                    /* written tensors to copy back (layout.c) */
     int ndense;
     bool plain;                              /* every tensor contiguous, none written (bind) */
+    uintptr_t lo, hi;                        /* the hull of the contiguous tensors' bytes (bind; lo >= hi: none) */
 } call_frame;
+
+/* Element sizes, here rather than through oc_dtype_size (an exported
+ * function, called through the PLT): spans are taken on every call. */
+#define OC__ELEM_BYTES_(name, str, code, bytes, ...) [code] = bytes,
+static const uint8_t oc__elem_bytes[OC_NUM_DTYPES] = {OC_DTYPE_MAP(OC__ELEM_BYTES_)};
+#undef OC__ELEM_BYTES_
 
 /* oc_is_contiguous, inline (the call path tests every result buffer). */
 static inline bool oc__contiguous(const oc_tensor *t)
@@ -57,6 +64,31 @@ static inline bool oc__contiguous(const oc_tensor *t)
         if (t->sizes[d] == 0) return true;
         if (t->sizes[d] != 1 && t->strides[d] != expected) return false;
         expected *= t->sizes[d];
+    }
+    return true;
+}
+
+/* The usual oc_op_call (caller's result buffers) in a few compares: true
+ * when every result buffer not aliasing an argument is contiguous and its
+ * bytes miss the bound tensors' hull (f->lo, f->hi) and each other, so the
+ * overlap check has nothing to find. False only means the full check runs
+ * (oc__frame_layout): spans that meet may still not overlap. */
+static inline bool oc__outs_clear(const struct oc_op *op, const call_frame *f, const oc_tensor *outs)
+{
+    uintptr_t lo = f->lo, hi = f->hi;
+    for (int r = 0; r < op->num_results; r++) {
+        if (op->def.schema.results[r].alias_arg >= 0) continue;
+        const oc_tensor *t = &outs[r];
+        int64_t n = 1;
+        for (int d = t->ndim - 1; d >= 0 && n; d--) {
+            if (t->sizes[d] != 1 && t->sizes[d] != 0 && t->strides[d] != n) return false;
+            n *= t->sizes[d];
+        }
+        uintptr_t l = (uintptr_t)t->data, h = l + (uintptr_t)n * oc__elem_bytes[t->dtype];
+        if (l == h) continue;
+        if (l < hi && lo < h) return false;
+        lo = l < lo ? l : lo;
+        hi = h > hi ? h : hi;
     }
     return true;
 }

@@ -45,11 +45,6 @@ static const char *who_name(const struct oc_op *op, const span *s, char *buf, si
     return buf;
 }
 
-/* Element sizes, here rather than through oc_dtype_size (an exported
- * function, called through the PLT): dense_span runs on every call. */
-#define ELEM_BYTES_(name, str, code, bytes, ...) [code] = bytes,
-static const uint8_t elem_bytes[OC_NUM_DTYPES] = {OC_DTYPE_MAP(ELEM_BYTES_)};
-#undef ELEM_BYTES_
 
 /* Bytes a tensor's elements span; false for an empty tensor. */
 static bool extent(const oc_tensor *t, uintptr_t *lo, uintptr_t *hi)
@@ -61,7 +56,7 @@ static bool extent(const oc_tensor *t, uintptr_t *lo, uintptr_t *hi)
         if (reach < 0) neg += reach;
         else pos += reach;
     }
-    int64_t elem = elem_bytes[t->dtype];
+    int64_t elem = oc__elem_bytes[t->dtype];
     *lo = (uintptr_t)t->data + (uintptr_t)(neg * elem);
     *hi = (uintptr_t)t->data + (uintptr_t)((pos + 1) * elem);
     return true;
@@ -303,7 +298,7 @@ static inline bool dense_span(const oc_tensor *t, uintptr_t *lo, uintptr_t *hi)
         n *= size;
     }
     *lo = (uintptr_t)t->data;
-    *hi = *lo + (uintptr_t)n * elem_bytes[t->dtype];
+    *hi = *lo + (uintptr_t)n * oc__elem_bytes[t->dtype];
     return true;
 }
 

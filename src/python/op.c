@@ -26,6 +26,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #define MAX_ARGS 64 /* the schema parser's limit */
@@ -113,9 +114,12 @@ static int bind(OpObject *o, PyObject *const *args, Py_ssize_t n, PyObject *kwna
         return bind_error(op, strict, "takes %d argument%s, got %zd (schema: %s)", o->nargs, o->nargs == 1 ? "" : "s",
                           n + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0), oc_op_schema(op));
     }
-    if (strict && n > o->npositional)
-        return bind_error(op, strict, "takes %d positional arguments, got %zd; '%s' and later are keyword-only",
-                          o->npositional, n, oc_op_arg_name(op, o->npositional));
+    /* as torch.ops: keyword-only arguments bind by keyword only (torch's own
+     * calls into the op pass them as keywords too) */
+    if (n > o->npositional) {
+        const char *name = oc_op_arg_name(op, o->npositional);
+        return bind_error(op, strict, "argument '%s' is keyword-only: pass %s=%R", name, name, args[o->npositional]);
+    }
     for (Py_ssize_t i = 0; i < n; i++) bound[i] = args[i];
     for (Py_ssize_t i = n; i < o->nargs; i++) bound[i] = NULL;
     if (kwnames) {
@@ -151,6 +155,59 @@ static int bind(OpObject *o, PyObject *const *args, Py_ssize_t n, PyObject *kwna
                               oc_op_schema(op));
         }
     return 0;
+}
+
+/* "bool, uint8, ..., complex128": the names a ScalarType argument takes. */
+static const char *dtype_names_text(void)
+{
+    static char text[256];
+    if (!text[0]) {
+        size_t used = 0;
+        for (int d = 0; d < OC_NUM_DTYPES && used < sizeof text; d++)
+            used += (size_t)snprintf(text + used, sizeof text - used, "%s%s", d ? ", " : "", oc_dtype_name((oc_dtype)d));
+    }
+    return text;
+}
+
+/* A ScalarType argument's dtype, or -1. Takes the forms a user of each
+ * framework writes: a torch dtype, a NumPy dtype, a NumPy/JAX scalar type
+ * (numpy.float32, jax.numpy.float32, ml_dtypes.bfloat16), Python's float,
+ * int, bool and complex as NumPy and torch read them, and a name
+ * ('float32', 'torch.float32'). Anything else (an int code, a str that only
+ * ends in a dtype's name) is refused rather than guessed at. */
+static int scalar_type_of(PyObject *a)
+{
+    for (int i = 0; i < OC_NUM_DTYPES; i++)
+        if (ocpy_dtypes[i] == a) return i;
+    static const struct { PyTypeObject *type; oc_dtype dtype; } builtins[] = {
+        {&PyFloat_Type, OC_FLOAT64}, {&PyLong_Type, OC_INT64}, {&PyBool_Type, OC_BOOL}, {&PyComplex_Type, OC_COMPLEX128},
+    };
+    for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)
+        if (a == (PyObject *)builtins[i].type) return (int)builtins[i].dtype;
+    PyObject *name = NULL;
+    if (PyUnicode_Check(a)) {
+        Py_INCREF(a);
+        name = a;
+    } else {
+        /* the framework's own dtype objects: a class (numpy.float32) by its
+         * name, an instance (numpy.dtype('float32'), torch.float32 before
+         * torch registered its dtypes) by str() */
+        PyObject *cls = PyType_Check(a) ? a : (PyObject *)Py_TYPE(a);
+        PyObject *mod = PyObject_GetAttrString(cls, "__module__");
+        const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+        bool known = m && (!strncmp(m, "numpy", 5) || !strncmp(m, "jax", 3) || !strncmp(m, "ml_dtypes", 9) ||
+                           !strncmp(m, "torch", 5));
+        Py_XDECREF(mod);
+        if (known) name = PyType_Check(a) ? PyObject_GetAttrString(a, "__name__") : PyObject_Str(a);
+    }
+    const char *text = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    int result = -1;
+    oc_dtype dt;
+    if (text && !strncmp(text, "torch.", 6)) text += 6;
+    if (text && oc_dtype_from_name(text, &dt)) result = (int)dt;
+    Py_XDECREF(name);
+    PyErr_Clear();
+    return result;
 }
 
 static int wrong_type(const oc_op *op, int i, PyObject *got)
@@ -455,10 +512,12 @@ static int convert(OpObject *o, PyObject **bound, int meta, oc_value *vals, oc_t
             break;
         }
         case OC_ARG_DTYPE: {
-            int dt = ocpy_dtype_of(a);
+            int dt = scalar_type_of(a);
             if (dt < 0) {
-                ocpy_arg_error(op, "argument %d '%s': expected a dtype (torch.float32, numpy.float32 or "
-                               "'float32'), got %R", i + 1, oc_op_arg_name(op, i), a);
+                const char *why = PyLong_Check(a) ? " (an int code is not a dtype)" : "";
+                ocpy_arg_error(op, "argument %d '%s': expected a dtype: torch.float32, numpy.float32, "
+                               "jax.numpy.float32, numpy.dtype('float32') or a name such as 'float32' (one of %s), "
+                               "got %R%s", i + 1, oc_op_arg_name(op, i), dtype_names_text(), a, why);
                 return -1;
             }
             vals[i].v.dtype = (oc_dtype)dt;

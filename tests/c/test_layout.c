@@ -255,6 +255,62 @@ static void test_caller_out_overlapping_input_refused(void **state)
                  "some elements of the input tensor 'x' (argument 1) and the written-to tensor result 0 refer");
 }
 
+/* the span test's edges: a result buffer ending where the input starts
+ * runs; one sharing only the input's last element is refused */
+static void test_caller_out_touching_input_runs(void **state)
+{
+    (void)state;
+    float x[6] = {1, 2, 3, 0, 0, 0};
+    oc_tensor in = view(x, 1, (int64_t[]){3}, NULL), out = view(x + 3, 1, (int64_t[]){3}, NULL);
+    oc_value a[] = {oc_value_tensor(&in)};
+    call_ok("lay::rev", a, 1, &out);
+    const float want[6] = {1, 2, 3, 3, 2, 1};
+    assert_memory_equal(x, want, sizeof want);
+}
+
+static void test_caller_out_sharing_one_element_refused(void **state)
+{
+    (void)state;
+    float x[6] = {0};
+    oc_tensor in = view(x, 1, (int64_t[]){3}, NULL), out = view(x + 2, 1, (int64_t[]){3}, NULL);
+    oc_value a[] = {oc_value_tensor(&in)};
+    call_refused("lay::rev", a, 1, &out, "refer to a single memory location");
+}
+
+/* a result buffer between two list items (inside their hull, overlapping
+ * neither) runs; one inside an item is refused */
+static void test_caller_out_between_list_items_runs(void **state)
+{
+    (void)state;
+    float m[5] = {1, 2, -1, 3, 4};
+    oc_tensor items[2] = {view(m, 1, (int64_t[]){2}, NULL), view(m + 3, 1, (int64_t[]){2}, NULL)};
+    oc_tensor out = view(m + 2, 0, NULL, NULL);
+    oc_value a[] = {oc_value_tensors(items, 2)};
+    call_ok("lay::total", a, 1, &out);
+    assert_true(m[2] == 1 + 2 * 2 + 3 + 2 * 4);
+}
+
+static void test_caller_out_inside_a_list_item_refused(void **state)
+{
+    (void)state;
+    float m[4] = {1, 2, 3, 4};
+    oc_tensor items[2] = {view(m, 1, (int64_t[]){2}, NULL), view(m + 2, 1, (int64_t[]){2}, NULL)};
+    oc_tensor out = view(m + 3, 0, NULL, NULL);
+    oc_value a[] = {oc_value_tensors(items, 2)};
+    call_refused("lay::total", a, 1, &out, "refer to a single memory location");
+}
+
+/* oc_op_call_prechecked (the JAX handler's call) checks the caller's buffers too */
+static void test_prechecked_out_overlapping_input_refused(void **state)
+{
+    (void)state;
+    float x[8] = {0};
+    oc_tensor in = view(x, 1, (int64_t[]){6}, NULL), out = view(x + 2, 1, (int64_t[]){6}, NULL);
+    oc_value a[] = {oc_value_tensor(&in)};
+    assert_int_equal(oc_op_call_prechecked(op("lay::rev"), a, 1, &out, NULL), OC_EINVAL);
+    assert_non_null(strstr(oc_errmsg(), "refer to a single memory location"));
+}
+
 /* a result buffer that is not contiguous is written back */
 static void test_caller_out_strided_written_back(void **state)
 {
@@ -308,6 +364,11 @@ int main(void)
         cmocka_unit_test(test_multicore_expanded_target_refused),
         cmocka_unit_test(test_multicore_strided_written_back),
         cmocka_unit_test(test_caller_out_overlapping_input_refused),
+        cmocka_unit_test(test_caller_out_touching_input_runs),
+        cmocka_unit_test(test_caller_out_sharing_one_element_refused),
+        cmocka_unit_test(test_caller_out_between_list_items_runs),
+        cmocka_unit_test(test_caller_out_inside_a_list_item_refused),
+        cmocka_unit_test(test_prechecked_out_overlapping_input_refused),
         cmocka_unit_test(test_caller_out_strided_written_back),
         cmocka_unit_test(test_in_place_with_itself),
         cmocka_unit_test(test_written_tensors_sharing_memory_refused),

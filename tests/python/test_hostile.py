@@ -40,6 +40,22 @@ oc_tensor *str_len(const oc_tensor *x, const char *s)
 oc_tensor *grow(const oc_tensor *x, int64_t n) { (void)x; (void)n; return oc_dst_tensor(); }
 oc_tensor *widen(const oc_tensor *x, int64_t n) { (void)x; (void)n; return oc_dst_tensor(); }
 oc_tensor *square(const oc_tensor *x, int64_t n) { (void)x; (void)n; return oc_dst_tensor(); }
+
+oc_tensor *scaled(const oc_tensor *x, double alpha)
+{
+    oc_tensor *out = oc_dst_tensor();
+    for (int64_t i = 0; i < oc_numel(x); i++) ((float *)out->data)[i] = (float)alpha * ((const float *)x->data)[i];
+    return out;
+}
+
+/* the dtype's code, as int64 */
+oc_tensor *dtype_code(const oc_tensor *x, oc_dtype dtype)
+{
+    (void)x;
+    oc_tensor *out = oc_dst_tensor();
+    ((int64_t *)out->data)[0] = (int64_t)dtype;
+    return out;
+}
 """
 
 SHAPES = r"""
@@ -75,8 +91,24 @@ static oc_tensor *square_shape(const oc_tensor *x, int64_t n)
     return oc_empty(OC_FLOAT32, 2, sizes);
 }
 
+static oc_tensor *scaled_shape(const oc_tensor *x, double alpha)
+{
+    (void)alpha;
+    return oc_empty_like(x);
+}
+
+static oc_tensor *dtype_code_shape(const oc_tensor *x, oc_dtype dtype)
+{
+    (void)x;
+    (void)dtype;
+    int64_t one[1] = {1};
+    return oc_empty(OC_INT64, 1, one);
+}
+
 OC_LIBRARY(hostile, m)
 {
+    oc_def(m, "scaled(Tensor x, *, float alpha=1.0) -> Tensor", scaled_shape, "scaled");
+    oc_def(m, "dtype_code(Tensor x, ScalarType dtype) -> Tensor", dtype_code_shape, "dtype_code");
     oc_def(m, "str_len(Tensor x, str s) -> Tensor", str_len_shape, "str_len");
     oc_def(m, "grow(Tensor x, int n) -> Tensor", grow_shape, "grow");
     oc_def(m, "widen(Tensor x, int n) -> Tensor", widen_shape, "widen");
@@ -191,6 +223,144 @@ def test_str_with_nul_refused_through_jax(lib):
 
     with pytest.raises(opcore.OpArgumentError, match=r"hostile::str_len.*'s'.*NUL character at index 2"):
         ocjax.op("hostile::str_len")(jnp.zeros(1), "ab\0cd")
+
+
+# ---- item 12: messages naming the op, the argument and what was expected --------
+
+
+@isolated
+def test_keyword_only_by_keyword_runs_in_a_direct_call(lib):
+    import numpy as np
+
+    assert lib.scaled(np.ones(3, np.float32), alpha=2.0).tolist() == [2.0, 2.0, 2.0]
+
+
+@isolated
+def test_keyword_only_by_position_refused_in_a_direct_call(lib):
+    import numpy as np
+
+    with pytest.raises(opcore.OpArgumentError, match=r"op 'hostile::scaled': argument 'alpha' is keyword-only: "
+                                                       r"pass alpha=2\.0"):
+        lib.scaled(np.ones(3, np.float32), 2.0)
+
+
+@isolated
+def test_keyword_only_by_position_refused_through_jax(lib):
+    pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from opcore import jax as ocjax
+
+    with pytest.raises(opcore.OpArgumentError, match=r"'hostile::scaled': argument 'alpha' is keyword-only: "
+                                                       r"pass alpha=2\.0"):
+        ocjax.op("hostile::scaled")(jnp.ones(3), 2.0)
+
+
+@isolated
+def test_keyword_only_by_keyword_runs_through_torch_ops(lib):
+    torch = pytest.importorskip("torch")
+    x = torch.ones(3, requires_grad=True)
+    assert torch.ops.hostile.scaled(x.detach(), alpha=2.0).tolist() == [2.0, 2.0, 2.0]
+    assert torch.ops.hostile.scaled(x, alpha=3.0).tolist() == [3.0, 3.0, 3.0]  # the autograd kernel's call
+
+
+@isolated
+def test_keyword_only_by_position_refused_through_torch_ops(lib):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError, match=r"hostile::scaled\(\) takes 1 positional argument"):
+        torch.ops.hostile.scaled(torch.ones(3), 2.0)
+
+
+def _dtype_forms():
+    import numpy as np
+
+    forms = [("name", "float32"), ("torch_name", "torch.float32"), ("numpy_type", np.float32),
+             ("numpy_dtype", np.dtype("float32"))]
+    try:
+        import torch
+        forms.append(("torch_dtype", torch.float32))
+    except ImportError:
+        pass
+    try:
+        import jax.numpy as jnp
+        forms.append(("jax_type", jnp.float32))
+    except ImportError:
+        pass
+    return forms
+
+
+@isolated
+@pytest.mark.parametrize("form", [f for _, f in _dtype_forms()], ids=[i for i, _ in _dtype_forms()])
+def test_scalar_type_natural_forms_accepted_in_a_direct_call(lib, form):
+    import numpy as np
+
+    from opcore import _C
+
+    assert int(lib.dtype_code(np.zeros(1, np.float32), form)[0]) == _C.dtype_names().index("float32")
+
+
+@isolated
+def test_scalar_type_python_float_reads_as_float64_like_numpy_and_torch(lib):
+    import numpy as np
+
+    from opcore import _C
+
+    assert int(lib.dtype_code(np.zeros(1, np.float32), float)[0]) == _C.dtype_names().index("float64")
+
+
+@isolated
+@pytest.mark.parametrize("bad", [6, "garbage", "x.float32", "float32,", object()],
+                         ids=["int_code", "garbage", "dotted_garbage", "numpy_struct_spec", "object"])
+def test_scalar_type_wrong_form_refused_naming_the_accepted_forms(lib, bad):
+    import numpy as np
+
+    with pytest.raises(opcore.OpArgumentError, match=r"op 'hostile::dtype_code': argument 2 'dtype': expected a "
+                                                       r"dtype: torch\.float32, numpy\.float32, .*'float32' "
+                                                       r"\(one of float32, .*\), got "):
+        lib.dtype_code(np.zeros(1, np.float32), bad)
+
+
+@isolated
+def test_scalar_type_int_code_refusal_says_an_int_is_not_a_dtype(lib):
+    import numpy as np
+
+    with pytest.raises(opcore.OpArgumentError, match=r"got 6 \(an int code is not a dtype\)"):
+        lib.dtype_code(np.zeros(1, np.float32), 6)
+
+
+@isolated
+def test_scalar_type_wrong_form_refused_through_jax_naming_the_argument(lib):
+    pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from opcore import jax as ocjax
+
+    with pytest.raises(opcore.OpArgumentError, match=r"'hostile::dtype_code': argument 'dtype' \(ScalarType\): "
+                                                       r"expected a dtype opcore supports \(float32, .*got 'garbage'"):
+        ocjax.op("hostile::dtype_code")(jnp.zeros(1), "garbage")
+
+
+@isolated
+def test_scalar_type_int_code_refused_through_jax_saying_an_int_is_not_a_dtype(lib):
+    pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from opcore import jax as ocjax
+
+    with pytest.raises(opcore.OpArgumentError, match=r"'hostile::dtype_code': argument 'dtype' \(ScalarType\): .*"
+                                                       r"got 6 \(an int code is not a dtype\)"):
+        ocjax.op("hostile::dtype_code")(jnp.zeros(1), 6)
+
+
+@isolated
+def test_scalar_type_jax_type_accepted_through_jax(lib):
+    pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from opcore import _C
+    from opcore import jax as ocjax
+
+    assert int(ocjax.op("hostile::dtype_code")(jnp.zeros(1), jnp.float64)[0]) == _C.dtype_names().index("float64")
 
 
 # ---- item 6: sizes -------------------------------------------------------------
