@@ -72,7 +72,8 @@ def lean_autograd(pairing, c_op, c_bwd):
     class Fn(torch.autograd.Function):
         @staticmethod
         def forward(ctx, keyset, kwargs, *args):
-            if c_op is not None and not modes() and all(type(a) is Tensor for a in args if isinstance(a, Tensor)):
+            if c_op is not None and not modes() and all(type(a) is Tensor and a.is_cpu
+                                                        for a in args if isinstance(a, Tensor)):
                 out = c_op(*args, **kwargs)
             else:
                 with torch._C._AutoDispatchBelowAutograd():
@@ -128,7 +129,8 @@ def _specialize(generic_kernel, pairing, c_op, c_bwd):
     # the forward's is.
     a = [f"a{i}" for i in range(n)]
     args = ", ".join(a) + ("," if n == 1 else "")
-    plain = " and ".join(f"({a[i]} is None or type({a[i]}) is Tensor)" for i in tensor_idx)
+    # plain: CPU tensors (a meta tensor, say, goes through the dispatcher to its shape function)
+    plain = " and ".join(f"({a[i]} is None or (type({a[i]}) is Tensor and {a[i]}.is_cpu))" for i in tensor_idx)
     res = "out if isinstance(out, tuple) else (out,)" if pairing.need_results else "()"
     ngrads = len(pairing.fwd._schema.returns)
     g = [f"g{i}" for i in range(ngrads)]
@@ -164,7 +166,8 @@ def _specialize(generic_kernel, pairing, c_op, c_bwd):
            f"    @staticmethod",
            f"    def backward(ctx, {', '.join(g)}):",
            f"        s = ctx.saved_tensors",
-           *([f"        if {' and '.join(f'type({x}) is Tensor' for x in g)} and not modes() and not grad_enabled():",
+           *([f"        if {' and '.join(f'type({x}) is Tensor and {x}.is_cpu' for x in g)} and not modes() "
+              f"and not grad_enabled():",
               f"            r = c_bwd({', '.join(call)})",
               f"        else:",
               f"            r = bwd({', '.join(call)})"] if c_bwd is not None else

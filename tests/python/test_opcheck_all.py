@@ -171,3 +171,17 @@ def test_sgd_writes_non_contiguous_parameters_back(libs):
     want.grad = grad
     opt.step()
     torch.testing.assert_close(p.t(), want.detach())
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "requires_grad"])
+def test_meta_tensors_after_register_autograd(libs, grad):
+    """An op with register_autograd's fast path still answers meta tensors
+    from its shape function (the fast path calls the C op only for CPU
+    tensors), forward and backward."""
+    for v in RELU_VARIANTS:
+        x = torch.empty(3, 4, device="meta", requires_grad=grad)
+        y = getattr(torch.ops, f"my_ops_{v}").relu_forward(x)
+        assert y.device.type == "meta" and y.shape == (3, 4), v
+        if grad:
+            y.sum().backward()
+            assert x.grad.device.type == "meta" and x.grad.shape == (3, 4), v
