@@ -50,4 +50,19 @@ bool oc__require_data(const oc_tensor *t, const char *fn, const char *arg);
 #include <stddef.h>
 bool oc__cache_root(char *out, size_t n);
 
+#include <stdbool.h>
+#include "opcore/tensor.h"
+/* oc_is_contiguous, inline: the call path tests every tensor of a call
+ * with it (host/call.c); oc_is_contiguous is this. */
+static inline bool oc__contiguous(const oc_tensor *t)
+{
+    int64_t expected = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->sizes[d] == 0) return true;
+        if (t->sizes[d] != 1 && t->strides[d] != expected) return false;
+        expected *= t->sizes[d];
+    }
+    return true;
+}
+
 #endif /* OPCORE_INTERNAL_H */

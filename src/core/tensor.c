@@ -25,16 +25,7 @@ void oc_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides)
     }
 }
 
-bool oc_is_contiguous(const oc_tensor *t)
-{
-    int64_t expected = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        if (t->sizes[d] == 0) return true;
-        if (t->sizes[d] != 1 && t->strides[d] != expected) return false;
-        expected *= t->sizes[d];
-    }
-    return true;
-}
+bool oc_is_contiguous(const oc_tensor *t) { return oc__contiguous(t); }
 
 bool oc_is_dense(const oc_tensor *t)
 {

@@ -3,6 +3,7 @@
 #ifndef OPCORE_HOST_CALL_INTERNAL_H
 #define OPCORE_HOST_CALL_INTERNAL_H
 
+#include "core/internal.h"
 #include "engine/core.h"
 #include "library/registry.h"
 #include "opcore/host.h"
@@ -55,18 +56,6 @@ typedef struct call_frame {
 #define OC__ELEM_BYTES_(name, str, code, bytes, ...) [code] = bytes,
 static const uint8_t oc__elem_bytes[OC_NUM_DTYPES] = {OC_DTYPE_MAP(OC__ELEM_BYTES_)};
 #undef OC__ELEM_BYTES_
-
-/* oc_is_contiguous, inline (the call path tests every result buffer). */
-static inline bool oc__contiguous(const oc_tensor *t)
-{
-    int64_t expected = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        if (t->sizes[d] == 0) return true;
-        if (t->sizes[d] != 1 && t->strides[d] != expected) return false;
-        expected *= t->sizes[d];
-    }
-    return true;
-}
 
 /* The usual oc_op_call (caller's result buffers) in a few compares: true
  * when every result buffer not aliasing an argument is contiguous and its
