@@ -7,8 +7,8 @@ their cores for a while, waiting for the next region. An opcore multicore
 op launched then would wake opcore's workers onto those same cores; called
 from torch, it runs its shares on torch's spinning threads instead
 (oc_engine_set_thread_helpers, src/python/torch_native.c) when lending is
-turned on (_torch_native_lend_threads(True); off by default, see
-docs/engine.md). This measures one
+on (_torch_native_lend_threads; on by default, paused after a launch
+torch's join held up, see docs/engine.md). This measures one
 multicore ReLU (examples/relu/multicore, through torch.ops), interleaved:
 
     back to back          op, op, op, ...          (the op's own time)

@@ -76,6 +76,8 @@ def child(args):
             rows.append(row)
         return s
 
+    if args.thp:
+        return norms(args, T, rnd, run, rows, load)
     M, K, N = args.mnk
     a, b = rnd(M, K), rnd(K, N)
     c = torch.empty(M, N)
@@ -101,6 +103,17 @@ def child(args):
          "F.scaled_dot_product_attention": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)},
         2 * B * H * S * S * D, 0, ["F.scaled_dot_product_attention"], max(2, args.rounds // 2))
 
+    norms(args, T, rnd, run, rows, load)
+
+
+def norms(args, T, rnd, run, rows, load):
+    """rmsnorm, layer_norm, softmax against torch eager and torch.compile.
+    With --thp torch's own allocator also asks for huge pages
+    (THP_MEM_ALLOC_ENABLE=1, set by the parent), as opcore does for a fresh
+    result of several MiB: then only the kernels differ."""
+    import torch
+    import torch.nn.functional as F
+    tag = " [torch THP on]" if args.thp else ""
     R, C = args.rows_cols
     x, w, bias = rnd(R, C), rnd(C), rnd(C)
     nb = 2 * R * C * 4
@@ -115,7 +128,7 @@ def child(args):
         comp(x, w)
         got = mine()
         torch.testing.assert_close(got[0] if isinstance(got, tuple) else got, eager(x, w), rtol=1e-4, atol=1e-4)
-        run("%s [%d, %d]" % (op, R, C),
+        run("%s [%d, %d]%s" % (op, R, C, tag),
             {f"tiles::{op}": mine, "torch eager": lambda: eager(x, w), "torch.compile": lambda: comp(x, w)},
             0, nb, ["torch eager", "torch.compile"], args.rounds)
     print(json.dumps({"rows": rows, "load": [load, os.getloadavg()[0]]}))
@@ -126,6 +139,7 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--quick", action="store_true", help="small shapes (a smoke run)")
     p.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--thp", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--results", default=os.path.join(HERE, "results"))
     args = p.parse_args()
     if args.quick:
@@ -137,20 +151,25 @@ def main():
     import benchlib
 
     rows, loads = [], []
-    for threads in sorted({1, os.cpu_count() or 1}):
+    for threads, thp in [(t, thp) for t in sorted({1, os.cpu_count() or 1}) for thp in (False, True)]:
         cmd = [sys.executable, __file__, "--threads", str(threads), "--rounds", str(args.rounds)]
-        cmd += ["--quick"] if args.quick else []
-        out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OC_NUM_CORES": str(threads)})
+        cmd += (["--quick"] if args.quick else []) + (["--thp"] if thp else [])
+        env = {**os.environ, "OC_NUM_CORES": str(threads)}
+        if thp:
+            env["THP_MEM_ALLOC_ENABLE"] = "1"
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if out.returncode:
             sys.exit(out.stderr[-3000:])
         res = json.loads(out.stdout.strip().splitlines()[-1])
         rows += res["rows"]
-        loads.append((threads, res["load"]))
+        if not thp:
+            loads.append((threads, res["load"]))
     targets = []
 
-    def ratio(op_prefix, threads, impl, ref):
+    def ratio(op_prefix, threads, impl, ref, thp=False):
         for r in rows:
-            if r["op"].startswith(op_prefix) and r["threads"] == threads and r["implementation"] == impl:
+            if (r["op"].startswith(op_prefix) and r["threads"] == threads and r["implementation"] == impl
+                    and r["op"].endswith("[torch THP on]") == thp):
                 return r.get(f"vs {ref}")
         return None
 
@@ -173,11 +192,20 @@ def main():
                 t["ceiling"] = ratio(op, 1, "BLIS bli_sgemm (direct)", ref)
                 t["ceiling_what"] = "BLIS called directly on the same shape"
             targets.append(t)
+            v = ratio(op, threads, impl, ref, thp=True) if op in ("rmsnorm", "layer_norm", "softmax") else None
+            if v is not None:
+                targets.append({"metric": f"{op}, {threads} thread(s), torch with THP_MEM_ALLOC_ENABLE=1: "
+                                f"{impl} speed vs {ref}", "min": want, "value": v, "met": v >= want})
     notes = ("Speed ratios are medians of paired interleaved ratios (torch time / opcore time). "
              "1-minute load average at the start and end of each process: "
              + ", ".join(f"{t} thread(s): {a:.1f} -> {b:.1f}" for t, (a, b) in loads)
              + " (other work shares this machine's cores). bfloat16 runs on a " + str(args.bf16_rows)
-             + "-row A: torch's bfloat16 matmul on this CPU (no AVX512-BF16) runs at well under 1 GFLOP/s.")
+             + "-row A: torch's bfloat16 matmul on this CPU (no AVX512-BF16) runs at well under 1 GFLOP/s. "
+             "A fresh [4096, 8192] float32 result is 128 MiB: its first touch costs a page fault per 4 KiB "
+             "(about 90 ms here, more than any of these kernels). opcore advises transparent huge pages for "
+             "a fresh result of 4 MiB or more (one fault per 2 MiB; OC_HUGEPAGE_OUTPUTS=0 turns it off); "
+             "torch does so only with THP_MEM_ALLOC_ENABLE=1. The rows marked [torch THP on] run torch that "
+             "way, in a process of their own: there only the kernels differ.")
     benchlib.write("tiles.json", results=args.results, obj={
         "title": "Tile layer (examples/tiles) vs PyTorch", "order": 45, "rows": rows, "notes": notes,
         "columns": ["op", "threads", "implementation", "ms", "GFLOP/s", "GB/s", "vs torch.matmul",

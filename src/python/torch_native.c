@@ -54,9 +54,11 @@
 #include <dlfcn.h>
 #include <ffi.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "opcore/engine.h"
 #include "torch_native.h"
@@ -76,11 +78,16 @@ typedef int32_t AOTITorchError; /* 0: success */
 #define MAX_ARGS 64
 
 /* Lend torch's threads to multicore launches (_torch_native_lend_threads):
- * off by default. A lent launch ends only when every torch thread has
- * joined torch_parallel_for, so a descheduled torch thread stalls it;
- * bench/grid_bench.py measured the seed 003 add at 40 ms p50 lent against
- * 1 ms not lent under load (docs/engine.md, "Lending"). */
-static bool lend_torch;
+ * on by default, with a back-off. A lent launch ends only when every torch
+ * thread has joined torch_parallel_for, so one descheduled torch thread
+ * stalls it (bench/grid_bench.py measured 8 ms stalls at p90 under load,
+ * and 32 ms medians on a machine shared with other jobs); a launch whose
+ * parallel region outlasted its own work by LEND_STALL_NS stops lending
+ * for LEND_PAUSE_NS (docs/engine.md, "Lending torch's threads"). */
+static bool lend_torch = true;
+#define LEND_STALL_NS 500000ull    /* 0.5 ms of waiting for torch's join */
+#define LEND_PAUSE_NS 1000000000ull /* then the engine's own workers for 1 s */
+static _Atomic uint64_t lend_paused_until;
 
 static struct {
     AOTITorchError (*library_init_impl)(const char *ns, const char *key, const char *file, uint32_t line,
@@ -443,25 +450,47 @@ static _Noreturn void fail(call *c, oc_status st)
 
 typedef struct {
     oc_engine_work_fn work;
+    _Atomic uint64_t longest; /* the longest work() of any thread, ns */
 } lent_work;
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static void lent_range(int64_t begin, int64_t end, void *ctx)
 {
     (void)begin, (void)end; /* one call per thread, whatever its range */
-    ((lent_work *)ctx)->work();
+    lent_work *w = ctx;
+    uint64_t t0 = monotonic_ns();
+    w->work();
+    uint64_t took = monotonic_ns() - t0, seen = atomic_load(&w->longest);
+    while (took > seen && !atomic_compare_exchange_weak(&w->longest, &seen, took)) {
+    }
 }
 
 /* After a torch op, torch's intra-op threads spin, waiting for the next
  * parallel region: an opcore multicore launch right then runs its shares on
  * them (torch_parallel_for) instead of waking opcore's workers onto the
  * same cores. Declined when torch has fewer threads than the launch has
- * shares (torch.set_num_threads(1), say): opcore's pool runs it. */
+ * shares (torch.set_num_threads(1), say): opcore's pool runs it. Declined
+ * too for a second after a region that outlasted the longest work any of
+ * its threads did by LEND_STALL_NS: a torch thread the OS had descheduled
+ * held the join, and on a machine that busy it will again. */
 static bool lend_torch_threads(oc_engine_work_fn work, uint32_t n)
 {
     uint32_t threads = 0;
     if (T.get_num_threads(&threads) || threads < n) return false;
-    lent_work w = {work};
-    return T.parallel_for(0, n, 1, lent_range, &w) == 0;
+    uint64_t t0 = monotonic_ns();
+    if (t0 < atomic_load_explicit(&lend_paused_until, memory_order_relaxed)) return false;
+    lent_work w = {work, 0};
+    if (T.parallel_for(0, n, 1, lent_range, &w) != 0) return false;
+    uint64_t t1 = monotonic_ns();
+    if (t1 - t0 > atomic_load(&w.longest) + LEND_STALL_NS)
+        atomic_store_explicit(&lend_paused_until, t1 + LEND_PAUSE_NS, memory_order_relaxed);
+    return true;
 }
 
 /* After the kernel wrote its Tensor(a!) arguments: bump their version
@@ -675,7 +704,8 @@ static PyObject *py_lend_threads(PyObject *self, PyObject *arg)
 PyMethodDef ocpy_torch_native_methods[] = {
     {"_torch_native_lend_threads", py_lend_threads, METH_O,
      "_torch_native_lend_threads(on) -> bool (the previous setting): multicore ops called from torch run their "
-     "shares on torch's intra-op threads first (default off: see docs/engine.md)"},
+     "shares on torch's intra-op threads first (default on, paused for 1 s after a launch torch's join held up: "
+     "see docs/engine.md)"},
     {"_torch_native_init", py_native_init, METH_O,
      "_torch_native_init(path) -> bool: find libtorch's stable C ABI through the loaded object at path"},
     {"_torch_native_impl", (PyCFunction)(void (*)(void))py_native_impl, METH_VARARGS | METH_KEYWORDS,
