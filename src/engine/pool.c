@@ -69,6 +69,7 @@ static struct {
     atomic_int waiter_sleeping;
     atomic_bool stopping;
     uint64_t spin_ns;
+    uint64_t straggler_ns;       /* OC_STRAGGLER_US; 0: never run solo */
     _Atomic uint64_t min_split_bytes; /* smaller launches run as one share */
     atomic_bool min_split_set;   /* set by oc_engine_set_min_split_bytes */
     uint32_t start_generation;   /* workers wait for the first job after it */
@@ -79,9 +80,17 @@ static struct {
     _Atomic uint32_t bar_seq;    /* futex word: bumped on any of the above */
     atomic_int bar_sleepers;
     uint64_t *slots;             /* exchange: one 8-byte value per share */
+    _Atomic uint64_t solo_until; /* launches run on their caller until then (a straggler was seen) */
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 #define OC_MIN_SPLIT_DEFAULT ((size_t)64 * 1024)
+
+/* A launch whose caller, done with every share it could claim, then waited
+ * more than OC_STRAGGLER_US (default 1 ms; and more than twice its own
+ * longest share) for a worker's share: that worker was descheduled, the
+ * machine is busier than its cores. For SOLO_NS after it, launches run on
+ * their caller alone. */
+#define SOLO_NS 200000000ull
 
 static _Thread_local oc_engine_helpers_fn tls_helpers; /* the calling thread's lent threads */
 
@@ -171,15 +180,20 @@ static void wait_for_generation(uint32_t seen, uint64_t last_gap_ns)
  * carries the generation, so a late thread can never take a share of a job
  * that has finished: it gets an id >= ncores, or a share of the next job,
  * which is already published (release/acquire through `claim`). */
-static void run_claimed_shares(oc_core *core)
+static void run_claimed_shares(oc_core *core, uint64_t *longest)
 {
     for (;;) {
         uint64_t c = atomic_fetch_add_explicit(&pool.claim, 1, memory_order_acq_rel);
         oc_exec *job = pool.job;
         uint32_t id = (uint32_t)c;
         if (!job || id >= job->ncores) return;
+        uint64_t t0 = longest ? now_ns() : 0;
         if (!job->grid_ndim || !atomic_load_explicit(&job->failure->failed, memory_order_relaxed))
             job->run_share(core, job, id); /* a grid stops at its first failure */
+        if (longest) {
+            uint64_t took = now_ns() - t0;
+            if (took > *longest) *longest = took;
+        }
         /* Shares still waiting at a barrier learn that this one is gone. */
         atomic_fetch_add(&pool.exited, 1);
         atomic_fetch_add(&pool.bar_seq, 1);
@@ -202,7 +216,7 @@ static void *worker_main(void *arg)
         last_gap = now_ns() - done_at;
         seen = atomic_load_explicit(&pool.generation, memory_order_acquire);
         if (atomic_load(&pool.stopping)) break;
-        run_claimed_shares(core);
+        run_claimed_shares(core, NULL);
         done_at = now_ns();
     }
     /* The signal stack belongs to this thread: disable before freeing. */
@@ -215,6 +229,9 @@ static oc_status start_locked(void)
     uint32_t n = pool.num_cores ? pool.num_cores : default_num_cores();
     size_t tcm = oc__engine_default_tcm();
     pool.spin_ns = env_size("OC_SPIN_US", 50) * 1000;
+    const char *straggler = getenv("OC_STRAGGLER_US"); /* "0": off (env_size reads it as the default) */
+    atomic_store(&pool.solo_until, 0);
+    pool.straggler_ns = straggler && straggler[0] == '0' && !straggler[1] ? 0 : env_size("OC_STRAGGLER_US", 1000) * 1000;
     if (!atomic_load(&pool.min_split_set)) {
         /* "0" means always split: env_size would read it as the default */
         const char *split = getenv("OC_MIN_SPLIT_BYTES");
@@ -345,7 +362,7 @@ static void wake_for_unclaimed(const oc_exec *job)
 static void help_claim(void)
 {
     oc_core *core = oc__thread_core();
-    if (core) run_claimed_shares(core);
+    if (core) run_claimed_shares(core, NULL);
 }
 
 /* Every instance of a grid launch on the caller, in order, stopping at the
@@ -364,9 +381,11 @@ oc_status oc__pool_launch(oc_core *caller, oc_exec *job)
      * multicore launch has one share per core. */
     uint32_t n = job->grid_ndim ? job->ncores : pool.ncores;
     if (n <= 1 || pool.ncores <= 1 ||
-        !job_reaches(job, atomic_load_explicit(&pool.min_split_bytes, memory_order_relaxed))) {
-        /* Too small to split: on the caller's core, no lock (several host
-         * threads may do this at once); a multicore op as one share. */
+        !job_reaches(job, atomic_load_explicit(&pool.min_split_bytes, memory_order_relaxed)) ||
+        now_ns() < atomic_load_explicit(&pool.solo_until, memory_order_relaxed)) {
+        /* Too small to split, or the machine too busy to wait for workers:
+         * on the caller's core, no lock (several host threads may do this
+         * at once); a multicore op as one share. */
         if (job->grid_ndim) {
             run_grid_here(caller, job);
         } else {
@@ -386,10 +405,12 @@ oc_status oc__pool_launch(oc_core *caller, oc_exec *job)
     atomic_store_explicit(&pool.claim, (uint64_t)gen << 32, memory_order_release);
     atomic_store_explicit(&pool.generation, gen, memory_order_seq_cst);
     oc_engine_helpers_fn helpers = tls_helpers;
+    uint64_t t_done = 0, longest = 0; /* the caller's own shares, when it ran them */
     if (!helpers || !helpers(help_claim, n < pool.ncores ? n : pool.ncores)) {
         if (atomic_load_explicit(&pool.sleepers, memory_order_seq_cst) > 0)
             futex(&pool.generation, FUTEX_WAKE_PRIVATE, INT32_MAX);
-        run_claimed_shares(caller);
+        run_claimed_shares(caller, &longest);
+        t_done = now_ns();
     }
     wake_for_unclaimed(job); /* lent threads could not take them all */
 
@@ -408,6 +429,11 @@ oc_status oc__pool_launch(oc_core *caller, oc_exec *job)
             }
         }
         cpu_relax();
+    }
+    if (t_done) {
+        uint64_t t = now_ns(), waited = t - t_done;
+        if (pool.straggler_ns && waited > pool.straggler_ns && waited > 2 * longest)
+            atomic_store_explicit(&pool.solo_until, t + SOLO_NS, memory_order_relaxed);
     }
     pool.job = NULL;
     pthread_mutex_unlock(&pool.lock);

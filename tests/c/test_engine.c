@@ -172,6 +172,63 @@ static void test_multicore_model(void **state)
     oc_library_unload(lib);
 }
 
+/* A launch whose caller waited over OC_STRAGGLER_US for a worker's share
+ * (the worker descheduled: here, a share that spins about 50 ms on any
+ * thread but the caller's, which spins 2 ms so that a worker wakes in time
+ * to take a share) makes the next launches, for a while, run on the caller
+ * alone: oc_cpu_count() is 1. OC_STRAGGLER_US=0 turns that off. */
+static const char *straggle_shape =
+    "#include <opcore/library.h>\n"
+    "static oc_tensor *counts(int64_t caller) { (void)caller; return oc_empty(OC_INT32, OC_SHAPE(65)); }\n"
+    "OC_LIBRARY(straggle, m) {\n"
+    "  oc_def(m, \"straggle(int caller) -> Tensor\", counts, \"straggle\", .multicore = true);\n"
+    "}\n";
+static const char *straggle_compute =
+    "#include <pthread.h>\n"
+    "#include <opcore/kernel.h>\n"
+    "oc_tensor *straggle(int64_t caller) {\n"
+    "  int32_t *d = oc_dst_tensor()->data;\n"
+    "  bool worker = (int64_t)pthread_self() != caller;\n"
+    "  for (volatile long i = 0, n = worker ? 60000000 : 2000000; i < n; i++) {}\n"
+    "  if (oc_cpu_id() < 64) d[1 + oc_cpu_id()] = worker;\n" /* each share its own slot: results are not zeroed */
+    "  if (oc_cpu_id() == 0) d[0] = (int32_t)oc_cpu_count();\n"
+    "  return oc_dst_tensor(); }\n";
+
+/* oc_cpu_count() of the launch after one in which a worker straggled; 0 if
+ * no launch of 20 had the worker take a share. */
+static int count_after_straggler(void)
+{
+    oc_library *lib = test_build_and_load("straggle", straggle_compute, straggle_shape, (test_lib_options){.multicore = true});
+    oc_value a[] = {oc_value_int((int64_t)pthread_self())};
+    int after = 0;
+    for (int tries = 0; tries < 20 && !after; tries++) {
+        oc_tensor *y;
+        assert_int_equal(oc_op_invoke(oc_op_find("straggle::straggle"), a, 1, &y), OC_OK);
+        const int32_t *d = y->data;
+        bool worker_ran = false; /* a worker took a share (and straggled) */
+        for (int i = 0; i < d[0] && i < 64; i++) worker_ran |= d[1 + i] != 0;
+        oc_tensor_free(y);
+        if (!worker_ran) continue;
+        assert_int_equal(oc_op_invoke(oc_op_find("straggle::straggle"), a, 1, &y), OC_OK);
+        after = ((int32_t *)y->data)[0];
+        oc_tensor_free(y);
+    }
+    oc_library_unload(lib);
+    return after;
+}
+
+static void test_straggler_makes_launches_run_solo(void **state)
+{
+    (void)state;
+    if (oc_engine_num_cores() < 2 || getenv("OC_UNDER_VALGRIND")) skip(); /* one core: nothing to wait for */
+    oc_engine_shutdown();
+    setenv("OC_STRAGGLER_US", "1000", 1);
+    assert_int_equal(count_after_straggler(), 1);
+    oc_engine_shutdown();
+    setenv("OC_STRAGGLER_US", "0", 1);
+    assert_int_equal(count_after_straggler(), (int)oc_engine_num_cores());
+}
+
 /* A multicore kernel returns oc_dst_tensor() or NULL: a tensor a share made
  * itself would be that core's values at best (garbage elsewhere). */
 static const char *own_shape =
@@ -824,6 +881,7 @@ int main(void)
         cmocka_unit_test(test_relu_variants),
         cmocka_unit_test(test_multicore_model),
         cmocka_unit_test(test_multicore_kernel_returning_its_own_tensor_is_an_error),
+        cmocka_unit_test(test_straggler_makes_launches_run_solo),
         ERRS(test_failed_check_is_kernel_error),
         ERRS(test_segfault_is_fault_error),
         ERRS(test_fpe_is_fault_error),
@@ -865,5 +923,6 @@ int main(void)
         cmocka_unit_test(test_foreign_faults_reach_previous_handler),
     };
     oc_engine_set_min_split_bytes(0); /* small test tensors still run on every core */
+    setenv("OC_STRAGGLER_US", "0", 0); /* ... and never fall back to the caller alone (docs/engine.md) */
     return oc_test_run("engine", tests, NULL, teardown);
 }

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -75,6 +76,7 @@ static int setup(void **state)
     (void)state;
     lib = test_build_and_load("lay", compute, shape, (test_lib_options){0});
     oc_engine_set_min_split_bytes(0); /* small tensors still split across cores */
+    setenv("OC_STRAGGLER_US", "0", 0); /* ... and never fall back to the caller alone (docs/engine.md) */
     return 0;
 }
 

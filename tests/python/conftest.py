@@ -14,6 +14,12 @@ from pathlib import Path
 
 import pytest
 
+# Tests check that multicore ops use every core: on a busy machine a worker
+# the OS descheduled would make the engine run launches on their caller
+# alone for a while (docs/engine.md, "Stragglers"). Read when the engine
+# starts; inherited by the tests' subprocesses.
+os.environ.setdefault("OC_STRAGGLER_US", "0")
+
 REPO = Path(__file__).resolve().parents[2]
 RELU = REPO / "examples" / "relu"
 TORCH_KERNELS = Path(__file__).resolve().parent / "torch_kernels"
