@@ -55,7 +55,10 @@ OC_API size_t oc_engine_min_split_bytes(void);
  * oc_barrier are what they always are: the engine's workers are woken for
  * any share left unclaimed. PyTorch's integration lends torch's intra-op
  * pool, whose threads spin for a while after each parallel region: waking
- * opcore's workers onto those cores would make them fight. NULL: none. */
+ * opcore's workers onto those cores would make them fight. A launch whose
+ * run() returned over 0.5 ms after its last share finished (the host's join
+ * waited for a descheduled thread) stops the engine asking for 1 s.
+ * NULL: none. */
 typedef void (*oc_engine_work_fn)(void);
 typedef bool (*oc_engine_helpers_fn)(oc_engine_work_fn work, uint32_t n);
 OC_API void oc_engine_set_thread_helpers(oc_engine_helpers_fn run);

@@ -81,16 +81,25 @@ static struct {
     atomic_int bar_sleepers;
     uint64_t *slots;             /* exchange: one 8-byte value per share */
     _Atomic uint64_t solo_until; /* launches run on their caller until then (a straggler was seen) */
+    _Atomic uint64_t lend_until; /* lent threads declined until then (their join stalled a launch) */
+    _Atomic uint64_t last_done;  /* when the running launch's last share finished */
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 #define OC_MIN_SPLIT_DEFAULT ((size_t)64 * 1024)
 
-/* A launch whose caller, done with every share it could claim, then waited
- * more than OC_STRAGGLER_US (default 1 ms; and more than twice its own
- * longest share) for a worker's share: that worker was descheduled, the
- * machine is busier than its cores. For SOLO_NS after it, launches run on
- * their caller alone. */
+/* Two waits mean the machine is busier than its cores, and each pauses
+ * what caused it:
+ *   - a launch whose caller, done with every share it could claim, then
+ *     waited more than OC_STRAGGLER_US (default 1 ms; and more than twice
+ *     its own longest share) for a worker's share: that worker was
+ *     descheduled. For SOLO_NS, launches run on their caller alone.
+ *   - a launch on lent threads whose helpers returned more than LEND_STALL_NS
+ *     after its last share finished: the host's join waited for one of its
+ *     threads the OS had descheduled. For LEND_PAUSE_NS, lent threads are
+ *     not asked; the engine's own workers run the launches. */
 #define SOLO_NS 200000000ull
+#define LEND_STALL_NS 500000ull
+#define LEND_PAUSE_NS 1000000000ull
 
 static _Thread_local oc_engine_helpers_fn tls_helpers; /* the calling thread's lent threads */
 
@@ -124,6 +133,13 @@ static size_t env_size(const char *name, size_t fallback)
     if (*end == 'k' || *end == 'K') n *= 1024;
     else if (*end == 'm' || *end == 'M') n *= 1024 * 1024;
     return n ? (size_t)n : fallback;
+}
+
+/* env_size, where an explicit "0" means 0 (off), not the default. */
+static size_t env_size_or_zero(const char *name, size_t fallback)
+{
+    const char *v = getenv(name);
+    return v && v[0] == '0' && !v[1] ? 0 : env_size(name, fallback);
 }
 
 size_t oc__engine_default_tcm(void)
@@ -198,9 +214,10 @@ static void run_claimed_shares(oc_core *core, uint64_t *longest)
         atomic_fetch_add(&pool.exited, 1);
         atomic_fetch_add(&pool.bar_seq, 1);
         if (atomic_load(&pool.bar_sleepers) > 0) futex(&pool.bar_seq, FUTEX_WAKE_PRIVATE, INT32_MAX);
-        if (atomic_fetch_sub_explicit(&pool.pending, 1, memory_order_acq_rel) == 1 &&
-            atomic_load(&pool.waiter_sleeping))
-            futex(&pool.pending, FUTEX_WAKE_PRIVATE, 1);
+        if (atomic_fetch_sub_explicit(&pool.pending, 1, memory_order_acq_rel) == 1) {
+            atomic_store_explicit(&pool.last_done, now_ns(), memory_order_relaxed);
+            if (atomic_load(&pool.waiter_sleeping)) futex(&pool.pending, FUTEX_WAKE_PRIVATE, 1);
+        }
     }
 }
 
@@ -229,15 +246,11 @@ static oc_status start_locked(void)
     uint32_t n = pool.num_cores ? pool.num_cores : default_num_cores();
     size_t tcm = oc__engine_default_tcm();
     pool.spin_ns = env_size("OC_SPIN_US", 50) * 1000;
-    const char *straggler = getenv("OC_STRAGGLER_US"); /* "0": off (env_size reads it as the default) */
+    pool.straggler_ns = env_size_or_zero("OC_STRAGGLER_US", 1000) * 1000;
     atomic_store(&pool.solo_until, 0);
-    pool.straggler_ns = straggler && straggler[0] == '0' && !straggler[1] ? 0 : env_size("OC_STRAGGLER_US", 1000) * 1000;
-    if (!atomic_load(&pool.min_split_set)) {
-        /* "0" means always split: env_size would read it as the default */
-        const char *split = getenv("OC_MIN_SPLIT_BYTES");
-        atomic_store(&pool.min_split_bytes, split && split[0] == '0' && !split[1]
-                                                ? 0 : env_size("OC_MIN_SPLIT_BYTES", OC_MIN_SPLIT_DEFAULT));
-    }
+    atomic_store(&pool.lend_until, 0);
+    if (!atomic_load(&pool.min_split_set)) /* "0": always split */
+        atomic_store(&pool.min_split_bytes, env_size_or_zero("OC_MIN_SPLIT_BYTES", OC_MIN_SPLIT_DEFAULT));
     pool.cores = oc__calloc(n, sizeof *pool.cores);
     pool.threads = oc__calloc(n, sizeof *pool.threads);
     pool.slots = oc__calloc(n, sizeof *pool.slots);
@@ -405,8 +418,14 @@ oc_status oc__pool_launch(oc_core *caller, oc_exec *job)
     atomic_store_explicit(&pool.claim, (uint64_t)gen << 32, memory_order_release);
     atomic_store_explicit(&pool.generation, gen, memory_order_seq_cst);
     oc_engine_helpers_fn helpers = tls_helpers;
+    if (helpers && now_ns() < atomic_load_explicit(&pool.lend_until, memory_order_relaxed)) helpers = NULL;
     uint64_t t_done = 0, longest = 0; /* the caller's own shares, when it ran them */
-    if (!helpers || !helpers(help_claim, n < pool.ncores ? n : pool.ncores)) {
+    bool lent = helpers && helpers(help_claim, n < pool.ncores ? n : pool.ncores);
+    if (lent) {
+        uint64_t t = now_ns(), done = atomic_load(&pool.last_done);
+        if (atomic_load(&pool.pending) == 0 && t - done > LEND_STALL_NS)
+            atomic_store_explicit(&pool.lend_until, t + LEND_PAUSE_NS, memory_order_relaxed);
+    } else {
         if (atomic_load_explicit(&pool.sleepers, memory_order_seq_cst) > 0)
             futex(&pool.generation, FUTEX_WAKE_PRIVATE, INT32_MAX);
         run_claimed_shares(caller, &longest);

@@ -54,11 +54,9 @@
 #include <dlfcn.h>
 #include <ffi.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "opcore/engine.h"
 #include "torch_native.h"
@@ -78,16 +76,12 @@ typedef int32_t AOTITorchError; /* 0: success */
 #define MAX_ARGS 64
 
 /* Lend torch's threads to multicore launches (_torch_native_lend_threads):
- * on by default, with a back-off. A lent launch ends only when every torch
- * thread has joined torch_parallel_for, so one descheduled torch thread
- * stalls it (bench/grid_bench.py measured 8 ms stalls at p90 under load,
- * and 32 ms medians on a machine shared with other jobs); a launch whose
- * parallel region outlasted its own work by LEND_STALL_NS stops lending
- * for LEND_PAUSE_NS (docs/engine.md, "Lending torch's threads"). */
+ * on by default. A lent launch ends only when every torch thread has
+ * joined torch_parallel_for, so one descheduled torch thread stalls it
+ * (bench/grid_bench.py measured 8 ms stalls at p90 under load); the engine
+ * stops asking for a second after such a stall (src/engine/pool.c,
+ * docs/engine.md "Lending torch's threads"). */
 static bool lend_torch = true;
-#define LEND_STALL_NS 500000ull    /* 0.5 ms of waiting for torch's join */
-#define LEND_PAUSE_NS 1000000000ull /* then the engine's own workers for 1 s */
-static _Atomic uint64_t lend_paused_until;
 
 static struct {
     AOTITorchError (*library_init_impl)(const char *ns, const char *key, const char *file, uint32_t line,
@@ -450,47 +444,25 @@ static _Noreturn void fail(call *c, oc_status st)
 
 typedef struct {
     oc_engine_work_fn work;
-    _Atomic uint64_t longest; /* the longest work() of any thread, ns */
 } lent_work;
-
-static uint64_t monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void lent_range(int64_t begin, int64_t end, void *ctx)
 {
     (void)begin, (void)end; /* one call per thread, whatever its range */
-    lent_work *w = ctx;
-    uint64_t t0 = monotonic_ns();
-    w->work();
-    uint64_t took = monotonic_ns() - t0, seen = atomic_load(&w->longest);
-    while (took > seen && !atomic_compare_exchange_weak(&w->longest, &seen, took)) {
-    }
+    ((lent_work *)ctx)->work();
 }
 
 /* After a torch op, torch's intra-op threads spin, waiting for the next
  * parallel region: an opcore multicore launch right then runs its shares on
  * them (torch_parallel_for) instead of waking opcore's workers onto the
  * same cores. Declined when torch has fewer threads than the launch has
- * shares (torch.set_num_threads(1), say): opcore's pool runs it. Declined
- * too for a second after a region that outlasted the longest work any of
- * its threads did by LEND_STALL_NS: a torch thread the OS had descheduled
- * held the join, and on a machine that busy it will again. */
+ * shares (torch.set_num_threads(1), say): opcore's pool runs it. */
 static bool lend_torch_threads(oc_engine_work_fn work, uint32_t n)
 {
     uint32_t threads = 0;
     if (T.get_num_threads(&threads) || threads < n) return false;
-    uint64_t t0 = monotonic_ns();
-    if (t0 < atomic_load_explicit(&lend_paused_until, memory_order_relaxed)) return false;
-    lent_work w = {work, 0};
-    if (T.parallel_for(0, n, 1, lent_range, &w) != 0) return false;
-    uint64_t t1 = monotonic_ns();
-    if (t1 - t0 > atomic_load(&w.longest) + LEND_STALL_NS)
-        atomic_store_explicit(&lend_paused_until, t1 + LEND_PAUSE_NS, memory_order_relaxed);
-    return true;
+    lent_work w = {work};
+    return T.parallel_for(0, n, 1, lent_range, &w) == 0;
 }
 
 /* After the kernel wrote its Tensor(a!) arguments: bump their version

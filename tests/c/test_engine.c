@@ -922,7 +922,6 @@ int main(void)
         cmocka_unit_test(test_engine_configure_defaults),
         cmocka_unit_test(test_foreign_faults_reach_previous_handler),
     };
-    oc_engine_set_min_split_bytes(0); /* small test tensors still run on every core */
-    setenv("OC_STRAGGLER_US", "0", 0); /* ... and never fall back to the caller alone (docs/engine.md) */
+    test_use_every_core(); /* small test tensors still run on every core */
     return oc_test_run("engine", tests, NULL, teardown);
 }

@@ -89,8 +89,7 @@ static int setup(void **state)
     (void)state;
     oc_engine_shutdown();
     assert_int_equal(oc_engine_configure(2, 0), OC_OK); /* uneven grids on 2 cores */
-    oc_engine_set_min_split_bytes(0);                    /* small test tensors still use both cores */
-    setenv("OC_STRAGGLER_US", "0", 0); /* ... and never fall back to the caller alone (docs/engine.md) */
+    test_use_every_core(); /* small test tensors still run on every core */
     lib = test_build_and_load("grid_ops", compute_src, shape_src, (test_lib_options){0});
     return 0;
 }

@@ -8,7 +8,6 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -74,9 +73,8 @@ static oc_library *lib;
 static int setup(void **state)
 {
     (void)state;
+    test_use_every_core(); /* small test tensors still run on every core */
     lib = test_build_and_load("lay", compute, shape, (test_lib_options){0});
-    oc_engine_set_min_split_bytes(0); /* small tensors still split across cores */
-    setenv("OC_STRAGGLER_US", "0", 0); /* ... and never fall back to the caller alone (docs/engine.md) */
     return 0;
 }
 

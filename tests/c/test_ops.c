@@ -815,7 +815,6 @@ int main(void)
         cmocka_unit_test(test_message_bad_schema),
         cmocka_unit_test(test_reload),
     };
-    oc_engine_set_min_split_bytes(0); /* small test tensors still run on every core */
-    setenv("OC_STRAGGLER_US", "0", 0); /* ... and never fall back to the caller alone (docs/engine.md) */
+    test_use_every_core(); /* small test tensors still run on every core */
     return oc_test_run("ops", tests, setup_nn_ops, teardown_nn_ops);
 }

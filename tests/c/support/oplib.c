@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "opcore/build.h"
+#include "opcore/engine.h"
 #include "support/oplib.h"
 
 const char *test_tmpdir(void)
@@ -93,4 +94,10 @@ oc_library *test_build_and_load(const char *name, const char *compute, const cha
     const char *path = test_build(name, compute, shape, opts, &st);
     if (!path) fail_msg("building %s failed: %s", name, oc_errmsg());
     return test_load(path);
+}
+
+void test_use_every_core(void)
+{
+    oc_engine_set_min_split_bytes(0);
+    setenv("OC_STRAGGLER_US", "0", 0); /* read when the engine starts */
 }

@@ -43,6 +43,12 @@ const char *test_path(const char *dir, const char *leaf);
 /* Write `text` to `path`; fails the test if it cannot. */
 void test_write_file(const char *path, const char *text);
 
+/* Multicore launches use every engine core, whatever their size and the
+ * machine's load: small test tensors still split, and a descheduled worker
+ * never makes the engine fall back to the caller alone (docs/engine.md).
+ * Call before the engine starts. */
+void test_use_every_core(void);
+
 /* Fails the test, showing both, unless `hay` (may be NULL) holds `needle`. */
 void test_assert_contains(const char *hay, const char *needle);
 
