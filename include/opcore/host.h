@@ -249,6 +249,52 @@ OC_API oc_status oc_op_run_grid(const oc_op *op, const oc_value *args, int nargs
 OC_API oc_status oc_op_call_prechecked(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs,
                                        const oc_grid *grid);
 
+/* ---- prepared calls ------------------------------------------------------ */
+/* A call bound once and run many times on new data, as SQLite prepares a
+ * statement once and steps it: oc_call_prepare binds the arguments, runs
+ * the shape function and checks the result buffers against it, for these
+ * shapes, strides, dtypes and non-tensor values; oc_call_run then only
+ * swaps in the tensors' data pointers and runs the kernel. For a loop over
+ * same-shaped tensors, or a compiled graph's call site (opcore.jax keeps
+ * one per XLA call site).
+ *
+ *     oc_call *call;
+ *     oc_value args[] = { oc_value_tensor(&x) };
+ *     if (oc_call_prepare(relu, args, 1, &y, NULL, &call) != OC_OK) ...
+ *     for (int i = 0; i < n; i++) {
+ *         void *data[] = { xs[i], ys[i] };   // x's data, then y's
+ *         if (oc_call_run(call, data) != OC_OK) ...
+ *     }
+ *     oc_call_free(call);
+ *
+ * Each run has the checks of oc_op_call that depend on the data (a NULL
+ * pointer, a result overlapping an argument or another result, in-place
+ * arguments that are not dense), and runs the kernel exactly as
+ * oc_op_call would; what was checked at prepare is not checked again.
+ * The strings, lists and dictionaries `args` point at must stay valid
+ * until oc_call_free (tensor structs are copied). A prepared call is used
+ * by one thread at a time; prepare one per thread for more. After its
+ * op's library is unloaded, a run fails (OC_ENOTFOUND). */
+typedef struct oc_call oc_call;
+
+/* Prepare `op` for `args` and the result buffers `outs` (shapes, dtypes
+ * and strides as oc_op_infer gives; their data may be NULL here: each
+ * run gives it). `grid` as for oc_op_call_grid. */
+OC_API oc_status oc_call_prepare(const oc_op *op, const oc_value *args, int nargs, const oc_tensor *outs,
+                                 const oc_grid *grid, oc_call **call);
+
+/* How many data pointers a run takes: one per tensor argument given (in
+ * argument order; each item of a Tensor[]; none for a Tensor? given None),
+ * then one per fresh result (oc_op_result_alias(op, i) < 0), in order. */
+OC_API int oc_call_num_data(const oc_call *call);
+
+/* Run the prepared call on `data` (oc_call_num_data pointers, in that
+ * order). */
+OC_API oc_status oc_call_run(oc_call *call, void *const *data);
+
+/* Free a prepared call (NULL is a no-op). */
+OC_API void oc_call_free(oc_call *call);
+
 /* ---- dynamic shapes ------------------------------------------------------ */
 /* Frameworks with symbolic sizes (torch.compile(dynamic=True), torch.export,
  * jax.export) need each result size as an expression of the input sizes,

@@ -230,6 +230,8 @@ def _load_handler() -> ctypes.CDLL:
                 getattr(lib, f).argtypes = []
             lib.oc_jax_sites.restype = ctypes.c_uint64
             lib.oc_jax_sites.argtypes = []
+            lib.oc_jax_prepared_sites.restype = ctypes.c_uint64
+            lib.oc_jax_prepared_sites.argtypes = []
             _handler_lib, _handler_so = lib, so
         return _handler_lib
 
@@ -947,6 +949,13 @@ def call_sites() -> int:
     """How many opcore custom calls were decoded once per call site (in
     XLA's instantiate stage) rather than on every call."""
     return int(_load_handler().oc_jax_sites())
+
+
+def prepared_sites() -> int:
+    """How many call sites run their calls through a prepared call: after
+    a site's first call (checked against the shape function), its buffers
+    are bound once and each later call only swaps data pointers."""
+    return int(_load_handler().oc_jax_prepared_sites())
 
 
 def alias_copies() -> int:

@@ -4,13 +4,18 @@
  * Kernels run on an engine-owned stack of the op's configured size, with an
  * inaccessible guard region below it. The stack's context is entered once
  * with makecontext/swapcontext (which save and set the signal mask: two
- * system calls); from then on host and kernel switch with sigsetjmp /
- * siglongjmp(savesigs = 0), which touch no signal mask, so a call costs no
- * system call. The kernel side is a loop (kernel_main) that runs one call,
- * then parks itself with sigsetjmp and jumps back to the host; the next
- * call jumps into the parked frame. A fault while the kernel runs lands in
- * the signal handler (fault.c), which jumps back to the loop's sigsetjmp on
- * the kernel stack; the loop then parks as after any call.
+ * system calls); from then on host and kernel switch with the compiler's
+ * __builtin_setjmp / __builtin_longjmp, which keep only the frame and stack
+ * pointers and the resume address (the compiler saves the other registers
+ * around the setjmp): no system call, and a few instructions where libc's
+ * siglongjmp unwinds and checks (about 150 per call). No frame is abandoned
+ * by these switches: both sides resume where they parked. The kernel side
+ * is a loop (kernel_main) that runs one call, then parks itself and jumps
+ * back to the host; the next call jumps into the parked frame. A fault
+ * while the kernel runs lands in the signal handler (fault.c), which jumps
+ * back to the loop's sigsetjmp on the kernel stack with siglongjmp (which
+ * does abandon frames, and which sanitizers intercept); the loop then
+ * parks as after any call.
  *
  * (Jumping between two live stacks with longjmp is the coroutine technique
  * QEMU uses too; it needs _FORTIFY_SOURCE's longjmp check off, and would
@@ -235,10 +240,11 @@ bool oc__direct_plan(const ffi_cif *cif, uint8_t *kinds)
     return ng <= OC_DIRECT_INT && nd <= OC_DIRECT_FP;
 }
 
-static void *call_direct(const oc_exec *e)
+void oc__direct_load(const oc_exec *e, oc_direct_regs *r)
 {
-    uint64_t g[OC_DIRECT_INT] = {0};
-    double d[OC_DIRECT_FP] = {0};
+    uint64_t *g = r->g;
+    double *d = r->d;
+    memset(r, 0, sizeof *r);
     unsigned ng = 0, nd = 0;
     for (unsigned i = 0; i < e->cif->nargs; i++) {
         const void *v = e->ffi_values[i];
@@ -253,6 +259,15 @@ static void *call_direct(const oc_exec *e)
             g[ng++] = ((const uint64_t *)v)[1];
         }
     }
+}
+
+static void *call_direct(const oc_exec *e)
+{
+    oc_direct_regs own;
+    const oc_direct_regs *r = e->regs;
+    if (!r) oc__direct_load(e, &own), r = &own;
+    const uint64_t *g = r->g;
+    const double *d = r->d;
     return ((direct_fn)(void (*)(void))e->fn)(g[0], g[1], g[2], g[3], g[4], g[5], d[0], d[1], d[2], d[3]);
 }
 #else
@@ -260,6 +275,11 @@ bool oc__direct_plan(const ffi_cif *cif, uint8_t *kinds)
 {
     (void)cif, (void)kinds;
     return false;
+}
+
+void oc__direct_load(const oc_exec *e, oc_direct_regs *regs)
+{
+    (void)e, (void)regs; /* never called: no op has a plan here */
 }
 
 static void *call_direct(const oc_exec *e)
@@ -317,6 +337,10 @@ __attribute__((noinline)) static void asan_forget_frames(const oc_core *c)
 static inline void asan_forget_frames(const oc_core *c) { (void)c; }
 #endif
 
+/* Resume the other side of a host/kernel switch. Not inlined: a function
+ * may not both __builtin_setjmp and __builtin_longjmp. */
+__attribute__((noinline, noreturn)) static void switch_to(void **env) { __builtin_longjmp(env, 1); }
+
 /* The kernel side: entered once per stack (makecontext), then one loop
  * turn per call. Never returns. */
 static void kernel_main(void)
@@ -332,10 +356,10 @@ static void kernel_main(void)
         } else {
             asan_forget_frames(c);
         }
-        /* park here; the next call resumes at this sigsetjmp */
-        if (sigsetjmp(c->kernel_env, 0) == 0) {
+        /* park here; the next call resumes at this setjmp */
+        if (__builtin_setjmp(c->kernel_env) == 0) {
             asan_leave(&fake, c->host_stack_bottom, c->host_stack_size);
-            siglongjmp(c->host_env, 1);
+            switch_to(c->host_env);
         }
         asan_arrive(fake, &c->host_stack_bottom, &c->host_stack_size);
     }
@@ -345,9 +369,9 @@ static void kernel_main(void)
 static void run_on_kernel_stack(oc_core *c)
 {
     void *fake = NULL;
-    if (sigsetjmp(c->host_env, 0) == 0) {
+    if (__builtin_setjmp(c->host_env) == 0) {
         asan_leave(&fake, c->stack_lo, c->stack_size);
-        if (c->kernel_parked) siglongjmp(c->kernel_env, 1);
+        if (c->kernel_parked) switch_to(c->kernel_env);
         /* First call on this stack: enter kernel_main (the one place that
          * saves and sets the signal mask). It comes back through host_env. */
         c->kernel_parked = true;

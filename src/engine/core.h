@@ -51,11 +51,20 @@ typedef void (*oc_share_fn)(struct oc_core *core, struct oc_exec *job, uint32_t 
 /* One call of a kernel or shape function, shared by all cores running it.
  * The engine knows nothing of ops: the caller (host/call.c) fills in what
  * to run and the names the engine's messages use. */
+/* A direct call's argument registers (engine/core.c: oc__direct_plan):
+ * integer and pointer ones, then doubles. */
+typedef struct oc_direct_regs {
+    uint64_t g[6];
+    double d[4];
+} oc_direct_regs;
+
 typedef struct oc_exec {
     oc_fn fn;                  /* kernel or shape function */
     void **ffi_values;         /* libffi argument slots */
     const ffi_cif *cif;        /* fn's C signature */
     const uint8_t *direct;     /* how to load each argument for a direct call (oc__direct_plan); NULL: libffi */
+    const oc_direct_regs *regs; /* direct call: the registers, loaded once by the caller (a prepared
+                                   call, whose argument slots never change); NULL: loaded per call */
     size_t stack_size;         /* kernel: the stack it needs */
     const char *name;          /* "lib::op" (or, OC_MODE_LIBRARY, what runs), for messages */
     const char *kernel_name;   /* for messages */
@@ -120,10 +129,11 @@ typedef struct oc_core {
 
     /* Switching to the kernel stack (engine/core.c): the stack's context is
      * entered once through kernel_ctx, then host and kernel jump between
-     * host_env and kernel_env (no signal-mask system calls). */
+     * host_env and kernel_env (__builtin_setjmp buffers: no signal mask,
+     * no unwinding, a few instructions). */
     ucontext_t kernel_ctx;
-    sigjmp_buf host_env;      /* where the host resumes when the kernel is done */
-    sigjmp_buf kernel_env;    /* where the parked kernel side resumes */
+    void *host_env[5];        /* where the host resumes when the kernel is done */
+    void *kernel_env[5];      /* where the parked kernel side resumes */
     bool kernel_parked;       /* kernel_env is valid (the stack was entered) */
     const void *host_stack_bottom; /* the host stack, for ASan's fiber switches */
     size_t host_stack_size;
@@ -177,6 +187,10 @@ oc_status oc__core_run(oc_core *core, oc_exec *exec, oc_core_mode mode, uint32_t
  * this platform (core.c's direct call), and how to load each argument:
  * kinds[i] for each of cif->nargs. Worked out once per op, at load. */
 bool oc__direct_plan(const ffi_cif *cif, uint8_t *kinds);
+
+/* Load the registers of a direct call of `e` (e->direct set) from its
+ * argument slots. */
+void oc__direct_load(const oc_exec *e, oc_direct_regs *regs);
 
 /* Free everything a finished call left on the core (temporaries, TCM). */
 void oc__core_release(oc_core *core);

@@ -259,6 +259,7 @@ oc_status oc__frame_bind(const struct oc_op *op, const oc_value *args, int nargs
     f->plain = true;
     f->lo = UINTPTR_MAX, f->hi = 0;
     f->ndense = 0;
+    f->regs = NULL;
     f->nargs = s->num_args;
     f->grid.ndim = 0;
     if (nargs < 0 || nargs > s->num_args || (nargs > 0 && !args))
@@ -388,12 +389,25 @@ oc_status oc__frame_infer(const struct oc_op *op, call_frame *f, oc_tensor *meta
 
 /* ---- running the kernel -------------------------------------------------------- */
 
-static oc_status check_out(const struct oc_op *op, int i, const oc_tensor *meta, const oc_tensor *out,
-                           const char *who)
+/* *dst = *src, the dims in use only (an oc_tensor has room for
+ * OC_MAX_DIMS: most of its bytes are unused). */
+static inline void copy_struct(oc_tensor *dst, const oc_tensor *src)
+{
+    size_t dims = (size_t)(src->ndim > 0 && src->ndim <= OC_MAX_DIMS ? src->ndim : 0) * sizeof(int64_t);
+    memcpy(dst, src, offsetof(oc_tensor, sizes));
+    memcpy(dst->sizes, src->sizes, dims);
+    memcpy(dst->strides, src->strides, dims);
+    memcpy((char *)dst + offsetof(oc_tensor, strides) + sizeof dst->strides,
+           (const char *)src + offsetof(oc_tensor, strides) + sizeof src->strides,
+           sizeof *dst - offsetof(oc_tensor, strides) - sizeof dst->strides);
+}
+
+oc_status oc__check_out(const struct oc_op *op, int i, const oc_tensor *meta, const oc_tensor *out, bool need_data,
+                        const char *who)
 {
     char want[256], got[256], which[32] = "";
     if (op->num_results > 1) snprintf(which, sizeof which, " result %d", i);
-    if (!out || (!out->data && oc_numel(meta) > 0))
+    if (!out || (need_data && !out->data && oc_numel(meta) > 0))
         return oc_set_error(OC_EINVAL, "op '%s': %s%s output has no data", op->qualname, who, which);
     if (out->dtype != meta->dtype || !oc_same_shape(out, meta))
         return oc_set_error(OC_ESHAPE, "op '%s': %s%s output is %s %s but the shape function says %s %s",
@@ -460,7 +474,7 @@ static oc_status run_single(const struct oc_op *op, oc_exec *e)
             st = oc_set_error(OC_EKERNEL, "op '%s': kernel '%s' returned NULL (return oc_dst_tensor() "
                               "or the tensor it made)", op->qualname, op->def.kernel_name);
         } else if (core->ret != dst) {
-            st = check_out(op, 0, dst, core->ret, "the kernel's returned");
+            st = oc__check_out(op, 0, dst, core->ret, true, "the kernel's returned");
             /* an empty output may have no data pointer at all: nothing to copy */
             if (st == OC_OK && oc_numel(dst) > 0 && !oc_copy_(dst, core->ret)) st = oc_errcode();
         }
@@ -530,17 +544,18 @@ static oc_status resolve_grid(const struct oc_op *op, const call_frame *f, const
     return OC_OK;
 }
 
-static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *outs, const oc_grid *grid)
+oc_status oc__frame_execute(const struct oc_op *op, call_frame *f, oc_tensor *outs, const oc_grid *grid)
 {
     /* The kernel may not disturb the caller's structs: it gets copies. */
     oc_tensor dsts[OC_MAX_RESULTS];
     for (int i = 0; i < op->num_results; i++) {
         int a = op->def.schema.results[i].alias_arg;
-        dsts[i] = a >= 0 ? f->tensors[a] : outs[i];
+        copy_struct(&dsts[i], a >= 0 ? &f->tensors[a] : &outs[i]);
         dsts[i].flags &= ~(uint32_t)(OC_TENSOR_READONLY | OC_TENSOR_OWNED);
     }
     oc_exec e = exec_of(op, op->kernel_fn);
     e.ffi_values = f->slots;
+    e.regs = f->regs;
     e.dsts = dsts;
     e.ndst = op->num_results;
     oc_status st = resolve_grid(op, f, grid, &e);
@@ -550,8 +565,8 @@ static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *outs,
     /* Debug builds: each fresh result in a guarded shadow (redzone.c). */
     oc__redzone rz[OC_MAX_RESULTS];
     int nrz = 0;
-    bool debug = op->lib && op->lib->debug;
-    for (; st == OC_OK && nrz < op->num_results; nrz++)
+    bool debug = e.debug;
+    for (; debug && st == OC_OK && nrz < op->num_results; nrz++)
         st = op->def.schema.results[nrz].alias_arg >= 0
                  ? (rz[nrz].map = NULL, OC_OK)
                  : oc__redzone_begin(debug, e.name, e.kernel_name, nrz, &dsts[nrz], &rz[nrz]);
@@ -562,7 +577,7 @@ static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *outs,
     while (nrz-- > 0) st = oc__redzone_end(&dsts[nrz], &rz[nrz], st);
     if (f->ndense) st = oc__frame_write_back(f, st); /* dense copies back into the caller's tensors */
     /* The caller sees each aliased result as the argument it passed. */
-    for (int i = 0; st == OC_OK && outs && i < op->num_results; i++) {
+    for (int i = 0; st == OC_OK && outs && op->fresh_results < op->num_results && i < op->num_results; i++) {
         int a = op->def.schema.results[i].alias_arg;
         if (a >= 0) {
             outs[i] = f->tensors[a];
@@ -570,6 +585,15 @@ static oc_status execute(const struct oc_op *op, call_frame *f, oc_tensor *outs,
         }
     }
     return st;
+}
+
+bool oc__frame_regs(const struct oc_op *op, call_frame *f, oc_direct_regs *regs)
+{
+    if (!op->direct) return false;
+    oc_exec e = exec_of(op, op->kernel_fn);
+    e.ffi_values = f->slots;
+    oc__direct_load(&e, regs);
+    return true;
 }
 
 static oc_status need_outs(const struct oc_op *op, const oc_tensor *outs, const char *fn)
@@ -646,7 +670,7 @@ static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_al
                 if (st && oc_errcode() == OC_OK) oc_set_error(st, "op '%s': the output allocator failed", op->qualname);
                 if (st) st = oc_errcode();
             }
-            if (!st) st = check_out(op, i, &metas[i], &outs[i], alloc ? "the allocator's" : "the caller's");
+            if (!st) st = oc__check_out(op, i, &metas[i], &outs[i], true, alloc ? "the allocator's" : "the caller's");
             if (!st && alloc) {
                 f.plain &= oc__contiguous(&outs[i]); /* the caller's: oc__outs_clear */
                 advise_fresh(&outs[i]);
@@ -656,7 +680,7 @@ static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_al
     }
     /* else nothing to do: fresh buffers, or the caller's missing every input */
     if (!st && !(f.plain && (alloc || oc__outs_clear(op, &f, outs)))) st = oc__frame_layout(op, &f, outs, !alloc);
-    if (!st) st = execute(op, &f, outs, grid);
+    if (!st) st = oc__frame_execute(op, &f, outs, grid);
     oc__frame_release(&f);
     oc__op_leave(op);
     if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());
@@ -693,7 +717,7 @@ oc_status oc_op_call_prechecked(const oc_op *op, const oc_value *args, int nargs
     st = need_outs(op, outs, "oc_op_call_prechecked");
     if (!st) st = oc__frame_bind(op, args, nargs, true, &f);
     if (!st && !(f.plain && oc__outs_clear(op, &f, outs))) st = oc__frame_layout(op, &f, outs, true);
-    if (!st) st = execute(op, &f, outs, grid); /* no shape function: the caller checked the outputs */
+    if (!st) st = oc__frame_execute(op, &f, outs, grid); /* no shape function: the caller checked the outputs */
     oc__frame_release(&f);
     oc__op_leave(op);
     if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());

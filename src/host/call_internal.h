@@ -48,6 +48,8 @@ typedef struct call_frame {
     oc__dense_rec *dense;                    /* written tensors to copy back (layout.c) */
     int ndense;
     bool plain;                              /* every tensor contiguous, none written (bind) */
+    const oc_direct_regs *regs;              /* the kernel's argument registers, loaded once (a
+                                                prepared call); NULL: from the slots per call */
     uintptr_t lo, hi;                        /* the hull of the contiguous tensors' bytes (bind; lo >= hi: none) */
 } call_frame;
 
@@ -115,6 +117,21 @@ oc_status oc__debug_inputs_check(const struct oc_op *op, call_frame *f, uint64_t
  * from a copy), refused. `check_outs`: the caller gave the result buffers
  * (else they are fresh from its allocator and cannot overlap anything). */
 oc_status oc__frame_layout(const struct oc_op *op, call_frame *f, oc_tensor *outs, bool check_outs);
+
+/* `out`, the buffer given for result i, against its inferred `meta`
+ * (dtype and shape; data too if `need_data`); `who` names where it came
+ * from in the message. */
+oc_status oc__check_out(const struct oc_op *op, int i, const oc_tensor *meta, const oc_tensor *out, bool need_data,
+                        const char *who);
+
+/* Run the kernel on the bound, inferred and laid-out frame, writing into
+ * `outs` (aliased results: set to their arguments); `grid` NULL: the
+ * shape function's or the op's. */
+oc_status oc__frame_execute(const struct oc_op *op, call_frame *f, oc_tensor *outs, const oc_grid *grid);
+
+/* Load the registers of a direct kernel call from the bound frame's
+ * slots into `regs`; false when the kernel is called through libffi. */
+bool oc__frame_regs(const struct oc_op *op, call_frame *f, oc_direct_regs *regs);
 
 /* After the kernel: copy dense copies of written tensors back into the
  * caller's (if `st` is OC_OK) and restore the caller's views; returns the

@@ -37,7 +37,12 @@
  * attributes -- the op's name, every non-tensor argument, list lengths,
  * defaults -- into a `site` that XLA keeps with that call site (XLA FFI's
  * per-call-site state, XLA_FFI_State_Set). A call then only wraps its
- * buffers and calls the op: no name lookup, no attribute decoding. A site
+ * buffers and calls the op: no name lookup, no attribute decoding. After
+ * a site's first call has checked its result buffers against the shape
+ * function, the site also keeps an oc_call prepared for those buffers'
+ * shapes (host.h: oc_call_prepare): later calls check each buffer's dtype
+ * and dims against it and only swap data pointers (a thread that finds it
+ * taken by another binds its call itself). A site
  * made before a library was loaded or unloaded since is not trusted: the
  * call decodes its frame itself, as it does where no site could be made
  * (the error, if any, is then reported by the call that runs).
@@ -677,6 +682,25 @@ typedef struct plan {
     int64_t count; /* PLAN_LIST */
 } plan;
 
+/* A site's prepared call and the buffers it was prepared for: each
+ * buffer's dtype and dims (operands, then results). */
+typedef struct prepared {
+    oc_call *call;
+    int nbufs;
+    struct {
+        XLA_FFI_DataType dtype;
+        int64_t rank;
+        int64_t dims[OC_MAX_DIMS];
+    } buf[];
+} prepared;
+
+static void prepared_free(prepared *p)
+{
+    if (p == NULL) return;
+    oc_call_free(p->call);
+    free(p);
+}
+
 /* One call site's decoded custom call: the op, each argument's plan, the
  * decoded values (tensor slots are filled per call), the memory they own. */
 typedef struct site {
@@ -684,8 +708,14 @@ typedef struct site {
     uint64_t generation; /* registry generation the op was found in */
     int nargs;
     _Atomic bool checked; /* a call ran with the shape function: later ones skip it */
+    bool mutates;         /* some argument is Tensor(a!): no prepared call */
     plan *plans;
     oc_value *vals;
+    /* After the first call: the call prepared for this site's buffers (a
+     * run only swaps data pointers), taken by one thread at a time, and
+     * each buffer's dtype and dims it was prepared for (operands, then
+     * results), which every run checks it is given. */
+    _Atomic(struct prepared *) prepared;
     int nowned;
     void *owned[]; /* strings and lists copied out of the attributes */
 } site;
@@ -697,6 +727,7 @@ static void site_free(void *p)
 {
     site *s = p;
     if (s == NULL) return;
+    prepared_free(atomic_load(&s->prepared));
     for (int i = 0; i < s->nowned; i++) free(s->owned[i]);
     free(s->plans);
     free(s->vals);
@@ -750,6 +781,7 @@ static bool plan_arg(call *c, site *s, int i)
     plan *pl = &s->plans[i];
     oc_value *v = &s->vals[i];
     pl->mutated = oc_op_arg_mutable(c->op, i);
+    s->mutates |= pl->mutated;
     if (type == OC_ARG_TENSOR_LIST) {
         pl->kind = PLAN_LIST;
         return k >= 0 && int_attr(&c->cf->attrs, k, &pl->count) && pl->count >= 0;
@@ -880,6 +912,76 @@ static XLA_FFI_Error *bind_planned(call *c, site *s, int i, oc_tensor *tensor, o
     return NULL;
 }
 
+/* ---- a site's prepared call ----------------------------------------------------- */
+
+/* Sites whose calls run through a prepared call (tests read it). */
+static _Atomic uint64_t g_prepared_sites;
+
+/* Buffer k of the frame: operands, then results; NULL if not a buffer. */
+static const XLA_FFI_Buffer *frame_buffer(const XLA_FFI_CallFrame *cf, int64_t k)
+{
+    if (k < cf->args.size)
+        return cf->args.types[k] == XLA_FFI_ArgType_BUFFER ? (const XLA_FFI_Buffer *)cf->args.args[k] : NULL;
+    k -= cf->args.size;
+    return cf->rets.types[k] == XLA_FFI_RetType_BUFFER ? (const XLA_FFI_Buffer *)cf->rets.rets[k] : NULL;
+}
+
+/* After a site's first call (checked against the shape function):
+ * prepare the call for these buffers, so later calls only swap data
+ * pointers. Ops that mutate an argument keep binding per call (XLA may
+ * or may not alias its buffer). Nothing is reported when it cannot be
+ * made: the calls then bind themselves. */
+static void prepare_site(call *c, site *s, const oc_value *vals, int nargs, const oc_tensor *outs,
+                         const oc_grid *grid)
+{
+    int64_t nbufs = c->cf->args.size + c->cf->rets.size;
+    if (s->mutates || nbufs > OC_JAX_STACK_ARGS || atomic_load_explicit(&s->prepared, memory_order_relaxed))
+        return;
+    prepared *p = calloc(1, sizeof *p + (size_t)nbufs * sizeof p->buf[0]);
+    if (p == NULL) return;
+    p->nbufs = (int)nbufs;
+    bool ok = oc_call_prepare(c->op, vals, nargs, outs, grid, &p->call) == OC_OK &&
+              oc_call_num_data(p->call) == p->nbufs;
+    for (int k = 0; ok && k < p->nbufs; k++) {
+        const XLA_FFI_Buffer *b = frame_buffer(c->cf, k);
+        ok = b != NULL && b->rank >= 0 && b->rank <= OC_MAX_DIMS;
+        if (!ok) break;
+        p->buf[k].dtype = b->dtype;
+        p->buf[k].rank = b->rank;
+        memcpy(p->buf[k].dims, b->dims, (size_t)b->rank * sizeof(int64_t));
+    }
+    prepared *none = NULL;
+    if (!ok || !atomic_compare_exchange_strong(&s->prepared, &none, p)) {
+        oc_clear_error();
+        prepared_free(p);
+        return;
+    }
+    atomic_fetch_add_explicit(&g_prepared_sites, 1, memory_order_relaxed);
+}
+
+/* Run the call through the site's prepared call: true if it did (the
+ * call's error, if any, in *err); false when another thread holds it or
+ * the buffers are not the ones it was prepared for. */
+static bool run_prepared(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api, site *s, XLA_FFI_Error **err)
+{
+    prepared *p = atomic_exchange_explicit(&s->prepared, NULL, memory_order_acquire);
+    if (p == NULL) return false;
+    void *data[OC_JAX_STACK_ARGS];
+    bool ok = cf->args.size + cf->rets.size == p->nbufs;
+    for (int k = 0; ok && k < p->nbufs; k++) {
+        const XLA_FFI_Buffer *b = frame_buffer(cf, k);
+        ok = b != NULL && b->dtype == p->buf[k].dtype && b->rank == p->buf[k].rank;
+        for (int64_t d = 0; ok && d < b->rank; d++) ok = b->dims[d] == p->buf[k].dims[d];
+        if (ok) data[k] = b->data;
+    }
+    if (ok) {
+        oc_status st = oc_call_run(p->call, data);
+        *err = st != OC_OK ? op_error(api, oc_op_qualname(s->op), st) : NULL;
+    }
+    atomic_store_explicit(&s->prepared, p, memory_order_release);
+    return ok;
+}
+
 /* ---- the handler ---------------------------------------------------------------- */
 
 static XLA_FFI_Error *run_bound(call *c, oc_value *vals, oc_tensor *tensors, site *s)
@@ -925,7 +1027,10 @@ static XLA_FFI_Error *run_bound(call *c, oc_value *vals, oc_tensor *tensors, sit
     oc_status st = checked ? oc_op_call_prechecked(c->op, vals, nargs, nres ? outs : NULL, gp)
                            : oc_op_call_grid(c->op, vals, nargs, nres ? outs : NULL, gp);
     if (st != OC_OK) return op_error(c->api, c->qualname, st);
-    if (s && !checked) atomic_store_explicit(&s->checked, true, memory_order_relaxed);
+    if (s && !checked) {
+        atomic_store_explicit(&s->checked, true, memory_order_relaxed);
+        prepare_site(c, s, vals, nargs, nres ? outs : NULL, gp);
+    }
     return NULL;
 }
 
@@ -959,6 +1064,8 @@ static XLA_FFI_Error *run_call(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api, co
 static XLA_FFI_Error *run_op(XLA_FFI_CallFrame *cf, const XLA_FFI_Api *api)
 {
     site *s = find_site(cf, api);
+    XLA_FFI_Error *err;
+    if (s != NULL && run_prepared(cf, api, s, &err)) return err;
     if (s != NULL) return run_call(cf, api, s->op, s);
 
     /* No site: decode the frame. The op's name first. */
@@ -1019,6 +1126,13 @@ OC_JAX_EXPORT const void *oc_jax_site_type_info(void) { return &g_site_type_info
 OC_JAX_EXPORT uint64_t oc_jax_sites(void)
 {
     return atomic_load_explicit(&g_sites, memory_order_relaxed);
+}
+
+/* How many call sites run their calls through a prepared call (the
+ * buffers bound once, data pointers swapped per call). */
+OC_JAX_EXPORT uint64_t oc_jax_prepared_sites(void)
+{
+    return atomic_load_explicit(&g_prepared_sites, memory_order_relaxed);
 }
 
 /* The handler's address (for ctypes: no function-pointer casts in Python). */

@@ -174,20 +174,13 @@ static oc_library *load_dir(const char *name, const char *dir, const char *compu
     return test_load(path);
 }
 
-static const oc_op *op(const char *name)
-{
-    const oc_op *o = oc_op_find(name);
-    if (!o) fail_msg("%s", oc_errmsg());
-    return o;
-}
-
 /* call a one-result op on tensors; returns the result (free it) or NULL */
 static oc_tensor *call(const char *name, int n, oc_tensor *const *ts)
 {
     oc_value args[4];
     for (int i = 0; i < n; i++) args[i] = oc_value_tensor(ts[i]);
     oc_tensor *out;
-    return oc_op_invoke(op(name), args, n, &out) == OC_OK ? out : NULL;
+    return oc_op_invoke(test_op(name), args, n, &out) == OC_OK ? out : NULL;
 }
 
 static void test_accessor_stream_iterator(void **state)
@@ -263,7 +256,7 @@ static void test_rms_norm_example(void **state)
         tx = oc_to_dtype(&t128, dt);
         oc_value args[] = {oc_value_tensor(tx), oc_value_float(1e-5)};
         oc_tensor *outs[2];
-        if (oc_op_invoke(op("complex_ops::rms_norm_fwd"), args, 2, outs) != OC_OK) fail_msg("%s", oc_errmsg());
+        if (oc_op_invoke(test_op("complex_ops::rms_norm_fwd"), args, 2, outs) != OC_OK) fail_msg("%s", oc_errmsg());
         oc_tensor *y = oc_to_dtype(outs[0], OC_COMPLEX128), *res = oc_to_dtype(outs[1], OC_COMPLEX128);
         assert_int_equal(outs[0]->dtype, dt);
         assert_int_equal(outs[1]->ndim, 1);
@@ -273,7 +266,7 @@ static void test_rms_norm_example(void **state)
         /* the vjp, JAX's convention (no conjugate): ct_x = res * ct_y - (x . ct_y) res^3 / n * x */
         oc_value bargs[] = {oc_value_tensor(tx), oc_value_tensor(outs[1]), oc_value_tensor(tx)};
         oc_tensor *gx;
-        if (oc_op_invoke(op("complex_ops::rms_norm_bwd"), bargs, 3, &gx) != OC_OK) fail_msg("%s", oc_errmsg());
+        if (oc_op_invoke(test_op("complex_ops::rms_norm_bwd"), bargs, 3, &gx) != OC_OK) fail_msg("%s", oc_errmsg());
         oc_tensor *g = oc_to_dtype(gx, OC_COMPLEX128);
         for (int r = 0; r < R; r++) {
             double complex s = want_res[r], dot = 0;
@@ -290,7 +283,7 @@ static void test_rms_norm_example(void **state)
     oc_tensor_init(&ti, ints, OC_INT32, 1, (int64_t[]){C});
     oc_value args[] = {oc_value_tensor(&ti), oc_value_float(1e-5)};
     oc_tensor *out;
-    assert_int_not_equal(oc_op_invoke(op("complex_ops::rms_norm"), args, 2, &out), OC_OK);
+    assert_int_not_equal(oc_op_invoke(test_op("complex_ops::rms_norm"), args, 2, &out), OC_OK);
     assert_msg("x must be float32, float64, complex64 or complex128, got int32");
     oc_library_unload(lib);
     oc_engine_shutdown();

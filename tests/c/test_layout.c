@@ -86,13 +86,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static const oc_op *op(const char *name)
-{
-    const oc_op *o = oc_op_find(name);
-    if (!o) fail_msg("%s", oc_errmsg());
-    return o;
-}
-
 static oc_tensor view(float *data, int ndim, const int64_t *sizes, const int64_t *strides)
 {
     oc_tensor t;
@@ -104,12 +97,12 @@ static oc_tensor view(float *data, int ndim, const int64_t *sizes, const int64_t
 
 static void call_ok(const char *name, oc_value *args, int nargs, oc_tensor *outs)
 {
-    if (oc_op_call(op(name), args, nargs, outs) != OC_OK) fail_msg("%s", oc_errmsg());
+    if (oc_op_call(test_op(name), args, nargs, outs) != OC_OK) fail_msg("%s", oc_errmsg());
 }
 
 static void call_refused(const char *name, oc_value *args, int nargs, oc_tensor *outs, const char *needle)
 {
-    assert_int_equal(oc_op_call(op(name), args, nargs, outs), OC_EINVAL);
+    assert_int_equal(oc_op_call(test_op(name), args, nargs, outs), OC_EINVAL);
     test_assert_contains(oc_errmsg(), needle);
 }
 
@@ -307,7 +300,7 @@ static void test_prechecked_out_overlapping_input_refused(void **state)
     float x[8] = {0};
     oc_tensor in = view(x, 1, (int64_t[]){6}, NULL), out = view(x + 2, 1, (int64_t[]){6}, NULL);
     oc_value a[] = {oc_value_tensor(&in)};
-    assert_int_equal(oc_op_call_prechecked(op("lay::rev"), a, 1, &out, NULL), OC_EINVAL);
+    assert_int_equal(oc_op_call_prechecked(test_op("lay::rev"), a, 1, &out, NULL), OC_EINVAL);
     assert_non_null(strstr(oc_errmsg(), "refer to a single memory location"));
 }
 

@@ -29,13 +29,6 @@ static void assert_msg(const char *needle)
 
 static oc_library *nn_ops;
 
-static const oc_op *op(const char *name)
-{
-    const oc_op *o = oc_op_find(name);
-    if (!o) fail_msg("%s", oc_errmsg());
-    return o;
-}
-
 static int setup_nn_ops(void **state)
 {
     (void)state;
@@ -113,7 +106,7 @@ static void test_layer_norm(void **state)
     layer_norm_case_init(&lc, R, C, 1);
     float *x = lc.x, *w = lc.w, *b = lc.b;
     oc_value *args = lc.args;
-    const oc_op *ln = op("nn_ops::layer_norm");
+    const oc_op *ln = test_op("nn_ops::layer_norm");
     assert_int_equal(oc_op_num_results(ln), 3);
     assert_string_equal(oc_op_result_name(ln, 1), "mean");
     assert_true(oc_op_multicore(ln)); /* .multicore = true in a single-core library */
@@ -143,7 +136,7 @@ static void test_layer_norm(void **state)
     oc_value bargs[] = {oc_value_tensor(&gt), oc_value_tensor(&lc.xt), oc_value_tensor(res[1]),
                         oc_value_tensor(res[2]), oc_value_ints(lc.shape, 1), oc_value_none()};
     oc_tensor *grads[3];
-    if (oc_op_invoke(op("nn_ops::layer_norm_backward"), bargs, 6, grads) != OC_OK) fail_msg("%s", oc_errmsg());
+    if (oc_op_invoke(test_op("nn_ops::layer_norm_backward"), bargs, 6, grads) != OC_OK) fail_msg("%s", oc_errmsg());
     float colsum[C] = {0};
     for (int r = 0; r < R; r++)
         for (int j = 0; j < C; j++) colsum[j] += g[r * C + j];
@@ -231,7 +224,7 @@ static void test_big_fresh_result_advised_huge_pages(void **state)
     layer_norm_case lc;
     layer_norm_case_init(&lc, R, C, 4);
     oc_tensor *res[3];
-    if (oc_op_invoke(op("nn_ops::layer_norm"), lc.args, 4, res) != OC_OK) fail_msg("%s", oc_errmsg());
+    if (oc_op_invoke(test_op("nn_ops::layer_norm"), lc.args, 4, res) != OC_OK) fail_msg("%s", oc_errmsg());
     uintptr_t mid = ((uintptr_t)res[0]->data + (4u << 20)) & ~(uintptr_t)((2u << 20) - 1);
     if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0) /* a kernel with THP */
         assert_true(mapping_has_flag((void *)mid, "hg"));
@@ -246,7 +239,7 @@ static void test_sgd_in_place(void **state)
     float ref0[N0], ref1[N1], rb0[N0] = {0}, rb1[N1] = {0};
     memcpy(ref0, s->p0, sizeof ref0);
     memcpy(ref1, s->p1, sizeof ref1);
-    const oc_op *sgd = op("nn_ops::sgd_momentum_");
+    const oc_op *sgd = test_op("nn_ops::sgd_momentum_");
     assert_int_equal(oc_op_num_results(sgd), 0);
     assert_true(oc_op_arg_mutable(sgd, 0) && !oc_op_arg_mutable(sgd, 2));
     for (int step = 0; step < 3; step++) {
@@ -272,7 +265,7 @@ static void test_sgd_read_only_param(void **state)
 {
     sgd_args *s = *state;
     s->params[1].flags |= OC_TENSOR_READONLY;
-    assert_int_equal(oc_op_call(op("nn_ops::sgd_momentum_"), s->args, 6, NULL), OC_EINVAL);
+    assert_int_equal(oc_op_call(test_op("nn_ops::sgd_momentum_"), s->args, 6, NULL), OC_EINVAL);
     assert_msg("argument 1 'params' item 1: is written in place (Tensor(a!)[]) but the tensor given is read-only");
 }
 
@@ -285,7 +278,7 @@ static oc_status concat(int64_t dim, oc_tensor **out)
     oc_tensor_init(&cat_xs[0], cat_a, OC_FLOAT32, 2, (int64_t[]){2, 3});
     oc_tensor_init(&cat_xs[1], cat_b, OC_FLOAT32, 2, (int64_t[]){2, 2});
     oc_value args[] = {oc_value_tensors(cat_xs, 2), oc_value_int(dim)};
-    return oc_op_invoke(op("nn_ops::concat"), args, 2, out);
+    return oc_op_invoke(test_op("nn_ops::concat"), args, 2, out);
 }
 
 static void test_concat(void **state)
@@ -320,12 +313,12 @@ static void test_call_prechecked(void **state)
     oc_tensor_init(&xs[1], b, OC_FLOAT32, 2, (int64_t[]){2, 2});
     oc_tensor_init(&out, got, OC_FLOAT32, 2, (int64_t[]){2, 5});
     oc_value args[] = {oc_value_tensors(xs, 2), oc_value_int(-1)};
-    if (oc_op_call_prechecked(op("nn_ops::concat"), args, 2, &out, NULL) != OC_OK) fail_msg("%s", oc_errmsg());
+    if (oc_op_call_prechecked(test_op("nn_ops::concat"), args, 2, &out, NULL) != OC_OK) fail_msg("%s", oc_errmsg());
     const float want[10] = {1, 2, 3, 7, 8, 4, 5, 6, 9, 10};
     assert_memory_equal(got, want, sizeof want);
     oc_value bad[] = {oc_value_tensors(xs, 2), oc_value_float(1.5)};
-    assert_int_equal(oc_op_call_prechecked(op("nn_ops::concat"), bad, 2, &out, NULL), OC_EINVAL);
-    assert_int_equal(oc_op_call_prechecked(op("nn_ops::concat"), args, 2, NULL, NULL), OC_EINVAL);
+    assert_int_equal(oc_op_call_prechecked(test_op("nn_ops::concat"), bad, 2, &out, NULL), OC_EINVAL);
+    assert_int_equal(oc_op_call_prechecked(test_op("nn_ops::concat"), args, 2, NULL, NULL), OC_EINVAL);
     assert_msg("`outs` is required");
 }
 
@@ -338,7 +331,7 @@ static oc_status avg_pool(const int64_t *k, size_t n, oc_tensor **out)
     for (int i = 0; i < 16; i++) pool_img[i] = (float)i;
     oc_tensor_init(&pool_x, pool_img, OC_FLOAT32, 4, (int64_t[]){1, 1, 4, 4});
     oc_value pargs[] = {oc_value_tensor(&pool_x), oc_value_ints(k, n), oc_value_int(2)};
-    return oc_op_invoke(op("nn_ops::avg_pool2d"), pargs, 3, out);
+    return oc_op_invoke(test_op("nn_ops::avg_pool2d"), pargs, 3, out);
 }
 
 /* int[2] given as a list (and its stride as one int: torch's broadcast) */
@@ -380,7 +373,7 @@ static void test_linear_with_bias(void **state)
     oc_value largs[3];
     oc_tensor *out;
     linear_args(largs);
-    if (oc_op_invoke(op("nn_ops::linear"), largs, 3, &out) != OC_OK) fail_msg("%s", oc_errmsg());
+    if (oc_op_invoke(test_op("nn_ops::linear"), largs, 3, &out) != OC_OK) fail_msg("%s", oc_errmsg());
     const float want_lin[4] = {1 - 3 + 10, 2 + 2 + 20, 4 - 6 + 10, 8 + 5 + 20};
     assert_memory_equal(out->data, want_lin, sizeof want_lin);
     oc_tensor_free(out);
@@ -393,7 +386,7 @@ static void test_linear_without_bias(void **state)
     oc_value largs[3];
     oc_tensor *out;
     linear_args(largs);
-    if (oc_op_invoke(op("nn_ops::linear"), largs, 2, &out) != OC_OK) fail_msg("%s", oc_errmsg());
+    if (oc_op_invoke(test_op("nn_ops::linear"), largs, 2, &out) != OC_OK) fail_msg("%s", oc_errmsg());
     assert_true(((float *)out->data)[0] == -2.0f);
     oc_tensor_free(out);
 }
@@ -405,7 +398,7 @@ static void test_linear_none_for_required_tensor(void **state)
     oc_tensor *out;
     linear_args(largs);
     largs[0] = oc_value_none(); /* None for a Tensor that is not optional */
-    assert_int_equal(oc_op_invoke(op("nn_ops::linear"), largs, 3, &out), OC_EINVAL);
+    assert_int_equal(oc_op_invoke(test_op("nn_ops::linear"), largs, 3, &out), OC_EINVAL);
     assert_msg("argument 1 'x': expected Tensor, got None");
 }
 
@@ -473,24 +466,24 @@ static void test_collectives_every_core_count(void **state)
         assert_int_equal(oc_engine_configure(cores, 0), OC_OK);
         assert_int_equal(oc_engine_num_cores(), cores);
         oc_tensor *out;
-        if (oc_op_invoke(op("coll::softmax_all"), args, 1, &out) != OC_OK) fail_msg("%s", oc_errmsg());
+        if (oc_op_invoke(test_op("coll::softmax_all"), args, 1, &out) != OC_OK) fail_msg("%s", oc_errmsg());
         assert_close(out->data, want, N, 1e-5f, "softmax");
         if (cores == 1) memcpy(first, out->data, sizeof first);
         oc_tensor_free(out);
-        if (oc_op_invoke(op("coll::barriers"), args, 1, &out) != OC_OK) fail_msg("%s", oc_errmsg());
+        if (oc_op_invoke(test_op("coll::barriers"), args, 1, &out) != OC_OK) fail_msg("%s", oc_errmsg());
         assert_int_equal(*(int64_t *)out->data, 200 * (int64_t)cores * (cores + 1) / 2);
         oc_tensor_free(out);
         /* the global sum of the example library, in core order */
-        if (oc_op_invoke(op("nn_ops::global_sum"), args, 1, &out) != OC_OK) fail_msg("%s", oc_errmsg());
+        if (oc_op_invoke(test_op("nn_ops::global_sum"), args, 1, &out) != OC_OK) fail_msg("%s", oc_errmsg());
         double sum = 0;
         for (int i = 0; i < N; i++) sum += x[i];
         assert_true(fabs(*(float *)out->data - sum) < 1e-3);
         oc_tensor_free(out);
         if (cores > 1) {
             /* a core that returns without reaching the barrier, or fails: no hang */
-            assert_int_equal(oc_op_invoke(op("coll::mismatch"), args, 1, &out), OC_EKERNEL);
+            assert_int_equal(oc_op_invoke(test_op("coll::mismatch"), args, 1, &out), OC_EKERNEL);
             assert_msg("without reaching this barrier");
-            assert_int_equal(oc_op_invoke(op("coll::fail_one"), args, 1, &out), OC_EKERNEL);
+            assert_int_equal(oc_op_invoke(test_op("coll::fail_one"), args, 1, &out), OC_EKERNEL);
             assert_msg("core 1 fails on purpose");
         }
     }
@@ -527,7 +520,7 @@ static void test_two_results(void **state)
 {
     (void)state;
     oc_tensor *res[2];
-    if (oc_op_invoke(op("coll::two"), coll_args, 1, res) != OC_OK) fail_msg("%s", oc_errmsg());
+    if (oc_op_invoke(test_op("coll::two"), coll_args, 1, res) != OC_OK) fail_msg("%s", oc_errmsg());
     assert_true(*(float *)res[0]->data == 1.5f && *(int64_t *)res[1]->data == 3);
     oc_tensor_free(res[0]);
     oc_tensor_free(res[1]);
@@ -537,7 +530,7 @@ static void test_result_index_out_of_range(void **state)
 {
     (void)state;
     oc_tensor *res[2];
-    assert_int_equal(oc_op_invoke(op("coll::bad_index"), coll_args, 1, res), OC_EKERNEL);
+    assert_int_equal(oc_op_invoke(test_op("coll::bad_index"), coll_args, 1, res), OC_EKERNEL);
     assert_msg("oc_dst_tensor_at(2): the op has 2 results");
 }
 
@@ -545,7 +538,7 @@ static void test_result_not_described(void **state)
 {
     (void)state;
     oc_tensor *res[2];
-    assert_int_equal(oc_op_invoke(op("coll::undescribed"), coll_args, 1, res), OC_ESHAPE);
+    assert_int_equal(oc_op_invoke(test_op("coll::undescribed"), coll_args, 1, res), OC_ESHAPE);
     assert_msg("did not describe result 1 'b'");
 }
 
@@ -554,7 +547,7 @@ static void test_in_place_returns_argument(void **state)
 {
     (void)state;
     oc_tensor *res[2];
-    const oc_op *scale = op("coll::scale_");
+    const oc_op *scale = test_op("coll::scale_");
     assert_int_equal(oc_op_result_alias(scale, 0), 0);
     if (oc_op_invoke(scale, coll_args, 2, res) != OC_OK) fail_msg("%s", oc_errmsg());
     assert_ptr_equal(res[0], &coll_xt);
@@ -565,7 +558,7 @@ static void test_in_place_infer(void **state)
 {
     (void)state;
     oc_tensor meta[1];
-    assert_int_equal(oc_op_infer(op("coll::scale_"), coll_args, 2, meta), OC_OK);
+    assert_int_equal(oc_op_infer(test_op("coll::scale_"), coll_args, 2, meta), OC_OK);
     assert_int_equal(meta[0].sizes[0], 3);
 }
 
@@ -590,7 +583,7 @@ static void test_trace_avg_pool(void **state)
         runs[r] = runs_v[r];
     }
     oc_shape_trace tr;
-    if (oc_op_trace_shapes(op("nn_ops::avg_pool2d"), runs, 3, 3, &tr) != OC_OK) fail_msg("%s", oc_errmsg());
+    if (oc_op_trace_shapes(test_op("nn_ops::avg_pool2d"), runs, 3, 3, &tr) != OC_OK) fail_msg("%s", oc_errmsg());
     assert_int_equal(tr.num_results, 1);
     assert_int_equal(tr.ndims[0], 4);
     const oc_dim_node *n0 = &tr.nodes[tr.sizes[0][0]], *n1 = &tr.nodes[tr.sizes[0][1]], *n3 = &tr.nodes[tr.sizes[0][3]];
@@ -619,7 +612,7 @@ static void test_trace_concat(void **state)
         runs[r] = runs_v[r];
     }
     oc_shape_trace tr;
-    if (oc_op_trace_shapes(op("nn_ops::concat"), runs, 3, 2, &tr) != OC_OK) fail_msg("%s", oc_errmsg());
+    if (oc_op_trace_shapes(test_op("nn_ops::concat"), runs, 3, 2, &tr) != OC_OK) fail_msg("%s", oc_errmsg());
     const oc_dim_node *sum = &tr.nodes[tr.sizes[0][0]];
     assert_int_equal(sum->op, OC_DIM_ADD);
     assert_true(tr.nodes[sum->lhs].op == OC_DIM_INPUT && tr.nodes[sum->lhs].item == 0);
@@ -645,7 +638,7 @@ static void test_trace_plain_c_arithmetic(void **state)
         runs[r] = runs_v[r];
     }
     oc_shape_trace tr;
-    assert_int_equal(oc_op_trace_shapes(op("flat::flat"), runs, 3, 1, &tr), OC_ESHAPE);
+    assert_int_equal(oc_op_trace_shapes(test_op("flat::flat"), runs, 3, 1, &tr), OC_ESHAPE);
     assert_msg("C arithmetic opcore cannot follow; compute it with the oc_dim_* helpers");
     oc_library_unload(lib);
 }
@@ -675,7 +668,7 @@ static oc_status trace_1d(const char *name, const int64_t *sizes, int nruns, oc_
         runs_v[r][0] = oc_value_tensor(&xs[r]);
         runs[r] = runs_v[r];
     }
-    return oc_op_trace_shapes(op(name), runs, nruns, 1, tr);
+    return oc_op_trace_shapes(test_op(name), runs, nruns, 1, tr);
 }
 
 static void test_trace_branch_on_a_size(void **state)
@@ -718,7 +711,7 @@ static void test_message_bad_result_dtype(void **state)
     oc_tensor x, *y;
     oc_tensor_init(&x, &a, OC_FLOAT32, 1, (int64_t[]){1});
     oc_value v[] = {oc_value_tensor(&x)};
-    assert_int_equal(oc_op_invoke(op("baddt::f"), v, 1, &y), OC_ESHAPE);
+    assert_int_equal(oc_op_invoke(test_op("baddt::f"), v, 1, &y), OC_ESHAPE);
     assert_string_equal(oc_errmsg(), "op 'baddt::f': shape function 'bad' returned a bad tensor: invalid dtype 77");
     oc_library_unload(lib);
 }
@@ -767,20 +760,20 @@ static void test_reload(void **state)
     snprintf(saved, sizeof saved, "%s", path);
     oc_library *l1, *l2, *l3;
     assert_int_equal(oc_library_load(saved, &l1), OC_OK);
-    const oc_op *old = op("rl::bump");
+    const oc_op *old = test_op("rl::bump");
     assert_true(bump_once(old) == 1.0f);
     snprintf(kernel, sizeof kernel, fmt, 5);
     assert_non_null(test_build("rl", kernel, shape, (test_lib_options){0}, &st)); /* rebuilt in place */
     assert_int_equal(oc_library_load(saved, &l2), OC_OK);                        /* replaces l1 */
     assert_ptr_not_equal(l1, l2);
-    assert_true(bump_once(op("rl::bump")) == 5.0f);
+    assert_true(bump_once(test_op("rl::bump")) == 5.0f);
     assert_true(bump_once(old) == 1.0f); /* an old op pointer stays valid and runs its code */
     assert_int_equal(oc_library_load(saved, &l3), OC_OK); /* unchanged file: a no-op */
     assert_ptr_equal(l2, l3);
     assert_int_equal(oc_library_forget(l2), OC_OK);
     assert_null(oc_op_find("rl::bump"));
     assert_int_equal(oc_library_load(saved, &l3), OC_OK); /* again after forgetting: current code */
-    assert_true(bump_once(op("rl::bump")) == 5.0f);
+    assert_true(bump_once(test_op("rl::bump")) == 5.0f);
     assert_int_equal(oc_library_unload(l3), OC_OK);
 }
 

@@ -429,6 +429,36 @@ def test_each_call_site_is_decoded_once():
     _close(want, -(0.5 + 2.0 * y), tol=1e-4)
 
 
+def test_call_sites_run_prepared_calls():
+    """After a site's first call, its later calls run through a prepared
+    call (buffers bound once, data pointers swapped): the same results on
+    new inputs, every call; an op that mutates an argument keeps binding
+    per call."""
+    concat = ojax.op("nn_ops::concat")
+    ln = ojax.op("nn_ops::layer_norm")
+    poly = ojax.op("jax_kinds::poly")
+
+    def f(x):
+        y, _, _ = ln(concat([x, x * 2], 0), [4])
+        return poly(y, [0.5, 2.0], "power", negate=True)
+
+    g = jax.jit(f).lower(_x((3, 4))).compile()
+    before = ojax.prepared_sites()
+    for seed in range(4):
+        x = np.random.default_rng(seed).standard_normal((3, 4)).astype(np.float32)
+        y = ref_layer_norm(np.concatenate([x, x * 2], 0))[0]
+        _close(g(x), -(0.5 + 2.0 * y), tol=1e-4)
+    assert ojax.prepared_sites() == before + 3
+
+    add_ = ojax.op("jax_kinds::add_")
+    h = jax.jit(lambda a, b: add_(a, b, alpha=2.0))
+    before = ojax.prepared_sites()
+    for seed in range(3):
+        a, b = (np.random.default_rng(seed).standard_normal(5).astype(np.float32) for _ in range(2))
+        _close(h(a, b), a + 2.0 * b)
+    assert ojax.prepared_sites() == before
+
+
 def test_a_callable_backward_receives_the_saved_results():
     """with_vjp's callable backward gets the forward's saved results through
     keyword-only parameters named after them, or `results` (issue 21.7)."""

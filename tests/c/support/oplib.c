@@ -54,6 +54,13 @@ void test_assert_contains(const char *hay, const char *needle)
     if (!hay || !strstr(hay, needle)) fail_msg("expected to find\n  %s\nin\n  %s", needle, hay ? hay : "(null)");
 }
 
+const oc_op *test_op(const char *name)
+{
+    const oc_op *o = oc_op_find(name);
+    if (!o) fail_msg("%s", oc_errmsg());
+    return o;
+}
+
 const char *test_build_files(const char *name, const char *compute_path, const char *shape_path,
                              test_lib_options opts, oc_status *status)
 {

@@ -52,4 +52,8 @@ void test_use_every_core(void);
 /* Fails the test, showing both, unless `hay` (may be NULL) holds `needle`. */
 void test_assert_contains(const char *hay, const char *needle);
 
+/* The loaded op `name` ("lib::op"); fails the test with opcore's message
+ * when there is none. */
+const oc_op *test_op(const char *name);
+
 #endif

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Instructions per custom call inside a jitted graph: opcore against a C++
+XLA FFI handler, counted (not timed), split by where they run.
+
+The graph is jax_ffi_bench's chain: 100 dependent 1-element rms_norm calls
+(JAX's FFI tutorial handler, -O3, against examples/jax_ffi/rms_norm). Each
+side runs under callgrind, collecting only inside XLA's custom-call thunk
+(`xla::cpu::CustomCallThunk::Execute`), twice (a few and many runs of the
+graph): the difference divided by the extra calls is the steady-state cost
+of one call, free of start-up and first-call work, and of the machine's
+load. Instructions are attributed to the object they run in: XLA's own
+machinery (jaxlib, libstdc++: the same code for both, plus the per-call-site
+state lookup opcore's handler asks for), libc and ld.so (called by all of
+them), the handler, libopcore (the runtime), the kernel.
+
+    python bench/jax_call_instructions.py [--runs 3,13]
+
+Writes bench/results/jax_call_instructions.json. Needs valgrind (a few
+minutes: XLA runs under callgrind).
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import benchlib  # noqa: E402
+
+REPO = os.path.dirname(HERE)
+CHAIN = 100
+
+
+def child(which, runs):
+    import numpy as np
+    import jax
+    import jax.numpy as jnp
+    import jax_ffi_bench as jb
+    import opcore.jax as ojax
+    from opcore import custom_op
+
+    root = tempfile.mkdtemp(prefix="opcore-jax-insn-")
+    keep = jb.build_cpp(jax, root)  # noqa: F841 (stays loaded)
+    src = os.path.join(REPO, "examples", "jax_ffi", "rms_norm")
+    custom_op.load(name="jax_ffi_rms_norm", compute_srcs=[os.path.join(src, "rms_norm.c")],
+                   shape_srcs=[os.path.join(src, "shape.c")])
+    oc_rms = ojax.op("jax_ffi_rms_norm::rms_norm")
+
+    def cpp_rms(x):
+        return jax.ffi.ffi_call("oc_bench_cpp_rms_norm", jax.ShapeDtypeStruct(x.shape, x.dtype))(
+            x, eps=np.float32(1e-5))
+
+    one = cpp_rms if which == "cpp" else (lambda x: oc_rms(x, eps=1e-5))
+
+    def run(x):
+        for _ in range(CHAIN):
+            x = one(x) + 1.0
+        return x
+
+    f = jax.jit(run)
+    x = jnp.ones((1,), jnp.float32)
+    for _ in range(runs):
+        f(x).block_until_ready()
+
+
+def where(obj):
+    if "libopcore" in obj:
+        return "libopcore (runtime)"
+    if "opcore_jax_ffi" in obj:
+        return "handler"
+    if "librelu_ffi" in obj:
+        return "handler"  # the C++ handler and its kernel share one object: split below by function
+    if "libjax_ffi_rms_norm" in obj:
+        return "kernel"
+    if "libc.so" in obj or "ld-linux" in obj:
+        return "libc, ld.so (XLA's, the handler's and libopcore's calls)"
+    return "XLA (jaxlib, libstdc++)"
+
+
+def counted(which, runs):
+    """Instructions inside the custom-call thunk, by place, for `runs` runs."""
+    out = tempfile.NamedTemporaryFile(prefix="opcore-cg-", delete=False).name
+    cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
+           "--toggle-collect=xla::cpu::CustomCallThunk::Execute*", f"--callgrind-out-file={out}",
+           sys.executable, os.path.abspath(__file__), "--child", which, str(runs)]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    text = subprocess.run(["callgrind_annotate", "--threshold=100", out], check=True, capture_output=True,
+                          text=True).stdout
+    os.unlink(out)
+    places = {}
+    for line in text.splitlines():
+        m = re.match(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+(\S.*?)\s*(\[(.*)\])?$", line)
+        if not m or "PROGRAM TOTALS" in line:
+            continue
+        n, fn, obj = int(m.group(1).replace(",", "")), m.group(2), m.group(4) or ""
+        place = where(obj)
+        if "librelu_ffi" in obj and "RmsNormImpl" in fn:
+            place = "kernel"
+        places[place] = places.get(place, 0) + n
+    return places
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", default="3,13", help="graph runs of the short and the long count")
+    ap.add_argument("--child", nargs=2, metavar=("WHICH", "RUNS"), help=argparse.SUPPRESS)
+    ap.add_argument("--results", default=os.path.join(HERE, "results"))
+    args = ap.parse_args()
+    if args.child:
+        return child(args.child[0], int(args.child[1]))
+    lo, hi = (int(r) for r in args.runs.split(","))
+    calls = (hi - lo) * CHAIN
+    rows, per = [], {}
+    for which, name in (("cpp", "C++ XLA FFI handler"), ("oc", "opcore (opcore.jax)")):
+        a, b = counted(which, lo), counted(which, hi)
+        per[which] = {k: (b.get(k, 0) - a.get(k, 0)) / calls for k in set(a) | set(b)}
+        total = sum(per[which].values())
+        for place, n in sorted(per[which].items()):
+            rows.append({"implementation": name, "where": place, "instructions per call": round(n, 1)})
+        rows.append({"implementation": name, "where": "total", "instructions per call": round(total, 1)})
+    cpp_total, oc_total = sum(per["cpp"].values()), sum(per["oc"].values())
+    runtime = per["oc"].get("libopcore (runtime)", 0)
+    ceiling = (oc_total - runtime) / cpp_total
+    rows.append({"implementation": "opcore / C++", "where": "total", "instructions per call":
+                 round(oc_total / cpp_total, 3)})
+    rows.append({"implementation": "opcore / C++ without libopcore's runtime (ceiling)", "where": "total",
+                 "instructions per call": round(ceiling, 3)})
+    benchlib.write("jax_call_instructions.json", results=args.results, obj={
+        "title": "JAX: instructions per custom call in a jitted chain (callgrind), by where they run",
+        "order": 52,
+        "rows": rows,
+        "columns": ["implementation", "where", "instructions per call"],
+        "notes": (f"100 dependent 1-element rms_norm calls per graph run; callgrind inside "
+                  f"xla::cpu::CustomCallThunk::Execute only, {lo} and {hi} graph runs, the difference divided by "
+                  f"{calls} calls. The ceiling row is opcore's count with libopcore's own instructions taken "
+                  "out (the handler, XLA's part and the kernel kept): what a zero-cost runtime would reach."),
+    })
+    for r in rows:
+        print(f"{r['implementation']:52} {r['where']:30} {r['instructions per call']:>9}")
+
+
+if __name__ == "__main__":
+    main()
