@@ -39,6 +39,8 @@ check-layers: lib cli
 test-c: tests
 	scripts/check-exports.sh $(BUILD)/libopcore.so.0
 	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t; done
+	@# the tile matmul once more on BLIS alone (libxsmm off: mk/tile.mk)
+	@echo "== OC_TILE_XSMM=0 $(BUILD)/tests/test_tile"; OC_TILE_XSMM=0 $(BUILD)/tests/test_tile
 
 test-examples: lib cli
 	examples/relu/run.sh

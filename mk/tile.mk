@@ -7,7 +7,24 @@ BLIS_INC ?= /usr/include/x86_64-linux-gnu/blis-serial
 BLIS_LIB ?= /usr/lib/x86_64-linux-gnu/blis-serial
 BLIS_LDLIBS = -Wl,--exclude-libs,libblis.a -L$(BLIS_LIB) -Wl,-Bstatic -lblis -Wl,-Bdynamic
 
+# Small float32 products run libxsmm's JIT kernels (docs/gemm_library.md).
+# Debian's libxsmm-dev ships only static, position-independent archives:
+# linked in the same way as BLIS, before it (libxsmm's BLAS fallback
+# symbols, sgemm_ and the like, resolve to BLIS's). Without the archive
+# (another distribution, another architecture) the tile matmul is BLIS
+# alone: OC_TILE_XSMM=0.
+XSMM_ARCHIVE := $(shell $(CC) -print-file-name=libxsmm.a)
+ifneq ($(filter /%,$(XSMM_ARCHIVE)),)
+XSMM_LDLIBS = -Wl,--exclude-libs,libxsmm.a -Wl,-Bstatic -lxsmm -Wl,-Bdynamic
+XSMM_CFLAGS = -DOC_TILE_XSMM=1
+else
+XSMM_LDLIBS =
+XSMM_CFLAGS = -DOC_TILE_XSMM=0
+endif
+
 $(BUILD)/obj/tile/%.o: OPT = -O3 -g -fno-math-errno -fno-trapping-math
-$(BUILD)/obj/tile/%.o: EXTRA_CFLAGS += -isystem $(BLIS_INC)
-LDLIBS_ALL += $(BLIS_LDLIBS)
-PKG_LDLIBS += $(BLIS_LDLIBS)
+$(BUILD)/obj/tile/%.o: EXTRA_CFLAGS += -isystem $(BLIS_INC) $(XSMM_CFLAGS)
+# test_tile checks oc_tile_matmul_path against what was built
+$(BUILD)/tests/test_tile: EXTRA_CFLAGS += $(XSMM_CFLAGS)
+LDLIBS_ALL += $(XSMM_LDLIBS) $(BLIS_LDLIBS)
+PKG_LDLIBS += $(XSMM_LDLIBS) $(BLIS_LDLIBS)

@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(build-essential pkg-config libffi-dev libcmocka-dev libdlpack-dev libxxhash-dev
               zlib1g-dev valgrind strace chromium dataset-fashion-mnist python3-venv
               clang-16 libclang-rt-16-dev
-              libblis-serial-dev)  # the tile layer's GEMM (docs/gemm_library.md)
+              libblis-serial-dev   # the tile layer's GEMM (docs/gemm_library.md)
+              libxsmm-dev)         # its small float32 products: JIT kernels (static, linked in)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -188,8 +188,11 @@ enum {
 /* c += op(a) x op(b), m x k times k x n, accumulated in float32: c is a
  * float32 m x n tile; a and b are float32, bfloat16 or float16 (converted
  * exactly to float32), any strides. int8 a and b accumulate exactly into
- * an int32 c. Runs on BLIS's single-threaded micro-kernels (each core
- * its own call); `oc_tile_matmul_path` says which path a dtype takes. */
+ * an int32 c. Products with m, n, k <= 256 and a row-major c run libxsmm's
+ * JIT kernels (an operand that is not row-major, e.g. a transposed view,
+ * is copied first), others BLIS's single-threaded micro-kernels (each core
+ * its own call; OC_TILE_XSMM=0 in the environment: BLIS for all);
+ * `oc_tile_matmul_path` says which path a dtype takes. */
 OC_API void oc_tile_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags);
 
 /* c = op(a) x op(b) into a c of any float dtype: computed in float32 and

@@ -70,9 +70,16 @@ OC_TILE_INLINE void bin_row(float *d, int64_t ds, const float *a, int64_t as, co
     }
 }
 
+/* A column (rows x 1, e.g. a per-row statistic) runs as one strided run
+ * down the rows, not a call per row: element-wise, so the same bits. */
 OC_TILE_FN void oc_tile_binary(oc_tile *dst, const oc_tile *a, const oc_tile *b, oc_tile_binop op)
 {
     if (!check_shapes("oc_tile_binary", dst, a, b)) return;
+    if (dst->cols == 1 && dst->rows > 1) {
+        bin_row(F32(dst, 0), dst->rs, CF32(a, 0), a->rows == 1 ? 0 : a->rs, CF32(b, 0), b->rows == 1 ? 0 : b->rs,
+                dst->rows, op);
+        return;
+    }
     int64_t as = a->cols == 1 ? 0 : a->cs, bs = b->cols == 1 ? 0 : b->cs;
     for (int64_t i = 0; i < dst->rows; i++)
         bin_row(F32(dst, i), dst->cs, CF32(a, a->rows == 1 ? 0 : i), as, CF32(b, b->rows == 1 ? 0 : i), bs,
@@ -82,6 +89,10 @@ OC_TILE_FN void oc_tile_binary(oc_tile *dst, const oc_tile *a, const oc_tile *b,
 OC_TILE_FN void oc_tile_binary_scalar(oc_tile *dst, const oc_tile *a, float s, oc_tile_binop op)
 {
     if (!check_shapes("oc_tile_binary_scalar", dst, a, NULL)) return;
+    if (dst->cols == 1 && dst->rows > 1) {
+        bin_row(F32(dst, 0), dst->rs, CF32(a, 0), a->rows == 1 ? 0 : a->rs, &s, 0, dst->rows, op);
+        return;
+    }
     int64_t as = a->cols == 1 ? 0 : a->cs;
     for (int64_t i = 0; i < dst->rows; i++)
         bin_row(F32(dst, i), dst->cs, CF32(a, a->rows == 1 ? 0 : i), as, &s, 0, dst->cols, op);
@@ -124,6 +135,10 @@ static bool unop_ok(const char *fn, oc_tile_unop f)
 OC_TILE_FN void oc_tile_unary(oc_tile *dst, const oc_tile *a, oc_tile_unop f, float scale, float bias)
 {
     if (!check_shapes("oc_tile_unary", dst, a, NULL) || !unop_ok("oc_tile_unary", f)) return;
+    if (dst->cols == 1 && dst->rows > 1) { /* a column: one run down the rows */
+        un_row(F32(dst, 0), dst->rs, CF32(a, 0), a->rows == 1 ? 0 : a->rs, dst->rows, f, scale, bias);
+        return;
+    }
     int64_t as = a->cols == 1 ? 0 : a->cs;
     for (int64_t i = 0; i < dst->rows; i++)
         un_row(F32(dst, i), dst->cs, CF32(a, a->rows == 1 ? 0 : i), as, dst->cols, f, scale, bias);

@@ -1,7 +1,19 @@
-/* Tile matmul on BLIS (docs/gemm_library.md says why BLIS).
+/* Tile matmul on libxsmm for small tiles, BLIS otherwise
+ * (docs/gemm_library.md says why each).
  *
- * float32 operands go to bli_sgemm as they are, any strides (a transpose
- * is a swap of strides, no copy). bfloat16 and float16 operands are
+ * Small float32 products (m, n, k <= XSMM_MAX_DIM, c with unit column
+ * stride) run libxsmm's JIT kernels, dispatched per shape (libxsmm caches
+ * them): libxsmm's API is column-major, so the row-major c = op(a) op(b)
+ * is the column-major c^T = op(b)^T op(a)^T, and each operand must be
+ * row-major with unit column stride; one that is not (a transposed view,
+ * e.g. K in S = Q K^T) is first copied row-major into a per-thread scratch
+ * (an 8 x 8 AVX transpose: a few percent of the product). libxsmm's
+ * kernels need AVX2+FMA here; without them, or when libxsmm cannot make a
+ * kernel, BLIS runs. The order of the additions depends only on the shape,
+ * so results are the same bits on every run.
+ *
+ * Otherwise float32 operands go to bli_sgemm as they are, any strides (a
+ * transpose is a swap of strides, no copy). bfloat16 and float16 operands are
  * widened to float32 first (exact) into a per-thread scratch that is kept
  * between calls, then the same sgemm: the accumulator is float32 either
  * way. libblis is the serial build, linked statically into libopcore:
@@ -11,8 +23,18 @@
  * VNNI kernel, so it is opcore's portable loop (vectorised by the compiler,
  * exact); oc_tile_matmul_path says so. */
 #include <blis.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if OC_TILE_XSMM && !defined(__x86_64__) /* its use here is x86-64 only (AVX2) */
+#undef OC_TILE_XSMM
+#define OC_TILE_XSMM 0
+#endif
+#if OC_TILE_XSMM
+#include <immintrin.h>
+#include <libxsmm.h>
+#endif
 
 #include "core/alloc.h"
 #include "core/internal.h"
@@ -30,7 +52,7 @@
 static _Thread_local struct {
     void *p;
     size_t n;
-} scratch[3];
+} scratch[5];
 
 static void *scratch_get(int slot, size_t bytes)
 {
@@ -94,8 +116,109 @@ static bool shapes_ok(const char *fn, const oc_tile *c, const oc_tile *a, const 
 
 static bool float_in(oc_dtype d) { return d == OC_FLOAT32 || d == OC_BFLOAT16 || d == OC_FLOAT16; }
 
+#if OC_TILE_XSMM
+/* m, n and k up to this go to libxsmm. On 128 x 128 x 128 here: Q K^T
+ * (K a transposed view) 45-50 GFLOP/s on BLIS's "sup" dot-product kernel,
+ * 69-73 copied and on libxsmm; P V 69-74 on BLIS, 73-78 on libxsmm
+ * (docs/gemm_library.md). */
+#define XSMM_MAX_DIM 256
+
+static bool xsmm_on;
+static pthread_once_t xsmm_once = PTHREAD_ONCE_INIT;
+
+/* libxsmm when the CPU has AVX2 and FMA (libxsmm's kernels for older
+ * CPUs are no faster than BLIS's) and OC_TILE_XSMM is not "0". */
+static void xsmm_init(void)
+{
+    const char *e = getenv("OC_TILE_XSMM");
+    if (e && e[0] == '0' && !e[1]) return;
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
+    libxsmm_init();
+    xsmm_on = true;
+}
+
+static bool xsmm_enabled(void)
+{
+    pthread_once(&xsmm_once, xsmm_init);
+    return xsmm_on;
+}
+
+/* dst (8 x 8, row stride ld) = the transpose of src (8 x 8, row stride ls). */
+__attribute__((target("avx2"))) static void transpose8(float *dst, int64_t ld, const float *src, int64_t ls)
+{
+    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + ls), r2 = _mm256_loadu_ps(src + 2 * ls),
+           r3 = _mm256_loadu_ps(src + 3 * ls), r4 = _mm256_loadu_ps(src + 4 * ls),
+           r5 = _mm256_loadu_ps(src + 5 * ls), r6 = _mm256_loadu_ps(src + 6 * ls),
+           r7 = _mm256_loadu_ps(src + 7 * ls);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+           t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+           t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+           u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+           u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+           u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(dst + ld, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(dst + 2 * ld, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(dst + 3 * ld, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(dst + 4 * ld, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(dst + 5 * ld, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(dst + 6 * ld, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(dst + 7 * ld, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+/* m as a row-major matrix with unit column stride: itself when it is one,
+ * else a copy into scratch slot (a transposed view goes 8 x 8 blocks at a
+ * time). Returns the data and sets *ld, or NULL (out of memory). */
+static const float *xsmm_rowmajor(const fmat *m, int slot, int64_t *ld)
+{
+    if (m->cs == 1 && m->rs >= m->cols) {
+        *ld = m->rs;
+        return m->p;
+    }
+    float *p = scratch_get(slot, (size_t)(m->rows * m->cols) * sizeof(float));
+    if (!p) return NULL;
+    int64_t r = m->rows, c = m->cols, i0 = 0, j0 = 0;
+    if (m->rs == 1 && m->cs >= m->rows) { /* a transposed view: its columns are contiguous */
+        for (i0 = 0; i0 + 8 <= r; i0 += 8)
+            for (j0 = 0; j0 + 8 <= c; j0 += 8) transpose8(p + i0 * c + j0, c, m->p + j0 * m->cs + i0, m->cs);
+        j0 = c - c % 8;
+    }
+    /* the rest: rows i0.. (all columns), and columns j0.. of rows ..i0 */
+    for (int64_t i = 0; i < r; i++)
+        for (int64_t j = i < i0 ? j0 : 0; j < c; j++) p[i * c + j] = m->p[i * m->rs + j * m->cs];
+    *ld = c;
+    return p;
+}
+
+/* c = op(a) op(b) + beta c on libxsmm; false when the shape or c's
+ * strides do not fit it, or libxsmm has no kernel (BLIS runs instead). */
+static bool xsmm_sgemm(fmat *c, const fmat *a, const fmat *b, float beta)
+{
+    int64_t m = c->rows, n = c->cols, k = a->cols;
+    if (m > XSMM_MAX_DIM || n > XSMM_MAX_DIM || k > XSMM_MAX_DIM || c->cs != 1 || c->rs < n || !xsmm_enabled())
+        return false;
+    /* column-major: c^T (n x m, ld c->rs) = op(b)^T (n x k) op(a)^T (k x m) */
+    int64_t lda, ldb;
+    const float *pb = xsmm_rowmajor(b, 3, &lda);
+    if (!pb) return true; /* raised */
+    const float *pa = xsmm_rowmajor(a, 4, &ldb);
+    if (!pa) return true;
+    libxsmm_blasint xm = n, xn = m, xk = k, xlda = lda, xldb = ldb, xldc = c->rs;
+    float alpha = 1.0f;
+    int flags = beta == 0.0f ? LIBXSMM_GEMM_FLAG_BETA_0 : 0, prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
+    libxsmm_smmfunction f = libxsmm_smmdispatch(xm, xn, xk, &xlda, &xldb, &xldc, &alpha, &beta, &flags, &prefetch);
+    if (!f) return false;
+    f(pb, pa, c->p);
+    return true;
+}
+#endif
+
 static void sgemm(fmat *c, const fmat *a, const fmat *b, float beta)
 {
+#if OC_TILE_XSMM
+    if (xsmm_sgemm(c, a, b, beta)) return;
+#endif
     float one = 1.0f;
     bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, c->rows, c->cols, a->cols, &one, a->p, a->rs, a->cs, b->p,
               b->rs, b->cs, &beta, c->p, c->rs, c->cs);
@@ -191,13 +314,23 @@ const char *oc_tile_matmul_path(oc_dtype dtype)
     const char *arch = bli_arch_string(bli_arch_query_id());
     switch (dtype) {
     case OC_FLOAT32:
-        snprintf(buf, sizeof buf, "float32: BLIS %s sgemm, configuration '%s', single-threaded", bli_info_get_version_str(), arch);
-        break;
     case OC_BFLOAT16:
-    case OC_FLOAT16:
-        snprintf(buf, sizeof buf, "%s: widened to float32 (exact), then BLIS %s sgemm, configuration '%s' "
-                 "(no bf16/fp16 GEMM kernel in this BLIS)", oc_dtype_name(dtype), bli_info_get_version_str(), arch);
+    case OC_FLOAT16: {
+        char small[96] = "";
+#if OC_TILE_XSMM
+        if (xsmm_enabled())
+            snprintf(small, sizeof small, "libxsmm %s JIT kernels when m, n, k <= %d and c is row-major, else ",
+                     LIBXSMM_VERSION, XSMM_MAX_DIM);
+#endif
+        if (dtype == OC_FLOAT32)
+            snprintf(buf, sizeof buf, "float32: %sBLIS %s sgemm, configuration '%s', single-threaded", small,
+                     bli_info_get_version_str(), arch);
+        else
+            snprintf(buf, sizeof buf, "%s: widened to float32 (exact), then %sBLIS %s sgemm, configuration '%s' "
+                     "(no bf16/fp16 GEMM kernel in this BLIS)", oc_dtype_name(dtype), small,
+                     bli_info_get_version_str(), arch);
         break;
+    }
     case OC_INT8: {
         bool vnni = __builtin_cpu_supports("avx512vnni");
         snprintf(buf, sizeof buf, "int8: opcore's portable int32 loop (compiler-vectorised, exact): BLIS has no "

@@ -15,6 +15,10 @@
 #include "opcore/tile.h"
 #include "support/oplib.h"
 
+#ifndef OC_TILE_XSMM
+#define OC_TILE_XSMM 0 /* mk/tile.mk: whether libopcore's tile matmul has libxsmm */
+#endif
+
 enum { R = 37, C = 53 }; /* odd sizes: vector bodies and tails both run */
 
 static oc_library *lib;
@@ -124,6 +128,15 @@ static void test_binary_broadcast(void **state)
                     near(o[i * C + j], want, 0, "binary", op * 1000 + i * C + j);
                 }
         }
+    /* a column (R x 1, strided in the TCM) with a column or a scalar: one run down the rows */
+    oc_tensor xc = mk(xs, OC_FLOAT32, R, 1), oc = mk(o, OC_FLOAT32, R, 1);
+    for (int s = 0; s < 2; s++)
+        for (int op = OC_TILE_ADD; op <= OC_TILE_MIN; op++) {
+            oc_tensor y = mk(ys, OC_FLOAT32, s ? 1 : R, 1);
+            assert_int_equal(run("tiletest::tcase", &oc, &xc, &y, 10 + op), OC_OK);
+            for (int i = 0; i < R; i++)
+                near(o[i], (float)bin_ref(xs[i], ys[s ? 0 : i], op), 0, "binary column", op * 1000 + i);
+        }
     /* shape mismatch: a clear error naming the function */
     oc_tensor bad = mk(ys, OC_FLOAT32, 2, C);
     assert_int_equal(run("tiletest::tcase", &out, &x, &bad, 10), OC_EKERNEL);
@@ -161,6 +174,13 @@ static void test_unary(void **state)
                 near(o[i], un_ref(v, f), 4e-6, "unary", f * 100000 + i);
             }
         }
+    /* a column (R x 1): one run down the rows */
+    oc_tensor xc = mk(xs, OC_FLOAT32, R, 1), oc = mk(o, OC_FLOAT32, R, 1);
+    for (int f = OC_TILE_IDENTITY; f <= OC_TILE_SQUARE; f++) {
+        assert_int_equal(run("tiletest::tcase", &oc, &xc, &b, 20 + f), OC_OK);
+        for (int i = 0; i < R; i++)
+            near(o[i], un_ref((double)xs[i] * 0.5 + 0.25, f), 4e-6, "unary column", f * 1000 + i);
+    }
 }
 
 static void test_reductions(void **state)
@@ -324,6 +344,55 @@ static void test_matmul_float(void **state)
     assert_non_null(strstr(oc_tile_matmul_path(OC_FLOAT32), "BLIS"));
 }
 
+/* The float32 paths by shape and layout: libxsmm's small products (when
+ * built with it and the CPU has AVX2+FMA), their transposed-operand
+ * copies (8 x 8 blocks and the tails), and BLIS for what libxsmm does not
+ * take (a dim over 256, c with a column stride); the same bits twice. */
+static void test_matmul_paths(void **state)
+{
+    (void)state;
+    static const int shapes[][3] = {{64, 64, 64}, {128, 96, 128}, {13, 17, 19}, {1, 9, 5}, {9, 1, 5}, {7, 8, 1},
+                                    {300, 24, 40}, {24, 260, 16}, {16, 24, 270}};
+    enum { MAXE = 300 * 300 };
+    static float a[MAXE], b[MAXE], c[MAXE], c2[MAXE];
+    static double ref[MAXE];
+    fill(a, MAXE, 21);
+    fill(b, MAXE, 22);
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+        for (unsigned flags = 0; flags < 8; flags++) {
+            bool ccol = flags & 4; /* c column-major: a column stride */
+            oc_tensor ta = flags & OC_TILE_TRANS_A ? mk(a, OC_FLOAT32, k, m) : mk(a, OC_FLOAT32, m, k);
+            oc_tensor tb = flags & OC_TILE_TRANS_B ? mk(b, OC_FLOAT32, n, k) : mk(b, OC_FLOAT32, k, n);
+            mm_ref(ref, a, b, m, n, k, flags & 3);
+            for (int rep = 0; rep < 2; rep++) {
+                float *cp = rep ? c2 : c;
+                for (int i = 0; i < m * n; i++) cp[i] = 0.5f; /* accumulates: c += a b */
+                oc_tensor tc = mk(cp, OC_FLOAT32, m, n);
+                if (ccol) tc.strides[0] = 1, tc.strides[1] = m;
+                assert_int_equal(run("tiletest::tcase", &tc, &ta, &tb, 70 + (int)(flags & 3)), OC_OK);
+            }
+            for (int i = 0; i < m; i++)
+                for (int j = 0; j < n; j++) {
+                    int64_t at = ccol ? (int64_t)j * m + i : (int64_t)i * n + j;
+                    near(c[at], ref[i * n + j] + 0.5, 1e-5, "matmul shape",
+                         (int64_t)si * 1000000 + flags * 100000 + at);
+                }
+            assert_memory_equal(c, c2, (size_t)(m * n) * sizeof(float));
+        }
+    }
+    const char *path = oc_tile_matmul_path(OC_FLOAT32), *env = getenv("OC_TILE_XSMM");
+    print_message("float32 path: %s\n", path);
+    assert_non_null(strstr(path, "BLIS"));
+#if defined(__x86_64__)
+    bool xsmm = OC_TILE_XSMM && !(env && !strcmp(env, "0")) && __builtin_cpu_supports("avx2") &&
+                __builtin_cpu_supports("fma");
+#else
+    bool xsmm = false; /* libxsmm is used on x86-64 only */
+#endif
+    assert_int_equal(strstr(path, "libxsmm") != NULL, xsmm);
+}
+
 static void test_matmul_int8(void **state)
 {
     (void)state;
@@ -376,6 +445,7 @@ int main(void)
         cmocka_unit_test(test_transpose_scan_select),
         cmocka_unit_test(test_conversions),
         cmocka_unit_test(test_matmul_float),
+        cmocka_unit_test(test_matmul_paths),
         cmocka_unit_test(test_matmul_int8),
         cmocka_unit_test(test_tcm_limits),
     };
