@@ -15,11 +15,6 @@ OPT     ?= -O2 -g
 SAN     ?=
 CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(SAN) -fPIC -Iinclude -Isrc $(CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS_ALL = -lffi -lz -lxxhash -ldl -lpthread -lm
-# TLS descriptors: libopcore is usually dlopen'ed (by Python), where the
-# default dialect calls __tls_get_addr on every thread-local access (the
-# engine core, the error slot: a dozen per op call); descriptors make most
-# of them a load.
-TLS_DIALECT := $(if $(filter x86_64,$(shell uname -m)),-mtls-dialect=gnu2)
 
 LIB_DIRS := core engine kernel ops library build host profiler tile
 LIB_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c))
@@ -43,7 +38,7 @@ tests: $(TEST_BINS)
 # OC_API (opcore/export.h); the runtime's oc__ internals stay inside it.
 $(BUILD)/obj/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(TLS_DIALECT) -fvisibility=hidden -DOC_BUILD_INCLUDE_DIR='"$(abspath include)"' -DOC_BUILD_LIB_DIR='"$(abspath $(BUILD))"' -DOC_VERSION_STRING='"$(VERSION)"' -c $< -o $@
+	$(CC) $(CFLAGS_ALL) -fvisibility=hidden -DOC_BUILD_INCLUDE_DIR='"$(abspath include)"' -DOC_BUILD_LIB_DIR='"$(abspath $(BUILD))"' -DOC_VERSION_STRING='"$(VERSION)"' -c $< -o $@
 
 $(BUILD)/libopcore.so: $(LIB_OBJS)
 	$(CC) $(SAN) -shared -Wl,-soname,libopcore.so.0 -o $@.0 $^ $(LDLIBS_ALL)
