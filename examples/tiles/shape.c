@@ -19,7 +19,12 @@ static oc_tensor *add_shape(const oc_tensor *a, const oc_tensor *b)
 {
     float_input(a, "a", false);
     OC_CHECK(a->ndim >= 1, "a must have at least one dim");
-    return oc_add(a, b, 1.0);
+    oc_tensor *out = oc_add(a, b, 1.0);
+    /* one program per 64-row tile (add.c's TR) of each [rows, cols] matrix */
+    int64_t cols = out->sizes[out->ndim - 1], rows = out->ndim >= 2 ? out->sizes[out->ndim - 2] : 1;
+    int64_t mats = cols && rows ? oc_numel(out) / (rows * cols) : 0;
+    OC_SET_GRID(mats * ((rows + 63) / 64) > 0 ? mats * ((rows + 63) / 64) : 1);
+    return out;
 }
 
 static oc_tensor *matmul_shape(const oc_tensor *a, const oc_tensor *b)
@@ -75,6 +80,8 @@ static oc_tensor *flash_attention_shape(const oc_tensor *q, const oc_tensor *k, 
     OC_CHECK(q->ndim == 4, "q must be [b, h, s, d], got %d dims", q->ndim);
     OC_CHECK(oc_same_shape(q, k) && oc_same_shape(q, v) && k->dtype == q->dtype && v->dtype == q->dtype,
              "q, k and v must have the same shape and dtype");
+    /* one program per 256-row query block (flash_attention.c's BR) and head */
+    OC_SET_GRID(q->sizes[2] > 0 ? (q->sizes[2] + 255) / 256 : 1, q->sizes[0] * q->sizes[1] > 0 ? q->sizes[0] * q->sizes[1] : 1);
     return oc_empty_like(q);
 }
 
