@@ -20,9 +20,7 @@ void layer_norm(const oc_tensor *x, const oc_tensor *w, const oc_tensor *b, doub
         oc_tile_binary(&ot, &xt, &m, OC_TILE_SUB);
         oc_tile_reduce_rows(&s, &ot, OC_TILE_SUMSQ);
         oc_tile_unary(&s, &s, OC_TILE_RSQRT, 1.0f / (float)p.d, (float)eps);
-        oc_tile_binary(&ot, &ot, &s, OC_TILE_MUL);
-        oc_tile_binary(&ot, &ot, &tw, OC_TILE_MUL);
-        oc_tile_binary(&ot, &ot, &tb, OC_TILE_ADD);
+        oc_tile_normalize(&ot, &xt, &m, &s, &tw, &tb); /* (x - mean) * rstd * w + b, one pass */
         oc_tile mt = oc_tile_t(&m), st = oc_tile_t(&s);
         oc_tile_store(&mt, &mv, 0, 0, r);
         oc_tile_store(&st, &rv, 0, 0, r);

@@ -145,6 +145,15 @@ OC_API void oc_tile_unary(oc_tile *dst, const oc_tile *a, oc_tile_unop f, float 
 OC_API void oc_tile_unary_rowbias(oc_tile *dst, const oc_tile *a, oc_tile_unop f, float scale,
                            const oc_tile *bias);
 
+/* dst = (x - mean) * rstd * w + b in one pass (NKI's two-operation
+ * tensor_scalar, then the weight and bias): mean and rstd rows x 1 (one
+ * per row, or 1 x 1), w and b 1 x cols (one per column, or 1 x 1) or NULL
+ * for none. Evaluated in that order, rounded as the separate
+ * oc_tile_binary calls would be (the same bits), reading x once instead of
+ * four times: a layer norm's output pass. */
+OC_API void oc_tile_normalize(oc_tile *dst, const oc_tile *x, const oc_tile *mean, const oc_tile *rstd,
+                              const oc_tile *w, const oc_tile *b);
+
 /* ---- reductions ------------------------------------------------------------------- */
 
 typedef enum oc_tile_redop {

@@ -98,6 +98,64 @@ OC_TILE_FN void oc_tile_binary_scalar(oc_tile *dst, const oc_tile *a, float s, o
         bin_row(F32(dst, i), dst->cs, CF32(a, a->rows == 1 ? 0 : i), as, &s, 0, dst->cols, op);
 }
 
+/* ---- normalize ----------------------------------------------------------------- */
+
+/* One row of oc_tile_normalize; w or b NULL: none. Written as the separate
+ * ops round (each product and sum to float, no contraction): the same bits. */
+#define NORM_LOOP(UNIT, EXPR)                                                                 \
+    do {                                                                                      \
+        if (xs == 1 && ds == 1 && (UNIT))                                                     \
+            for (int64_t j = 0; j < n; j++) { float y = (x[j] - m) * r; d[j] = (EXPR); } \
+        else                                                                                  \
+            for (int64_t j = 0; j < n; j++) { float y = (x[j * xs] - m) * r; d[j * ds] = (EXPR); } \
+    } while (0)
+
+OC_TILE_INLINE void norm_row(float *d, int64_t ds, const float *x, int64_t xs, float m, float r, const float *w,
+                            int64_t ws, const float *b, int64_t bs, int64_t n)
+{
+    /* unit-stride w and b get loops of their own: the vectorised ones */
+    if (w && b && ws == 1 && bs == 1) NORM_LOOP(1, y * w[j] + b[j]);
+    else if (w && b) NORM_LOOP(0, y * w[j * ws] + b[j * bs]);
+    else if (w && ws == 1) NORM_LOOP(1, y * w[j]);
+    else if (w) NORM_LOOP(0, y * w[j * ws]);
+    else if (b && bs == 1) NORM_LOOP(1, y + b[j]);
+    else if (b) NORM_LOOP(0, y + b[j * bs]);
+    else NORM_LOOP(1, y);
+}
+
+static bool check_norm(const oc_tile *dst, const oc_tile *x, const oc_tile *mean, const oc_tile *rstd,
+                       const oc_tile *w, const oc_tile *b)
+{
+    const char *fn = "oc_tile_normalize";
+    if (!oc__tile_want_f32(dst, fn, "dst") || !oc__tile_want_f32(x, fn, "x") ||
+        !oc__tile_want_f32(mean, fn, "mean") || !oc__tile_want_f32(rstd, fn, "rstd") ||
+        (w && !oc__tile_want_f32(w, fn, "w")) || (b && !oc__tile_want_f32(b, fn, "b")))
+        return false;
+    bool ok = x->rows == dst->rows && x->cols == dst->cols;
+    ok = ok && mean->cols == 1 && (mean->rows == dst->rows || mean->rows == 1);
+    ok = ok && rstd->cols == 1 && (rstd->rows == dst->rows || rstd->rows == 1);
+    ok = ok && (!w || (w->rows == 1 && (w->cols == dst->cols || w->cols == 1)));
+    ok = ok && (!b || (b->rows == 1 && (b->cols == dst->cols || b->cols == 1)));
+    if (!ok)
+        oc__raise(OC_EINVAL, "%s: dst is %lld x %lld, x %lld x %lld, mean %lld x %lld, rstd %lld x %lld%s (x "
+                  "matches dst; mean and rstd are rows x 1, w and b 1 x cols, each may be 1 x 1)", fn,
+                  (long long)dst->rows, (long long)dst->cols, (long long)x->rows, (long long)x->cols,
+                  (long long)mean->rows, (long long)mean->cols, (long long)rstd->rows, (long long)rstd->cols,
+                  w || b ? ", w and b" : "");
+    return ok;
+}
+
+OC_TILE_FN void oc_tile_normalize(oc_tile *dst, const oc_tile *x, const oc_tile *mean, const oc_tile *rstd,
+                                  const oc_tile *w, const oc_tile *b)
+{
+    if (!check_norm(dst, x, mean, rstd, w, b)) return;
+    const float *wp = w ? CF32(w, 0) : NULL, *bp = b ? CF32(b, 0) : NULL;
+    int64_t ws = w && w->cols > 1 ? w->cs : 0, bs = b && b->cols > 1 ? b->cs : 0;
+    for (int64_t i = 0; i < dst->rows; i++)
+        norm_row(F32(dst, i), dst->cs, CF32(x, i), x->cs, *CF32(mean, mean->rows == 1 ? 0 : i),
+                 *CF32(rstd, rstd->rows == 1 ? 0 : i), wp, ws, bp, bs, dst->cols);
+}
+
 /* ---- unary --------------------------------------------------------------------- */
 
 #define UN_LOOP(EXPR)                                                                          \

@@ -143,6 +143,25 @@ static void test_binary_broadcast(void **state)
     test_assert_contains(oc_errmsg(), "oc_tile_binary: dst is 37 x 53, a 37 x 53, b 2 x 53");
 }
 
+/* oc_tile_normalize: the same bits as the separate binary ops it fuses */
+static void test_normalize(void **state)
+{
+    (void)state;
+    float xs[R * C], wb[2 * C], sep[R * C], fused[R * C];
+    fill(xs, R * C, 5);
+    fill(wb, 2 * C, 6);
+    oc_tensor x = mk(xs, OC_FLOAT32, R, C), y = mk(wb, OC_FLOAT32, 2, C);
+    oc_tensor a = mk(sep, OC_FLOAT32, R, C), b = mk(fused, OC_FLOAT32, R, C);
+    for (int k = 0; k < 4; k += 2) {
+        memset(sep, 0, sizeof sep), memset(fused, 0xff, sizeof fused);
+        assert_int_equal(run("tiletest::tcase", &a, &x, &y, 90 + k), OC_OK);
+        assert_int_equal(run("tiletest::tcase", &b, &x, &y, 91 + k), OC_OK);
+        assert_memory_equal(sep, fused, sizeof sep);
+    }
+    assert_int_equal(run("tiletest::tcase", &b, &x, &y, 94), OC_EKERNEL);
+    test_assert_contains(oc_errmsg(), "oc_tile_normalize: dst is 37 x 53, x 37 x 53, mean 1 x 53, rstd 37 x 1");
+}
+
 static double un_ref(double x, int f)
 {
     switch (f) {
@@ -440,6 +459,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_store_window),
         cmocka_unit_test(test_binary_broadcast),
+        cmocka_unit_test(test_normalize),
         cmocka_unit_test(test_unary),
         cmocka_unit_test(test_reductions),
         cmocka_unit_test(test_transpose_scan_select),

@@ -12,7 +12,10 @@
  *   74       matmul_to out (any float dtype) = x y
  *   80       a TCM tile bigger than the TCM; 81 max_rows then one more
  *   82       the tile sizes: out[0..3] = l1, l2, max_rows(cols 1024, f32, 2),
- *            the TCM's capacity. */
+ *            the TCM's capacity.
+ *   90 + k   x normalized by its rows' mean and rstd, w and b the rows of y
+ *            ([2, cols]): k 0 the separate binary ops, 1 oc_tile_normalize;
+ *            2 and 3 the same without w and b; 4: a mean of the wrong shape. */
 #include <opcore/kernel.h>
 #include <opcore/tile.h>
 
@@ -78,6 +81,23 @@ void tcase(oc_tensor *out, const oc_tensor *x, const oc_tensor *y, int64_t which
         oc_tile t1 = oc_tile_alloc(rows, 256, OC_FLOAT32), t2 = oc_tile_alloc(rows, 256, OC_FLOAT32);
         (void)t1, (void)t2;
         oc_tile_alloc(8 + oc_tcm_available() / 1024, 256, OC_FLOAT32); /* fails */
+    } else if (which >= 90 && which < 95) {
+        oc_tile a = load(x, OC_FLOAT32), wb = load(y, OC_FLOAT32);
+        oc_tile m = oc_tile_alloc(a.rows, 1, OC_FLOAT32), r = oc_tile_alloc(a.rows, 1, OC_FLOAT32);
+        oc_tile w = oc_tile_view(&wb, 0, 0, 1, a.cols), b = oc_tile_view(&wb, 1, 0, 1, a.cols);
+        oc_tile_reduce_rows(&m, &a, OC_TILE_MEAN);
+        oc_tile_reduce_rows(&r, &a, OC_TILE_SUMSQ);
+        oc_tile_unary(&r, &r, OC_TILE_RSQRT, 1.0f / (float)a.cols, 1e-5f);
+        bool affine = which < 92;
+        if (which == 94) {
+            oc_tile_normalize(&o, &a, &w, &r, NULL, NULL);
+        } else if (which % 2 == 0) {
+            oc_tile_binary(&o, &a, &m, OC_TILE_SUB);
+            oc_tile_binary(&o, &o, &r, OC_TILE_MUL);
+            if (affine) oc_tile_binary(&o, &o, &w, OC_TILE_MUL), oc_tile_binary(&o, &o, &b, OC_TILE_ADD);
+        } else {
+            oc_tile_normalize(&o, &a, &m, &r, affine ? &w : NULL, affine ? &b : NULL);
+        }
     } else if (which == 82) {
         float *p = out->data;
         p[0] = (float)oc_tile_l1_bytes();
