@@ -596,7 +596,7 @@ bool oc__frame_regs(const struct oc_op *op, call_frame *f, oc_direct_regs *regs)
     return true;
 }
 
-static oc_status need_outs(const struct oc_op *op, const oc_tensor *outs, const char *fn)
+oc_status oc__need_outs(const struct oc_op *op, const oc_tensor *outs, const char *fn)
 {
     if (!outs && op->fresh_results > 0)
         return oc_set_error(OC_EINVAL, "op '%s': %s: the op has %d result%s: `outs` is required", op->qualname,
@@ -614,7 +614,7 @@ oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tenso
     f.nheap = 0;
     oc_status st = oc__op_enter(op);
     if (st) return st;
-    st = need_outs(op, out_meta, "oc_op_infer");
+    st = oc__need_outs(op, out_meta, "oc_op_infer");
     if (!st) st = oc__frame_bind(op, args, nargs, false, &f);
     if (!st) st = oc__frame_infer(op, &f, out_meta ? out_meta : scratch, NULL);
     oc__frame_release(&f);
@@ -657,7 +657,7 @@ static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_al
     f.nheap = 0;
     oc_status st = oc__op_enter(op); /* its library's code stays until oc__op_leave */
     if (st) return st;
-    st = need_outs(op, outs, api);
+    st = oc__need_outs(op, outs, api);
     if (!st) st = oc__frame_bind(op, args, nargs, true, &f);
     if (!st) st = oc__frame_infer(op, &f, metas, NULL);
     if (!st && op->fresh_results > 0) {
@@ -714,7 +714,7 @@ oc_status oc_op_call_prechecked(const oc_op *op, const oc_value *args, int nargs
     f.grid.ndim = 0;
     oc_status st = oc__op_enter(op); /* its library's code stays until oc__op_leave */
     if (st) return st;
-    st = need_outs(op, outs, "oc_op_call_prechecked");
+    st = oc__need_outs(op, outs, "oc_op_call_prechecked");
     if (!st) st = oc__frame_bind(op, args, nargs, true, &f);
     if (!st && !(f.plain && oc__outs_clear(op, &f, outs))) st = oc__frame_layout(op, &f, outs, true);
     if (!st) st = oc__frame_execute(op, &f, outs, grid); /* no shape function: the caller checked the outputs */

@@ -129,6 +129,9 @@ oc_status oc__check_out(const struct oc_op *op, int i, const oc_tensor *meta, co
  * shape function's or the op's. */
 oc_status oc__frame_execute(const struct oc_op *op, call_frame *f, oc_tensor *outs, const oc_grid *grid);
 
+/* OC_EINVAL naming `fn` when the op has fresh results and `outs` is NULL. */
+oc_status oc__need_outs(const struct oc_op *op, const oc_tensor *outs, const char *fn);
+
 /* Load the registers of a direct kernel call from the bound frame's
  * slots into `regs`; false when the kernel is called through libffi. */
 bool oc__frame_regs(const struct oc_op *op, call_frame *f, oc_direct_regs *regs);

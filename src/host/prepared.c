@@ -28,7 +28,7 @@ struct oc_call {
     int ndata, ninputs;               /* data slots; the first ninputs are arguments' */
     oc_tensor **frame_slot;           /* per slot: the frame's struct it sets (fast path) */
     oc_tensor **copy_slot;            /* per slot: the copied caller's struct it sets (other path) */
-    size_t *bytes;                    /* per slot: the dense tensor's bytes (fast path's overlap check) */
+    size_t *bytes;                    /* per slot: the dense tensor's bytes (the inputs' hull, fast path) */
     bool *empty;                      /* per slot: no elements (its data may be NULL) */
     oc_value *args;                   /* the caller's arguments, tensors pointing at `tensors` */
     oc_tensor *tensors;               /* copies of the caller's tensor structs, list items included */
@@ -117,16 +117,15 @@ oc_status oc_call_prepare(const oc_op *op, const oc_value *args, int nargs, cons
     if (!out) return oc_set_error(OC_EINVAL, "oc_call_prepare: `call` (where the prepared call goes) is required");
     *out = NULL;
     if (!op) return oc_set_error(OC_EINVAL, "oc_call_prepare: op is required");
-    if (!outs && op->fresh_results > 0)
-        return oc_set_error(OC_EINVAL, "op '%s': oc_call_prepare: the op has %d result%s: `outs` is required",
-                            op->qualname, op->fresh_results, op->fresh_results == 1 ? "" : "s");
+    oc_status st = oc__need_outs(op, outs, "oc_call_prepare");
+    if (st) return st;
     oc_call *c = oc__calloc(1, sizeof *c);
     if (!c) return oc_set_error(OC_ENOMEM, "op '%s': oc_call_prepare: out of memory", op->qualname);
     c->op = op;
     c->nargs = nargs;
     c->has_grid = grid != NULL;
     if (grid) c->grid = *grid;
-    oc_status st = oc__op_enter(op);
+    st = oc__op_enter(op);
     if (st) {
         oc__free(c);
         return st;
@@ -172,22 +171,6 @@ static void slot_name(const oc_call *c, int k, char *buf, size_t cap)
         }
 }
 
-/* True when no result's bytes meet an argument's or another result's
- * (the fast path's overlap check; false sends the run the long way,
- * which decides and reports). */
-static bool spans_clear(const oc_call *c, void *const *data)
-{
-    uintptr_t lo = UINTPTR_MAX, hi = 0;
-    for (int k = 0; k < c->ndata; k++) {
-        if (!c->bytes[k]) continue;
-        uintptr_t l = (uintptr_t)data[k], h = l + c->bytes[k];
-        if (k >= c->ninputs && l < hi && lo < h) return false;
-        lo = l < lo ? l : lo;
-        hi = h > hi ? h : hi;
-    }
-    return true;
-}
-
 oc_status oc_call_run(oc_call *c, void *const *data)
 {
     oc_status st = need_call(c, "oc_call_run");
@@ -203,11 +186,21 @@ oc_status oc_call_run(oc_call *c, void *const *data)
             return oc_set_error(OC_EINVAL, "op '%s': oc_call_run: data pointer %d (%s) is NULL", op->qualname, k,
                                 what);
         }
-    if (!c->fast || !spans_clear(c, data)) {
+    if (c->fast) { /* the frame's data, and its inputs' hull for oc__outs_clear (as binding finds it) */
+        uintptr_t lo = UINTPTR_MAX, hi = 0;
+        for (int k = 0; k < c->ndata; k++) {
+            c->frame_slot[k]->data = data[k];
+            if (k >= c->ninputs || !c->bytes[k]) continue;
+            uintptr_t l = (uintptr_t)data[k], h = l + c->bytes[k];
+            lo = l < lo ? l : lo;
+            hi = h > hi ? h : hi;
+        }
+        c->f.lo = lo, c->f.hi = hi;
+    }
+    if (!c->fast || !oc__outs_clear(op, &c->f, c->outs)) { /* the long way decides, and reports */
         for (int k = 0; k < c->ndata; k++) c->copy_slot[k]->data = data[k];
         return oc_op_call_prechecked(op, c->args, c->nargs, c->outs, c->has_grid ? &c->grid : NULL);
     }
-    for (int k = 0; k < c->ndata; k++) c->frame_slot[k]->data = data[k];
     uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
     st = oc__op_enter(op);
     if (st) return st;
