@@ -16,10 +16,8 @@ void layer_norm(const oc_tensor *x, const oc_tensor *w, const oc_tensor *b, doub
         int64_t n = p.hi - r < p.rb ? p.hi - r : p.rb;
         oc_tile xt = oc_tile_view(&X, r, 0, n, p.d), ot = oc_tile_view(&O, r, 0, n, p.d);
         oc_tile m = oc_tile_view(&mu, 0, 0, n, 1), s = oc_tile_view(&rs, 0, 0, n, 1);
-        oc_tile_reduce_rows(&m, &xt, OC_TILE_MEAN);
-        oc_tile_binary(&ot, &xt, &m, OC_TILE_SUB);
-        oc_tile_reduce_rows(&s, &ot, OC_TILE_SUMSQ);
-        oc_tile_unary(&s, &s, OC_TILE_RSQRT, 1.0f / (float)p.d, (float)eps);
+        oc_tile_moments(&m, &s, &xt); /* mean, variance: x read once from memory */
+        oc_tile_unary(&s, &s, OC_TILE_RSQRT, 1.0f, (float)eps);
         oc_tile_normalize(&ot, &xt, &m, &s, &tw, &tb); /* (x - mean) * rstd * w + b, one pass */
         oc_tile mt = oc_tile_t(&m), st = oc_tile_t(&s);
         oc_tile_store(&mt, &mv, 0, 0, r);

@@ -171,6 +171,15 @@ OC_API void oc_tile_reduce_cols(oc_tile *dst, const oc_tile *a, oc_tile_redop op
  * the first on ties, a NaN counts as largest). */
 OC_API void oc_tile_argmax_rows(oc_tile *dst, const oc_tile *a);
 
+/* Each row's mean and variance (NKI's bn_stats + bn_aggr) into mean and
+ * var (rows x 1, float32): var = mean((x - mean)^2), the population
+ * variance. Each row is read twice while it is still in cache (the mean,
+ * then the squared deviations from it), never written: a layer norm's
+ * statistics in one pass over memory, with the two-pass variance's
+ * accuracy. Rounded as reduce_rows MEAN, then SUMSQ of (a - mean) laid
+ * out as a is, divided by cols, would be (the same bits). */
+OC_API void oc_tile_moments(oc_tile *mean, oc_tile *var, const oc_tile *a);
+
 /* ---- shape and order ------------------------------------------------------------- */
 
 /* dst (cols x rows) = a transposed, any dtype (both the same). */

@@ -50,6 +50,14 @@ bool oc__require_data(const oc_tensor *t, const char *fn, const char *arg);
 #include <stddef.h>
 bool oc__cache_root(char *out, size_t n);
 
+/* Environment settings (core/env.c). oc__env_off: the variable is exactly
+ * "0", the one way to turn a default-on feature off. oc__env_size: a size
+ * with an optional K or M suffix; unset, empty or 0 gives `fallback`.
+ * oc__env_size_or_off: the same, except that "0" gives 0 (off). */
+bool oc__env_off(const char *name);
+size_t oc__env_size(const char *name, size_t fallback);
+size_t oc__env_size_or_off(const char *name, size_t fallback);
+
 #include <stdbool.h>
 #include "opcore/tensor.h"
 /* oc_is_contiguous, inline: the call path tests every tensor of a call

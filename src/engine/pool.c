@@ -124,24 +124,6 @@ static inline void cpu_relax(void)
 #endif
 }
 
-static size_t env_size(const char *name, size_t fallback)
-{
-    const char *v = getenv(name);
-    if (!v || !*v) return fallback;
-    char *end;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (*end == 'k' || *end == 'K') n *= 1024;
-    else if (*end == 'm' || *end == 'M') n *= 1024 * 1024;
-    return n ? (size_t)n : fallback;
-}
-
-/* env_size, where an explicit "0" means 0 (off), not the default. */
-static size_t env_size_or_zero(const char *name, size_t fallback)
-{
-    const char *v = getenv(name);
-    return v && v[0] == '0' && !v[1] ? 0 : env_size(name, fallback);
-}
-
 size_t oc__engine_default_tcm(void)
 {
     if (pool.tcm_size) return pool.tcm_size;
@@ -153,7 +135,7 @@ size_t oc__engine_default_tcm(void)
         long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
         size_t dflt = l2 > 0 ? (size_t)l2 : 0;
         if (dflt < 1024 * 1024) dflt = 1024 * 1024;
-        tcm = env_size("OC_TCM_SIZE", dflt);
+        tcm = oc__env_size("OC_TCM_SIZE", dflt);
         if (tcm < 4096) tcm = 4096;
     }
     return tcm;
@@ -161,7 +143,7 @@ size_t oc__engine_default_tcm(void)
 
 static uint32_t default_num_cores(void)
 {
-    size_t n = env_size("OC_NUM_CORES", 0);
+    size_t n = oc__env_size("OC_NUM_CORES", 0);
     if (n) return (uint32_t)(n > 1024 ? 1024 : n);
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) return (uint32_t)CPU_COUNT(&set);
@@ -245,12 +227,12 @@ static oc_status start_locked(void)
     if (atomic_load(&pool.started)) return OC_OK;
     uint32_t n = pool.num_cores ? pool.num_cores : default_num_cores();
     size_t tcm = oc__engine_default_tcm();
-    pool.spin_ns = env_size("OC_SPIN_US", 50) * 1000;
-    pool.straggler_ns = env_size_or_zero("OC_STRAGGLER_US", 1000) * 1000;
+    pool.spin_ns = oc__env_size("OC_SPIN_US", 50) * 1000;
+    pool.straggler_ns = oc__env_size_or_off("OC_STRAGGLER_US", 1000) * 1000;
     atomic_store(&pool.solo_until, 0);
     atomic_store(&pool.lend_until, 0);
     if (!atomic_load(&pool.min_split_set)) /* "0": always split */
-        atomic_store(&pool.min_split_bytes, env_size_or_zero("OC_MIN_SPLIT_BYTES", OC_MIN_SPLIT_DEFAULT));
+        atomic_store(&pool.min_split_bytes, oc__env_size_or_off("OC_MIN_SPLIT_BYTES", OC_MIN_SPLIT_DEFAULT));
     pool.cores = oc__calloc(n, sizeof *pool.cores);
     pool.threads = oc__calloc(n, sizeof *pool.threads);
     pool.slots = oc__calloc(n, sizeof *pool.slots);

@@ -636,10 +636,7 @@ static void advise_fresh(const oc_tensor *t)
     const size_t huge = 2u << 20;
     size_t bytes = (size_t)oc_nbytes(t);
     if (bytes < 2 * huge) return;
-    if (enabled < 0) {
-        const char *e = getenv("OC_HUGEPAGE_OUTPUTS");
-        atomic_store(&enabled, !(e && e[0] == '0'));
-    }
+    if (enabled < 0) atomic_store(&enabled, !oc__env_off("OC_HUGEPAGE_OUTPUTS"));
     if (!atomic_load(&enabled)) return;
     uintptr_t lo = ((uintptr_t)t->data + huge - 1) & ~(uintptr_t)(huge - 1);
     uintptr_t hi = ((uintptr_t)t->data + bytes) & ~(uintptr_t)(huge - 1);

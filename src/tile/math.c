@@ -220,82 +220,94 @@ OC_TILE_FN void oc_tile_unary_rowbias(oc_tile *dst, const oc_tile *a, oc_tile_un
 
 /* ---- reductions ------------------------------------------------------------------ */
 
-/* Sum of squares with vecmath.h's order (16 lanes, then pairwise). */
-OC_TILE_INLINE float sumsq_f32(const float *x, int64_t n)
+/* Sum of squares of (x - c) with vecmath.h's order (16 lanes, then
+ * pairwise); c = 0 is the plain sum of squares (x - 0 is x, bit for bit). */
+OC_TILE_INLINE float sumsq_f32(const float *x, int64_t n, float c)
 {
     oc__vf8 a = {0}, b = {0}, v;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         memcpy(&v, x + i, sizeof v);
+        v -= c;
         a += v * v;
         memcpy(&v, x + i + 8, sizeof v);
+        v -= c;
         b += v * v;
     }
     a += b;
     float s = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-    for (; i < n; i++) s += x[i] * x[i];
+    for (; i < n; i++) s += (x[i] - c) * (x[i] - c);
     return s;
 }
 
-OC_TILE_INLINE float reduce_run(const float *x, int64_t n, oc_tile_redop op)
+OC_TILE_INLINE float reduce_run(const float *x, int64_t n, oc_tile_redop op, float center)
 {
     switch (op) {
     case OC_TILE_SUM: return oc_sum_f32(x, n);
     case OC_TILE_MEAN: return oc_sum_f32(x, n) / (float)n;
-    case OC_TILE_SUMSQ: return sumsq_f32(x, n);
+    case OC_TILE_SUMSQ: return sumsq_f32(x, n, center);
     case OC_TILE_RMAX: return oc_max_f32(x, n);
     default: return oc_min_f32(x, n);
     }
 }
 
-static bool red_ok(const char *fn, const oc_tile *dst, const oc_tile *a, int64_t rows, int64_t cols,
-                   oc_tile_redop op)
+static bool red_ok(const char *fn, const oc_tile *dst, const char *dst_name, const oc_tile *a, int64_t rows,
+                   int64_t cols, oc_tile_redop op)
 {
-    if (!oc__tile_want_f32(dst, fn, "dst") || !oc__tile_want_f32(a, fn, "a")) return false;
+    if (!oc__tile_want_f32(dst, fn, dst_name) || !oc__tile_want_f32(a, fn, "a")) return false;
     if ((unsigned)op > OC_TILE_SUMSQ) {
         oc__raise(OC_EINVAL, "%s: unknown reduction %d", fn, (int)op);
         return false;
     }
     if (dst->rows == rows && dst->cols == cols) return true;
-    oc__raise(OC_EINVAL, "%s: dst is %lld x %lld, want %lld x %lld for a %lld x %lld tile", fn,
+    oc__raise(OC_EINVAL, "%s: %s is %lld x %lld, want %lld x %lld for a %lld x %lld tile", fn, dst_name,
               (long long)dst->rows, (long long)dst->cols, (long long)rows, (long long)cols,
               (long long)a->rows, (long long)a->cols);
     return false;
 }
 
+/* op over row i of a (SUMSQ: of the deviations from center). */
+OC_TILE_INLINE float row_reduce(const oc_tile *a, int64_t i, oc_tile_redop op, float center)
+{
+    const float *x = CF32(a, i);
+    if (a->cs == 1) return reduce_run(x, a->cols, op, center);
+    /* strided row: gather blocks, then the same order */
+    float tmp[256], part[256 / 16];
+    int64_t nb = 0, n = a->cols;
+    oc_tile_redop inner = op == OC_TILE_MEAN ? OC_TILE_SUM : op, outer = op == OC_TILE_SUMSQ ? OC_TILE_SUM : inner;
+    for (int64_t j0 = 0; j0 < n; j0 += 256) {
+        int64_t m = n - j0 < 256 ? n - j0 : 256;
+        for (int64_t j = 0; j < m; j++) tmp[j] = x[(j0 + j) * a->cs];
+        part[nb++] = reduce_run(tmp, m, inner, center);
+        if (nb == 256 / 16) { /* fold the parts kept so far into one */
+            part[0] = reduce_run(part, nb, outer, 0.0f);
+            nb = 1;
+        }
+    }
+    float r = reduce_run(part, nb, outer, 0.0f);
+    return op == OC_TILE_MEAN ? r / (float)n : r;
+}
+
 OC_TILE_FN void oc_tile_reduce_rows(oc_tile *dst, const oc_tile *a, oc_tile_redop op)
 {
-    if (!red_ok("oc_tile_reduce_rows", dst, a, a->rows, 1, op)) return;
-    float tmp[256];
+    if (!red_ok("oc_tile_reduce_rows", dst, "dst", a, a->rows, 1, op)) return;
+    for (int64_t i = 0; i < a->rows; i++) *F32(dst, i) = row_reduce(a, i, op, 0.0f);
+}
+
+OC_TILE_FN void oc_tile_moments(oc_tile *mean, oc_tile *var, const oc_tile *a)
+{
+    const char *fn = "oc_tile_moments";
+    if (!red_ok(fn, mean, "mean", a, a->rows, 1, OC_TILE_MEAN) || !red_ok(fn, var, "var", a, a->rows, 1, OC_TILE_SUMSQ)) return;
     for (int64_t i = 0; i < a->rows; i++) {
-        const float *x = CF32(a, i);
-        float r;
-        if (a->cs == 1) {
-            r = reduce_run(x, a->cols, op);
-        } else { /* strided row: gather blocks, then the same order */
-            float part[256 / 16];
-            int64_t nb = 0, n = a->cols;
-            oc_tile_redop inner = op == OC_TILE_MEAN ? OC_TILE_SUM : op;
-            for (int64_t j0 = 0; j0 < n; j0 += 256) {
-                int64_t m = n - j0 < 256 ? n - j0 : 256;
-                for (int64_t j = 0; j < m; j++) tmp[j] = x[(j0 + j) * a->cs];
-                float p = reduce_run(tmp, m, inner);
-                part[nb++] = p;
-                if (nb == 256 / 16) { /* fold the parts kept so far into one */
-                    part[0] = reduce_run(part, nb, inner == OC_TILE_SUMSQ ? OC_TILE_SUM : inner);
-                    nb = 1;
-                }
-            }
-            r = reduce_run(part, nb, inner == OC_TILE_SUMSQ ? OC_TILE_SUM : inner);
-            if (op == OC_TILE_MEAN) r /= (float)n;
-        }
-        *F32(dst, i) = r;
+        float m = row_reduce(a, i, OC_TILE_MEAN, 0.0f);
+        *F32(mean, i) = m;
+        *F32(var, i) = row_reduce(a, i, OC_TILE_SUMSQ, m) / (float)a->cols;
     }
 }
 
 OC_TILE_FN void oc_tile_reduce_cols(oc_tile *dst, const oc_tile *a, oc_tile_redop op)
 {
-    if (!red_ok("oc_tile_reduce_cols", dst, a, 1, a->cols, op)) return;
+    if (!red_ok("oc_tile_reduce_cols", dst, "dst", a, 1, a->cols, op)) return;
     float *d = F32(dst, 0);
     int64_t n = a->cols, ds = dst->cs, as = a->cs;
     /* row by row into dst: one vector loop per row, rows in order */

@@ -130,8 +130,7 @@ static pthread_once_t xsmm_once = PTHREAD_ONCE_INIT;
  * CPUs are no faster than BLIS's) and OC_TILE_XSMM is not "0". */
 static void xsmm_init(void)
 {
-    const char *e = getenv("OC_TILE_XSMM");
-    if (e && e[0] == '0' && !e[1]) return;
+    if (oc__env_off("OC_TILE_XSMM")) return;
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
     libxsmm_init();
     xsmm_on = true;

@@ -162,6 +162,40 @@ static void test_normalize(void **state)
     test_assert_contains(oc_errmsg(), "oc_tile_normalize: dst is 37 x 53, x 37 x 53, mean 1 x 53, rstd 37 x 1");
 }
 
+/* got[2 i], got[2 i + 1]: the mean and variance of the n elements
+ * x[i * is + j * js], against a two-pass mean and variance in double */
+static void moments_near(const float *got, const float *x, int rows, int n, int is, int js, const char *what)
+{
+    for (int i = 0; i < rows; i++) {
+        double m = 0, v = 0;
+        for (int j = 0; j < n; j++) m += x[i * is + j * js];
+        m /= n;
+        for (int j = 0; j < n; j++) v += (x[i * is + j * js] - m) * (x[i * is + j * js] - m);
+        near(got[2 * i], m, 1e-6, what, i);
+        near(got[2 * i + 1], v / n, 1e-5, what, i);
+    }
+}
+
+/* oc_tile_moments: the separate ops' bits, strided rows, a clear error */
+static void test_moments(void **state)
+{
+    (void)state;
+    float xs[R * C], sep[R * 2], fused[R * 2], tr[C * 2];
+    fill(xs, R * C, 7);
+    for (int i = 0; i < R * C; i++) xs[i] += 3.0f; /* a mean far from 0 */
+    oc_tensor x = mk(xs, OC_FLOAT32, R, C), a = mk(sep, OC_FLOAT32, R, 2), b = mk(fused, OC_FLOAT32, R, 2);
+    memset(fused, 0xff, sizeof fused);
+    assert_int_equal(run("tiletest::tcase", &a, &x, &x, 95), OC_OK);
+    assert_int_equal(run("tiletest::tcase", &b, &x, &x, 96), OC_OK);
+    assert_memory_equal(sep, fused, sizeof sep);
+    moments_near(fused, xs, R, C, C, 1, "row"); /* and right */
+    oc_tensor t = mk(tr, OC_FLOAT32, C, 2); /* columns of x: rows with stride C in the TCM */
+    assert_int_equal(run("tiletest::tcase", &t, &x, &x, 97), OC_OK);
+    moments_near(tr, xs, C, R, 1, C, "column");
+    assert_int_equal(run("tiletest::tcase", &b, &x, &x, 98), OC_EKERNEL);
+    test_assert_contains(oc_errmsg(), "oc_tile_moments: var is 1 x 2, want 37 x 1 for a 37 x 53 tile");
+}
+
 static double un_ref(double x, int f)
 {
     switch (f) {
@@ -460,6 +494,7 @@ int main(void)
         cmocka_unit_test(test_load_store_window),
         cmocka_unit_test(test_binary_broadcast),
         cmocka_unit_test(test_normalize),
+        cmocka_unit_test(test_moments),
         cmocka_unit_test(test_unary),
         cmocka_unit_test(test_reductions),
         cmocka_unit_test(test_transpose_scan_select),

@@ -15,7 +15,11 @@
  *            the TCM's capacity.
  *   90 + k   x normalized by its rows' mean and rstd, w and b the rows of y
  *            ([2, cols]): k 0 the separate binary ops, 1 oc_tile_normalize;
- *            2 and 3 the same without w and b; 4: a mean of the wrong shape. */
+ *            2 and 3 the same without w and b; 4: a mean of the wrong shape.
+ *   95 + k   rows' mean and variance into out's columns ([rows, 2]): k 0
+ *            the separate ops (mean, x - mean, sum of squares / cols), 1
+ *            oc_tile_moments; 2 oc_tile_moments of x's transpose (strided
+ *            rows); 3 a var of the wrong shape. */
 #include <opcore/kernel.h>
 #include <opcore/tile.h>
 
@@ -97,6 +101,20 @@ void tcase(oc_tensor *out, const oc_tensor *x, const oc_tensor *y, int64_t which
             if (affine) oc_tile_binary(&o, &o, &w, OC_TILE_MUL), oc_tile_binary(&o, &o, &b, OC_TILE_ADD);
         } else {
             oc_tile_normalize(&o, &a, &m, &r, affine ? &w : NULL, affine ? &b : NULL);
+        }
+    } else if (which >= 95 && which < 99) {
+        oc_tile a = load(x, OC_FLOAT32), src = which == 97 ? oc_tile_t(&a) : a;
+        oc_tile m = oc_tile_view(&o, 0, 0, o.rows, 1), v = oc_tile_view(&o, 0, 1, o.rows, 1);
+        if (which == 95) {
+            oc_tile t = oc_tile_alloc(a.rows, a.cols, OC_FLOAT32), n = oc_tile_alloc(1, 1, OC_FLOAT32);
+            oc_tile_fill(&n, (float)a.cols);
+            oc_tile_reduce_rows(&m, &a, OC_TILE_MEAN);
+            oc_tile_binary(&t, &a, &m, OC_TILE_SUB);
+            oc_tile_reduce_rows(&v, &t, OC_TILE_SUMSQ);
+            oc_tile_binary(&v, &v, &n, OC_TILE_DIV);
+        } else {
+            oc_tile bad = oc_tile_view(&o, 0, 0, 1, 2);
+            oc_tile_moments(&m, which == 98 ? &bad : &v, &src);
         }
     } else if (which == 82) {
         float *p = out->data;
