@@ -13,10 +13,19 @@ machinery (jaxlib, libstdc++: the same code for both, plus the per-call-site
 state lookup opcore's handler asks for), libc and ld.so (called by all of
 them), the handler, libopcore (the runtime), the kernel.
 
-    python bench/jax_call_instructions.py [--runs 3,13]
+    python bench/jax_call_instructions.py [--runs 3,13] [--cache]
 
 Writes bench/results/jax_call_instructions.json. Needs valgrind (a few
 minutes: XLA runs under callgrind).
+
+--cache adds what a single call from Python costs in cache misses: one
+1-element ReLU per jitted function called from a Python loop (as
+jax_ffi_bench's one-call rows), the whole process under callgrind's cache
+simulation (its L1 and last-level caches; Python's and JAX's own work
+between the calls evicts what a call touched before), 300 and 1300 calls,
+the difference per call; misses counted in the handler's objects
+(libopcore, opcore's handler, the kernel; the C++ handler's library).
+About ten more minutes.
 """
 import argparse
 import json
@@ -67,6 +76,69 @@ def child(which, runs):
         f(x).block_until_ready()
 
 
+def child_one_call(which, calls):
+    """`calls` single calls of a jitted 1-element ReLU from Python."""
+    import jax
+    import jax.numpy as jnp
+    import jax_ffi_bench as jb
+    import opcore.jax as ojax
+
+    root = tempfile.mkdtemp(prefix="opcore-jax-cache-")
+    keep = jb.build_cpp(jax, root)  # noqa: F841 (stays loaded)
+    jb.build_opcore(root)  # both sides load it (and torch, through benchlib): the same process image
+    oc_relu = ojax.op("jax_ffi_bench::relu_forward")
+    cpp = jax.jit(lambda x: jax.ffi.ffi_call("oc_bench_cpp_relu", jax.ShapeDtypeStruct(x.shape, x.dtype))(x))
+    f = cpp if which == "cpp" else jax.jit(lambda x: oc_relu(x))
+    x = jnp.ones(1, jnp.float32)
+    for _ in range(100 + calls):
+        f(x).block_until_ready()
+
+
+ONE_CALL = "one call from Python: "
+CACHE_NOTE = (" The one-call rows count events, not instructions only: Ir instructions, I1mr and D1mr / D1mw "
+              "first-level instruction and data misses (reads / writes), ILmr / DLmr / DLmw last-level misses, "
+              "per call, in the handler's objects only (libopcore, opcore's handler and the kernel; the C++ "
+              "handler's library), under callgrind's cache simulation of the whole process, 300 and 1300 "
+              "calls of a jitted 1-element ReLU from Python.")
+CACHE_EVENTS = ["Ir", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw"]
+HANDLER_OBJECTS = ("libopcore", "opcore_jax_ffi", "libjax_ffi_bench", "librelu_ffi")
+
+
+def cache_counted(which, calls):
+    """{event: count} in the handler's objects, whole process, `calls` calls."""
+    out = tempfile.NamedTemporaryFile(prefix="opcore-cg-", delete=False).name
+    subprocess.run(["valgrind", "--tool=callgrind", "--cache-sim=yes", f"--callgrind-out-file={out}",
+                    sys.executable, os.path.abspath(__file__), "--child-one-call", which, str(calls)],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    text = subprocess.run(["callgrind_annotate", "--threshold=100", "--show=" + ",".join(CACHE_EVENTS), out],
+                          check=True, capture_output=True, text=True).stdout
+    os.unlink(out)
+    num = r"\s*(?:([\d,]+) \([^)]*\)|\.)"  # a count with its share, or "." for none
+    pat = re.compile("^" + num * len(CACHE_EVENTS) + r"\s+(\S.*?)\s*(\[(.*)\])?$")
+    got = dict.fromkeys(CACHE_EVENTS, 0)
+    for line in text.splitlines():
+        m = pat.match(line)
+        if not m or "PROGRAM TOTALS" in line or not any(o in (m.group(len(CACHE_EVENTS) + 3) or "")
+                                                        for o in HANDLER_OBJECTS):
+            continue
+        for i, ev in enumerate(CACHE_EVENTS):
+            got[ev] += int((m.group(i + 1) or "0").replace(",", ""))
+    return got
+
+
+def cache_rows(lo=300, hi=1300):
+    from concurrent.futures import ThreadPoolExecutor
+    jobs = [(w, n) for w in ("cpp", "oc") for n in (lo, hi)]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        res = dict(zip(jobs, pool.map(lambda j: cache_counted(*j), jobs)))
+    rows = []
+    for which, name in (("cpp", "C++ XLA FFI handler"), ("oc", "opcore (opcore.jax)")):
+        for ev in CACHE_EVENTS:
+            rows.append({"implementation": name, "where": f"{ONE_CALL}{ev} in the handler's objects",
+                         "instructions per call": round((res[which, hi][ev] - res[which, lo][ev]) / (hi - lo), 1)})
+    return rows
+
+
 def where(obj):
     if "libopcore" in obj:
         return "libopcore (runtime)"
@@ -107,11 +179,24 @@ def counted(which, runs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", default="3,13", help="graph runs of the short and the long count")
+    ap.add_argument("--cache", action="store_true", help="also count cache misses of one call from Python")
+    ap.add_argument("--cache-only", action="store_true",
+                    help="count only those, replacing them in an existing results file")
     ap.add_argument("--child", nargs=2, metavar=("WHICH", "RUNS"), help=argparse.SUPPRESS)
+    ap.add_argument("--child-one-call", nargs=2, metavar=("WHICH", "CALLS"), help=argparse.SUPPRESS)
     ap.add_argument("--results", default=os.path.join(HERE, "results"))
     args = ap.parse_args()
     if args.child:
         return child(args.child[0], int(args.child[1]))
+    if args.child_one_call:
+        return child_one_call(args.child_one_call[0], int(args.child_one_call[1]))
+    if args.cache_only:
+        path = os.path.join(args.results, "jax_call_instructions.json")
+        with open(path) as f:
+            obj = json.load(f)
+        obj["rows"] = [r for r in obj["rows"] if not r["where"].startswith(ONE_CALL)] + cache_rows()
+        obj["notes"] = obj["notes"].split(CACHE_NOTE)[0] + CACHE_NOTE
+        return benchlib.write("jax_call_instructions.json", results=args.results, obj=obj)
     lo, hi = (int(r) for r in args.runs.split(","))
     calls = (hi - lo) * CHAIN
     rows, per = [], {}
@@ -129,6 +214,10 @@ def main():
                  round(oc_total / cpp_total, 3)})
     rows.append({"implementation": "opcore / C++ without libopcore's runtime (ceiling)", "where": "total",
                  "instructions per call": round(ceiling, 3)})
+    notes = ""
+    if args.cache:
+        rows += cache_rows()
+        notes = CACHE_NOTE
     benchlib.write("jax_call_instructions.json", results=args.results, obj={
         "title": "JAX: instructions per custom call in a jitted chain (callgrind), by where they run",
         "order": 52,
@@ -137,7 +226,8 @@ def main():
         "notes": (f"100 dependent 1-element rms_norm calls per graph run; callgrind inside "
                   f"xla::cpu::CustomCallThunk::Execute only, {lo} and {hi} graph runs, the difference divided by "
                   f"{calls} calls. The ceiling row is opcore's count with libopcore's own instructions taken "
-                  "out (the handler, XLA's part and the kernel kept): what a zero-cost runtime would reach."),
+                  "out (the handler, XLA's part and the kernel kept): what a zero-cost runtime would reach.")
+        + notes,
     })
     for r in rows:
         print(f"{r['implementation']:52} {r['where']:30} {r['instructions per call']:>9}")
