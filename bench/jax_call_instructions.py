@@ -104,25 +104,32 @@ CACHE_EVENTS = ["Ir", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw"]
 HANDLER_OBJECTS = ("libopcore", "opcore_jax_ffi", "libjax_ffi_bench", "librelu_ffi")
 
 
-def cache_counted(which, calls):
-    """{event: count} in the handler's objects, whole process, `calls` calls."""
+def callgrind(child_args, events, *options):
+    """Run this script with `child_args` under callgrind (`options`); yield
+    ([count per event], function, object) for each function it saw."""
     out = tempfile.NamedTemporaryFile(prefix="opcore-cg-", delete=False).name
-    subprocess.run(["valgrind", "--tool=callgrind", "--cache-sim=yes", f"--callgrind-out-file={out}",
-                    sys.executable, os.path.abspath(__file__), "--child-one-call", which, str(calls)],
+    subprocess.run(["valgrind", "--tool=callgrind", *options, f"--callgrind-out-file={out}", sys.executable,
+                    os.path.abspath(__file__), *child_args],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    text = subprocess.run(["callgrind_annotate", "--threshold=100", "--show=" + ",".join(CACHE_EVENTS), out],
+    text = subprocess.run(["callgrind_annotate", "--threshold=100", "--show=" + ",".join(events), out],
                           check=True, capture_output=True, text=True).stdout
     os.unlink(out)
     num = r"\s*(?:([\d,]+) \([^)]*\)|\.)"  # a count with its share, or "." for none
-    pat = re.compile("^" + num * len(CACHE_EVENTS) + r"\s+(\S.*?)\s*(\[(.*)\])?$")
-    got = dict.fromkeys(CACHE_EVENTS, 0)
+    pat = re.compile("^" + num * len(events) + r"\s+(\S.*?)\s*(\[(.*)\])?$")
     for line in text.splitlines():
         m = pat.match(line)
-        if not m or "PROGRAM TOTALS" in line or not any(o in (m.group(len(CACHE_EVENTS) + 3) or "")
-                                                        for o in HANDLER_OBJECTS):
-            continue
-        for i, ev in enumerate(CACHE_EVENTS):
-            got[ev] += int((m.group(i + 1) or "0").replace(",", ""))
+        if m and "PROGRAM TOTALS" not in line:
+            counts = [int((m.group(i + 1) or "0").replace(",", "")) for i in range(len(events))]
+            yield counts, m.group(len(events) + 1), m.group(len(events) + 3) or ""
+
+
+def cache_counted(which, calls):
+    """{event: count} in the handler's objects, whole process, `calls` calls."""
+    got = dict.fromkeys(CACHE_EVENTS, 0)
+    for counts, _, obj in callgrind(["--child-one-call", which, str(calls)], CACHE_EVENTS, "--cache-sim=yes"):
+        if any(o in obj for o in HANDLER_OBJECTS):
+            for ev, n in zip(CACHE_EVENTS, counts):
+                got[ev] += n
     return got
 
 
@@ -155,20 +162,9 @@ def where(obj):
 
 def counted(which, runs):
     """Instructions inside the custom-call thunk, by place, for `runs` runs."""
-    out = tempfile.NamedTemporaryFile(prefix="opcore-cg-", delete=False).name
-    cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
-           "--toggle-collect=xla::cpu::CustomCallThunk::Execute*", f"--callgrind-out-file={out}",
-           sys.executable, os.path.abspath(__file__), "--child", which, str(runs)]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    text = subprocess.run(["callgrind_annotate", "--threshold=100", out], check=True, capture_output=True,
-                          text=True).stdout
-    os.unlink(out)
     places = {}
-    for line in text.splitlines():
-        m = re.match(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+(\S.*?)\s*(\[(.*)\])?$", line)
-        if not m or "PROGRAM TOTALS" in line:
-            continue
-        n, fn, obj = int(m.group(1).replace(",", "")), m.group(2), m.group(4) or ""
+    for (n,), fn, obj in callgrind(["--child", which, str(runs)], ["Ir"], "--collect-atstart=no",
+                                   "--toggle-collect=xla::cpu::CustomCallThunk::Execute*"):
         place = where(obj)
         if "librelu_ffi" in obj and "RmsNormImpl" in fn:
             place = "kernel"

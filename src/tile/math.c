@@ -297,7 +297,8 @@ OC_TILE_FN void oc_tile_reduce_rows(oc_tile *dst, const oc_tile *a, oc_tile_redo
 OC_TILE_FN void oc_tile_moments(oc_tile *mean, oc_tile *var, const oc_tile *a)
 {
     const char *fn = "oc_tile_moments";
-    if (!red_ok(fn, mean, "mean", a, a->rows, 1, OC_TILE_MEAN) || !red_ok(fn, var, "var", a, a->rows, 1, OC_TILE_SUMSQ)) return;
+    if (!red_ok(fn, mean, "mean", a, a->rows, 1, OC_TILE_MEAN) || !red_ok(fn, var, "var", a, a->rows, 1, OC_TILE_SUMSQ))
+        return;
     for (int64_t i = 0; i < a->rows; i++) {
         float m = row_reduce(a, i, OC_TILE_MEAN, 0.0f);
         *F32(mean, i) = m;
