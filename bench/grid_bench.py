@@ -5,8 +5,8 @@ Part 1, stalls: the seed 003 add (examples/seed003, float32 [256, 1024], a
 [2, 2] grid) through torch.ops with torch at its default threads, each call
 right after a torch element-wise op (so torch's intra-op threads have just
 run), with opcore's multicore shares lent to torch's threads and not lent;
-for reference the direct call (lib.tensor_add, never lent) and torch's own
-a + b. Per-call latency p50 / p90 / p99 over >= 2,000 calls each, the
+for reference the direct call (lib.tensor_add, lent as torch.ops is since
+direct calls on torch tensors lend too) and torch's own a + b. Per-call latency p50 / p90 / p99 over >= 2,000 calls each, the
 candidates interleaved round by round. Then "right after a torch matmul vs
 back to back" for both lending settings.
 
@@ -123,7 +123,7 @@ def stalls(cond, calls, after_rounds, lib_add):
     cands = {
         "torch.ops, shares lent to torch's threads": (lend(True), lambda: add(a, b)),
         "torch.ops, lending off": (lend(False), lambda: add(a, b)),
-        "direct call lib.tensor_add": (none, lambda: lib_add(a, b)),
+        "direct call lib.tensor_add": (lend(True), lambda: lib_add(a, b)),
         "torch a + b": (none, lambda: torch.add(a, b)),
         # The ceiling: a call of about the same length on one thread, which
         # waits on no other thread; what the OS does to it, it does to all.

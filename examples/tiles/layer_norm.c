@@ -8,20 +8,22 @@ void layer_norm(const oc_tensor *x, const oc_tensor *w, const oc_tensor *b, doub
     oc_tensor xv = rows_view(x), ov = rows_view(oc_dst_tensor_at(0));
     oc_tensor mv = flat_view(oc_dst_tensor_at(1)), rv = flat_view(oc_dst_tensor_at(2));
     rows_plan p = rows_split(x, 2);
+    p.rb = (p.rb + 1) / 2; /* in L2 at once: a block, its output, and the next block */
     oc_tile X = oc_tile_of_tensor(&xv, 0), O = oc_tile_of_tensor(&ov, 0);
-    oc_tile mu = oc_tile_alloc(p.rb, 1, OC_FLOAT32), rs = oc_tile_alloc(p.rb, 1, OC_FLOAT32);
+    oc_tile Mr = oc_tile_of_tensor(&mv, 0), Rr = oc_tile_of_tensor(&rv, 0);
+    oc_tile M = oc_tile_t(&Mr), R = oc_tile_t(&Rr); /* mean and rstd in place, as [rows, 1] */
     oc_tile tw = oc_tile_alloc(1, p.d, OC_FLOAT32), tb = oc_tile_alloc(1, p.d, OC_FLOAT32);
     oc_tile_load(&tw, w, 0, 0, 0, 0.0f), oc_tile_load(&tb, b, 0, 0, 0, 0.0f);
-    for (int64_t r = p.lo; r < p.hi; r += p.rb) {
-        int64_t n = p.hi - r < p.rb ? p.hi - r : p.rb;
+    for (int64_t r = p.lo, n = p.rb; r < p.hi; r += n) {
+        n = p.hi - r < p.rb ? p.hi - r : p.rb;
         oc_tile xt = oc_tile_view(&X, r, 0, n, p.d), ot = oc_tile_view(&O, r, 0, n, p.d);
-        oc_tile m = oc_tile_view(&mu, 0, 0, n, 1), s = oc_tile_view(&rs, 0, 0, n, 1);
-        oc_tile_moments(&m, &s, &xt); /* mean, variance: x read once from memory */
-        oc_tile_unary(&s, &s, OC_TILE_RSQRT, 1.0f, (float)eps);
-        oc_tile_normalize(&ot, &xt, &m, &s, &tw, &tb); /* (x - mean) * rstd * w + b, one pass */
-        oc_tile mt = oc_tile_t(&m), st = oc_tile_t(&s);
-        oc_tile_store(&mt, &mv, 0, 0, r);
-        oc_tile_store(&st, &rv, 0, 0, r);
+        oc_tile m = oc_tile_view(&M, r, 0, n, 1), s = oc_tile_view(&R, r, 0, n, 1);
+        if (r == p.lo) oc_tile_moments(&m, &s, &xt); /* later blocks': with the block before */
+        oc_tile_unary(&s, &s, OC_TILE_RSQRT, 1.0f, (float)eps); /* variance -> rstd */
+        int64_t r2 = r + n, n2 = p.hi - r2 < p.rb ? p.hi - r2 : p.rb;
+        if (n2 == 0) { oc_tile_normalize(&ot, &xt, &m, &s, &tw, &tb); break; }
+        oc_tile nx = oc_tile_view(&X, r2, 0, n2, p.d), nm = oc_tile_view(&M, r2, 0, n2, 1), nv = oc_tile_view(&R, r2, 0, n2, 1);
+        oc_tile_normalize_ahead(&ot, &xt, &m, &s, &tw, &tb, &nm, &nv, &nx); /* next block's reads overlap these writes */
     }
 }
 

@@ -180,6 +180,24 @@ OC_API void oc_tile_argmax_rows(oc_tile *dst, const oc_tile *a);
  * out as a is, divided by cols, would be (the same bits). */
 OC_API void oc_tile_moments(oc_tile *mean, oc_tile *var, const oc_tile *a);
 
+/* oc_tile_normalize(dst, x, mean, rstd, w, b), and in the same pass
+ * oc_tile_moments(next_mean, next_var, next): the next block's statistics
+ * (the same bits as that call). Row i of next is read from memory in the
+ * loop that writes row i of dst, so the reads overlap the writes, as
+ * NKI's DMA of the next tile overlaps the store of this one; a normalize
+ * then a moments call each wait on memory alone. next NULL: only the
+ * normalize (the last block). For a row-blocked layer norm:
+ *
+ *     oc_tile_moments(&m0, &v0, &first_block);
+ *     for each block: rsqrt of its var, then
+ *         oc_tile_normalize_ahead(&out_blk, &x_blk, &m, &rstd, &w, &b, &m_next, &v_next, &x_next);
+ *
+ * Fused when x, dst, next, w and b are unit-stride rows of one length;
+ * otherwise it is those two calls. */
+OC_API void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc_tile *mean, const oc_tile *rstd,
+                                    const oc_tile *w, const oc_tile *b, oc_tile *next_mean, oc_tile *next_var,
+                                    const oc_tile *next);
+
 /* ---- shape and order ------------------------------------------------------------- */
 
 /* dst (cols x rows) = a transposed, any dtype (both the same). */

@@ -206,6 +206,11 @@ static void run_claimed_shares(oc_core *core, uint64_t *longest)
 static void *worker_main(void *arg)
 {
     oc_core *core = pool.cores[(uintptr_t)arg];
+    /* Named, for debuggers, top -H and profilers (and the tests that check
+     * where shares ran): "opcore-core N". */
+    char name[16];
+    snprintf(name, sizeof name, "opcore-core %u", (unsigned)(uintptr_t)arg);
+    pthread_setname_np(pthread_self(), name);
     /* Not the current value: a launch may already have bumped it. */
     uint32_t seen = pool.start_generation;
     oc__fault_thread_init(core);

@@ -736,7 +736,13 @@ static PyObject *op_vectorcall(PyObject *self, PyObject *const *args, size_t nar
     /* The GIL is released while the op runs (kernels may run long); the
      * allocator callback re-takes it for torch.empty. */
     ctx.tstate = PyEval_SaveThread();
+    /* On torch tensors, a multicore launch runs on torch's intra-op threads
+     * as it does through torch.ops (they spin after torch's last op: waking
+     * opcore's workers would fight them for the cores) */
+    oc_engine_helpers_fn lend = ctx.kind == ALLOC_TORCH ? ocpy_torch_lend_helpers() : NULL;
+    if (lend) oc_engine_set_thread_helpers(lend);
     oc_status st = oc_op_run_grid(o->op, vals, o->nargs, alloc_cb, &ctx, outs, o->grid.ndim ? &o->grid : NULL);
+    if (lend) oc_engine_set_thread_helpers(NULL);
     PyEval_RestoreThread(ctx.tstate);
     arena_free(&ar);
     for (int i = 0; i < o->nresults; i++) {

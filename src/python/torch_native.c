@@ -465,6 +465,11 @@ static bool lend_torch_threads(oc_engine_work_fn work, uint32_t n)
     return T.parallel_for(0, n, 1, lent_range, &w) == 0;
 }
 
+oc_engine_helpers_fn ocpy_torch_lend_helpers(void)
+{
+    return lend_torch && T.ready ? lend_torch_threads : NULL;
+}
+
 /* After the kernel wrote its Tensor(a!) arguments: bump their version
  * counters. A tensor without one (an inference tensor outside inference
  * mode) is left as a C++ op leaves it: written, nothing raised. */

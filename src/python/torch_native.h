@@ -6,6 +6,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <opcore/engine.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -23,6 +25,12 @@ int ocpy_dlpack_view(PyObject *obj, struct oc_tensor *t);
 void *ocpy_dlpack_alloc(const struct oc_tensor *meta, struct oc_tensor *out);
 PyObject *ocpy_dlpack_to_tensor(void *managed);
 void ocpy_dlpack_free(void *managed);
+
+/* For direct calls on torch tensors (op.c): the helpers that lend torch's
+ * intra-op threads to a multicore launch, as the native kernels do
+ * (oc_engine_set_thread_helpers); NULL when the native kernels are not set
+ * up or lending is off (_torch_native_lend_threads). */
+oc_engine_helpers_fn ocpy_torch_lend_helpers(void);
 
 /* Leave the boxed kernel by throwing the Python exception (type, value,
  * traceback: owned references, handed over) to torch's dispatcher, which

@@ -222,20 +222,34 @@ OC_TILE_FN void oc_tile_unary_rowbias(oc_tile *dst, const oc_tile *a, oc_tile_un
 
 /* Sum of squares of (x - c) with vecmath.h's order (16 lanes, then
  * pairwise); c = 0 is the plain sum of squares (x - 0 is x, bit for bit). */
+/* One 16-element step of vecmath.h's fixed-order lane sums: elements
+ * 0-7 into *a, 8-15 into *b; as (x - c)^2 when squared. */
+OC_TILE_INLINE void lanes_step(const float *x, float c, bool squared, oc__vf8 *a, oc__vf8 *b)
+{
+    oc__vf8 v;
+    for (int h = 0; h < 2; h++) {
+        memcpy(&v, x + 8 * h, sizeof v);
+        if (squared) {
+            v -= c;
+            v = v * v;
+        }
+        *(h ? b : a) += v;
+    }
+}
+
+/* The lanes' total, pairwise in vecmath.h's order. */
+OC_TILE_INLINE float lanes_total(oc__vf8 a, oc__vf8 b)
+{
+    a += b;
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
 OC_TILE_INLINE float sumsq_f32(const float *x, int64_t n, float c)
 {
-    oc__vf8 a = {0}, b = {0}, v;
+    oc__vf8 a = {0}, b = {0};
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        memcpy(&v, x + i, sizeof v);
-        v -= c;
-        a += v * v;
-        memcpy(&v, x + i + 8, sizeof v);
-        v -= c;
-        b += v * v;
-    }
-    a += b;
-    float s = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+    for (; i + 16 <= n; i += 16) lanes_step(x + i, c, true, &a, &b);
+    float s = lanes_total(a, b);
     for (; i < n; i++) s += (x[i] - c) * (x[i] - c);
     return s;
 }
@@ -303,6 +317,88 @@ OC_TILE_FN void oc_tile_moments(oc_tile *mean, oc_tile *var, const oc_tile *a)
         float m = row_reduce(a, i, OC_TILE_MEAN, 0.0f);
         *F32(mean, i) = m;
         *F32(var, i) = row_reduce(a, i, OC_TILE_SUMSQ, m) / (float)a->cols;
+    }
+}
+
+/* One row of oc_tile_normalize_ahead's fused path (everything unit
+ * stride, w and b given): row d = normalised x; the sum of row nx; and,
+ * when dv is given, the sum of squared deviations of row dv from c into
+ * *dev. Lane for lane as oc_sum_f32 and sumsq_f32 add (the same bits). */
+OC_TILE_INLINE float norm_row_ahead(float *d, const float *x, float m, float r, const float *w, const float *b,
+                                    int64_t n, const float *nx, const float *dv, float c, float *dev)
+{
+    oc__vf8 sa = {0}, sb = {0}, qa = {0}, qb = {0}, v, y, t;
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        for (int h = 0; h < 16; h += 8) {
+            memcpy(&v, x + j + h, sizeof v);
+            y = (v - m) * r;
+            memcpy(&t, w + j + h, sizeof t);
+            y = y * t;
+            memcpy(&t, b + j + h, sizeof t);
+            y = y + t;
+            memcpy(d + j + h, &y, sizeof y);
+        }
+        lanes_step(nx + j, 0.0f, false, &sa, &sb);
+        if (dv) lanes_step(dv + j, c, true, &qa, &qb);
+    }
+    for (int64_t k = j; k < n; k++) {
+        float yk = (x[k] - m) * r;
+        d[k] = yk * w[k] + b[k];
+    }
+    if (dv) {
+        float q = lanes_total(qa, qb);
+        for (int64_t k = j; k < n; k++) q += (dv[k] - c) * (dv[k] - c);
+        *dev = q;
+    }
+    float s = lanes_total(sa, sb);
+    for (; j < n; j++) s += nx[j];
+    return s;
+}
+
+OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc_tile *mean, const oc_tile *rstd,
+                                        const oc_tile *w, const oc_tile *b, oc_tile *next_mean, oc_tile *next_var,
+                                        const oc_tile *next)
+{
+    const char *fn = "oc_tile_normalize_ahead";
+    if (!check_norm(dst, x, mean, rstd, w, b)) return;
+    if (next == NULL) {
+        oc_tile_normalize(dst, x, mean, rstd, w, b);
+        return;
+    }
+    if (!red_ok(fn, next_mean, "next_mean", next, next->rows, 1, OC_TILE_MEAN) ||
+        !red_ok(fn, next_var, "next_var", next, next->rows, 1, OC_TILE_SUMSQ))
+        return;
+    /* Fused only where every row is unit stride and of one length;
+     * otherwise the two calls it stands for (the same results). */
+    bool fused = w && b && w->cols == x->cols && b->cols == x->cols && w->cs == 1 && b->cs == 1 &&
+                 x->cs == 1 && dst->cs == 1 && next->cs == 1 && next->cols == x->cols;
+    if (!fused) {
+        oc_tile_normalize(dst, x, mean, rstd, w, b);
+        oc_tile_moments(next_mean, next_var, next);
+        return;
+    }
+    /* Row i's loop writes dst row i, sums next row i (from memory) and
+     * takes the squared deviations of next row i - 1 (in cache, its mean
+     * known): no pass but the last row's waits on memory alone. */
+    int64_t rows = dst->rows > next->rows ? dst->rows : next->rows, n = x->cols;
+    const float *wp = CF32(w, 0), *bp = CF32(b, 0);
+    float c = 0.0f; /* the mean of next row i - 1 */
+    for (int64_t i = 0; i <= rows; i++) {
+        const float *dv = i > 0 && i - 1 < next->rows ? CF32(next, i - 1) : NULL;
+        float q = 0.0f, s = 0.0f;
+        if (i < dst->rows && i < next->rows) {
+            s = norm_row_ahead(F32(dst, i), CF32(x, i), *CF32(mean, mean->rows == 1 ? 0 : i),
+                               *CF32(rstd, rstd->rows == 1 ? 0 : i), wp, bp, n, CF32(next, i), dv, c, &q);
+        } else {
+            if (i < dst->rows)
+                norm_row(F32(dst, i), 1, CF32(x, i), 1, *CF32(mean, mean->rows == 1 ? 0 : i),
+                         *CF32(rstd, rstd->rows == 1 ? 0 : i), wp, 1, bp, 1, n);
+            if (i < next->rows) s = oc_sum_f32(CF32(next, i), n);
+            if (dv) q = sumsq_f32(dv, n, c);
+        }
+        if (dv) *F32(next_var, i - 1) = q / (float)n;
+        if (i < next->rows) *F32(next_mean, i) = c = s / (float)n;
     }
 }
 

@@ -196,6 +196,32 @@ static void test_moments(void **state)
     test_assert_contains(oc_errmsg(), "oc_tile_moments: var is 1 x 2, want 37 x 1 for a 37 x 53 tile");
 }
 
+/* oc_tile_normalize_ahead: the bits of the normalize and moments calls it
+ * stands for (next longer and shorter than the block; the unfused path;
+ * no next), and a clear error */
+static void test_normalize_ahead(void **state)
+{
+    (void)state;
+    float xs[R * C], wb[2 * C], sep[R * (C + 2)], fused[R * (C + 2)];
+    fill(xs, R * C, 8);
+    fill(wb, 2 * C, 9);
+    oc_tensor x = mk(xs, OC_FLOAT32, R, C), y = mk(wb, OC_FLOAT32, 2, C);
+    oc_tensor a = mk(sep, OC_FLOAT32, R, C + 2), b = mk(fused, OC_FLOAT32, R, C + 2);
+    for (int k = 100; k < 108; k += 2) {
+        memset(sep, 0, sizeof sep), memset(fused, 0xff, sizeof fused);
+        assert_int_equal(run("tiletest::tcase", &a, &x, &y, k), OC_OK);
+        assert_int_equal(run("tiletest::tcase", &b, &x, &y, k + 1), OC_OK);
+        assert_memory_equal(sep, fused, sizeof sep);
+    }
+    /* and right: the next rows' moments against double (h 16, case 101) */
+    assert_int_equal(run("tiletest::tcase", &b, &x, &y, 101), OC_OK);
+    float got[2 * (R - 16)];
+    for (int i = 0; i < R - 16; i++) got[2 * i] = fused[i * (C + 2) + C], got[2 * i + 1] = fused[i * (C + 2) + C + 1];
+    moments_near(got, xs + 16 * C, R - 16, C, C, 1, "next");
+    assert_int_equal(run("tiletest::tcase", &b, &x, &y, 108), OC_EKERNEL);
+    test_assert_contains(oc_errmsg(), "oc_tile_normalize_ahead: next_var is 1 x 2, want 21 x 1 for a 21 x 53 tile");
+}
+
 static double un_ref(double x, int f)
 {
     switch (f) {
@@ -495,6 +521,7 @@ int main(void)
         cmocka_unit_test(test_binary_broadcast),
         cmocka_unit_test(test_normalize),
         cmocka_unit_test(test_moments),
+        cmocka_unit_test(test_normalize_ahead),
         cmocka_unit_test(test_unary),
         cmocka_unit_test(test_reductions),
         cmocka_unit_test(test_transpose_scan_select),

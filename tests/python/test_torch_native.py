@@ -7,6 +7,8 @@ keep their type (opcore.OpError, with .op and .status) and message.
 """
 import os
 import subprocess
+import threading
+import time
 import sys
 from pathlib import Path
 
@@ -200,6 +202,35 @@ def test_multicore_small_tensor_runs_on_one_core(lib):
                     opcore._C._torch_native_lend_threads(was)
     finally:
         torch.set_num_threads(threads)
+
+
+def test_direct_calls_lend_torch_threads_too(lib):
+    """A direct call on torch tensors (lib.op(x), and so register_autograd's
+    eager path) runs a multicore launch on torch's intra-op threads as
+    torch.ops does: shares on a thread that is neither the caller nor one of
+    opcore's workers. With lending off, never."""
+    if torch.get_num_threads() < 2 or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("lending needs two torch threads and two cores")
+    big, tid = torch.ones(1 << 16), threading.get_native_id()
+
+    def lent_once(call):
+        for _ in range(50):  # a busy machine may pause lending for a second: retry
+            torch.ones(1 << 20).add_(1)  # torch's threads are awake after a torch op
+            where = call().tolist()
+            assert set(where) <= {-1, 0, 1, 2}, where
+            if 2 in where:
+                return True
+            time.sleep(0.05)
+        return False
+
+    assert lent_once(lambda: lib.where_mc(big, tid))
+    assert lent_once(lambda: ops.where_mc(big, tid))
+    was = opcore._C._torch_native_lend_threads(False)
+    try:
+        for _ in range(5):
+            assert 2 not in lib.where_mc(big, tid).tolist()
+    finally:
+        opcore._C._torch_native_lend_threads(was)
 
 
 @pytest.mark.parametrize("name,args", [

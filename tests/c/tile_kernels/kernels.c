@@ -19,7 +19,15 @@
  *   95 + k   rows' mean and variance into out's columns ([rows, 2]): k 0
  *            the separate ops (mean, x - mean, sum of squares / cols), 1
  *            oc_tile_moments; 2 oc_tile_moments of x's transpose (strided
- *            rows); 3 a var of the wrong shape. */
+ *            rows); 3 a var of the wrong shape.
+ *   100 + 2 v + k   rows [0, h) of x normalized by their moments into
+ *            out's first cols columns, and the moments of rows [h, rows)
+ *            into its last two columns: k 0 oc_tile_normalize then
+ *            oc_tile_moments, 1 oc_tile_normalize_ahead; v 0: h 16, w and b
+ *            the rows of y; 1: h 20; 2: h 16 without w and b (the unfused
+ *            path). 106 oc_tile_normalize of rows [0, 16), 107
+ *            oc_tile_normalize_ahead with no next; 108 a next_var of the
+ *            wrong shape. */
 #include <opcore/kernel.h>
 #include <opcore/tile.h>
 
@@ -115,6 +123,31 @@ void tcase(oc_tensor *out, const oc_tensor *x, const oc_tensor *y, int64_t which
         } else {
             oc_tile bad = oc_tile_view(&o, 0, 0, 1, 2);
             oc_tile_moments(&m, which == 98 ? &bad : &v, &src);
+        }
+    } else if (which >= 100 && which < 109) {
+        oc_tile a = load(x, OC_FLOAT32), wb = load(y, OC_FLOAT32);
+        int64_t h = which == 102 || which == 103 ? 20 : 16, n = a.cols;
+        bool affine = which < 104 || which >= 106;
+        oc_tile w = oc_tile_view(&wb, 0, 0, 1, n), b = oc_tile_view(&wb, 1, 0, 1, n);
+        const oc_tile *wp = affine ? &w : NULL, *bp = affine ? &b : NULL;
+        oc_tile first = oc_tile_view(&a, 0, 0, h, n), next = oc_tile_view(&a, h, 0, a.rows - h, n);
+        oc_tile dst = oc_tile_view(&o, 0, 0, h, n), m = oc_tile_alloc(h, 1, OC_FLOAT32), r = oc_tile_alloc(h, 1, OC_FLOAT32);
+        oc_tile nm = oc_tile_view(&o, 0, n, a.rows - h, 1), nv = oc_tile_view(&o, 0, n + 1, a.rows - h, 1);
+        oc_tile_fill(&o, 0.0f);
+        oc_tile_moments(&m, &r, &first);
+        oc_tile_unary(&r, &r, OC_TILE_RSQRT, 1.0f, 1e-5f);
+        if (which == 106) {
+            oc_tile_normalize(&dst, &first, &m, &r, wp, bp);
+        } else if (which == 107) {
+            oc_tile_normalize_ahead(&dst, &first, &m, &r, wp, bp, NULL, NULL, NULL);
+        } else if (which == 108) {
+            oc_tile bad = oc_tile_view(&o, 0, 0, 1, 2);
+            oc_tile_normalize_ahead(&dst, &first, &m, &r, wp, bp, &nm, &bad, &next);
+        } else if (which % 2 == 0) {
+            oc_tile_normalize(&dst, &first, &m, &r, wp, bp);
+            oc_tile_moments(&nm, &nv, &next);
+        } else {
+            oc_tile_normalize_ahead(&dst, &first, &m, &r, wp, bp, &nm, &nv, &next);
         }
     } else if (which == 82) {
         float *p = out->data;

@@ -32,6 +32,12 @@ static oc_tensor *sum_shape(const oc_tensor *x)
     return oc_empty(OC_FLOAT64, 1, (int64_t[]){2});
 }
 
+static oc_tensor *where_shape(const oc_tensor *x, int64_t caller_tid)
+{
+    (void)x, (void)caller_tid;
+    return oc_empty(OC_INT64, 1, (int64_t[]){16});
+}
+
 static oc_tensor *check_shape(const oc_tensor *x, bool fail_in_shape, bool fail_in_kernel)
 {
     (void)fail_in_kernel;
@@ -58,4 +64,5 @@ OC_LIBRARY(oc_native_test, m)
     /* Scalar has no encoding in torch's stable C ABI: this op keeps the Python kernel */
     oc_def(m, "add_scalar(Tensor x, Scalar s) -> Tensor", same, "add_scalar");
     oc_def(m, "sum_mc(Tensor x) -> Tensor", sum_shape, "sum_mc", .multicore = true);
+    oc_def(m, "where_mc(Tensor x, int caller_tid) -> Tensor", where_shape, "where_mc", .multicore = true);
 }
