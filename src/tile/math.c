@@ -237,10 +237,11 @@ OC_TILE_INLINE void lanes_step(const float *x, float c, bool squared, oc__vf8 *a
     }
 }
 
-/* The lanes' total, pairwise in vecmath.h's order. */
-OC_TILE_INLINE float lanes_total(oc__vf8 a, oc__vf8 b)
+/* The lanes' total, pairwise in vecmath.h's order (pointers: a vector
+ * passed by value draws GCC's note on its changed ABI). */
+OC_TILE_INLINE float lanes_total(const oc__vf8 *pa, const oc__vf8 *pb)
 {
-    a += b;
+    oc__vf8 a = *pa + *pb;
     return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
@@ -249,7 +250,7 @@ OC_TILE_INLINE float sumsq_f32(const float *x, int64_t n, float c)
     oc__vf8 a = {0}, b = {0};
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) lanes_step(x + i, c, true, &a, &b);
-    float s = lanes_total(a, b);
+    float s = lanes_total(&a, &b);
     for (; i < n; i++) s += (x[i] - c) * (x[i] - c);
     return s;
 }
@@ -347,11 +348,11 @@ OC_TILE_INLINE float norm_row_ahead(float *d, const float *x, float m, float r, 
         d[k] = yk * w[k] + b[k];
     }
     if (dv) {
-        float q = lanes_total(qa, qb);
+        float q = lanes_total(&qa, &qb);
         for (int64_t k = j; k < n; k++) q += (dv[k] - c) * (dv[k] - c);
         *dev = q;
     }
-    float s = lanes_total(sa, sb);
+    float s = lanes_total(&sa, &sb);
     for (; j < n; j++) s += nx[j];
     return s;
 }
