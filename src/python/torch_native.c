@@ -511,10 +511,11 @@ static void run(native_op *n, StableIValue *stack)
         if (st) fail(&c, st);
     }
     oc_tensor outs[OC_MAX_RESULTS];
-    /* Read once: the helpers are a thread-local of libopcore, two calls
-     * through __tls_get_addr that a call not lending has no need of. */
-    bool lend = lend_torch;
-    if (lend) oc_engine_set_thread_helpers(lend_torch_threads);
+    /* Decided once, for this path and direct calls (op.c): the helpers are
+     * a thread-local of libopcore, two calls through __tls_get_addr that a
+     * call not lending has no need of. */
+    oc_engine_helpers_fn lend = ocpy_torch_lend_helpers();
+    if (lend) oc_engine_set_thread_helpers(lend);
     oc_status st = oc_op_run(n->op, c.vals, n->nargs, alloc_result, &c, outs);
     if (lend) oc_engine_set_thread_helpers(NULL);
     if (st) fail(&c, st);

@@ -145,15 +145,21 @@ static bool check_norm(const oc_tile *dst, const oc_tile *x, const oc_tile *mean
     return ok;
 }
 
-OC_TILE_FN void oc_tile_normalize(oc_tile *dst, const oc_tile *x, const oc_tile *mean, const oc_tile *rstd,
-                                  const oc_tile *w, const oc_tile *b)
+/* oc_tile_normalize once its shapes are checked. */
+OC_TILE_INLINE void normalize_rows(oc_tile *dst, const oc_tile *x, const oc_tile *mean, const oc_tile *rstd,
+                                   const oc_tile *w, const oc_tile *b)
 {
-    if (!check_norm(dst, x, mean, rstd, w, b)) return;
     const float *wp = w ? CF32(w, 0) : NULL, *bp = b ? CF32(b, 0) : NULL;
     int64_t ws = w && w->cols > 1 ? w->cs : 0, bs = b && b->cols > 1 ? b->cs : 0;
     for (int64_t i = 0; i < dst->rows; i++)
         norm_row(F32(dst, i), dst->cs, CF32(x, i), x->cs, *CF32(mean, mean->rows == 1 ? 0 : i),
                  *CF32(rstd, rstd->rows == 1 ? 0 : i), wp, ws, bp, bs, dst->cols);
+}
+
+OC_TILE_FN void oc_tile_normalize(oc_tile *dst, const oc_tile *x, const oc_tile *mean, const oc_tile *rstd,
+                                  const oc_tile *w, const oc_tile *b)
+{
+    if (check_norm(dst, x, mean, rstd, w, b)) normalize_rows(dst, x, mean, rstd, w, b);
 }
 
 /* ---- unary --------------------------------------------------------------------- */
@@ -309,16 +315,21 @@ OC_TILE_FN void oc_tile_reduce_rows(oc_tile *dst, const oc_tile *a, oc_tile_redo
     for (int64_t i = 0; i < a->rows; i++) *F32(dst, i) = row_reduce(a, i, op, 0.0f);
 }
 
-OC_TILE_FN void oc_tile_moments(oc_tile *mean, oc_tile *var, const oc_tile *a)
+/* oc_tile_moments once its shapes are checked. */
+OC_TILE_INLINE void moments_rows(oc_tile *mean, oc_tile *var, const oc_tile *a)
 {
-    const char *fn = "oc_tile_moments";
-    if (!red_ok(fn, mean, "mean", a, a->rows, 1, OC_TILE_MEAN) || !red_ok(fn, var, "var", a, a->rows, 1, OC_TILE_SUMSQ))
-        return;
     for (int64_t i = 0; i < a->rows; i++) {
         float m = row_reduce(a, i, OC_TILE_MEAN, 0.0f);
         *F32(mean, i) = m;
         *F32(var, i) = row_reduce(a, i, OC_TILE_SUMSQ, m) / (float)a->cols;
     }
+}
+
+OC_TILE_FN void oc_tile_moments(oc_tile *mean, oc_tile *var, const oc_tile *a)
+{
+    const char *fn = "oc_tile_moments";
+    if (red_ok(fn, mean, "mean", a, a->rows, 1, OC_TILE_MEAN) && red_ok(fn, var, "var", a, a->rows, 1, OC_TILE_SUMSQ))
+        moments_rows(mean, var, a);
 }
 
 /* One row of oc_tile_normalize_ahead's fused path (everything unit
@@ -343,10 +354,7 @@ OC_TILE_INLINE float norm_row_ahead(float *d, const float *x, float m, float r, 
         lanes_step(nx + j, 0.0f, false, &sa, &sb);
         if (dv) lanes_step(dv + j, c, true, &qa, &qb);
     }
-    for (int64_t k = j; k < n; k++) {
-        float yk = (x[k] - m) * r;
-        d[k] = yk * w[k] + b[k];
-    }
+    norm_row(d + j, 1, x + j, 1, m, r, w + j, 1, b + j, 1, n - j);
     if (dv) {
         float q = lanes_total(&qa, &qb);
         for (int64_t k = j; k < n; k++) q += (dv[k] - c) * (dv[k] - c);
@@ -364,7 +372,7 @@ OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc
     const char *fn = "oc_tile_normalize_ahead";
     if (!check_norm(dst, x, mean, rstd, w, b)) return;
     if (next == NULL) {
-        oc_tile_normalize(dst, x, mean, rstd, w, b);
+        normalize_rows(dst, x, mean, rstd, w, b);
         return;
     }
     if (!red_ok(fn, next_mean, "next_mean", next, next->rows, 1, OC_TILE_MEAN) ||
@@ -375,8 +383,8 @@ OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc
     bool fused = w && b && w->cols == x->cols && b->cols == x->cols && w->cs == 1 && b->cs == 1 &&
                  x->cs == 1 && dst->cs == 1 && next->cs == 1 && next->cols == x->cols;
     if (!fused) {
-        oc_tile_normalize(dst, x, mean, rstd, w, b);
-        oc_tile_moments(next_mean, next_var, next);
+        normalize_rows(dst, x, mean, rstd, w, b);
+        moments_rows(next_mean, next_var, next);
         return;
     }
     /* Row i's loop writes dst row i, sums next row i (from memory) and
@@ -387,14 +395,12 @@ OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc
     float c = 0.0f; /* the mean of next row i - 1 */
     for (int64_t i = 0; i <= rows; i++) {
         const float *dv = i > 0 && i - 1 < next->rows ? CF32(next, i - 1) : NULL;
-        float q = 0.0f, s = 0.0f;
+        float q = 0.0f, s = 0.0f, m = 0.0f, r = 0.0f;
+        if (i < dst->rows) m = *CF32(mean, mean->rows == 1 ? 0 : i), r = *CF32(rstd, rstd->rows == 1 ? 0 : i);
         if (i < dst->rows && i < next->rows) {
-            s = norm_row_ahead(F32(dst, i), CF32(x, i), *CF32(mean, mean->rows == 1 ? 0 : i),
-                               *CF32(rstd, rstd->rows == 1 ? 0 : i), wp, bp, n, CF32(next, i), dv, c, &q);
+            s = norm_row_ahead(F32(dst, i), CF32(x, i), m, r, wp, bp, n, CF32(next, i), dv, c, &q);
         } else {
-            if (i < dst->rows)
-                norm_row(F32(dst, i), 1, CF32(x, i), 1, *CF32(mean, mean->rows == 1 ? 0 : i),
-                         *CF32(rstd, rstd->rows == 1 ? 0 : i), wp, 1, bp, 1, n);
+            if (i < dst->rows) norm_row(F32(dst, i), 1, CF32(x, i), 1, m, r, wp, 1, bp, 1, n);
             if (i < next->rows) s = oc_sum_f32(CF32(next, i), n);
             if (dv) q = sumsq_f32(dv, n, c);
         }
