@@ -160,6 +160,25 @@ typedef enum oc_tile_redop {
     OC_TILE_SUM, OC_TILE_RMAX, OC_TILE_RMIN, OC_TILE_MEAN, OC_TILE_SUMSQ
 } oc_tile_redop;
 
+/* oc_tile_unary_rowbias(dst, a, f, scale, bias) (bias may be NULL: 0) with
+ * reductions riding along (NKI's nisa.activation_reduce): `sum` (rows x 1,
+ * or NULL) gets the sum of each row of dst, and with `next` given,
+ * next_red (next's rows x 1) gets oc_tile_reduce_rows(next_red, next,
+ * next_op) of the next block, the same bits as those calls. Each row of
+ * next is read from memory in the loop that writes the same row of dst
+ * (see oc_tile_normalize_ahead). A row-blocked softmax:
+ *
+ *     oc_tile_reduce_rows(&m0, &first_block, OC_TILE_RMAX);
+ *     for each block: negate its max m, then
+ *         oc_tile_activation_reduce(&o, &x, OC_TILE_EXP, 1.0f, &m, &s, &m_next, &x_next, OC_TILE_RMAX);
+ *         oc_tile_binary(&o, &o, &s, OC_TILE_DIV);
+ *
+ * Fused when a, dst and next are unit-stride rows of one length;
+ * otherwise it is the separate calls. */
+OC_API void oc_tile_activation_reduce(oc_tile *dst, const oc_tile *a, oc_tile_unop f, float scale,
+                                      const oc_tile *bias, oc_tile *sum, oc_tile *next_red, const oc_tile *next,
+                                      oc_tile_redop next_op);
+
 /* Along each row: dst (rows x 1, float32) = op over a's columns.
  * max/min propagate NaN. */
 OC_API void oc_tile_reduce_rows(oc_tile *dst, const oc_tile *a, oc_tile_redop op);

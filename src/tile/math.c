@@ -208,20 +208,37 @@ OC_TILE_FN void oc_tile_unary(oc_tile *dst, const oc_tile *a, oc_tile_unop f, fl
         un_row(F32(dst, i), dst->cs, CF32(a, a->rows == 1 ? 0 : i), as, dst->cols, f, scale, bias);
 }
 
+/* The checks of oc_tile_unary_rowbias (bias NULL allowed where `bias_optional`). */
+static bool check_rowbias(const char *fn, const oc_tile *dst, const oc_tile *a, oc_tile_unop f, const oc_tile *bias,
+                          bool bias_optional)
+{
+    if (!check_shapes(fn, dst, a, NULL) || !unop_ok(fn, f)) return false;
+    if (!bias && bias_optional) return true;
+    if (!oc__tile_want_f32(bias, fn, "bias")) return false;
+    if (bias->cols == 1 && (bias->rows == dst->rows || bias->rows == 1)) return true;
+    oc__raise(OC_EINVAL, "%s: bias is %lld x %lld, want %lld x 1", fn, (long long)bias->rows, (long long)bias->cols,
+              (long long)dst->rows);
+    return false;
+}
+
+/* Row i's bias (0 without one). */
+OC_TILE_INLINE float row_bias(const oc_tile *bias, int64_t i)
+{
+    return bias ? *CF32(bias, bias->rows == 1 ? 0 : i) : 0.0f;
+}
+
+/* oc_tile_unary_rowbias once its shapes are checked. */
+OC_TILE_INLINE void rowbias_rows(oc_tile *dst, const oc_tile *a, oc_tile_unop f, float scale, const oc_tile *bias)
+{
+    int64_t as = a->cols == 1 ? 0 : a->cs;
+    for (int64_t i = 0; i < dst->rows; i++)
+        un_row(F32(dst, i), dst->cs, CF32(a, a->rows == 1 ? 0 : i), as, dst->cols, f, scale, row_bias(bias, i));
+}
+
 OC_TILE_FN void oc_tile_unary_rowbias(oc_tile *dst, const oc_tile *a, oc_tile_unop f, float scale,
                                       const oc_tile *bias)
 {
-    const char *fn = "oc_tile_unary_rowbias";
-    if (!check_shapes(fn, dst, a, NULL) || !unop_ok(fn, f) || !oc__tile_want_f32(bias, fn, "bias")) return;
-    if (bias->cols != 1 || (bias->rows != dst->rows && bias->rows != 1)) {
-        oc__raise(OC_EINVAL, "%s: bias is %lld x %lld, want %lld x 1", fn, (long long)bias->rows,
-                  (long long)bias->cols, (long long)dst->rows);
-        return;
-    }
-    int64_t as = a->cols == 1 ? 0 : a->cs;
-    for (int64_t i = 0; i < dst->rows; i++)
-        un_row(F32(dst, i), dst->cs, CF32(a, a->rows == 1 ? 0 : i), as, dst->cols, f, scale,
-               *CF32(bias, bias->rows == 1 ? 0 : i));
+    if (check_rowbias("oc_tile_unary_rowbias", dst, a, f, bias, false)) rowbias_rows(dst, a, f, scale, bias);
 }
 
 /* ---- reductions ------------------------------------------------------------------ */
@@ -234,7 +251,7 @@ OC_TILE_INLINE void lanes_step(const float *x, float c, bool squared, oc__vf8 *a
 {
     oc__vf8 v;
     for (int h = 0; h < 2; h++) {
-        memcpy(&v, x + 8 * h, sizeof v);
+        v = OC__LOAD8(x + 8 * h);
         if (squared) {
             v -= c;
             v = v * v;
@@ -343,11 +360,11 @@ OC_TILE_INLINE float norm_row_ahead(float *d, const float *x, float m, float r, 
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
         for (int h = 0; h < 16; h += 8) {
-            memcpy(&v, x + j + h, sizeof v);
+            v = OC__LOAD8(x + j + h);
             y = (v - m) * r;
-            memcpy(&t, w + j + h, sizeof t);
+            t = OC__LOAD8(w + j + h);
             y = y * t;
-            memcpy(&t, b + j + h, sizeof t);
+            t = OC__LOAD8(b + j + h);
             y = y + t;
             memcpy(d + j + h, &y, sizeof y);
         }
@@ -406,6 +423,107 @@ OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc
         }
         if (dv) *F32(next_var, i - 1) = q / (float)n;
         if (i < next->rows) *F32(next_mean, i) = c = s / (float)n;
+    }
+}
+
+/* ---- activation with ride-along reductions --------------------------------------- */
+
+/* A row reduction kept in 16 lanes, stepped 16 elements at a time in
+ * reduce_run's order (oc_sum_f32, sumsq_f32 about 0, oc_max_f32,
+ * oc_min_f32), so that it can ride along another loop with their bits. */
+typedef struct {
+    oc__vf8 a, b;
+} lanes;
+
+OC_TILE_INLINE void lanes_init(lanes *l, oc_tile_redop op)
+{
+    float v = op == OC_TILE_RMAX ? -INFINITY : op == OC_TILE_RMIN ? INFINITY : 0.0f;
+    oc__vf8 z = {0};
+    l->a = z + v, l->b = z + v;
+}
+
+OC_TILE_INLINE void lanes_add16(lanes *l, const float *x, oc_tile_redop op)
+{
+    switch (op) {
+    case OC_TILE_SUM:
+    case OC_TILE_MEAN: lanes_step(x, 0.0f, false, &l->a, &l->b); break;
+    case OC_TILE_SUMSQ: lanes_step(x, 0.0f, true, &l->a, &l->b); break;
+    case OC_TILE_RMAX: OC__VREDUCE_STEP(l->a, x, >); OC__VREDUCE_STEP(l->b, x + 8, >); break;
+    case OC_TILE_RMIN: OC__VREDUCE_STEP(l->a, x, <); OC__VREDUCE_STEP(l->b, x + 8, <); break;
+    }
+}
+
+/* The reduction's value once x[0..j) went through lanes_add16 and
+ * x[j..n) is the tail. */
+OC_TILE_INLINE float lanes_finish(const lanes *l, const float *x, int64_t j, int64_t n, oc_tile_redop op)
+{
+    float r;
+    if (op == OC_TILE_RMAX || op == OC_TILE_RMIN) {
+        bool mx = op == OC_TILE_RMAX;
+        r = l->b[0];
+        for (int k = 0; k < 8; k++) r = mx ? oc__max1(oc__max1(r, l->a[k]), l->b[k]) : oc__min1(oc__min1(r, l->a[k]), l->b[k]);
+        for (; j < n; j++) r = mx ? oc__max1(r, x[j]) : oc__min1(r, x[j]);
+        return r;
+    }
+    r = lanes_total(&l->a, &l->b);
+    for (; j < n; j++) r += op == OC_TILE_SUMSQ ? x[j] * x[j] : x[j];
+    return op == OC_TILE_MEAN ? r / (float)n : r;
+}
+
+/* One row of oc_tile_activation_reduce's fused path (unit strides): d =
+ * f(x * scale + bias), *sum = the sum of d (when sum is given), *next_r =
+ * op over row nx (when nx is given). 64 elements of d at a time, then the
+ * reductions as far as they have whole 16-element steps, so the reads of
+ * nx from memory overlap the writes of d. The chunk length stays a
+ * run-time value: un_row's loop is then the one a whole row runs, and each
+ * element takes the same path (libmvec's vector exp or glibc's scalar one,
+ * which can differ in the last bit) as in oc_tile_unary_rowbias. */
+OC_TILE_INLINE void act_row(float *d, const float *x, oc_tile_unop f, float scale, float bias, int64_t n,
+                            float *sum, const float *nx, oc_tile_redop op, float *next_r)
+{
+    lanes ls, ln;
+    lanes_init(&ls, OC_TILE_SUM), lanes_init(&ln, op);
+    int64_t k = 0; /* reduced up to k */
+    for (int64_t j = 0, w; j < n; j += w) {
+        w = n - j < 64 ? n - j : 64;
+        un_row(d + j, 1, x + j, 1, w, f, scale, bias);
+        for (; k + 16 <= j + w; k += 16) {
+            if (sum) lanes_add16(&ls, d + k, OC_TILE_SUM);
+            if (nx) lanes_add16(&ln, nx + k, op);
+        }
+    }
+    if (sum) *sum = lanes_finish(&ls, d, k, n, OC_TILE_SUM);
+    if (nx) *next_r = lanes_finish(&ln, nx, k, n, op);
+}
+
+OC_TILE_FN void oc_tile_activation_reduce(oc_tile *dst, const oc_tile *a, oc_tile_unop f, float scale,
+                                          const oc_tile *bias, oc_tile *sum, oc_tile *next_red, const oc_tile *next,
+                                          oc_tile_redop next_op)
+{
+    const char *fn = "oc_tile_activation_reduce";
+    if (!check_rowbias(fn, dst, a, f, bias, true)) return;
+    if (sum && !red_ok(fn, sum, "sum", dst, dst->rows, 1, OC_TILE_SUM)) return;
+    if (next && !red_ok(fn, next_red, "next_red", next, next->rows, 1, next_op)) return;
+    /* Fused where every row is unit stride and of one length; otherwise
+     * the calls it stands for (the same results). */
+    bool fused = a->cs == 1 && dst->cs == 1 && a->cols == dst->cols && (!next || (next->cs == 1 && next->cols == dst->cols));
+    if (!fused) {
+        rowbias_rows(dst, a, f, scale, bias);
+        if (sum)
+            for (int64_t i = 0; i < dst->rows; i++) *F32(sum, i) = row_reduce(dst, i, OC_TILE_SUM, 0.0f);
+        if (next)
+            for (int64_t i = 0; i < next->rows; i++) *F32(next_red, i) = row_reduce(next, i, next_op, 0.0f);
+        return;
+    }
+    int64_t nrows = next ? next->rows : 0, rows = dst->rows > nrows ? dst->rows : nrows, n = dst->cols;
+    for (int64_t i = 0; i < rows; i++) {
+        const float *nx = i < nrows ? CF32(next, i) : NULL;
+        float *nr = nx ? F32(next_red, i) : NULL;
+        if (i < dst->rows)
+            act_row(F32(dst, i), CF32(a, a->rows == 1 ? 0 : i), f, scale, row_bias(bias, i), n,
+                    sum ? F32(sum, i) : NULL, nx, next_op, nr);
+        else
+            *nr = reduce_run(nx, n, next_op, 0.0f);
     }
 }
 

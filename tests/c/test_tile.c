@@ -222,6 +222,50 @@ static void test_normalize_ahead(void **state)
     test_assert_contains(oc_errmsg(), "oc_tile_normalize_ahead: next_var is 1 x 2, want 21 x 1 for a 21 x 53 tile");
 }
 
+/* oc_tile_activation_reduce: the bits of the unary_rowbias and
+ * reduce_rows calls it stands for (each reduction; next longer and shorter
+ * than the block; no bias, no sum, no next; the unfused path), right
+ * against double, and clear errors */
+static void test_activation_reduce(void **state)
+{
+    (void)state;
+    float xs[R * C], ys[R * C], sep[R * (C + 2)], fused[R * (C + 2)];
+    fill(xs, R * C, 10);
+    fill(ys, R * C, 11);
+    xs[20 * C + 7] = NAN; /* in the next rows: max and min propagate it */
+    oc_tensor x = mk(xs, OC_FLOAT32, R, C), y = mk(ys, OC_FLOAT32, R, C);
+    oc_tensor a = mk(sep, OC_FLOAT32, R, C + 2), b = mk(fused, OC_FLOAT32, R, C + 2);
+    for (int k = 110; k < 122; k += 2) {
+        memset(sep, 0, sizeof sep), memset(fused, 0xff, sizeof fused);
+        assert_int_equal(run("tiletest::tcase", &a, &x, &y, k), OC_OK);
+        assert_int_equal(run("tiletest::tcase", &b, &x, &y, k + 1), OC_OK);
+        for (int i = 0; i < R * (C + 2); i++)
+            if (memcmp(&sep[i], &fused[i], sizeof *sep) != 0)
+                fail_msg("case %d: row %d col %d: %.9g, the separate calls %.9g", k + 1, i / (C + 2), i % (C + 2),
+                         fused[i], sep[i]);
+    }
+    /* and right: exp(x / 2 + y[i][0]) and its row sums, the next rows' max (case 111) */
+    assert_int_equal(run("tiletest::tcase", &b, &x, &y, 111), OC_OK);
+    for (int i = 0; i < 16; i++) {
+        double s = 0.0;
+        for (int j = 0; j < C; j++) {
+            double e = exp(xs[i * C + j] * 0.5 + ys[i * C]);
+            near(fused[i * (C + 2) + j], e, 1e-5, "exp", i * C + j);
+            s += e;
+        }
+        near(fused[i * (C + 2) + C], s, 1e-5, "sum", i);
+    }
+    for (int i = 16; i < R; i++) {
+        double m = -INFINITY;
+        for (int j = 0; j < C; j++) m = isnan(m) || isnan(xs[i * C + j]) ? NAN : fmax(m, xs[i * C + j]);
+        near(fused[(i - 16) * (C + 2) + C + 1], m, 0, "next max", i);
+    }
+    assert_int_equal(run("tiletest::tcase", &b, &x, &y, 122), OC_EKERNEL);
+    test_assert_contains(oc_errmsg(), "oc_tile_activation_reduce: next_red is 1 x 1, want 21 x 1 for a 21 x 53 tile");
+    assert_int_equal(run("tiletest::tcase", &b, &x, &y, 123), OC_EKERNEL);
+    test_assert_contains(oc_errmsg(), "oc_tile_activation_reduce: bias is 17 x 1, want 16 x 1");
+}
+
 static double un_ref(double x, int f)
 {
     switch (f) {
@@ -522,6 +566,7 @@ int main(void)
         cmocka_unit_test(test_normalize),
         cmocka_unit_test(test_moments),
         cmocka_unit_test(test_normalize_ahead),
+        cmocka_unit_test(test_activation_reduce),
         cmocka_unit_test(test_unary),
         cmocka_unit_test(test_reductions),
         cmocka_unit_test(test_transpose_scan_select),

@@ -27,7 +27,16 @@
  *            the rows of y; 1: h 20; 2: h 16 without w and b (the unfused
  *            path). 106 oc_tile_normalize of rows [0, 16), 107
  *            oc_tile_normalize_ahead with no next; 108 a next_var of the
- *            wrong shape. */
+ *            wrong shape.
+ *   110 + 2 v + k   f(x * 0.5 + bias) of rows [0, h) into out's first cols
+ *            columns, their sums into column cols, and the reduction of rows
+ *            [h, rows) into column cols + 1: k 0 oc_tile_unary_rowbias and
+ *            oc_tile_reduce_rows, 1 oc_tile_activation_reduce; bias y's
+ *            first column. v 0: h 16, exp, next max; 1: h 20, next sum;
+ *            2: h 16, no bias, next sum of squares; 3: h 16, next min over
+ *            all columns but the last (the unfused path); 4: h 16, silu, no
+ *            sum, next mean; 5: h 16, exp, no next. 122 a next_red of the
+ *            wrong shape, 123 a bias of the wrong shape. */
 #include <opcore/kernel.h>
 #include <opcore/tile.h>
 
@@ -148,6 +157,28 @@ void tcase(oc_tensor *out, const oc_tensor *x, const oc_tensor *y, int64_t which
             oc_tile_moments(&nm, &nv, &next);
         } else {
             oc_tile_normalize_ahead(&dst, &first, &m, &r, wp, bp, &nm, &nv, &next);
+        }
+    } else if (which >= 110 && which < 124) {
+        static const oc_tile_redop ops[6] = {OC_TILE_RMAX, OC_TILE_SUM, OC_TILE_SUMSQ, OC_TILE_RMIN, OC_TILE_MEAN,
+                                             OC_TILE_RMAX};
+        int v = which >= 122 ? 0 : (int)(which - 110) / 2, fused = which >= 122 || which % 2;
+        oc_tile a = load(x, OC_FLOAT32), yt = load(y, OC_FLOAT32);
+        int64_t h = v == 1 ? 20 : 16, n = a.cols, nc = v == 3 ? n - 1 : n;
+        oc_tile_unop f = v == 4 ? OC_TILE_SILU : OC_TILE_EXP;
+        oc_tile bias = oc_tile_view(&yt, 0, 0, which == 123 ? h + 1 : h, 1), first = oc_tile_view(&a, 0, 0, h, n);
+        oc_tile next = oc_tile_view(&a, h, 0, a.rows - h, nc), dst = oc_tile_view(&o, 0, 0, h, n);
+        oc_tile sum = oc_tile_view(&o, 0, n, h, 1), red = oc_tile_view(&o, 0, n + 1, which == 122 ? 1 : a.rows - h, 1);
+        const oc_tile *bp = v == 2 ? NULL : &bias, *np = v == 5 ? NULL : &next;
+        oc_tile *sp = v == 4 ? NULL : &sum;
+        oc_tile_fill(&o, 0.0f);
+        if (fused) {
+            oc_tile_activation_reduce(&dst, &first, f, 0.5f, bp, sp, &red, np, ops[v]);
+        } else {
+            oc_tile zero = oc_tile_alloc(h, 1, OC_FLOAT32);
+            oc_tile_fill(&zero, 0.0f);
+            oc_tile_unary_rowbias(&dst, &first, f, 0.5f, bp ? bp : &zero);
+            if (sp) oc_tile_reduce_rows(sp, &dst, OC_TILE_SUM);
+            if (np) oc_tile_reduce_rows(&red, np, ops[v]);
         }
     } else if (which == 82) {
         float *p = out->data;
