@@ -25,8 +25,11 @@ endif
 # No peeling for alignment: a vector loop's first elements would otherwise
 # take the scalar path (glibc's scalar expf and libmvec's vector one can
 # differ in the last bit) or not depending on where a row starts, and a
-# tile function's bits would depend on its operands' addresses.
-$(BUILD)/obj/tile/%.o: OPT = -O3 -g -fno-math-errno -fno-trapping-math --param=vect-max-peeling-for-alignment=0
+# tile function's bits would depend on its operands' addresses. (A GCC
+# parameter: asked for only where the compiler takes it.)
+TILE_NO_PEEL := $(shell $(CC) -Werror --param=vect-max-peeling-for-alignment=0 -E -x c /dev/null >/dev/null 2>&1 && \
+                  echo --param=vect-max-peeling-for-alignment=0)
+$(BUILD)/obj/tile/%.o: OPT = -O3 -g -fno-math-errno -fno-trapping-math $(TILE_NO_PEEL)
 $(BUILD)/obj/tile/%.o: EXTRA_CFLAGS += -isystem $(BLIS_INC) $(XSMM_CFLAGS)
 # test_tile checks oc_tile_matmul_path against what was built
 $(BUILD)/tests/test_tile: EXTRA_CFLAGS += $(XSMM_CFLAGS)

@@ -211,8 +211,8 @@ OC_API void oc_tile_moments(oc_tile *mean, oc_tile *var, const oc_tile *a);
  *     for each block: rsqrt of its var, then
  *         oc_tile_normalize_ahead(&out_blk, &x_blk, &m, &rstd, &w, &b, &m_next, &v_next, &x_next);
  *
- * Fused when x, dst, next, w and b are unit-stride rows of one length;
- * otherwise it is those two calls. */
+ * Fused when x, dst, next and the w and b given are unit-stride rows of
+ * one length; otherwise it is those two calls. */
 OC_API void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc_tile *mean, const oc_tile *rstd,
                                     const oc_tile *w, const oc_tile *b, oc_tile *next_mean, oc_tile *next_var,
                                     const oc_tile *next);

@@ -362,16 +362,20 @@ OC_TILE_INLINE float norm_row_ahead(float *d, const float *x, float m, float r, 
         for (int h = 0; h < 16; h += 8) {
             v = OC__LOAD8(x + j + h);
             y = (v - m) * r;
-            t = OC__LOAD8(w + j + h);
-            y = y * t;
-            t = OC__LOAD8(b + j + h);
-            y = y + t;
+            if (w) { /* the branches are the same for the whole row: predicted */
+                t = OC__LOAD8(w + j + h);
+                y = y * t;
+            }
+            if (b) {
+                t = OC__LOAD8(b + j + h);
+                y = y + t;
+            }
             memcpy(d + j + h, &y, sizeof y);
         }
         lanes_step(nx + j, 0.0f, false, &sa, &sb);
         if (dv) lanes_step(dv + j, c, true, &qa, &qb);
     }
-    norm_row(d + j, 1, x + j, 1, m, r, w + j, 1, b + j, 1, n - j);
+    norm_row(d + j, 1, x + j, 1, m, r, w ? w + j : NULL, 1, b ? b + j : NULL, 1, n - j);
     if (dv) {
         float q = lanes_total(&qa, &qb);
         for (int64_t k = j; k < n; k++) q += (dv[k] - c) * (dv[k] - c);
@@ -397,7 +401,7 @@ OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc
         return;
     /* Fused only where every row is unit stride and of one length;
      * otherwise the two calls it stands for (the same results). */
-    bool fused = w && b && w->cols == x->cols && b->cols == x->cols && w->cs == 1 && b->cs == 1 &&
+    bool fused = (!w || (w->cols == x->cols && w->cs == 1)) && (!b || (b->cols == x->cols && b->cs == 1)) &&
                  x->cs == 1 && dst->cs == 1 && next->cs == 1 && next->cols == x->cols;
     if (!fused) {
         normalize_rows(dst, x, mean, rstd, w, b);
@@ -408,7 +412,7 @@ OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc
      * takes the squared deviations of next row i - 1 (in cache, its mean
      * known): no pass but the last row's waits on memory alone. */
     int64_t rows = dst->rows > next->rows ? dst->rows : next->rows, n = x->cols;
-    const float *wp = CF32(w, 0), *bp = CF32(b, 0);
+    const float *wp = w ? CF32(w, 0) : NULL, *bp = b ? CF32(b, 0) : NULL;
     float c = 0.0f; /* the mean of next row i - 1 */
     for (int64_t i = 0; i <= rows; i++) {
         const float *dv = i > 0 && i - 1 < next->rows ? CF32(next, i - 1) : NULL;

@@ -71,12 +71,15 @@ def test_eager_matches_torch(T, name):
     torch.testing.assert_close(got, ref(*args), rtol=1e-5, atol=2e-5)
 
 
-def test_softmax_over_many_blocks(T):
+def test_row_kernels_over_many_blocks(T):
     """Rows in several blocks per core (each block's pass takes the next
-    block's row max): masked (-inf) entries, large values, ragged row length."""
+    block's statistics): softmax with masked (-inf) entries and large
+    values, rmsnorm with rows of very different scales; a ragged row length."""
     x = r(1500, 257, seed=11) * 30
     x[::7, :100] = float("-inf")
     torch.testing.assert_close(T.softmax(x), x.softmax(-1), rtol=1e-5, atol=2e-6)
+    y, w = r(1500, 257, seed=12) * torch.logspace(-3, 3, 1500)[:, None], r(257, seed=13)
+    torch.testing.assert_close(T.rmsnorm(y, w, 1e-6), rms_ref(y, w, 1e-6), rtol=1e-5, atol=1e-5)
 
 
 def test_matmul_bfloat16_accumulates_in_float32(T):

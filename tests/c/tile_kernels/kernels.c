@@ -24,10 +24,11 @@
  *            out's first cols columns, and the moments of rows [h, rows)
  *            into its last two columns: k 0 oc_tile_normalize then
  *            oc_tile_moments, 1 oc_tile_normalize_ahead; v 0: h 16, w and b
- *            the rows of y; 1: h 20; 2: h 16 without w and b (the unfused
- *            path). 106 oc_tile_normalize of rows [0, 16), 107
+ *            the rows of y; 1: h 20; 2: h 16 without w and b. 106
+ *            oc_tile_normalize of rows [0, 16), 107
  *            oc_tile_normalize_ahead with no next; 108 a next_var of the
- *            wrong shape.
+ *            wrong shape; 124 + k: h 16, w one number (1 x 1, broadcast)
+ *            and no b (the unfused path).
  *   110 + 2 v + k   f(x * 0.5 + bias) of rows [0, h) into out's first cols
  *            columns, their sums into column cols, and the reduction of rows
  *            [h, rows) into column cols + 1: k 0 oc_tile_unary_rowbias and
@@ -133,12 +134,12 @@ void tcase(oc_tensor *out, const oc_tensor *x, const oc_tensor *y, int64_t which
             oc_tile bad = oc_tile_view(&o, 0, 0, 1, 2);
             oc_tile_moments(&m, which == 98 ? &bad : &v, &src);
         }
-    } else if (which >= 100 && which < 109) {
+    } else if ((which >= 100 && which < 109) || which == 124 || which == 125) {
         oc_tile a = load(x, OC_FLOAT32), wb = load(y, OC_FLOAT32);
         int64_t h = which == 102 || which == 103 ? 20 : 16, n = a.cols;
-        bool affine = which < 104 || which >= 106;
-        oc_tile w = oc_tile_view(&wb, 0, 0, 1, n), b = oc_tile_view(&wb, 1, 0, 1, n);
-        const oc_tile *wp = affine ? &w : NULL, *bp = affine ? &b : NULL;
+        bool affine = which < 104 || (which >= 106 && which < 124), w1 = which >= 124;
+        oc_tile w = oc_tile_view(&wb, 0, 0, 1, w1 ? 1 : n), b = oc_tile_view(&wb, 1, 0, 1, n);
+        const oc_tile *wp = affine || w1 ? &w : NULL, *bp = affine ? &b : NULL;
         oc_tile first = oc_tile_view(&a, 0, 0, h, n), next = oc_tile_view(&a, h, 0, a.rows - h, n);
         oc_tile dst = oc_tile_view(&o, 0, 0, h, n), m = oc_tile_alloc(h, 1, OC_FLOAT32), r = oc_tile_alloc(h, 1, OC_FLOAT32);
         oc_tile nm = oc_tile_view(&o, 0, n, a.rows - h, 1), nv = oc_tile_view(&o, 0, n + 1, a.rows - h, 1);
