@@ -78,7 +78,9 @@ FRAGMENTS = {
     ("docs/tutorial_2_performance.md", "make bench                      # or: python bench/mlp_bench.py [--quick]"):
         "the benchmarks run for many minutes (make bench; tests check correctness, not timing)",
     ("docs/tutorial_4_tiles.md", "oc_tile t = oc_tile_alloc(p.rb, p.d, OC_FLOAT32), s = oc_tile_alloc(p.rb, 1, OC_FLOAT32);"):
-        "the NKI-shaped port (load, compute, store) that the in-place rmsnorm.c shown after it replaced",
+        "the NKI-shaped port (load, compute, store) that the in-place form shown after it replaced",
+    ("docs/tutorial_4_tiles.md", "oc_tile X = oc_tile_of_tensor(&xv, 0), O = oc_tile_of_tensor(&ov, 0), s = oc_tile_alloc(p.rb, 1, OC_FLOAT32);"):
+        "the in-place form, before the overlap examples/tiles/rmsnorm.c adds (its loop is shown after it)",
     # C: lines of a function, shown without the function around them
     ("docs/build.md", "float m = oc_max_f32(in, cols);"): "lines of the softmax kernel of examples/activations",
     ("docs/c_api.md", "oc_value args[] = {oc_value_tensor(&x), oc_value_ints((int64_t[]){256}, 1)};"):
@@ -134,7 +136,7 @@ EXCERPTS = {
     ("docs/tutorial_2_performance.md", "const int64_t grid_x = (rows + TILE_ROWS - 1) / TILE_ROWS,"):
         "examples/seed003/shape.c",
     ("docs/tutorial_2_performance.md", "const int64_t r0 = oc_program_id(0) * TILE_ROWS,"): "examples/seed003/add.c",
-    ("docs/tutorial_4_tiles.md", "oc_tile X = oc_tile_of_tensor(&xv, 0), O = oc_tile_of_tensor(&ov, 0)"):
+    ("docs/tutorial_4_tiles.md", "for (int64_t r = p.lo, n = p.rb, k = 0; r < p.hi; r += n, k ^= 1) {"):
         "examples/tiles/rmsnorm.c",
     ("docs/tutorial_4_tiles.md", "oc_core_range(ta.rows, 16, &lo, &hi);"): "examples/tiles/matmul.c",
     ("docs/tutorial_3_beyond_relu.md", 'oc_def(m, "concat(Tensor[] xs, int dim=0) -> Tensor", concat_shape, "concat", .strided = true);'):
