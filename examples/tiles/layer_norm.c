@@ -15,12 +15,12 @@ void layer_norm(const oc_tensor *x, const oc_tensor *w, const oc_tensor *b, doub
     oc_tile tw = oc_tile_alloc(1, p.d, OC_FLOAT32), tb = oc_tile_alloc(1, p.d, OC_FLOAT32);
     oc_tile_load(&tw, w, 0, 0, 0, 0.0f), oc_tile_load(&tb, b, 0, 0, 0, 0.0f);
     for (int64_t r = p.lo, n = p.rb; r < p.hi; r += n) {
-        n = p.hi - r < p.rb ? p.hi - r : p.rb;
+        n = rows_at(&p, r);
         oc_tile xt = oc_tile_view(&X, r, 0, n, p.d), ot = oc_tile_view(&O, r, 0, n, p.d);
         oc_tile m = oc_tile_view(&M, r, 0, n, 1), s = oc_tile_view(&R, r, 0, n, 1);
         if (r == p.lo) oc_tile_moments(&m, &s, &xt); /* later blocks': with the block before */
         oc_tile_unary(&s, &s, OC_TILE_RSQRT, 1.0f, (float)eps); /* variance -> rstd */
-        int64_t r2 = r + n, n2 = p.hi - r2 < p.rb ? p.hi - r2 : p.rb;
+        int64_t r2 = r + n, n2 = rows_at(&p, r2);
         if (n2 == 0) { oc_tile_normalize(&ot, &xt, &m, &s, &tw, &tb); break; }
         oc_tile nx = oc_tile_view(&X, r2, 0, n2, p.d), nm = oc_tile_view(&M, r2, 0, n2, 1), nv = oc_tile_view(&R, r2, 0, n2, 1);
         oc_tile_normalize_ahead(&ot, &xt, &m, &s, &tw, &tb, &nm, &nv, &nx); /* next block's reads overlap these writes */
@@ -59,7 +59,7 @@ void layer_norm_backward(const oc_tensor *grad_out, const oc_tensor *x, const oc
     oc_tile row = oc_tile_alloc(1, p.rb, OC_FLOAT32);
     oc_tile_load(&tw, w, 0, 0, 0, 0.0f);
     for (int64_t r = p.lo; r < p.hi; r += p.rb) {
-        int64_t n = p.hi - r < p.rb ? p.hi - r : p.rb;
+        int64_t n = rows_at(&p, r);
         oc_tile xh = oc_tile_view(&X, 0, 0, n, p.d), g = oc_tile_view(&G, 0, 0, n, p.d), t = oc_tile_view(&T, 0, 0, n, p.d);
         oc_tile a = oc_tile_view(&c1, 0, 0, n, 1), bb = oc_tile_view(&c2, 0, 0, n, 1), rr = oc_tile_view(&row, 0, 0, 1, n);
         normalise(&xh, &xv, &mv, &rv, r, 0, &rr);

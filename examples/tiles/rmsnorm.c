@@ -14,13 +14,13 @@ oc_tensor *rmsnorm(const oc_tensor *x, const oc_tensor *w, double eps)
     oc_tile s[2] = {oc_tile_alloc(p.rb, 1, OC_FLOAT32), oc_tile_alloc(p.rb, 1, OC_FLOAT32)};
     oc_tile_load(&tw, w, 0, 0, 0, 0.0f), oc_tile_fill(&zero, 0.0f);
     for (int64_t r = p.lo, n = p.rb, k = 0; r < p.hi; r += n, k ^= 1) {
-        n = p.hi - r < p.rb ? p.hi - r : p.rb;
+        n = rows_at(&p, r);
         oc_tile xt = oc_tile_view(&X, r, 0, n, p.d), ot = oc_tile_view(&O, r, 0, n, p.d);
         oc_tile mt = oc_tile_view(&m, 0, 0, n, 1), st = oc_tile_view(&s[k], 0, 0, n, 1);
         if (r == p.lo) oc_tile_moments(&mt, &st, &xt); /* later blocks': with the block before */
         oc_tile_binary(&mt, &mt, &mt, OC_TILE_MUL), oc_tile_binary(&st, &st, &mt, OC_TILE_ADD); /* mean(x^2) */
         oc_tile_unary(&st, &st, OC_TILE_RSQRT, 1.0f, (float)eps);
-        int64_t r2 = r + n, n2 = p.hi - r2 < p.rb ? p.hi - r2 : p.rb; /* the next block, and its statistics */
+        int64_t r2 = r + n, n2 = rows_at(&p, r2); /* the next block, and its statistics */
         oc_tile nx = n2 ? oc_tile_view(&X, r2, 0, n2, p.d) : xt, nm = n2 ? oc_tile_view(&m, 0, 0, n2, 1) : mt;
         oc_tile ns = n2 ? oc_tile_view(&s[k ^ 1], 0, 0, n2, 1) : st;
         oc_tile_normalize_ahead(&ot, &xt, &zero, &st, &tw, NULL, &nm, &ns, n2 ? &nx : NULL);

@@ -21,6 +21,12 @@ static inline rows_plan rows_split(const oc_tensor *x, int ntiles)
     return p;
 }
 
+/* Rows in the block that starts at row r (0 once past this core's rows). */
+static inline int64_t rows_at(const rows_plan *p, int64_t r)
+{
+    return r >= p->hi ? 0 : p->hi - r < p->rb ? p->hi - r : p->rb;
+}
+
 /* Contiguous x as one [rows, d] matrix. */
 static inline oc_tensor rows_view2(const oc_tensor *x, int64_t d)
 {

@@ -11,12 +11,12 @@ oc_tensor *softmax(const oc_tensor *x)
     oc_tile X = oc_tile_of_tensor(&xv, 0), O = oc_tile_of_tensor(&ov, 0), s = oc_tile_alloc(p.rb, 1, OC_FLOAT32);
     oc_tile m[2] = {oc_tile_alloc(p.rb, 1, OC_FLOAT32), oc_tile_alloc(p.rb, 1, OC_FLOAT32)};
     for (int64_t r = p.lo, n = p.rb, k = 0; r < p.hi; r += n, k ^= 1) {
-        n = p.hi - r < p.rb ? p.hi - r : p.rb;
+        n = rows_at(&p, r);
         oc_tile xt = oc_tile_view(&X, r, 0, n, p.d), ot = oc_tile_view(&O, r, 0, n, p.d);
         oc_tile st = oc_tile_view(&s, 0, 0, n, 1), mt = oc_tile_view(&m[k], 0, 0, n, 1);
         if (r == p.lo) oc_tile_reduce_rows(&mt, &xt, OC_TILE_RMAX); /* later blocks': with the block before */
         oc_tile_unary(&mt, &mt, OC_TILE_IDENTITY, -1.0f, 0.0f);
-        int64_t r2 = r + n, n2 = p.hi - r2 < p.rb ? p.hi - r2 : p.rb; /* the next block, and its max */
+        int64_t r2 = r + n, n2 = rows_at(&p, r2); /* the next block, and its max */
         oc_tile nx = n2 ? oc_tile_view(&X, r2, 0, n2, p.d) : xt, nm = n2 ? oc_tile_view(&m[k ^ 1], 0, 0, n2, 1) : mt;
         oc_tile_activation_reduce(&ot, &xt, OC_TILE_EXP, 1.0f, &mt, &st, &nm, n2 ? &nx : NULL, OC_TILE_RMAX);
         oc_tile_binary(&ot, &ot, &st, OC_TILE_DIV);

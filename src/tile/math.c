@@ -243,49 +243,73 @@ OC_TILE_FN void oc_tile_unary_rowbias(oc_tile *dst, const oc_tile *a, oc_tile_un
 
 /* ---- reductions ------------------------------------------------------------------ */
 
-/* Sum of squares of (x - c) with vecmath.h's order (16 lanes, then
- * pairwise); c = 0 is the plain sum of squares (x - 0 is x, bit for bit). */
-/* One 16-element step of vecmath.h's fixed-order lane sums: elements
- * 0-7 into *a, 8-15 into *b; as (x - c)^2 when squared. */
-OC_TILE_INLINE void lanes_step(const float *x, float c, bool squared, oc__vf8 *a, oc__vf8 *b)
+/* Every fixed-order reduction of the tile layer: 16 lanes stepped 16
+ * elements at a time, then summed pairwise, in vecmath.h's order (the
+ * bits of oc_sum_f32, oc_max_f32 and oc_min_f32); SUMSQ takes the squares
+ * of (x - c), c = 0 the plain sum of squares (x - 0 is x, bit for bit).
+ * Kept as state, a reduction can ride along another loop (normalize_ahead,
+ * activation_reduce) with the same bits as reduce_rows. */
+typedef struct {
+    oc__vf8 a, b;
+} lanes;
+
+OC_TILE_INLINE void lanes_init(lanes *l, oc_tile_redop op)
 {
-    oc__vf8 v;
-    for (int h = 0; h < 2; h++) {
-        v = OC__LOAD8(x + 8 * h);
-        if (squared) {
-            v -= c;
-            v = v * v;
-        }
-        *(h ? b : a) += v;
+    float v = op == OC_TILE_RMAX ? -INFINITY : op == OC_TILE_RMIN ? INFINITY : 0.0f;
+    oc__vf8 z = {0};
+    l->a = z + v, l->b = z + v;
+}
+
+/* x[0..16): elements 0-7 into a, 8-15 into b. */
+OC_TILE_INLINE void lanes_add16(lanes *l, const float *x, oc_tile_redop op, float c)
+{
+    oc__vf8 lo = OC__LOAD8(x), hi = OC__LOAD8(x + 8);
+    switch (op) {
+    case OC_TILE_SUM:
+    case OC_TILE_MEAN: l->a += lo, l->b += hi; break;
+    case OC_TILE_SUMSQ: lo -= c, hi -= c, l->a += lo * lo, l->b += hi * hi; break;
+    case OC_TILE_RMAX: OC__VREDUCE_STEP(l->a, x, >); OC__VREDUCE_STEP(l->b, x + 8, >); break;
+    case OC_TILE_RMIN: OC__VREDUCE_STEP(l->a, x, <); OC__VREDUCE_STEP(l->b, x + 8, <); break;
     }
 }
 
-/* The lanes' total, pairwise in vecmath.h's order (pointers: a vector
- * passed by value draws GCC's note on its changed ABI). */
-OC_TILE_INLINE float lanes_total(const oc__vf8 *pa, const oc__vf8 *pb)
+/* The reduction's value once x[0..j) went through lanes_add16 and
+ * x[j..n) is the tail. */
+OC_TILE_INLINE float lanes_finish(const lanes *l, const float *x, int64_t j, int64_t n, oc_tile_redop op, float c)
 {
-    oc__vf8 a = *pa + *pb;
-    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+    float r;
+    if (op == OC_TILE_RMAX || op == OC_TILE_RMIN) {
+        bool mx = op == OC_TILE_RMAX;
+        r = l->b[0];
+        for (int k = 0; k < 8; k++) r = mx ? oc__max1(oc__max1(r, l->a[k]), l->b[k]) : oc__min1(oc__min1(r, l->a[k]), l->b[k]);
+        for (; j < n; j++) r = mx ? oc__max1(r, x[j]) : oc__min1(r, x[j]);
+        return r;
+    }
+    oc__vf8 t = l->a + l->b;
+    r = ((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]));
+    for (; j < n; j++) r += op == OC_TILE_SUMSQ ? (x[j] - c) * (x[j] - c) : x[j];
+    return op == OC_TILE_MEAN ? r / (float)n : r;
 }
 
-OC_TILE_INLINE float sumsq_f32(const float *x, int64_t n, float c)
+/* op over x[0..n), as one loop. */
+OC_TILE_INLINE float lanes_run(const float *x, int64_t n, oc_tile_redop op, float c)
 {
-    oc__vf8 a = {0}, b = {0};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) lanes_step(x + i, c, true, &a, &b);
-    float s = lanes_total(&a, &b);
-    for (; i < n; i++) s += (x[i] - c) * (x[i] - c);
-    return s;
+    lanes l;
+    lanes_init(&l, op);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) lanes_add16(&l, x + j, op, c);
+    return lanes_finish(&l, x, j, n, op, c);
 }
 
+/* A constant op in each case: each its own loop. */
 OC_TILE_INLINE float reduce_run(const float *x, int64_t n, oc_tile_redop op, float center)
 {
     switch (op) {
-    case OC_TILE_SUM: return oc_sum_f32(x, n);
-    case OC_TILE_MEAN: return oc_sum_f32(x, n) / (float)n;
-    case OC_TILE_SUMSQ: return sumsq_f32(x, n, center);
-    case OC_TILE_RMAX: return oc_max_f32(x, n);
-    default: return oc_min_f32(x, n);
+    case OC_TILE_SUM: return lanes_run(x, n, OC_TILE_SUM, 0.0f);
+    case OC_TILE_MEAN: return lanes_run(x, n, OC_TILE_MEAN, 0.0f);
+    case OC_TILE_SUMSQ: return lanes_run(x, n, OC_TILE_SUMSQ, center);
+    case OC_TILE_RMAX: return lanes_run(x, n, OC_TILE_RMAX, 0.0f);
+    default: return lanes_run(x, n, OC_TILE_RMIN, 0.0f);
     }
 }
 
@@ -326,10 +350,15 @@ OC_TILE_INLINE float row_reduce(const oc_tile *a, int64_t i, oc_tile_redop op, f
     return op == OC_TILE_MEAN ? r / (float)n : r;
 }
 
+/* oc_tile_reduce_rows once its shapes are checked. */
+OC_TILE_INLINE void reduce_rows_body(oc_tile *dst, const oc_tile *a, oc_tile_redop op)
+{
+    for (int64_t i = 0; i < a->rows; i++) *F32(dst, i) = row_reduce(a, i, op, 0.0f);
+}
+
 OC_TILE_FN void oc_tile_reduce_rows(oc_tile *dst, const oc_tile *a, oc_tile_redop op)
 {
-    if (!red_ok("oc_tile_reduce_rows", dst, "dst", a, a->rows, 1, op)) return;
-    for (int64_t i = 0; i < a->rows; i++) *F32(dst, i) = row_reduce(a, i, op, 0.0f);
+    if (red_ok("oc_tile_reduce_rows", dst, "dst", a, a->rows, 1, op)) reduce_rows_body(dst, a, op);
 }
 
 /* oc_tile_moments once its shapes are checked. */
@@ -349,41 +378,30 @@ OC_TILE_FN void oc_tile_moments(oc_tile *mean, oc_tile *var, const oc_tile *a)
         moments_rows(mean, var, a);
 }
 
-/* One row of oc_tile_normalize_ahead's fused path (everything unit
- * stride, w and b given): row d = normalised x; the sum of row nx; and,
- * when dv is given, the sum of squared deviations of row dv from c into
- * *dev. Lane for lane as oc_sum_f32 and sumsq_f32 add (the same bits). */
+/* One row of oc_tile_normalize_ahead's fused path (unit strides; w and b
+ * may be NULL): row d = normalised x; the sum of row nx; and, when dv is
+ * given, the sum of squared deviations of row dv from c into *dev (the
+ * bits of reduce_run). */
 OC_TILE_INLINE float norm_row_ahead(float *d, const float *x, float m, float r, const float *w, const float *b,
                                     int64_t n, const float *nx, const float *dv, float c, float *dev)
 {
-    oc__vf8 sa = {0}, sb = {0}, qa = {0}, qb = {0}, v, y, t;
+    lanes ls, lq;
+    lanes_init(&ls, OC_TILE_SUM), lanes_init(&lq, OC_TILE_SUMSQ);
+    oc__vf8 y;
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
         for (int h = 0; h < 16; h += 8) {
-            v = OC__LOAD8(x + j + h);
-            y = (v - m) * r;
-            if (w) { /* the branches are the same for the whole row: predicted */
-                t = OC__LOAD8(w + j + h);
-                y = y * t;
-            }
-            if (b) {
-                t = OC__LOAD8(b + j + h);
-                y = y + t;
-            }
+            y = (OC__LOAD8(x + j + h) - m) * r;
+            if (w) y = y * OC__LOAD8(w + j + h); /* the same for the whole row: predicted */
+            if (b) y = y + OC__LOAD8(b + j + h);
             memcpy(d + j + h, &y, sizeof y);
         }
-        lanes_step(nx + j, 0.0f, false, &sa, &sb);
-        if (dv) lanes_step(dv + j, c, true, &qa, &qb);
+        lanes_add16(&ls, nx + j, OC_TILE_SUM, 0.0f);
+        if (dv) lanes_add16(&lq, dv + j, OC_TILE_SUMSQ, c);
     }
     norm_row(d + j, 1, x + j, 1, m, r, w ? w + j : NULL, 1, b ? b + j : NULL, 1, n - j);
-    if (dv) {
-        float q = lanes_total(&qa, &qb);
-        for (int64_t k = j; k < n; k++) q += (dv[k] - c) * (dv[k] - c);
-        *dev = q;
-    }
-    float s = lanes_total(&sa, &sb);
-    for (; j < n; j++) s += nx[j];
-    return s;
+    if (dv) *dev = lanes_finish(&lq, dv, j, n, OC_TILE_SUMSQ, c);
+    return lanes_finish(&ls, nx, j, n, OC_TILE_SUM, 0.0f);
 }
 
 OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc_tile *mean, const oc_tile *rstd,
@@ -422,8 +440,8 @@ OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc
             s = norm_row_ahead(F32(dst, i), CF32(x, i), m, r, wp, bp, n, CF32(next, i), dv, c, &q);
         } else {
             if (i < dst->rows) norm_row(F32(dst, i), 1, CF32(x, i), 1, m, r, wp, 1, bp, 1, n);
-            if (i < next->rows) s = oc_sum_f32(CF32(next, i), n);
-            if (dv) q = sumsq_f32(dv, n, c);
+            if (i < next->rows) s = reduce_run(CF32(next, i), n, OC_TILE_SUM, 0.0f);
+            if (dv) q = reduce_run(dv, n, OC_TILE_SUMSQ, c);
         }
         if (dv) *F32(next_var, i - 1) = q / (float)n;
         if (i < next->rows) *F32(next_mean, i) = c = s / (float)n;
@@ -431,48 +449,6 @@ OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc
 }
 
 /* ---- activation with ride-along reductions --------------------------------------- */
-
-/* A row reduction kept in 16 lanes, stepped 16 elements at a time in
- * reduce_run's order (oc_sum_f32, sumsq_f32 about 0, oc_max_f32,
- * oc_min_f32), so that it can ride along another loop with their bits. */
-typedef struct {
-    oc__vf8 a, b;
-} lanes;
-
-OC_TILE_INLINE void lanes_init(lanes *l, oc_tile_redop op)
-{
-    float v = op == OC_TILE_RMAX ? -INFINITY : op == OC_TILE_RMIN ? INFINITY : 0.0f;
-    oc__vf8 z = {0};
-    l->a = z + v, l->b = z + v;
-}
-
-OC_TILE_INLINE void lanes_add16(lanes *l, const float *x, oc_tile_redop op)
-{
-    switch (op) {
-    case OC_TILE_SUM:
-    case OC_TILE_MEAN: lanes_step(x, 0.0f, false, &l->a, &l->b); break;
-    case OC_TILE_SUMSQ: lanes_step(x, 0.0f, true, &l->a, &l->b); break;
-    case OC_TILE_RMAX: OC__VREDUCE_STEP(l->a, x, >); OC__VREDUCE_STEP(l->b, x + 8, >); break;
-    case OC_TILE_RMIN: OC__VREDUCE_STEP(l->a, x, <); OC__VREDUCE_STEP(l->b, x + 8, <); break;
-    }
-}
-
-/* The reduction's value once x[0..j) went through lanes_add16 and
- * x[j..n) is the tail. */
-OC_TILE_INLINE float lanes_finish(const lanes *l, const float *x, int64_t j, int64_t n, oc_tile_redop op)
-{
-    float r;
-    if (op == OC_TILE_RMAX || op == OC_TILE_RMIN) {
-        bool mx = op == OC_TILE_RMAX;
-        r = l->b[0];
-        for (int k = 0; k < 8; k++) r = mx ? oc__max1(oc__max1(r, l->a[k]), l->b[k]) : oc__min1(oc__min1(r, l->a[k]), l->b[k]);
-        for (; j < n; j++) r = mx ? oc__max1(r, x[j]) : oc__min1(r, x[j]);
-        return r;
-    }
-    r = lanes_total(&l->a, &l->b);
-    for (; j < n; j++) r += op == OC_TILE_SUMSQ ? x[j] * x[j] : x[j];
-    return op == OC_TILE_MEAN ? r / (float)n : r;
-}
 
 /* One row of oc_tile_activation_reduce's fused path (unit strides): d =
  * f(x * scale + bias), *sum = the sum of d (when sum is given), *next_r =
@@ -492,12 +468,12 @@ OC_TILE_INLINE void act_row(float *d, const float *x, oc_tile_unop f, float scal
         w = n - j < 64 ? n - j : 64;
         un_row(d + j, 1, x + j, 1, w, f, scale, bias);
         for (; k + 16 <= j + w; k += 16) {
-            if (sum) lanes_add16(&ls, d + k, OC_TILE_SUM);
-            if (nx) lanes_add16(&ln, nx + k, op);
+            if (sum) lanes_add16(&ls, d + k, OC_TILE_SUM, 0.0f);
+            if (nx) lanes_add16(&ln, nx + k, op, 0.0f);
         }
     }
-    if (sum) *sum = lanes_finish(&ls, d, k, n, OC_TILE_SUM);
-    if (nx) *next_r = lanes_finish(&ln, nx, k, n, op);
+    if (sum) *sum = lanes_finish(&ls, d, k, n, OC_TILE_SUM, 0.0f);
+    if (nx) *next_r = lanes_finish(&ln, nx, k, n, op, 0.0f);
 }
 
 OC_TILE_FN void oc_tile_activation_reduce(oc_tile *dst, const oc_tile *a, oc_tile_unop f, float scale,
@@ -513,10 +489,8 @@ OC_TILE_FN void oc_tile_activation_reduce(oc_tile *dst, const oc_tile *a, oc_til
     bool fused = a->cs == 1 && dst->cs == 1 && a->cols == dst->cols && (!next || (next->cs == 1 && next->cols == dst->cols));
     if (!fused) {
         rowbias_rows(dst, a, f, scale, bias);
-        if (sum)
-            for (int64_t i = 0; i < dst->rows; i++) *F32(sum, i) = row_reduce(dst, i, OC_TILE_SUM, 0.0f);
-        if (next)
-            for (int64_t i = 0; i < next->rows; i++) *F32(next_red, i) = row_reduce(next, i, next_op, 0.0f);
+        if (sum) reduce_rows_body(sum, dst, OC_TILE_SUM);
+        if (next) reduce_rows_body(next_red, next, next_op);
         return;
     }
     int64_t nrows = next ? next->rows : 0, rows = dst->rows > nrows ? dst->rows : nrows, n = dst->cols;
@@ -579,7 +553,7 @@ void oc_tile_argmax_rows(oc_tile *dst, const oc_tile *a)
         int32_t best = 0;
         float m = x[0];
         /* the row's max first (vectorised when contiguous), then its first index */
-        float target = a->cs == 1 ? oc_max_f32(x, a->cols) : m;
+        float target = a->cs == 1 ? reduce_run(x, a->cols, OC_TILE_RMAX, 0.0f) : m;
         if (a->cs != 1)
             for (int64_t j = 1; j < a->cols; j++) target = oc__max1(target, x[j * a->cs]);
         for (int64_t j = 0; j < a->cols; j++) {
