@@ -196,7 +196,9 @@ OC_API void oc_tile_argmax_rows(oc_tile *dst, const oc_tile *a);
  * then the squared deviations from it), never written: a layer norm's
  * statistics in one pass over memory, with the two-pass variance's
  * accuracy. Rounded as reduce_rows MEAN, then SUMSQ of (a - mean) laid
- * out as a is, divided by cols, would be (the same bits). */
+ * out as a is, divided by cols, would be (the same bits). mean NULL: var
+ * gets mean(x^2) instead, the moment about 0 (an RMS norm's statistic;
+ * an infinite element makes it infinite, where var + mean^2 is NaN). */
 OC_API void oc_tile_moments(oc_tile *mean, oc_tile *var, const oc_tile *a);
 
 /* oc_tile_normalize(dst, x, mean, rstd, w, b), and in the same pass
@@ -205,7 +207,8 @@ OC_API void oc_tile_moments(oc_tile *mean, oc_tile *var, const oc_tile *a);
  * loop that writes row i of dst, so the reads overlap the writes, as
  * NKI's DMA of the next tile overlaps the store of this one; a normalize
  * then a moments call each wait on memory alone. next NULL: only the
- * normalize (the last block). For a row-blocked layer norm:
+ * normalize (the last block); next_mean NULL: next_var gets mean(x^2) as
+ * from oc_tile_moments(NULL, ...). For a row-blocked layer norm:
  *
  *     oc_tile_moments(&m0, &v0, &first_block);
  *     for each block: rsqrt of its var, then

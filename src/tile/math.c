@@ -365,8 +365,8 @@ OC_TILE_FN void oc_tile_reduce_rows(oc_tile *dst, const oc_tile *a, oc_tile_redo
 OC_TILE_INLINE void moments_rows(oc_tile *mean, oc_tile *var, const oc_tile *a)
 {
     for (int64_t i = 0; i < a->rows; i++) {
-        float m = row_reduce(a, i, OC_TILE_MEAN, 0.0f);
-        *F32(mean, i) = m;
+        float m = mean ? row_reduce(a, i, OC_TILE_MEAN, 0.0f) : 0.0f; /* no mean: about 0 */
+        if (mean) *F32(mean, i) = m;
         *F32(var, i) = row_reduce(a, i, OC_TILE_SUMSQ, m) / (float)a->cols;
     }
 }
@@ -374,7 +374,8 @@ OC_TILE_INLINE void moments_rows(oc_tile *mean, oc_tile *var, const oc_tile *a)
 OC_TILE_FN void oc_tile_moments(oc_tile *mean, oc_tile *var, const oc_tile *a)
 {
     const char *fn = "oc_tile_moments";
-    if (red_ok(fn, mean, "mean", a, a->rows, 1, OC_TILE_MEAN) && red_ok(fn, var, "var", a, a->rows, 1, OC_TILE_SUMSQ))
+    if ((!mean || red_ok(fn, mean, "mean", a, a->rows, 1, OC_TILE_MEAN)) &&
+        red_ok(fn, var, "var", a, a->rows, 1, OC_TILE_SUMSQ))
         moments_rows(mean, var, a);
 }
 
@@ -414,7 +415,7 @@ OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc
         normalize_rows(dst, x, mean, rstd, w, b);
         return;
     }
-    if (!red_ok(fn, next_mean, "next_mean", next, next->rows, 1, OC_TILE_MEAN) ||
+    if ((next_mean && !red_ok(fn, next_mean, "next_mean", next, next->rows, 1, OC_TILE_MEAN)) ||
         !red_ok(fn, next_var, "next_var", next, next->rows, 1, OC_TILE_SUMSQ))
         return;
     /* Fused only where every row is unit stride and of one length;
@@ -431,7 +432,7 @@ OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc
      * known): no pass but the last row's waits on memory alone. */
     int64_t rows = dst->rows > next->rows ? dst->rows : next->rows, n = x->cols;
     const float *wp = w ? CF32(w, 0) : NULL, *bp = b ? CF32(b, 0) : NULL;
-    float c = 0.0f; /* the mean of next row i - 1 */
+    float c = 0.0f; /* the mean of next row i - 1 (0 without next_mean: mean(x^2)) */
     for (int64_t i = 0; i <= rows; i++) {
         const float *dv = i > 0 && i - 1 < next->rows ? CF32(next, i - 1) : NULL;
         float q = 0.0f, s = 0.0f, m = 0.0f, r = 0.0f;
@@ -444,7 +445,7 @@ OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc
             if (dv) q = reduce_run(dv, n, OC_TILE_SUMSQ, c);
         }
         if (dv) *F32(next_var, i - 1) = q / (float)n;
-        if (i < next->rows) *F32(next_mean, i) = c = s / (float)n;
+        if (i < next->rows && next_mean) *F32(next_mean, i) = c = s / (float)n;
     }
 }
 

@@ -194,11 +194,22 @@ static void test_moments(void **state)
     moments_near(tr, xs, C, R, 1, C, "column");
     assert_int_equal(run("tiletest::tcase", &b, &x, &x, 98), OC_EKERNEL);
     test_assert_contains(oc_errmsg(), "oc_tile_moments: var is 1 x 2, want 37 x 1 for a 37 x 53 tile");
+    /* without a mean: mean(x^2), the bits of sum of squares / cols; an
+     * infinite element makes it infinite (not NaN) */
+    xs[5 * C + 7] = INFINITY;
+    assert_int_equal(run("tiletest::tcase", &b, &x, &x, 99), OC_OK);
+    for (int i = 0; i < R; i++) {
+        assert_memory_equal(&fused[2 * i], &fused[2 * i + 1], sizeof *fused);
+        double q = 0;
+        for (int j = 0; j < C; j++) q += (double)xs[i * C + j] * xs[i * C + j];
+        near(fused[2 * i + 1], q / C, 1e-5, "mean of squares", i);
+    }
+    assert_true(isinf(fused[2 * 5 + 1]));
 }
 
 /* oc_tile_normalize_ahead: the bits of the normalize and moments calls it
  * stands for (next longer and shorter than the block; without w and b;
- * the unfused path; no next), and a clear error */
+ * the unfused path; no next; no next_mean), and a clear error */
 static void test_normalize_ahead(void **state)
 {
     (void)state;
@@ -207,7 +218,7 @@ static void test_normalize_ahead(void **state)
     fill(wb, 2 * C, 9);
     oc_tensor x = mk(xs, OC_FLOAT32, R, C), y = mk(wb, OC_FLOAT32, 2, C);
     oc_tensor a = mk(sep, OC_FLOAT32, R, C + 2), b = mk(fused, OC_FLOAT32, R, C + 2);
-    for (int k = 100; k < 126; k += k == 106 ? 18 : 2) { /* 100-105, 106 and 107, 124 and 125 */
+    for (int k = 100; k < 128; k += k == 106 ? 18 : 2) { /* 100-105, 106 and 107, 124-127 */
         memset(sep, 0, sizeof sep), memset(fused, 0xff, sizeof fused);
         assert_int_equal(run("tiletest::tcase", &a, &x, &y, k), OC_OK);
         assert_int_equal(run("tiletest::tcase", &b, &x, &y, k + 1), OC_OK);

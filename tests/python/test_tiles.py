@@ -80,6 +80,10 @@ def test_row_kernels_over_many_blocks(T):
     torch.testing.assert_close(T.softmax(x), x.softmax(-1), rtol=1e-5, atol=2e-6)
     y, w = r(1500, 257, seed=12) * torch.logspace(-3, 3, 1500)[:, None], r(257, seed=13)
     torch.testing.assert_close(T.rmsnorm(y, w, 1e-6), rms_ref(y, w, 1e-6), rtol=1e-5, atol=1e-5)
+    # non-finite rows as torch has them: an inf makes mean(x^2) inf (the row 0, inf * 0 NaN), a NaN all NaN
+    y[3, 5], y[700, :] = float("inf"), float("nan")
+    torch.testing.assert_close(T.rmsnorm(y, w, 1e-6), rms_ref(y, w, 1e-6), rtol=1e-5, atol=1e-5, equal_nan=True)
+    torch.testing.assert_close(T.softmax(y), y.softmax(-1), rtol=1e-5, atol=2e-6, equal_nan=True)
 
 
 def test_matmul_bfloat16_accumulates_in_float32(T):

@@ -19,7 +19,8 @@
  *   95 + k   rows' mean and variance into out's columns ([rows, 2]): k 0
  *            the separate ops (mean, x - mean, sum of squares / cols), 1
  *            oc_tile_moments; 2 oc_tile_moments of x's transpose (strided
- *            rows); 3 a var of the wrong shape.
+ *            rows); 3 a var of the wrong shape. 99: column 0 the rows' sums
+ *            of squares / cols, column 1 oc_tile_moments without a mean.
  *   100 + 2 v + k   rows [0, h) of x normalized by their moments into
  *            out's first cols columns, and the moments of rows [h, rows)
  *            into its last two columns: k 0 oc_tile_normalize then
@@ -28,7 +29,8 @@
  *            oc_tile_normalize of rows [0, 16), 107
  *            oc_tile_normalize_ahead with no next; 108 a next_var of the
  *            wrong shape; 124 + k: h 16, w one number (1 x 1, broadcast)
- *            and no b (the unfused path).
+ *            and no b (the unfused path); 126 + k: h 16, w and b, no
+ *            next_mean (mean(x^2) into next_var).
  *   110 + 2 v + k   f(x * 0.5 + bias) of rows [0, h) into out's first cols
  *            columns, their sums into column cols, and the reduction of rows
  *            [h, rows) into column cols + 1: k 0 oc_tile_unary_rowbias and
@@ -120,6 +122,13 @@ void tcase(oc_tensor *out, const oc_tensor *x, const oc_tensor *y, int64_t which
         } else {
             oc_tile_normalize(&o, &a, &m, &r, affine ? &w : NULL, affine ? &b : NULL);
         }
+    } else if (which == 99) {
+        oc_tile a = load(x, OC_FLOAT32), n = oc_tile_alloc(1, 1, OC_FLOAT32);
+        oc_tile s = oc_tile_view(&o, 0, 0, o.rows, 1), v = oc_tile_view(&o, 0, 1, o.rows, 1);
+        oc_tile_fill(&n, (float)a.cols);
+        oc_tile_reduce_rows(&s, &a, OC_TILE_SUMSQ);
+        oc_tile_binary(&s, &s, &n, OC_TILE_DIV);
+        oc_tile_moments(NULL, &v, &a);
     } else if (which >= 95 && which < 99) {
         oc_tile a = load(x, OC_FLOAT32), src = which == 97 ? oc_tile_t(&a) : a;
         oc_tile m = oc_tile_view(&o, 0, 0, o.rows, 1), v = oc_tile_view(&o, 0, 1, o.rows, 1);
@@ -134,15 +143,16 @@ void tcase(oc_tensor *out, const oc_tensor *x, const oc_tensor *y, int64_t which
             oc_tile bad = oc_tile_view(&o, 0, 0, 1, 2);
             oc_tile_moments(&m, which == 98 ? &bad : &v, &src);
         }
-    } else if ((which >= 100 && which < 109) || which == 124 || which == 125) {
+    } else if ((which >= 100 && which < 109) || (which >= 124 && which < 128)) {
         oc_tile a = load(x, OC_FLOAT32), wb = load(y, OC_FLOAT32);
         int64_t h = which == 102 || which == 103 ? 20 : 16, n = a.cols;
-        bool affine = which < 104 || (which >= 106 && which < 124), w1 = which >= 124;
+        bool affine = which < 104 || (which >= 106 && which < 124) || which >= 126, w1 = which == 124 || which == 125;
         oc_tile w = oc_tile_view(&wb, 0, 0, 1, w1 ? 1 : n), b = oc_tile_view(&wb, 1, 0, 1, n);
         const oc_tile *wp = affine || w1 ? &w : NULL, *bp = affine ? &b : NULL;
         oc_tile first = oc_tile_view(&a, 0, 0, h, n), next = oc_tile_view(&a, h, 0, a.rows - h, n);
         oc_tile dst = oc_tile_view(&o, 0, 0, h, n), m = oc_tile_alloc(h, 1, OC_FLOAT32), r = oc_tile_alloc(h, 1, OC_FLOAT32);
         oc_tile nm = oc_tile_view(&o, 0, n, a.rows - h, 1), nv = oc_tile_view(&o, 0, n + 1, a.rows - h, 1);
+        oc_tile *nmp = which >= 126 ? NULL : &nm;
         oc_tile_fill(&o, 0.0f);
         oc_tile_moments(&m, &r, &first);
         oc_tile_unary(&r, &r, OC_TILE_RSQRT, 1.0f, 1e-5f);
@@ -155,9 +165,9 @@ void tcase(oc_tensor *out, const oc_tensor *x, const oc_tensor *y, int64_t which
             oc_tile_normalize_ahead(&dst, &first, &m, &r, wp, bp, &nm, &bad, &next);
         } else if (which % 2 == 0) {
             oc_tile_normalize(&dst, &first, &m, &r, wp, bp);
-            oc_tile_moments(&nm, &nv, &next);
+            oc_tile_moments(nmp, &nv, &next);
         } else {
-            oc_tile_normalize_ahead(&dst, &first, &m, &r, wp, bp, &nm, &nv, &next);
+            oc_tile_normalize_ahead(&dst, &first, &m, &r, wp, bp, nmp, &nv, &next);
         }
     } else if (which >= 110 && which < 124) {
         static const oc_tile_redop ops[6] = {OC_TILE_RMAX, OC_TILE_SUM, OC_TILE_SUMSQ, OC_TILE_RMIN, OC_TILE_MEAN,
