@@ -65,8 +65,13 @@ test-valgrind: tests
 	@set -e; for t in $(TEST_BINS); do echo "== valgrind: $$t"; \
 	    OC_UNDER_VALGRIND=1 OC_TEST_TIMEOUT=1200 OPCORE_MARCH=$(VALGRIND_MARCH) $(VALGRIND) $$t; done
 
+# Then the torch kernel shim (src/torch/boxed_kernel.cc) for the installed
+# torch, into python/opcore/torch_kernels/ (where opcore looks first; kept
+# out of wheels: it is built per torch version). No torch: nothing to do.
 python: lib
 	$(PYTHON) -m pip install $(PIP_FLAGS) -e .
+	$(PYTHON) -c "import importlib.util as u, sys; sys.exit(0 if u.find_spec('torch') is None else 1)" || \
+	    $(PYTHON) -c "from opcore import _torch_native as t; print('opcore: torch kernel shim', t.build_shim(t.PREBUILT_DIR))"
 
 # The torch tests run twice: on opcore.torch's fast path (torch internals)
 # and with OPCORE_TORCH_PUBLIC_API=1 (public torch.library APIs only; see

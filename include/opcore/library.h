@@ -39,6 +39,10 @@
  * Touching tensor data there is reported as an error. Sizes computed from
  * input sizes with the oc_dim_* helpers (dim.h) stay symbolic under
  * torch.compile(dynamic=True), torch.export and jax.export.
+ * A shape function must answer from its arguments alone (their dtypes,
+ * sizes, strides and flags, and the values of the other arguments): each
+ * thread remembers its last few answers and a call asking the same again
+ * reuses the answer without running it (OC_INFER_MEMO=0: always run it).
  *
  * The library's name is the namespace of its ops: torch.ops.my_ops.relu_forward,
  * "my_ops::relu_forward" in the host API. One OC_LIBRARY per built library;

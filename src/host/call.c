@@ -49,10 +49,17 @@ static oc_status check_tensor(const struct oc_op *op, int i, int item, const oc_
         expected *= t->sizes[d];
     }
     f->plain &= contiguous && !op->def.schema.args[i].is_mutable;
+    f->spans_dense &= contiguous;
     if (contiguous && expected > 0) { /* expected: its element count */
         uintptr_t lo = (uintptr_t)t->data, hi = lo + (uintptr_t)expected * oc__elem_bytes[t->dtype];
         f->lo = lo < f->lo ? lo : f->lo;
         f->hi = hi > f->hi ? hi : f->hi;
+        if (f->nspans < OC_MAX_ARGS) {
+            f->spans[f->nspans].lo = lo, f->spans[f->nspans].hi = hi;
+            f->spans[f->nspans++].written = op->def.schema.args[i].is_mutable;
+        } else {
+            f->spans_dense = false;
+        }
     }
     if (need_data && !t->data && oc_numel(t) > 0) return arg_error(op, i, item, "is a meta tensor (no data)");
     return OC_OK;
@@ -258,6 +265,8 @@ oc_status oc__frame_bind(const struct oc_op *op, const oc_value *args, int nargs
     f->nheap = 0;
     f->plain = true;
     f->lo = UINTPTR_MAX, f->hi = 0;
+    f->nspans = 0;
+    f->spans_dense = true;
     f->ndense = 0;
     f->regs = NULL;
     f->nargs = s->num_args;
@@ -364,6 +373,7 @@ oc_status oc__frame_infer(const struct oc_op *op, call_frame *f, oc_tensor *meta
         }
     }
     if (!op->def.shape_fn) return OC_OK;
+    if (oc__infer_memo_get(op, f, metas, log)) return OC_OK; /* asked before on this thread (infer_memo.c) */
     oc_core *core = oc__thread_core();
     if (!core) return oc_errcode();
     oc_exec e = exec_of(op, op->def.shape_fn);
@@ -383,6 +393,7 @@ oc_status oc__frame_infer(const struct oc_op *op, call_frame *f, oc_tensor *meta
         atomic_store_explicit(&((struct oc_op *)op)->shape_sets_grid, true, memory_order_relaxed);
     st = st != OC_OK ? core_error(core) : collect_results(op, core, &e, metas);
     oc__core_release(core);
+    if (st == OC_OK) oc__infer_memo_put(op, f, metas, log);
     if (t0) oc__prof_host(OC_PROF_SHAPE, op->qualname, t0, oc__prof_now());
     return st;
 }
@@ -676,7 +687,8 @@ static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_al
         if (ta) oc__prof_host(OC_PROF_ALLOC, op->qualname, ta, oc__prof_now());
     }
     /* else nothing to do: fresh buffers, or the caller's missing every input */
-    if (!st && !(f.plain && (alloc || oc__outs_clear(op, &f, outs)))) st = oc__frame_layout(op, &f, outs, !alloc);
+    if (!st && !((f.plain || oc__written_clear(&f)) && (alloc || oc__outs_clear(op, &f, outs))))
+        st = oc__frame_layout(op, &f, outs, !alloc);
     if (!st) st = oc__frame_execute(op, &f, outs, grid);
     oc__frame_release(&f);
     oc__op_leave(op);
@@ -713,7 +725,8 @@ oc_status oc_op_call_prechecked(const oc_op *op, const oc_value *args, int nargs
     if (st) return st;
     st = oc__need_outs(op, outs, "oc_op_call_prechecked");
     if (!st) st = oc__frame_bind(op, args, nargs, true, &f);
-    if (!st && !(f.plain && oc__outs_clear(op, &f, outs))) st = oc__frame_layout(op, &f, outs, true);
+    if (!st && !((f.plain || oc__written_clear(&f)) && oc__outs_clear(op, &f, outs)))
+        st = oc__frame_layout(op, &f, outs, true);
     if (!st) st = oc__frame_execute(op, &f, outs, grid); /* no shape function: the caller checked the outputs */
     oc__frame_release(&f);
     oc__op_leave(op);

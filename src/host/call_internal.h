@@ -51,6 +51,13 @@ typedef struct call_frame {
     const oc_direct_regs *regs;              /* the kernel's argument registers, loaded once (a
                                                 prepared call); NULL: from the slots per call */
     uintptr_t lo, hi;                        /* the hull of the contiguous tensors' bytes (bind; lo >= hi: none) */
+    /* Each tensor's bytes (bind), so that a call writing in place can see
+     * in a few compares that its written tensors meet nothing else
+     * (oc__written_clear); spans_dense: every tensor contiguous and all
+     * spans recorded. */
+    struct { uintptr_t lo, hi; bool written; } spans[OC_MAX_ARGS];
+    int nspans;
+    bool spans_dense;
 } call_frame;
 
 /* Element sizes, here rather than through oc_dtype_size (an exported
@@ -84,6 +91,20 @@ static inline bool oc__outs_clear(const struct oc_op *op, const call_frame *f, c
     return true;
 }
 
+/* True when every tensor is contiguous and each written one's bytes meet
+ * no other tensor's: then oc__frame_layout has nothing to copy and nothing
+ * to refuse (an in-place call's usual case). False only means it runs. */
+static inline bool oc__written_clear(const call_frame *f)
+{
+    if (!f->spans_dense) return false;
+    for (int w = 0; w < f->nspans; w++) {
+        if (!f->spans[w].written) continue;
+        for (int s = 0; s < f->nspans; s++)
+            if (s != w && f->spans[w].lo < f->spans[s].hi && f->spans[s].lo < f->spans[w].hi) return false;
+    }
+    return true;
+}
+
 /* Argument i's tensor as bound (a Tensor or Tensor? given one), else NULL. */
 static inline oc_tensor *oc__frame_tensor(const struct oc_op *op, call_frame *f, int i)
 {
@@ -102,6 +123,13 @@ void oc__frame_release(call_frame *f);
  * op's results (aliased ones from their arguments). `log`: where oc_dim_*
  * record (NULL: nowhere). */
 oc_status oc__frame_infer(const struct oc_op *op, call_frame *f, oc_tensor *out_meta, oc_dim_log *log);
+
+/* The shape function's earlier answer for this call's arguments on this
+ * thread (infer_memo.c): true, with out_meta and f->grid filled, or false
+ * (run it, then oc__infer_memo_put its answer). */
+bool oc__infer_memo_get(const struct oc_op *op, call_frame *f, oc_tensor *out_meta, const oc_dim_log *log);
+void oc__infer_memo_put(const struct oc_op *op, const call_frame *f, const oc_tensor *out_meta,
+                        const oc_dim_log *log);
 
 /* Debug builds (debug_inputs.c): hash the call's read-only tensor
  * arguments before the kernel runs (*sums, freed by the check), and after

@@ -211,11 +211,14 @@ typedef struct native_op {
     ffi_closure *closure;
     void (*entry)(StableIValue *, uint64_t, uint64_t);
     TorchLibraryHandle lib;
+    void *boxed;               /* the registration through the boxed-kernel shim, or NULL */
 } native_op;
 
 /* What one call owns until it ends. */
 typedef struct call {
     native_op *n;
+    bool borrowed;                /* tensor handles are the caller's (the boxed-kernel shim): not deleted */
+    const ocpy_torch_view *views; /* per argument, its tensor as the shim read it (ok: usable), or NULL */
     StableIValue stack[MAX_ARGS]; /* the arguments as the stack held them (results overwrite it) */
     oc_value vals[MAX_ARGS];
     oc_tensor tensors[MAX_ARGS];
@@ -240,14 +243,19 @@ static oc_status arg_error(const call *c, int i, const char *fmt, const char *wh
 }
 
 /* View a CPU tensor handle as an oc_tensor (zero copy). */
-static oc_status view(const call *c, int i, AtenTensorHandle h, oc_tensor *t)
+static oc_status view(const call *c, int i, AtenTensorHandle h, const ocpy_torch_view *v, oc_tensor *t)
 {
     int32_t dev, dt;
-    int64_t ndim, *sizes, *strides;
+    int64_t ndim;
+    const int64_t *sizes, *strides;
     void *data;
-    if (T.get_device_type(h, &dev) || T.get_dtype(h, &dt) || T.get_dim(h, &ndim) || T.get_sizes(h, &sizes) ||
-        T.get_strides(h, &strides) || T.get_data_ptr(h, &data))
+    if (v && v->ok) { /* read by the shim already: the same fields, without six calls into torch */
+        dev = v->device, dt = v->dtype, ndim = v->ndim, sizes = v->sizes, strides = v->strides, data = v->data;
+    } else if (T.get_device_type(h, &dev) || T.get_dtype(h, &dt) || T.get_dim(h, &ndim) ||
+               T.get_sizes(h, (int64_t **)&sizes) || T.get_strides(h, (int64_t **)&strides) ||
+               T.get_data_ptr(h, &data)) {
         return arg_error(c, i, "cannot be read through torch's C ABI: %s", T.exception_what());
+    }
     if (dev != T.device_cpu) {
         const char *name = "another device";
         for (size_t k = 0; k < sizeof device_names / sizeof *device_names; k++)
@@ -291,7 +299,7 @@ static oc_status convert(call *c, int i, StableIValue v)
     oc_status st;
     switch (n->type[i]) {
     case OC_ARG_TENSOR:
-        st = view(c, i, (AtenTensorHandle)(uintptr_t)v, &c->tensors[i]);
+        st = view(c, i, (AtenTensorHandle)(uintptr_t)v, c->views ? &c->views[i] : NULL, &c->tensors[i]);
         *out = oc_value_tensor(&c->tensors[i]);
         return st;
     case OC_ARG_INT: *out = oc_value_int((int64_t)v); return OC_OK;
@@ -340,7 +348,7 @@ static oc_status convert(call *c, int i, StableIValue v)
             StableIValue e;
             if (T.list_get_item(l, k, &e)) return arg_error(c, i, "(a list) cannot be read: %s", T.exception_what());
             if (n->type[i] == OC_ARG_TENSOR_LIST) {
-                if ((st = view(c, i, (AtenTensorHandle)(uintptr_t)e, (oc_tensor *)items + k))) return st;
+                if ((st = view(c, i, (AtenTensorHandle)(uintptr_t)e, NULL, (oc_tensor *)items + k))) return st;
             } else {
                 memcpy((int64_t *)items + k, &e, sizeof(int64_t)); /* int64 or double bits */
             }
@@ -380,12 +388,14 @@ static void release_args(call *c)
         bool present = unboxed(c, i, &v);
         if (present) {
             switch (n->type[i]) {
-            case OC_ARG_TENSOR: T.delete_tensor((AtenTensorHandle)(uintptr_t)v); break;
+            case OC_ARG_TENSOR:
+                if (!c->borrowed) T.delete_tensor((AtenTensorHandle)(uintptr_t)v);
+                break;
             case OC_ARG_STR: T.delete_string((StringHandle)(uintptr_t)v); break;
             case OC_ARG_TENSOR_LIST: {
                 size_t count = 0;
                 StableListHandle l = (StableListHandle)(uintptr_t)v;
-                T.list_size(l, &count);
+                if (!c->borrowed) T.list_size(l, &count);
                 for (size_t k = 0; k < count; k++) {
                     StableIValue e;
                     if (!T.list_get_item(l, k, &e)) T.delete_tensor((AtenTensorHandle)(uintptr_t)e);
@@ -494,10 +504,12 @@ static void bump_versions(const call *c)
     }
 }
 
-static void run(native_op *n, StableIValue *stack)
+static void run(native_op *n, StableIValue *stack, bool borrowed, const ocpy_torch_view *views)
 {
     call c;
     c.n = n;
+    c.borrowed = borrowed;
+    c.views = views;
     memcpy(c.stack, stack, (size_t)n->nargs * sizeof *stack);
     for (int i = 0; i < n->nargs; i++) c.heap[i] = NULL;
     for (int i = 0; i < n->nresults; i++) c.results[i] = NULL;
@@ -545,7 +557,7 @@ static void run(native_op *n, StableIValue *stack)
      * third of the kernel's instructions for myadd_out's three tensors,
      * callgrind); torch's own acquire then nests for free. A thread Python
      * never ran on is left to torch as before. */
-    bool gil = Py_IsInitialized() && PyGILState_GetThisThreadState() != NULL;
+    bool gil = !borrowed && Py_IsInitialized() && PyGILState_GetThisThreadState() != NULL;
     PyGILState_STATE g = gil ? PyGILState_Ensure() : PyGILState_UNLOCKED;
     for (int i = 0; i < n->nresults; i++) /* fresh results the torch op does not return */
         if (c.results[i]) T.delete_tensor(c.results[i]);
@@ -556,7 +568,86 @@ static void run(native_op *n, StableIValue *stack)
 static void entry(ffi_cif *cif, void *ret, void **args, void *user)
 {
     (void)cif, (void)ret;
-    run(user, *(StableIValue **)args[0]);
+    run(user, *(StableIValue **)args[0], false, NULL);
+}
+
+/* ---- the boxed-kernel shim (src/torch/boxed_kernel.cc) -------------------------- */
+
+/* Built per torch version against its headers and loaded by
+ * opcore/_torch_native.py (_torch_native_use_boxed); when present, ops
+ * register through it instead of torch_library_impl: the same run on the
+ * same stack encoding, its tensors borrowed from torch's IValue stack. */
+static struct {
+    int (*impl)(const char *ns, const char *name, void (*run)(void *, StableIValue *, const ocpy_torch_view *),
+                void *rec,
+                const int32_t *kinds, const int32_t *optional, int nargs, int nret, void **reg, char *err,
+                size_t errlen);
+    void (*drop)(void *reg);
+} B;
+
+/* The shim's entry: tensors borrowed, each Tensor argument's fields in views[i]. */
+static void run_borrowed(void *rec, StableIValue *stack, const ocpy_torch_view *views)
+{
+    run(rec, stack, true, views);
+}
+
+/* The shim's argument kinds (its enum Kind), -1: none */
+static int32_t boxed_kind(oc_arg_type t)
+{
+    switch (t) {
+    case OC_ARG_TENSOR: return 0;
+    case OC_ARG_INT: return 1;
+    case OC_ARG_FLOAT: return 2;
+    case OC_ARG_BOOL: return 3;
+    case OC_ARG_DTYPE: return 4;
+    case OC_ARG_STR: return 5;
+    case OC_ARG_INT_LIST: return 6;
+    case OC_ARG_FLOAT_LIST: return 7;
+    case OC_ARG_TENSOR_LIST: return 8;
+    default: return -1;
+    }
+}
+
+/* _torch_native_use_boxed(path) -> bool: load the shim at path (None: stop
+ * using it for later registrations) */
+static PyObject *py_use_boxed(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    if (arg == Py_None) {
+        B.impl = NULL;
+        Py_RETURN_FALSE;
+    }
+    PyObject *bytes;
+    if (!PyUnicode_FSConverter(arg, &bytes)) return NULL;
+    void *h = dlopen(PyBytes_AS_STRING(bytes), RTLD_NOW | RTLD_LOCAL);
+    Py_DECREF(bytes);
+    if (!h) return PyErr_Format(PyExc_OSError, "opcore: cannot load the torch kernel shim: %s", dlerror());
+    int (*version)(void) = (int (*)(void))dlsym(h, "oc_torch_boxed_version");
+    *(void **)&B.impl = dlsym(h, "oc_torch_boxed_impl");
+    *(void **)&B.drop = dlsym(h, "oc_torch_boxed_drop");
+    if (!version || version() != OCPY_TORCH_SHIM_VERSION || !B.impl || !B.drop) {
+        B.impl = NULL;
+        return PyErr_Format(PyExc_OSError, "opcore: the torch kernel shim is not this opcore's (interface %d, "
+                            "expected %d): rebuild it (make python)", version ? version() : -1,
+                            OCPY_TORCH_SHIM_VERSION);
+    }
+    /* the handle stays open: registrations made through it live in torch */
+    Py_RETURN_TRUE;
+}
+
+/* Register n through the shim; false: it refused (err says why). */
+static bool boxed_register(native_op *n, const char *ns, const char *name, char *err, size_t errlen)
+{
+    int32_t kinds[MAX_ARGS], optional[MAX_ARGS];
+    for (int i = 0; i < n->nargs; i++) {
+        kinds[i] = boxed_kind(n->type[i]);
+        optional[i] = n->optional[i];
+        if (kinds[i] < 0) {
+            snprintf(err, errlen, "argument %d has no encoding", i + 1);
+            return false;
+        }
+    }
+    return B.impl(ns, name, run_borrowed, n, kinds, optional, n->nargs, n->nret, &n->boxed, err, errlen) == 0;
 }
 
 /* ---- registration ------------------------------------------------------------- */
@@ -627,8 +718,18 @@ static PyObject *py_native_impl(PyObject *self, PyObject *args, PyObject *kwargs
     snprintf(ns, sizeof ns, "%s", oc_library_name(oc_op_library(op)));
     snprintf(name, sizeof name, "%s", torch_name ? torch_name : oc_op_name(op));
     pthread_mutex_lock(&registry_lock);
-    AOTITorchError e = T.library_init_impl(ns, "CPU", "opcore/torch_native.c", __LINE__, &n->lib);
-    if (!e) e = T.library_impl(n->lib, name, n->entry, OC_TORCH_ABI_2_13);
+    char why[512] = "";
+    AOTITorchError e = 0;
+    if (!B.impl || !boxed_register(n, ns, name, why, sizeof why)) {
+        if (B.impl) { /* the shim refused: torch's message, as the stable route would give it */
+            pthread_mutex_unlock(&registry_lock);
+            native_free(n);
+            return PyErr_Format(PyExc_RuntimeError, "opcore: torch refused the native kernel of %s: %s", qualname,
+                                why);
+        }
+        e = T.library_init_impl(ns, "CPU", "opcore/torch_native.c", __LINE__, &n->lib);
+        if (!e) e = T.library_impl(n->lib, name, n->entry, OC_TORCH_ABI_2_13);
+    }
     if (!e) {
         n->next = registry;
         registry = n;
@@ -660,7 +761,8 @@ static PyObject *py_native_drop(PyObject *self, PyObject *arg)
             continue;
         }
         *p = n->next;
-        T.delete_library(n->lib);
+        if (n->boxed) B.drop(n->boxed);
+        else T.delete_library(n->lib);
         n->next = dropped;
         dropped = n;
         count++;
@@ -684,6 +786,9 @@ PyMethodDef ocpy_torch_native_methods[] = {
      "_torch_native_lend_threads(on) -> bool (the previous setting): multicore ops called from torch run their "
      "shares on torch's intra-op threads first (default on, paused for 1 s after a launch torch's join held up: "
      "see docs/engine.md)"},
+    {"_torch_native_use_boxed", py_use_boxed, METH_O,
+     "_torch_native_use_boxed(path) -> bool: register later native kernels through the boxed-kernel shim built "
+     "at path (src/torch/boxed_kernel.cc); None: through the stable C ABI again"},
     {"_torch_native_init", py_native_init, METH_O,
      "_torch_native_init(path) -> bool: find libtorch's stable C ABI through the loaded object at path"},
     {"_torch_native_impl", (PyCFunction)(void (*)(void))py_native_impl, METH_VARARGS | METH_KEYWORDS,

@@ -12,6 +12,19 @@
 extern "C" {
 #endif
 
+/* The interface of the boxed-kernel shim (src/torch/boxed_kernel.cc, built
+ * on its own against torch's headers, repeats these): its version, and a
+ * Tensor argument as the shim read it from torch's stack, so the kernel
+ * need not ask torch's C ABI for each field. */
+#define OCPY_TORCH_SHIM_VERSION 2
+typedef struct ocpy_torch_view {
+    void *data;
+    const int64_t *sizes, *strides;
+    int64_t ndim;
+    int32_t dtype, device; /* torch's codes (c10::ScalarType, c10::DeviceType), as the aoti_torch_* calls give */
+    int32_t ok;            /* 0: not read (not a strided tensor with storage): ask the ABI */
+} ocpy_torch_view;
+
 /* _torch_native_init / _torch_native_impl, added to opcore._C. */
 extern PyMethodDef ocpy_torch_native_methods[];
 

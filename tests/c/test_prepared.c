@@ -81,8 +81,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    if (lib) oc_library_unload(lib);
-    oc_engine_shutdown();
+    test_unload_and_shutdown(&lib);
     return 0;
 }
 

@@ -1,5 +1,7 @@
 """The native torch kernel (src/python/torch_native.c): torch.ops calls the
-C op through libtorch's stable C ABI, without Python in between.
+C op without Python in between, registered through the boxed-kernel shim
+(src/torch/boxed_kernel.cc) or, with OPCORE_TORCH_BOXED=0 (a second run of
+this file, test_the_stable_route), through libtorch's stable C ABI.
 
 Every argument and result kind of the op language goes through it and must
 give what the Python kernel (the Op object called directly) gives; errors
@@ -31,6 +33,13 @@ def lib(opcore_build_dir):
 ops = torch.ops.oc_native_test
 
 
+NATIVE_FILES = ("torch_native.c", "opcore/torch/boxed_kernel.cc")
+
+
+def native(line):
+    return any(f in line for f in NATIVE_FILES)
+
+
 def cpu_kernel(name):
     """Where the op's CPU kernel was registered (torch's dispatch table)."""
     for line in torch._C._dispatch_dump(f"oc_native_test::{name}").splitlines():
@@ -41,15 +50,19 @@ def cpu_kernel(name):
 
 def test_registered_natively(lib):
     assert opcore._torch_native.available()
+    route = opcore._torch_native.route()
+    assert route == ("stable" if os.environ.get("OPCORE_TORCH_BOXED") == "0" else "boxed"), \
+        opcore._torch_native.route_error()
     for name in ("kitchen", "cat", "check", "sum_mc"):
-        assert "torch_native.c" in cpu_kernel(name), (name, cpu_kernel(name))
+        assert native(cpu_kernel(name)), (name, cpu_kernel(name))
+        assert NATIVE_FILES[route == "boxed"] in cpu_kernel(name), (route, cpu_kernel(name))
     # in-place ops too (an op returning its Tensor(a!) argument: its
     # internal `-> ()` op, under the public op's composite)
     for name in ("_oc_scale_", "fill_all_"):
-        assert "torch_native.c" in cpu_kernel(name), (name, cpu_kernel(name))
+        assert native(cpu_kernel(name)), (name, cpu_kernel(name))
     assert cpu_kernel("scale_") == ""
     # Scalar has no encoding in the stable ABI: that op keeps the Python kernel
-    assert "torch_native.c" not in cpu_kernel("add_scalar")
+    assert not native(cpu_kernel("add_scalar"))
     x = torch.randn(5)
     assert torch.equal(ops.add_scalar(x, 2), x + 2)
     assert torch.equal(ops.add_scalar(x, 0.5), x + 0.5)
@@ -104,7 +117,7 @@ def test_fresh_results_only(lib):
     tlib = torch.library.Library("oc_native_test", "FRAGMENT")
     tlib.define("_fresh_scale_(Tensor(a!) x, float s) -> ()")
     assert opcore._torch_native.register(lib.scale_, torch_name="_fresh_scale_", fresh_only=True)
-    assert "torch_native.c" in cpu_kernel("_fresh_scale_")
+    assert native(cpu_kernel("_fresh_scale_"))
     x = torch.arange(4.0)
     assert ops._fresh_scale_(x, 2.0) is None
     assert torch.equal(x, torch.arange(4.0) * 2)
@@ -306,3 +319,13 @@ print('ok')
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+@pytest.mark.skipif(os.environ.get("OPCORE_TORCH_BOXED") == "0", reason="this is the stable route's run")
+def test_the_stable_route():
+    """This file again with the shim off: the stable C ABI route gives the
+    same results and errors."""
+    env = dict(os.environ, OPCORE_TORCH_BOXED="0")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__],
+                       cwd=Path(__file__).parent, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]

@@ -103,6 +103,13 @@ oc_library *test_build_and_load(const char *name, const char *compute, const cha
     return test_load(path);
 }
 
+void test_unload_and_shutdown(oc_library **lib)
+{
+    if (*lib) oc_library_unload(*lib);
+    *lib = NULL;
+    oc_engine_shutdown();
+}
+
 void test_use_every_core(void)
 {
     oc_engine_set_min_split_bytes(0);

@@ -49,6 +49,10 @@ void test_write_file(const char *path, const char *text);
  * Call before the engine starts. */
 void test_use_every_core(void);
 
+/* A test file's teardown: unload *lib (if loaded; then NULL) and shut the
+ * engine down. */
+void test_unload_and_shutdown(oc_library **lib);
+
 /* Fails the test, showing both, unless `hay` (may be NULL) holds `needle`. */
 void test_assert_contains(const char *hay, const char *needle);
 
