@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from opcore import _C, _torch_internals, custom_op
+from opcore import _C, _cache, _torch_internals
 
 _ready = None
 _route = None        # "boxed" or "stable" once decided
@@ -95,10 +95,10 @@ def _find_or_build_shim():
     if src is None:
         raise RuntimeError("the shim's source is missing: reinstall opcore")
     name = shim_name(src)
-    for d in (PREBUILT_DIR, Path(custom_op.cache_dir("torch"))):
+    for d in (PREBUILT_DIR, Path(_cache.cache_dir("torch"))):
         if (d / name).exists():
             return d / name
-    return build_shim(custom_op.cache_dir("torch"))
+    return build_shim(_cache.cache_dir("torch"))
 
 
 def _choose_route():

@@ -21,7 +21,7 @@ import sys
 import threading
 import warnings
 
-from opcore import _C
+from opcore import _C, _cache
 from opcore._C import BuildError
 
 __all__ = ["Library", "load", "load_library", "load_packaged", "unload", "build", "cache_dir",
@@ -74,10 +74,7 @@ def cache_dir(*parts):
     `opcore build` without -o and load() without build_directory both build
     in cache_dir("build", name), one cache; the profiler keeps its bandwidth
     measurement there and opcore.jax its compiled handler in cache_dir("jax")."""
-    # the C side's rule (read now: the environment may have changed); with
-    # no HOME set, the home directory Python finds instead
-    root = _C.cache_dir() or os.path.join(os.path.expanduser("~"), ".cache", "opcore")
-    return os.path.join(root, *parts)
+    return _cache.cache_dir(*parts)
 
 
 def default_build_directory(name):
