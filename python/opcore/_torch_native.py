@@ -42,18 +42,18 @@ def _shim_source():
     for p in _SHIM_SRC_NAMES:
         if p.exists():
             return p
-    return None
+    raise RuntimeError("the shim's source is missing (src/torch/boxed_kernel.cc, or the package's "
+                       "_torch_boxed_kernel.cc): reinstall opcore")
 
 
 def _torch_dir():
     return Path(torch.__file__).resolve().parent
 
 
-def shim_name(src=None):
+def shim_name(src):
     """The file name of the shim for this torch and this shim source: the
     torch version and a hash of the source, the torch build and the
     compiler."""
-    src = src or _shim_source()
     h = hashlib.sha256(src.read_bytes())
     h.update(f"{torch.__version__} {torch.version.git_version} {torch._C._GLIBCXX_USE_CXX11_ABI}".encode())
     h.update(os.environ.get("CXX", "c++").encode())
@@ -63,9 +63,6 @@ def shim_name(src=None):
 def build_shim(out_dir):
     """Compile the shim into out_dir (if not there already); its path."""
     src = _shim_source()
-    if src is None:
-        raise RuntimeError("the shim's source is missing (src/torch/boxed_kernel.cc, or the package's "
-                           "_torch_boxed_kernel.cc): reinstall opcore")
     out = Path(out_dir) / shim_name(src)
     if out.exists():
         return out
@@ -91,14 +88,9 @@ def build_shim(out_dir):
 
 
 def _find_or_build_shim():
-    src = _shim_source()
-    if src is None:
-        raise RuntimeError("the shim's source is missing: reinstall opcore")
-    name = shim_name(src)
-    for d in (PREBUILT_DIR, Path(_cache.cache_dir("torch"))):
-        if (d / name).exists():
-            return d / name
-    return build_shim(_cache.cache_dir("torch"))
+    """The one `make python` built, else the cache's (built there if need be)."""
+    prebuilt = PREBUILT_DIR / shim_name(_shim_source())
+    return prebuilt if prebuilt.exists() else build_shim(_cache.cache_dir("torch"))
 
 
 def _choose_route():

@@ -373,7 +373,8 @@ oc_status oc__frame_infer(const struct oc_op *op, call_frame *f, oc_tensor *meta
         }
     }
     if (!op->def.shape_fn) return OC_OK;
-    if (oc__infer_memo_get(op, f, metas, log)) return OC_OK; /* asked before on this thread (infer_memo.c) */
+    oc__memo_key key;
+    if (oc__infer_memo_get(op, f, metas, log, &key)) return OC_OK; /* asked before on this thread (infer_memo.c) */
     oc_core *core = oc__thread_core();
     if (!core) return oc_errcode();
     oc_exec e = exec_of(op, op->def.shape_fn);
@@ -393,7 +394,7 @@ oc_status oc__frame_infer(const struct oc_op *op, call_frame *f, oc_tensor *meta
         atomic_store_explicit(&((struct oc_op *)op)->shape_sets_grid, true, memory_order_relaxed);
     st = st != OC_OK ? core_error(core) : collect_results(op, core, &e, metas);
     oc__core_release(core);
-    if (st == OC_OK) oc__infer_memo_put(op, f, metas, log);
+    if (st == OC_OK) oc__infer_memo_put(op, f, metas, &key);
     if (t0) oc__prof_host(OC_PROF_SHAPE, op->qualname, t0, oc__prof_now());
     return st;
 }
@@ -687,7 +688,7 @@ static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_al
         if (ta) oc__prof_host(OC_PROF_ALLOC, op->qualname, ta, oc__prof_now());
     }
     /* else nothing to do: fresh buffers, or the caller's missing every input */
-    if (!st && !((f.plain || oc__written_clear(&f)) && (alloc || oc__outs_clear(op, &f, outs))))
+    if (!st && !(oc__args_clear(&f) && (alloc || oc__outs_clear(op, &f, outs))))
         st = oc__frame_layout(op, &f, outs, !alloc);
     if (!st) st = oc__frame_execute(op, &f, outs, grid);
     oc__frame_release(&f);
@@ -725,7 +726,7 @@ oc_status oc_op_call_prechecked(const oc_op *op, const oc_value *args, int nargs
     if (st) return st;
     st = oc__need_outs(op, outs, "oc_op_call_prechecked");
     if (!st) st = oc__frame_bind(op, args, nargs, true, &f);
-    if (!st && !((f.plain || oc__written_clear(&f)) && oc__outs_clear(op, &f, outs)))
+    if (!st && !(oc__args_clear(&f) && oc__outs_clear(op, &f, outs)))
         st = oc__frame_layout(op, &f, outs, true);
     if (!st) st = oc__frame_execute(op, &f, outs, grid); /* no shape function: the caller checked the outputs */
     oc__frame_release(&f);

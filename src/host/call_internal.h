@@ -53,7 +53,7 @@ typedef struct call_frame {
     uintptr_t lo, hi;                        /* the hull of the contiguous tensors' bytes (bind; lo >= hi: none) */
     /* Each tensor's bytes (bind), so that a call writing in place can see
      * in a few compares that its written tensors meet nothing else
-     * (oc__written_clear); spans_dense: every tensor contiguous and all
+     * (oc__args_clear); spans_dense: every tensor contiguous and all
      * spans recorded. */
     struct { uintptr_t lo, hi; bool written; } spans[OC_MAX_ARGS];
     int nspans;
@@ -91,11 +91,13 @@ static inline bool oc__outs_clear(const struct oc_op *op, const call_frame *f, c
     return true;
 }
 
-/* True when every tensor is contiguous and each written one's bytes meet
- * no other tensor's: then oc__frame_layout has nothing to copy and nothing
- * to refuse (an in-place call's usual case). False only means it runs. */
-static inline bool oc__written_clear(const call_frame *f)
+/* True when oc__frame_layout has nothing to copy and nothing to refuse in
+ * the arguments: every tensor contiguous and none written (f->plain), or
+ * each written one's bytes meeting no other tensor's (an in-place call's
+ * usual case). False only means it runs. */
+static inline bool oc__args_clear(const call_frame *f)
 {
+    if (f->plain) return true;
     if (!f->spans_dense) return false;
     for (int w = 0; w < f->nspans; w++) {
         if (!f->spans[w].written) continue;
@@ -126,10 +128,18 @@ oc_status oc__frame_infer(const struct oc_op *op, call_frame *f, oc_tensor *out_
 
 /* The shape function's earlier answer for this call's arguments on this
  * thread (infer_memo.c): true, with out_meta and f->grid filled, or false
- * (run it, then oc__infer_memo_put its answer). */
-bool oc__infer_memo_get(const struct oc_op *op, call_frame *f, oc_tensor *out_meta, const oc_dim_log *log);
+ * (run it, then oc__infer_memo_put its answer under the same key). The
+ * key is made once, by the lookup, before the shape function runs. */
+#define OC__MEMO_KEY_WORDS 64
+typedef struct oc__memo_key {
+    bool usable; /* a call whose answer may be remembered */
+    int n;
+    uint64_t words[OC__MEMO_KEY_WORDS];
+} oc__memo_key;
+bool oc__infer_memo_get(const struct oc_op *op, call_frame *f, oc_tensor *out_meta, const oc_dim_log *log,
+                        oc__memo_key *key);
 void oc__infer_memo_put(const struct oc_op *op, const call_frame *f, const oc_tensor *out_meta,
-                        const oc_dim_log *log);
+                        const oc__memo_key *key);
 
 /* Debug builds (debug_inputs.c): hash the call's read-only tensor
  * arguments before the kernel runs (*sums, freed by the check), and after

@@ -21,7 +21,7 @@
 #include "host/call_internal.h"
 #include "profiler/hooks.h"
 
-enum { MEMO_ENTRIES = 4, MEMO_KEY_WORDS = 64, MEMO_DIMS = 8, MEMO_RESULTS = 4 };
+enum { MEMO_ENTRIES = 4, MEMO_KEY_WORDS = OC__MEMO_KEY_WORDS, MEMO_DIMS = 8, MEMO_RESULTS = 4 };
 
 typedef struct memo_meta {
     oc_dtype dtype;
@@ -39,6 +39,8 @@ typedef struct memo_entry {
     memo_meta metas[MEMO_RESULTS];
     oc_grid grid;
 } memo_entry;
+
+typedef struct oc__memo_key memo_key;
 
 typedef struct memo {
     memo_entry entries[MEMO_ENTRIES];
@@ -109,17 +111,17 @@ static bool memo_usable(const struct oc_op *op, const oc_dim_log *log)
            memo_enabled();
 }
 
-bool oc__infer_memo_get(const struct oc_op *op, call_frame *f, oc_tensor *metas, const oc_dim_log *log)
+bool oc__infer_memo_get(const struct oc_op *op, call_frame *f, oc_tensor *metas, const oc_dim_log *log,
+                        memo_key *k)
 {
-    uint64_t key[MEMO_KEY_WORDS];
-    int nkey;
-    if (!memo_usable(op, log) || !make_key(op, f, key, &nkey)) return false;
+    k->usable = memo_usable(op, log) && make_key(op, f, k->words, &k->n);
+    if (!k->usable) return false;
     uint64_t gen = oc_registry_generation();
     memo *m = &thread_memo;
-    for (int k = 0; k < MEMO_ENTRIES; k++) {
-        const memo_entry *e = &m->entries[k];
-        if (e->op != op || e->generation != gen || e->nkey != nkey ||
-            memcmp(e->key, key, (size_t)nkey * sizeof *key) != 0)
+    for (int j = 0; j < MEMO_ENTRIES; j++) {
+        const memo_entry *e = &m->entries[j];
+        if (e->op != op || e->generation != gen || e->nkey != k->n ||
+            memcmp(e->key, k->words, (size_t)k->n * sizeof *k->words) != 0)
             continue;
         for (int r = 0; r < op->num_results; r++) {
             if (op->def.schema.results[r].alias_arg >= 0) continue;
@@ -139,19 +141,17 @@ bool oc__infer_memo_get(const struct oc_op *op, call_frame *f, oc_tensor *metas,
     return false;
 }
 
-void oc__infer_memo_put(const struct oc_op *op, const call_frame *f, const oc_tensor *metas, const oc_dim_log *log)
+void oc__infer_memo_put(const struct oc_op *op, const call_frame *f, const oc_tensor *metas, const memo_key *k)
 {
-    uint64_t key[MEMO_KEY_WORDS];
-    int nkey;
-    if (!memo_usable(op, log) || !make_key(op, f, key, &nkey)) return;
+    if (!k->usable) return;
     for (int r = 0; r < op->num_results; r++)
         if (op->def.schema.results[r].alias_arg < 0 && metas[r].ndim > MEMO_DIMS) return;
     memo *m = &thread_memo;
     memo_entry *e = &m->entries[m->next++ % MEMO_ENTRIES];
     e->op = op;
     e->generation = oc_registry_generation();
-    e->nkey = nkey;
-    memcpy(e->key, key, (size_t)nkey * sizeof *key);
+    e->nkey = k->n;
+    memcpy(e->key, k->words, (size_t)k->n * sizeof *k->words);
     for (int r = 0; r < op->num_results; r++) {
         if (op->def.schema.results[r].alias_arg >= 0) continue;
         const oc_tensor *t = &metas[r];

@@ -217,8 +217,9 @@ typedef struct native_op {
 /* What one call owns until it ends. */
 typedef struct call {
     native_op *n;
-    bool borrowed;                /* tensor handles are the caller's (the boxed-kernel shim): not deleted */
-    const ocpy_torch_view *views; /* per argument, its tensor as the shim read it (ok: usable), or NULL */
+    const ocpy_torch_view *views; /* the boxed-kernel shim's call: per argument, its tensor as the shim read
+                                     it (ok: usable); the tensor handles are borrowed, never deleted. NULL:
+                                     the stable C ABI's call, which hands the handles over */
     StableIValue stack[MAX_ARGS]; /* the arguments as the stack held them (results overwrite it) */
     oc_value vals[MAX_ARGS];
     oc_tensor tensors[MAX_ARGS];
@@ -389,17 +390,17 @@ static void release_args(call *c)
         if (present) {
             switch (n->type[i]) {
             case OC_ARG_TENSOR:
-                if (!c->borrowed) T.delete_tensor((AtenTensorHandle)(uintptr_t)v);
+                if (!c->views) T.delete_tensor((AtenTensorHandle)(uintptr_t)v);
                 break;
             case OC_ARG_STR: T.delete_string((StringHandle)(uintptr_t)v); break;
             case OC_ARG_TENSOR_LIST: {
                 size_t count = 0;
                 StableListHandle l = (StableListHandle)(uintptr_t)v;
-                if (!c->borrowed) T.list_size(l, &count);
-                for (size_t k = 0; k < count; k++) {
-                    StableIValue e;
-                    if (!T.list_get_item(l, k, &e)) T.delete_tensor((AtenTensorHandle)(uintptr_t)e);
-                }
+                if (!c->views && !T.list_size(l, &count)) /* the items' handles are ours too */
+                    for (size_t k = 0; k < count; k++) {
+                        StableIValue e;
+                        if (!T.list_get_item(l, k, &e)) T.delete_tensor((AtenTensorHandle)(uintptr_t)e);
+                    }
                 T.delete_list(l);
                 break;
             }
@@ -504,11 +505,13 @@ static void bump_versions(const call *c)
     }
 }
 
-static void run(native_op *n, StableIValue *stack, bool borrowed, const ocpy_torch_view *views)
+/* One call (`rec`: the op's native_op), from the stable ABI's entry below
+ * or from the shim. */
+static void run(void *rec, StableIValue *stack, const ocpy_torch_view *views)
 {
+    native_op *n = rec;
     call c;
     c.n = n;
-    c.borrowed = borrowed;
     c.views = views;
     memcpy(c.stack, stack, (size_t)n->nargs * sizeof *stack);
     for (int i = 0; i < n->nargs; i++) c.heap[i] = NULL;
@@ -557,7 +560,7 @@ static void run(native_op *n, StableIValue *stack, bool borrowed, const ocpy_tor
      * third of the kernel's instructions for myadd_out's three tensors,
      * callgrind); torch's own acquire then nests for free. A thread Python
      * never ran on is left to torch as before. */
-    bool gil = !borrowed && Py_IsInitialized() && PyGILState_GetThisThreadState() != NULL;
+    bool gil = !views && Py_IsInitialized() && PyGILState_GetThisThreadState() != NULL;
     PyGILState_STATE g = gil ? PyGILState_Ensure() : PyGILState_UNLOCKED;
     for (int i = 0; i < n->nresults; i++) /* fresh results the torch op does not return */
         if (c.results[i]) T.delete_tensor(c.results[i]);
@@ -568,7 +571,7 @@ static void run(native_op *n, StableIValue *stack, bool borrowed, const ocpy_tor
 static void entry(ffi_cif *cif, void *ret, void **args, void *user)
 {
     (void)cif, (void)ret;
-    run(user, *(StableIValue **)args[0], false, NULL);
+    run(user, *(StableIValue **)args[0], NULL);
 }
 
 /* ---- the boxed-kernel shim (src/torch/boxed_kernel.cc) -------------------------- */
@@ -579,17 +582,10 @@ static void entry(ffi_cif *cif, void *ret, void **args, void *user)
  * same stack encoding, its tensors borrowed from torch's IValue stack. */
 static struct {
     int (*impl)(const char *ns, const char *name, void (*run)(void *, StableIValue *, const ocpy_torch_view *),
-                void *rec,
-                const int32_t *kinds, const int32_t *optional, int nargs, int nret, void **reg, char *err,
+                void *rec, const int32_t *kinds, const int32_t *optional, int nargs, int nret, void **reg, char *err,
                 size_t errlen);
     void (*drop)(void *reg);
 } B;
-
-/* The shim's entry: tensors borrowed, each Tensor argument's fields in views[i]. */
-static void run_borrowed(void *rec, StableIValue *stack, const ocpy_torch_view *views)
-{
-    run(rec, stack, true, views);
-}
 
 /* The shim's argument kinds (its enum Kind), -1: none */
 static int32_t boxed_kind(oc_arg_type t)
@@ -647,7 +643,7 @@ static bool boxed_register(native_op *n, const char *ns, const char *name, char 
             return false;
         }
     }
-    return B.impl(ns, name, run_borrowed, n, kinds, optional, n->nargs, n->nret, &n->boxed, err, errlen) == 0;
+    return B.impl(ns, name, run, n, kinds, optional, n->nargs, n->nret, &n->boxed, err, errlen) == 0;
 }
 
 /* ---- registration ------------------------------------------------------------- */
@@ -720,15 +716,12 @@ static PyObject *py_native_impl(PyObject *self, PyObject *args, PyObject *kwargs
     pthread_mutex_lock(&registry_lock);
     char why[512] = "";
     AOTITorchError e = 0;
-    if (!B.impl || !boxed_register(n, ns, name, why, sizeof why)) {
-        if (B.impl) { /* the shim refused: torch's message, as the stable route would give it */
-            pthread_mutex_unlock(&registry_lock);
-            native_free(n);
-            return PyErr_Format(PyExc_RuntimeError, "opcore: torch refused the native kernel of %s: %s", qualname,
-                                why);
-        }
+    if (B.impl) {
+        if (!boxed_register(n, ns, name, why, sizeof why)) e = -1;
+    } else {
         e = T.library_init_impl(ns, "CPU", "opcore/torch_native.c", __LINE__, &n->lib);
         if (!e) e = T.library_impl(n->lib, name, n->entry, OC_TORCH_ABI_2_13);
+        if (e) snprintf(why, sizeof why, "%s", T.exception_what());
     }
     if (!e) {
         n->next = registry;
@@ -738,8 +731,7 @@ static PyObject *py_native_impl(PyObject *self, PyObject *args, PyObject *kwargs
     if (e) {
         if (n->lib) T.delete_library(n->lib);
         native_free(n);
-        return PyErr_Format(PyExc_RuntimeError, "opcore: torch refused the native kernel of %s: %s", qualname,
-                            T.exception_what());
+        return PyErr_Format(PyExc_RuntimeError, "opcore: torch refused the native kernel of %s: %s", qualname, why);
     }
     Py_RETURN_TRUE;
 }
