@@ -85,7 +85,8 @@ def build_cpp(jax, root):
     with open(src, "w") as f:
         f.write(CPP_HANDLER)
     cxx = os.environ.get("CXX", "c++")
-    subprocess.run([cxx, "-std=c++17", "-O3", "-march=native", "-shared", "-fPIC", "-isystem", jax.ffi.include_dir(),
+    march = os.environ.get("OPCORE_MARCH", "native")  # as opcore's kernels (valgrind: both below AVX-512)
+    subprocess.run([cxx, "-std=c++17", "-O3", f"-march={march}", "-shared", "-fPIC", "-isystem", jax.ffi.include_dir(),
                     src, "-o", so], check=True)
     lib = ctypes.CDLL(so)
     jax.ffi.register_ffi_target("oc_bench_cpp_relu", jax.ffi.pycapsule(lib.CppRelu), platform="cpu")

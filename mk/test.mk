@@ -36,11 +36,18 @@ check-layers: lib cli
 # First: libopcore exports its public API and nothing else (issue #23).
 # Each binary runs each of its tests in a process of its own, killed after
 # OC_TEST_TIMEOUT seconds (tests/c/support/runner.h).
+# Tests of faults, stacks and isolation, run a second time with every kernel
+# on its engine core's stack (OC_KERNEL_STACK=1).
+KERNEL_STACK_TESTS := test_engine test_isolation test_prepared
+
 test-c: tests
 	scripts/check-exports.sh $(BUILD)/libopcore.so.0
 	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t; done
 	@# the tile matmul once more on BLIS alone (libxsmm off: mk/tile.mk)
 	@echo "== OC_TILE_XSMM=0 $(BUILD)/tests/test_tile"; OC_TILE_XSMM=0 $(BUILD)/tests/test_tile
+	@# kernels on the engine's own stacks (else they run on the caller's where it has room: docs/engine.md)
+	@set -e; for t in $(KERNEL_STACK_TESTS); do echo "== OC_KERNEL_STACK=1 $(BUILD)/tests/$$t"; \
+	    OC_KERNEL_STACK=1 $(BUILD)/tests/$$t; done
 
 test-examples: lib cli
 	examples/relu/run.sh
@@ -60,6 +67,8 @@ test-asan:
 	$(MAKE) BUILD=$(ASAN_BUILD) OPT="-O1 -g" SAN="$(SAN_FLAGS)" lib cli tests
 	@set -e; for t in $(patsubst $(BUILD)/%,$(ASAN_BUILD)/%,$(TEST_BINS)); do \
 	    echo "== asan+ubsan: $$t"; $(ASAN_ENV) $$t; done
+	@set -e; for t in $(KERNEL_STACK_TESTS); do echo "== asan+ubsan, OC_KERNEL_STACK=1: $(ASAN_BUILD)/tests/$$t"; \
+	    OC_KERNEL_STACK=1 $(ASAN_ENV) $(ASAN_BUILD)/tests/$$t; done
 
 test-valgrind: tests
 	@set -e; for t in $(TEST_BINS); do echo "== valgrind: $$t"; \

@@ -21,7 +21,12 @@ static oc_tensor *relu_like(const oc_tensor *g, const oc_tensor *x)
     OC_CHECK(oc_is_contiguous(out), "the output must be contiguous");
     const float *s = contiguous(x), *gg = g == x ? s : contiguous(g);
     float *d = out->data;
-    for (int64_t i = 0, n = oc_numel(x); i < n; i++) d[i] = s[i] > 0.0f ? gg[i] : 0.0f;
+    int64_t n = oc_numel(x);
+    if (gg == s) /* the forward: the peers' loop, letter for letter (a select from a second array
+                    makes gcc keep a vector in a stack slot: half the speed on AVX-512) */
+        for (int64_t i = 0; i < n; i++) d[i] = s[i] > 0.0f ? s[i] : 0.0f;
+    else
+        for (int64_t i = 0; i < n; i++) d[i] = s[i] > 0.0f ? gg[i] : 0.0f;
     return out;
 }
 

@@ -146,6 +146,7 @@ OC_API oc_library *oc_library_find(const char *name);
 OC_API const char *oc_library_name(const oc_library *lib);   /* "my_ops" */
 OC_API const char *oc_library_path(const oc_library *lib);   /* file it came from */
 OC_API bool oc_library_multicore(const oc_library *lib);     /* built --multicore */
+OC_API bool oc_library_debug(const oc_library *lib);         /* built --debug */
 OC_API size_t oc_library_stack_size(const oc_library *lib);  /* kernel stack, bytes */
 OC_API const char *oc_library_cflags(const oc_library *lib); /* compute flags used */
 OC_API int oc_library_num_ops(const oc_library *lib);

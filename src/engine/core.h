@@ -127,6 +127,14 @@ typedef struct oc_core {
     oc_stream_impl *streams;  /* open streams (kernel/stream.c; closed by its ctx.at_end hook) */
     oc_prof_counters counters;
 
+    /* Kernels run on the calling thread's own stack where it has room for
+     * the op's stack size (engine/core.c: run_in_place): its usable bytes
+     * [host_lo, host_hi), read once; in_place says where the running
+     * kernel is. */
+    char *host_lo, *host_hi;
+    bool host_known;
+    bool in_place;
+
     /* Switching to the kernel stack (engine/core.c): the stack's context is
      * entered once through kernel_ctx, then host and kernel jump between
      * host_env and kernel_env (__builtin_setjmp buffers: no signal mask,

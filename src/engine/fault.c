@@ -88,11 +88,13 @@ static void on_fault(int sig, siginfo_t *info, void *uctx)
  * itself is below the stack: a frame larger than the guard jumps over it. */
 static bool overflowed(const oc_core *c)
 {
-    if (c->ctx.mode != OC_MODE_KERNEL || c->fault_signal != SIGSEGV || c->fault_code <= 0 || !c->stack_map)
-        return false;
+    if (c->ctx.mode != OC_MODE_KERNEL || c->fault_signal != SIGSEGV || c->fault_code <= 0) return false;
+    /* the stack it ran on: the engine's, or the calling thread's own (core.c: run_in_place) */
+    const char *lo = c->in_place ? c->host_lo : c->stack_map ? c->stack_lo : NULL;
+    if (!lo) return false;
     const char *a = c->fault_addr, *sp = c->fault_sp;
-    if (a >= c->stack_map - OC_STACK_GUARD && a < c->stack_lo) return true;
-    return sp && sp < c->stack_lo && (size_t)(c->stack_lo - sp) <= OC_OVERFLOW_REACH;
+    if (a >= lo - OC_STACK_GUARD && a < lo) return true;
+    return sp && sp < lo && (size_t)(lo - sp) <= OC_OVERFLOW_REACH;
 }
 
 /* Record the core's failure (oc__core_fail would also leave the call; the
@@ -119,9 +121,10 @@ void oc__fault_describe(oc_core *c)
         fail(c, OC_EFAULT, "%s %s", where, what);
     else if (overflowed(c))
         fail(c, OC_ESTACK,
-             "%s: stack overflow: it needs more than its stack of %zu bytes (build with "
+             "%s: stack overflow: it needs more than %s%zu bytes (build with "
              "--stack-size N or -DSTACK_SIZE=N)",
-             where, c->exec->stack_size);
+             where, c->in_place ? "the calling thread's stack, which had room for its stack of " : "its stack of ",
+             c->exec->stack_size);
     else if (c->ctx.mode == OC_MODE_SHAPE && c->fault_signal == SIGSEGV && caused && (uintptr_t)a < 65536)
         fail(c, OC_EMETA,
              "%s touched tensor data (address %p); shape functions get meta tensors: "

@@ -599,6 +599,34 @@ oc_status oc__frame_execute(const struct oc_op *op, call_frame *f, oc_tensor *ou
     return st;
 }
 
+void oc__launch_plan(const struct oc_op *op, call_frame *f, const oc_grid *grid, oc__launch *l)
+{
+    l->ready = false;
+    if (f->ndense || op->fresh_results < op->num_results || op->multicore) return;
+    oc_exec e = exec_of(op, op->kernel_fn);
+    if (e.debug) return;
+    if (resolve_grid(op, f, grid, &e) != OC_OK) { /* a bad grid: oc__frame_execute reports it per run */
+        oc_clear_error();
+        return;
+    }
+    if (e.grid_ndim && e.ncores > 1) return;
+    e.ffi_values = f->slots;
+    e.regs = f->regs;
+    e.dsts = l->dsts;
+    e.ndst = op->num_results;
+    l->exec = e;
+    l->ready = true;
+}
+
+oc_status oc__launch_run(const struct oc_op *op, oc__launch *l, const oc_tensor *outs)
+{
+    for (int i = 0; i < op->num_results; i++) { /* fresh copies: the kernel may have changed the last ones */
+        l->dsts[i] = outs[i];
+        l->dsts[i].flags &= ~(uint32_t)(OC_TENSOR_READONLY | OC_TENSOR_OWNED);
+    }
+    return run_single(op, &l->exec);
+}
+
 bool oc__frame_regs(const struct oc_op *op, call_frame *f, oc_direct_regs *regs)
 {
     if (!op->direct) return false;

@@ -167,6 +167,26 @@ oc_status oc__check_out(const struct oc_op *op, int i, const oc_tensor *meta, co
  * shape function's or the op's. */
 oc_status oc__frame_execute(const struct oc_op *op, call_frame *f, oc_tensor *outs, const oc_grid *grid);
 
+/* A kernel launch planned once, for a prepared call (prepared.c): its frame
+ * never moves and its shapes never change, so the engine's record of the
+ * run, which oc__frame_execute builds on every call, is built here once.
+ * `ready`: a plain single-core run (no multicore op, no grid of several
+ * instances, no --debug library, no write-backs, no aliased results),
+ * which oc__launch_run repeats; else the caller runs oc__frame_execute. */
+typedef struct oc__launch {
+    bool ready;
+    oc_exec exec;
+    oc_tensor dsts[OC_MAX_RESULTS]; /* the kernel's copies of the result structs (exec.dsts) */
+} oc__launch;
+
+/* Plan the launch of the bound and inferred frame `f` (after its regs are
+ * set); `grid` as for oc__frame_execute. Never fails: not ready instead. */
+void oc__launch_plan(const struct oc_op *op, call_frame *f, const oc_grid *grid, oc__launch *l);
+
+/* Run a ready launch on the frame's current data, writing into `outs`
+ * (their data of the moment); the caller holds the op (oc__op_enter). */
+oc_status oc__launch_run(const struct oc_op *op, oc__launch *l, const oc_tensor *outs);
+
 /* OC_EINVAL naming `fn` when the op has fresh results and `outs` is NULL. */
 oc_status oc__need_outs(const struct oc_op *op, const oc_tensor *outs, const char *fn);
 

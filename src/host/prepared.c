@@ -2,14 +2,14 @@
  * data pointers.
  *
  * A run takes one of two paths. The bound frame itself, when every tensor
- * is dense and none is written in place (the frameworks' usual call, and
- * every call XLA makes): the run sets the frame's data pointers, checks
- * that no result overlaps an argument or another result, and runs the
- * kernel; no binding, no shape function, no layout pass. Anything else
- * (strided tensors, in-place arguments, a result that meets an argument)
- * goes through oc_op_call_prechecked on copies of the caller's arguments,
- * which makes the dense copies, writes back, and reports overlaps exactly
- * as a plain call would. */
+ * is dense (the frameworks' usual call, and every call XLA makes): the run
+ * sets the frame's data pointers, checks that no result overlaps an
+ * argument or another result and that no argument written in place meets
+ * another argument, and runs the kernel; no binding, no shape function, no
+ * layout pass. Anything else (strided tensors, a written tensor or result
+ * that meets an argument) goes through oc_op_call_prechecked on copies of
+ * the caller's arguments, which makes the dense copies, writes back, and
+ * reports overlaps exactly as a plain call would. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,11 +30,14 @@ struct oc_call {
     oc_tensor **copy_slot;            /* per slot: the copied caller's struct it sets (other path) */
     size_t *bytes;                    /* per slot: the dense tensor's bytes (the inputs' hull, fast path) */
     bool *empty;                      /* per slot: no elements (its data may be NULL) */
+    bool *written;                    /* per slot: an argument written in place (Tensor(a!)) */
+    bool any_written;
     oc_value *args;                   /* the caller's arguments, tensors pointing at `tensors` */
     oc_tensor *tensors;               /* copies of the caller's tensor structs, list items included */
     oc_tensor outs[OC_MAX_RESULTS];   /* the result buffers (fresh ones' data set per run) */
     oc_direct_regs regs;              /* the kernel's argument registers (fast path; the slots never move) */
     call_frame f;                     /* bound once (fast path) */
+    oc__launch launch;                /* the kernel's launch, planned once (fast path) */
 };
 
 static oc_status need_call(const oc_call *c, const char *fn)
@@ -66,17 +69,20 @@ static oc_status copy_args(oc_call *c, const oc_value *args)
     c->args = oc__malloc(((size_t)c->nargs + 1) * sizeof *c->args);
     c->tensors = oc__malloc(((size_t)ntensors + 1) * sizeof *c->tensors);
     /* one block: frame slots, copy slots, byte counts */
-    c->frame_slot = oc__malloc(nslots * (2 * sizeof(oc_tensor *) + sizeof(size_t) + sizeof(bool)) + 1);
+    c->frame_slot = oc__malloc(nslots * (2 * sizeof(oc_tensor *) + sizeof(size_t) + 2 * sizeof(bool)) + 1);
     if (!c->args || !c->tensors || !c->frame_slot)
         return oc_set_error(OC_ENOMEM, "op '%s': oc_call_prepare: out of memory", op->qualname);
     c->copy_slot = c->frame_slot + nslots;
     c->bytes = (size_t *)(c->copy_slot + nslots);
     c->empty = (bool *)(c->bytes + nslots);
+    c->written = c->empty + nslots;
     int64_t t = 0;
     int n = 0;
     for (int i = 0; i < c->nargs; i++) {
         c->args[i] = args[i];
+        bool written = op->def.schema.args[i].is_mutable;
         if (args[i].type == OC_ARG_TENSOR) {
+            c->written[n] = written;
             c->tensors[t] = *args[i].v.tensor;
             c->args[i].v.tensor = &c->tensors[t];
             c->copy_slot[n] = &c->tensors[t++];
@@ -85,6 +91,7 @@ static oc_status copy_args(oc_call *c, const oc_value *args)
             oc_tensor *items = (oc_tensor *)c->f.values[i].tensors.items; /* the frame's copies */
             c->args[i].v.tensors.items = &c->tensors[t];
             for (int64_t k = 0; k < args[i].v.tensors.count; k++) {
+                c->written[n] = written;
                 c->tensors[t] = args[i].v.tensors.items[k];
                 c->copy_slot[n] = &c->tensors[t++];
                 c->frame_slot[n++] = &items[k];
@@ -95,7 +102,7 @@ static oc_status copy_args(oc_call *c, const oc_value *args)
     for (int r = 0; r < op->num_results; r++) {
         if (op->def.schema.results[r].alias_arg >= 0) continue;
         c->copy_slot[n] = c->frame_slot[n] = &c->outs[r];
-        n++;
+        c->written[n++] = false; /* fresh: oc__outs_clear checks it */
     }
     c->ndata = n;
     /* Data comes with each run: no struct stays a meta tensor. */
@@ -106,8 +113,10 @@ static oc_status copy_args(oc_call *c, const oc_value *args)
         c->bytes[k] = oc__contiguous(x) ? (size_t)oc_numel(x) * oc__elem_bytes[x->dtype] : 0;
         c->empty[k] = oc_numel(x) == 0;
         c->fast &= oc__contiguous(x);
+        c->any_written |= c->written[k];
     }
     if (c->fast && oc__frame_regs(op, &c->f, &c->regs)) c->f.regs = &c->regs;
+    if (c->fast) oc__launch_plan(op, &c->f, c->has_grid ? &c->grid : NULL, &c->launch);
     return OC_OK;
 }
 
@@ -138,7 +147,7 @@ oc_status oc_call_prepare(const oc_op *op, const oc_value *args, int nargs, cons
         st = oc__check_out(op, r, &metas[r], &outs[r], false, "the caller's");
         c->outs[r] = outs[r];
     }
-    c->fast = c->f.plain;
+    c->fast = c->f.plain || c->f.spans_dense; /* every tensor contiguous (written ones too) */
     if (!st) st = copy_args(c, args);
     oc__op_leave(op);
     if (st) {
@@ -171,6 +180,28 @@ static void slot_name(const oc_call *c, int k, char *buf, size_t cap)
         }
 }
 
+/* No argument written in place meets another argument (its bytes, as
+ * `data` places them): oc__args_clear for a run. */
+static bool written_clear(const oc_call *c, void *const *data)
+{
+    for (int w = 0; w < c->ninputs; w++) {
+        if (!c->written[w] || !c->bytes[w]) continue;
+        uintptr_t lo = (uintptr_t)data[w], hi = lo + c->bytes[w];
+        for (int k = 0; k < c->ninputs; k++)
+            if (k != w && c->bytes[k] && (uintptr_t)data[k] < hi && lo < (uintptr_t)data[k] + c->bytes[k])
+                return false;
+    }
+    return true;
+}
+
+/* OC_EINVAL for data pointer k, NULL where its tensor has elements. */
+static oc_status null_data(const oc_call *c, int k)
+{
+    char what[128] = "";
+    slot_name(c, k, what, sizeof what);
+    return oc_set_error(OC_EINVAL, "op '%s': oc_call_run: data pointer %d (%s) is NULL", c->op->qualname, k, what);
+}
+
 oc_status oc_call_run(oc_call *c, void *const *data)
 {
     oc_status st = need_call(c, "oc_call_run");
@@ -179,16 +210,10 @@ oc_status oc_call_run(oc_call *c, void *const *data)
     if (!data && c->ndata > 0)
         return oc_set_error(OC_EINVAL, "op '%s': oc_call_run: `data` is required (%d pointers)", op->qualname,
                             c->ndata);
-    for (int k = 0; k < c->ndata; k++)
-        if (!data[k] && !c->empty[k]) {
-            char what[128] = "";
-            slot_name(c, k, what, sizeof what);
-            return oc_set_error(OC_EINVAL, "op '%s': oc_call_run: data pointer %d (%s) is NULL", op->qualname, k,
-                                what);
-        }
     if (c->fast) { /* the frame's data, and its inputs' hull for oc__outs_clear (as binding finds it) */
         uintptr_t lo = UINTPTR_MAX, hi = 0;
         for (int k = 0; k < c->ndata; k++) {
+            if (!data[k] && !c->empty[k]) return null_data(c, k);
             c->frame_slot[k]->data = data[k];
             if (k >= c->ninputs || !c->bytes[k]) continue;
             uintptr_t l = (uintptr_t)data[k], h = l + c->bytes[k];
@@ -196,15 +221,21 @@ oc_status oc_call_run(oc_call *c, void *const *data)
             hi = h > hi ? h : hi;
         }
         c->f.lo = lo, c->f.hi = hi;
+    } else {
+        for (int k = 0; k < c->ndata; k++)
+            if (!data[k] && !c->empty[k]) return null_data(c, k);
     }
-    if (!c->fast || !oc__outs_clear(op, &c->f, c->outs)) { /* the long way decides, and reports */
+    if (!c->fast || !oc__outs_clear(op, &c->f, c->outs) || (c->any_written && !written_clear(c, data))) {
+        /* the long way decides, and reports */
         for (int k = 0; k < c->ndata; k++) c->copy_slot[k]->data = data[k];
         return oc_op_call_prechecked(op, c->args, c->nargs, c->outs, c->has_grid ? &c->grid : NULL);
     }
     uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
     st = oc__op_enter(op);
     if (st) return st;
-    st = oc__frame_execute(op, &c->f, c->outs, c->has_grid ? &c->grid : NULL);
+    /* the planned launch; with the profiler on, the full one (it counts the inputs' bytes) */
+    st = c->launch.ready && !t0 ? oc__launch_run(op, &c->launch, c->outs)
+                                : oc__frame_execute(op, &c->f, c->outs, c->has_grid ? &c->grid : NULL);
     oc__op_leave(op);
     if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());
     if (st) oc__error_in_op(op->qualname);

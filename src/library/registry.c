@@ -409,6 +409,7 @@ const oc_op *oc_op_find(const char *qualname)
 const char *oc_library_name(const oc_library *lib) { return lib->name; }
 const char *oc_library_path(const oc_library *lib) { return lib->path; }
 bool oc_library_multicore(const oc_library *lib) { return lib->multicore; }
+bool oc_library_debug(const oc_library *lib) { return lib->debug; }
 size_t oc_library_stack_size(const oc_library *lib) { return lib->stack_size; }
 const char *oc_library_cflags(const oc_library *lib) { return lib->cflags; }
 int oc_library_num_ops(const oc_library *lib) { return lib->num_ops; }

@@ -60,6 +60,7 @@
 
 #include "opcore/engine.h"
 #include "torch_native.h"
+#include "torch_prepared.h"
 
 /* ---- the stable ABI, as much as opcore uses ------------------------------------ */
 
@@ -212,6 +213,7 @@ typedef struct native_op {
     void (*entry)(StableIValue *, uint64_t, uint64_t);
     TorchLibraryHandle lib;
     void *boxed;               /* the registration through the boxed-kernel shim, or NULL */
+    ocpy_prepared_site prepared; /* calls repeating one key skip binding and the shape function */
 } native_op;
 
 /* What one call owns until it ends. */
@@ -360,6 +362,7 @@ static oc_status convert(call *c, int i, StableIValue v)
         return OC_OK;
     }
     case OC_ARG_SCALAR:
+    case OC_ARG_DICT:
     case OC_ARG_NONE: break;
     }
     return oc_set_error(OC_EINVAL, "op '%s': argument %d has a type the native kernel does not carry",
@@ -505,17 +508,89 @@ static void bump_versions(const call *c)
     }
 }
 
+/* A call's record, before its arguments are converted. */
+static void call_init(call *c, native_op *n, const StableIValue *stack, const ocpy_torch_view *views)
+{
+    c->n = n;
+    c->views = views;
+    memcpy(c->stack, stack, (size_t)n->nargs * sizeof *stack);
+    for (int i = 0; i < n->nargs; i++) c->heap[i] = NULL;
+    for (int i = 0; i < n->nresults; i++) c->results[i] = NULL;
+}
+
+/* After the kernel: bump the written tensors' version counters and put
+ * the results the torch op returns on the stack (a fresh result is handed
+ * over; `-> Tensor(a!)` is the argument itself, as a new reference). */
+static void finish(call *c, StableIValue *stack)
+{
+    native_op *n = c->n;
+    bump_versions(c);
+    for (int j = 0; j < n->nret; j++) {
+        int i = n->ret_index[j], a = n->alias[i];
+        if (a < 0) {
+            stack[j] = (StableIValue)(uintptr_t)c->results[i];
+            c->results[i] = NULL; /* the stack owns it now */
+            continue;
+        }
+        AtenTensorHandle h = NULL;
+        StableIValue v;
+        if (!unboxed(c, a, &v) || T.new_tensor_handle((AtenTensorHandle)(uintptr_t)v, &h)) {
+            oc_set_error(OC_ERROR, "op '%s': cannot return argument '%s': %s", oc_op_qualname(n->op),
+                         oc_op_arg_name(n->op, a), T.exception_what());
+            for (int k = 0; k < j; k++) T.delete_tensor((AtenTensorHandle)(uintptr_t)stack[k]);
+            fail(c, OC_ERROR);
+        }
+        stack[j] = (StableIValue)(uintptr_t)h;
+    }
+}
+
+/* The call through the op's prepared call `p` (torch_prepared.h): the
+ * arguments as the shim read them (borrowed: nothing to release), fresh
+ * results allocated as last time. */
+static void run_prepared(native_op *n, StableIValue *stack, const ocpy_torch_view *views, ocpy_prepared *p)
+{
+    call c;
+    call_init(&c, n, stack, views);
+    void *data[MAX_ARGS + OC_MAX_RESULTS];
+    int k = 0;
+    for (int i = 0; i < n->nargs; i++)
+        if (n->type[i] == OC_ARG_TENSOR) data[k++] = views[i].data;
+    oc_status st = OC_OK;
+    for (int r = 0; r < n->nresults && !st; r++) {
+        if (n->alias[r] >= 0) continue; /* `-> Tensor(a!)`: the argument */
+        oc_tensor out;
+        st = alloc_result(&c, r, &p->metas[r], &out);
+        data[k++] = out.data;
+    }
+    if (!st) {
+        oc_engine_helpers_fn lend = ocpy_torch_lend_helpers();
+        if (lend) oc_engine_set_thread_helpers(lend);
+        st = oc_call_run(p->call, data);
+        if (lend) oc_engine_set_thread_helpers(NULL);
+    }
+    ocpy_prepared_put(&n->prepared, p);
+    if (st) fail(&c, st);
+    finish(&c, stack);
+    for (int i = 0; i < n->nresults; i++) /* fresh results the torch op does not return */
+        if (c.results[i]) T.delete_tensor(c.results[i]);
+}
+
 /* One call (`rec`: the op's native_op), from the stable ABI's entry below
  * or from the shim. */
 static void run(void *rec, StableIValue *stack, const ocpy_torch_view *views)
 {
     native_op *n = rec;
+    int64_t key[OCPY_PREPARED_KEY_MAX];
+    int nkey = ocpy_prepared_key(&n->prepared, n->op, stack, views, key);
+    if (nkey >= 0) {
+        ocpy_prepared *p = ocpy_prepared_take(&n->prepared, key, nkey);
+        if (p) {
+            run_prepared(n, stack, views, p);
+            return;
+        }
+    }
     call c;
-    c.n = n;
-    c.views = views;
-    memcpy(c.stack, stack, (size_t)n->nargs * sizeof *stack);
-    for (int i = 0; i < n->nargs; i++) c.heap[i] = NULL;
-    for (int i = 0; i < n->nresults; i++) c.results[i] = NULL;
+    call_init(&c, n, stack, views);
     for (int i = 0; i < n->nargs; i++) {
         StableIValue v;
         if (!unboxed(&c, i, &v)) {
@@ -534,25 +609,8 @@ static void run(void *rec, StableIValue *stack, const ocpy_torch_view *views)
     oc_status st = oc_op_run(n->op, c.vals, n->nargs, alloc_result, &c, outs);
     if (lend) oc_engine_set_thread_helpers(NULL);
     if (st) fail(&c, st);
-    bump_versions(&c);
-    for (int j = 0; j < n->nret; j++) {
-        int i = n->ret_index[j], a = n->alias[i];
-        if (a < 0) {
-            stack[j] = (StableIValue)(uintptr_t)c.results[i];
-            c.results[i] = NULL; /* the stack owns it now */
-            continue;
-        }
-        /* `-> Tensor(a!)`: the argument itself, as a new reference */
-        AtenTensorHandle h = NULL;
-        StableIValue v;
-        if (!unboxed(&c, a, &v) || T.new_tensor_handle((AtenTensorHandle)(uintptr_t)v, &h)) {
-            oc_set_error(OC_ERROR, "op '%s': cannot return argument '%s': %s", oc_op_qualname(n->op),
-                         oc_op_arg_name(n->op, a), T.exception_what());
-            for (int k = 0; k < j; k++) T.delete_tensor((AtenTensorHandle)(uintptr_t)stack[k]);
-            fail(&c, OC_ERROR);
-        }
-        stack[j] = (StableIValue)(uintptr_t)h;
-    }
+    if (nkey >= 0) ocpy_prepared_learn(&n->prepared, n->op, key, nkey, c.vals, outs);
+    finish(&c, stack);
     /* Dropping an argument's handle can leave the Python tensor as its only
      * owner: torch then hands the tensor's PyObject back under the GIL,
      * which it takes itself, once per tensor (torch.ops released it for
@@ -658,6 +716,7 @@ static native_op *dropped;
 
 static void native_free(native_op *n)
 {
+    ocpy_prepared_site_clear(&n->prepared);
     if (n->closure) ffi_closure_free(n->closure);
     free(n);
 }
@@ -687,6 +746,7 @@ static PyObject *py_native_impl(PyObject *self, PyObject *args, PyObject *kwargs
     n->op = op;
     n->nargs = nargs;
     n->nresults = nres;
+    ocpy_prepared_site_init(&n->prepared, op);
     for (int i = 0; i < nargs; i++) {
         n->type[i] = oc_op_arg_type(op, i);
         n->optional[i] = oc_op_arg_optional(op, i);
@@ -755,6 +815,7 @@ static PyObject *py_native_drop(PyObject *self, PyObject *arg)
         *p = n->next;
         if (n->boxed) B.drop(n->boxed);
         else T.delete_library(n->lib);
+        ocpy_prepared_site_clear(&n->prepared); /* its oc_call holds the op's bound arguments */
         n->next = dropped;
         dropped = n;
         count++;
@@ -773,7 +834,16 @@ static PyObject *py_lend_threads(PyObject *self, PyObject *arg)
     return PyBool_FromLong(was);
 }
 
+static PyObject *py_prepared(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    return PyLong_FromUnsignedLongLong(ocpy_prepared_made());
+}
+
 PyMethodDef ocpy_torch_native_methods[] = {
+    {"_torch_native_prepared", py_prepared, METH_NOARGS,
+     "_torch_native_prepared() -> int: prepared calls made so far (an op called twice in a row with one "
+     "argument metadata and values runs through one after: src/python/torch_prepared.h)"},
     {"_torch_native_lend_threads", py_lend_threads, METH_O,
      "_torch_native_lend_threads(on) -> bool (the previous setting): multicore ops called from torch run their "
      "shares on torch's intra-op threads first (default on, paused for 1 s after a launch torch's join held up: "

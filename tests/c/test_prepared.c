@@ -43,6 +43,10 @@ static const char compute[] =
     "    }\n"
     "    return oc_dst_tensor();\n"
     "}\n"
+    "void axpy_(oc_tensor *y, const oc_tensor *x, double a) {\n"
+    "    float *d = y->data; const float *s = x->data;\n"
+    "    for (int64_t i = 0, n = oc_numel(y); i < n; i++) d[i] += (float)(a * s[i]);\n"
+    "}\n"
     "void scale_(oc_tensor *x, double a) {\n"
     "    float *d = x->data;\n"
     "    for (int64_t i = 0, n = oc_numel(x); i < n; i++) d[i] *= (float)a;\n"
@@ -64,6 +68,7 @@ static const char shape[] =
     "    oc_def(m, \"rev(Tensor x) -> Tensor\", same, \"rev\");\n"
     "    oc_def(m, \"sum_opt(Tensor[] xs, Tensor? w) -> Tensor\", first, \"sum_opt\");\n"
     "    oc_def(m, \"scale_(Tensor(a!) x, float a) -> Tensor(a!)\", NULL, \"scale_\");\n"
+    "    oc_def(m, \"axpy_(Tensor(a!) y, Tensor x, float a) -> ()\", NULL, \"axpy_\");\n"
     "    oc_def(m, \"crash(Tensor x) -> Tensor\", same, \"crash\");\n"
     "    oc_def(m, \"refuse(Tensor x) -> Tensor\", same, \"refuse\");\n"
     "}\n";
@@ -191,6 +196,34 @@ static void test_in_place_op(void **state)
     oc_call_free(c);
 }
 
+/* an argument written in place, checked against the others per run: apart,
+ * the kernel runs on the bound frame; the same buffer is computed as if the
+ * input were copied first; a partial overlap is refused, nothing written */
+static void test_written_argument_checked_per_run(void **state)
+{
+    (void)state;
+    float y[4] = {1, 2, 3, 4}, x[4] = {10, 20, 30, 40}, buf[5] = {0, 1, 2, 3, 4};
+    oc_tensor ys = vec(NULL, 4), xs = vec(NULL, 4);
+    oc_value a[] = {oc_value_tensor(&ys), oc_value_tensor(&xs), oc_value_float(0.5)};
+    oc_call *c = prepare("prep::axpy_", a, 3, NULL);
+    assert_int_equal(oc_call_num_data(c), 2);
+    run_ok(c, (void *[]){y, x});
+    const float want[4] = {6, 12, 18, 24};
+    assert_memory_equal(y, want, sizeof want);
+    run_ok(c, (void *[]){y, y});
+    const float twice[4] = {9, 18, 27, 36};
+    assert_memory_equal(y, twice, sizeof twice);
+    assert_int_equal(oc_call_run(c, (void *[]){buf, buf + 1}), OC_EINVAL);
+    test_assert_contains(oc_errmsg(), "op 'prep::axpy_'");
+    test_assert_contains(oc_errmsg(), "refer to a single memory location");
+    const float untouched[5] = {0, 1, 2, 3, 4};
+    assert_memory_equal(buf, untouched, sizeof untouched);
+    run_ok(c, (void *[]){x, y});
+    const float again[4] = {14.5f, 29, 43.5f, 58};
+    assert_memory_equal(x, again, sizeof again);
+    oc_call_free(c);
+}
+
 /* a run whose result overlaps its input: refused as oc_op_call refuses it;
  * the very same buffer is computed as if the input were copied first */
 static void test_overlap_checked_per_run(void **state)
@@ -306,6 +339,7 @@ int main(void)
         cmocka_unit_test(test_strided_input_arrives_dense),
         cmocka_unit_test(test_in_place_op),
         cmocka_unit_test(test_overlap_checked_per_run),
+        cmocka_unit_test(test_written_argument_checked_per_run),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_kernel_failure_in_a_run),
         cmocka_unit_test(test_fault_in_a_run),

@@ -35,7 +35,7 @@ enum {
     ISO_LONGJMP_OTHER = 10,  /* longjmp to the buf the other side set */
     ISO_SIGLONGJMP_OTHER = 11,
     ISO_LONGJMP_INSIDE = 12, /* fine: a longjmp within the call */
-    ISO_BIG_FRAME = 13,      /* a 2 MiB stack frame */
+    ISO_BIG_FRAME = 13,      /* a 64 MiB stack frame: beyond any thread's stack */
     ISO_RAISE_SEGV = 14,     /* raise(SIGSEGV) */
     ISO_CHECK = 15,          /* OC_CHECK fails */
     ISO_SEGV = 16,           /* a store through NULL */
@@ -49,7 +49,7 @@ static __attribute__((noinline, unused)) void iso_jump_back(jmp_buf *b) { longjm
 
 static __attribute__((noinline, unused)) int iso_big_frame(int64_t n)
 {
-    volatile char buf[2 << 20];
+    volatile char buf[64 << 20];
     buf[0] = (char)n;
     buf[sizeof buf - 1] = 1;
     return buf[0] + buf[n & 1023];

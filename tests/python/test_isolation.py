@@ -1,7 +1,7 @@
 """Fault isolation from PyTorch and JAX: every case of
 tests/isolation/misbehave.h (exit, _exit, _Exit, quick_exit, abort, a failed
 assert, raise(SIGABRT), pthread_exit, thrd_exit, longjmp out of the call,
-a 2 MiB stack frame, raise(SIGSEGV), a NULL store, OC_CHECK, a TCM range)
+a 64 MiB stack frame, raise(SIGSEGV), a NULL store, OC_CHECK, a TCM range)
 in a single-core kernel, a multicore kernel, a shape function and an
 OC_LIBRARY block ends in an exception naming the op (or library), the core
 and what happened; the process goes on and the next call of every op works.

@@ -192,6 +192,124 @@ def test_threads(lib):
     assert not errors, errors[:3]
 
 
+def affine_ref(x, y, a, b, neg):
+    return (-1 if neg else 1) * (a * x.double() + y.double() + b)
+
+
+def prepared_made():
+    return opcore._C._torch_native_prepared()
+
+
+def test_prepared_calls(lib):
+    """A call repeating the last one's argument metadata and values runs
+    through a prepared call (src/python/torch_prepared.h; the shim's route
+    only): same results for new data, and anything that changes the key
+    (sizes, strides, dtype, a scalar) takes the usual path."""
+    boxed = opcore._torch_native.route() == "boxed"
+    x, y = torch.randn(5, 3), torch.randn(5, 3)
+    before = prepared_made()
+    for _ in range(3):
+        torch.testing.assert_close(ops.affine(x, y, 2.0, 1, False).double(), affine_ref(x, y, 2.0, 1, False))
+    assert prepared_made() == before + (1 if boxed else 0)
+    for i in range(20):  # new data each call: the prepared call's pointers are the call's
+        x, y = torch.randn(5, 3), torch.randn(5, 3)
+        torch.testing.assert_close(ops.affine(x, y, 2.0, 1, False).double(), affine_ref(x, y, 2.0, 1, False))
+    # every part of the key: scalar values, sizes, strides, empty tensors
+    cases = [(2.5, 1, False), (2.0, -3, False), (2.0, 1, True)]
+    for a, b, neg in cases:
+        for _ in range(3):
+            torch.testing.assert_close(ops.affine(x, y, a, b, neg).double(), affine_ref(x, y, a, b, neg))
+    for shape in [(3, 5), (15,), (1, 15), (0, 3), ()]:
+        xs, ys = torch.randn(shape), torch.randn(shape)
+        for _ in range(3):
+            torch.testing.assert_close(ops.affine(xs, ys, 2.0, 1, False).double(), affine_ref(xs, ys, 2.0, 1, False))
+    xt, yt = torch.randn(3, 5).t(), torch.randn(5, 3)  # same sizes as x, other strides
+    for _ in range(3):
+        torch.testing.assert_close(ops.affine(xt, yt, 2.0, 1, False).double(), affine_ref(xt, yt, 2.0, 1, False))
+        torch.testing.assert_close(ops.affine(x, y, 2.0, 1, False).double(), affine_ref(x, y, 2.0, 1, False))
+    # errors on the prepared path: the kernel's, and the shape function's for a new key
+    x[0, 0] = float("nan")
+    with pytest.raises(opcore.OpError, match="x\\[0\\] is NaN"):
+        ops.affine(x, y, 2.0, 1, False)
+    x[0, 0] = 1.0
+    torch.testing.assert_close(ops.affine(x, y, 2.0, 1, False).double(), affine_ref(x, y, 2.0, 1, False))
+    with pytest.raises(opcore.OpError, match="float32"):
+        ops.affine(x.double(), y.double(), 2.0, 1, False)
+    with pytest.raises(opcore.OpError, match="one shape"):
+        ops.affine(x, y[:2], 2.0, 1, False)
+    # the results are fresh tensors each call, never a reused buffer
+    r1, r2 = ops.affine(x, y, 2.0, 1, False), ops.affine(x, y, 2.0, 1, False)
+    assert r1.data_ptr() != r2.data_ptr() and torch.equal(r1, r2)
+
+
+def test_prepared_calls_in_place(lib):
+    """In-place ops run through prepared calls too: written in place, version
+    counters bumped, the argument returned; a run whose written tensor
+    meets another argument takes the usual path (computed as if the input
+    had been copied first, or refused for a partial overlap)."""
+    boxed = opcore._torch_native.route() == "boxed"
+    before = prepared_made()
+    for _ in range(5):
+        y, x = torch.randn(4, 3), torch.randn(4, 3)
+        want, v = y + 0.5 * x, y._version
+        assert ops.axpy_(y, x, 0.5) is None
+        torch.testing.assert_close(y, want)
+        assert y._version > v
+        s = torch.randn(6)
+        want, p = 3 * s, s.data_ptr()
+        r = ops.scale_(s, 3.0)
+        assert r.data_ptr() == p and torch.equal(r, s)
+        torch.testing.assert_close(s, want)
+    assert prepared_made() == before + (2 if boxed else 0)
+    y = torch.randn(4, 3)
+    want = 1.5 * y
+    ops.axpy_(y, y, 0.5)  # the same view read and written: as if read from a copy
+    torch.testing.assert_close(y, want)
+    buf = torch.randn(13)
+    with pytest.raises(opcore.OpError, match="single memory location"):
+        ops.axpy_(buf[:12].view(4, 3), buf[1:13].view(4, 3), 0.5)
+    y, x = torch.randn(4, 3), torch.randn(4, 3)
+    want = y + 0.5 * x
+    ops.axpy_(y, x, 0.5)
+    torch.testing.assert_close(y, want)
+
+
+def test_prepared_calls_threads(lib):
+    """Threads calling one op at once, each with its own shape: one holds
+    the prepared call while it runs, the others take the usual path."""
+    errors = []
+
+    def work(i):
+        try:
+            for k in range(300):
+                shape = (i + 1, 3) if k % 7 else (3, i + 2)
+                x, y = torch.randn(shape), torch.randn(shape)
+                torch.testing.assert_close(ops.affine(x, y, 0.5, i, bool(k % 2)).double(),
+                                           affine_ref(x, y, 0.5, i, bool(k % 2)))
+        except Exception as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    run_threads(work, 6)
+    assert not errors, errors[:3]
+
+
+def test_no_prepared_calls_when_memo_is_off(lib):
+    """OC_INFER_MEMO=0: every call asks the shape function, so none is prepared."""
+    code = f"""
+import torch, opcore
+from opcore import custom_op
+custom_op.load(name='oc_native_test', compute_srcs=[{str(KERNELS / 'ops.c')!r}],
+               shape_srcs=[{str(KERNELS / 'shape.c')!r}])
+x = torch.randn(4)
+for _ in range(5):
+    assert torch.equal(torch.ops.oc_native_test.affine(x, x, 1.0, 0, False), 2 * x)
+print(opcore._C._torch_native_prepared())
+"""
+    env = dict(os.environ, OC_INFER_MEMO="0")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "0", r.stdout + r.stderr
+
+
 def test_multicore_small_tensor_runs_on_one_core(lib):
     small = torch.ones(10)
     s, cores = ops.sum_mc(small).tolist()

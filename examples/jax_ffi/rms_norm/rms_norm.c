@@ -130,22 +130,15 @@ static double get(const void *res, int64_t r, oc_dtype dt)
     return f;
 }
 
-/* Checks common to the three kernels; the number of elements per row. */
-static int64_t row_length(const oc_tensor *x, const char *op)
-{
-    OC_CHECK(x->ndim >= 1, "%s: the input must be an array (rank >= 1), got a scalar", op);
-    OC_CHECK(oc_dtype_is_floating(x->dtype), "%s: takes a float dtype, got %s", op, oc_dtype_name(x->dtype));
-    return x->sizes[x->ndim - 1];
-}
-
-/* Contiguous data of t (a copy for other layouts: XLA's buffers are dense). */
-static const void *dense(const oc_tensor *t) { return oc_is_contiguous(t) ? t->data : oc_to_dtype(t, t->dtype)->data; }
+/* Elements per row of x. The shape functions checked x (a float array of
+ * rank >= 1), and opcore hands kernels dense, row-major tensors (kernel.h),
+ * as XLA's buffers are: no checks or copies here, as in upstream's handler. */
+static int64_t row_length(const oc_tensor *x) { return x->sizes[x->ndim - 1]; }
 
 static void forward(const oc_tensor *x, double eps, oc_tensor *y, oc_tensor *res)
 {
-    int64_t n = row_length(x, res ? "rms_norm_fwd" : "rms_norm");
-    OC_CHECK(oc_is_contiguous(y) && (!res || oc_is_contiguous(res)), "the results must be contiguous");
-    const char *xs = dense(x);
+    int64_t n = row_length(x);
+    const char *xs = x->data;
     char *ys = y->data;
     size_t row = (size_t)n * oc_dtype_size(x->dtype);
     for (int64_t r = 0, rows = n ? oc_numel(x) / n : 0; r < rows; r++) {
@@ -168,10 +161,9 @@ void rms_norm_fwd(const oc_tensor *x, double eps)
 
 oc_tensor *rms_norm_bwd(const oc_tensor *res, const oc_tensor *x, const oc_tensor *ct)
 {
-    int64_t n = row_length(x, "rms_norm_bwd");
+    int64_t n = row_length(x);
     oc_tensor *out = oc_dst_tensor();
-    OC_CHECK(oc_is_contiguous(out), "the result must be contiguous");
-    const char *xs = dense(x), *cs = dense(ct), *rs = dense(res);
+    const char *xs = x->data, *cs = ct->data, *rs = res->data;
     size_t row = (size_t)n * oc_dtype_size(x->dtype);
     for (int64_t r = 0, rows = n ? oc_numel(x) / n : 0; r < rows; r++)
         bwd_row((char *)out->data + r * row, cs + r * row, xs + r * row, get(rs, r, res->dtype), x->dtype, n);

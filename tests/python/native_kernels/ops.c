@@ -110,3 +110,23 @@ oc_tensor *add_scalar(const oc_tensor *x, oc_scalar s)
     const oc_tensor *c = oc_full_like(x, oc_scalar_to_double(s));
     return oc_add_out(out, out, c, 1.0);
 }
+
+/* out = sign * (a * x + y + b), sign -1 when neg; refuses a NaN in x[0]
+ * (an error raised by a call that runs through a prepared call). float32. */
+oc_tensor *affine(const oc_tensor *x, const oc_tensor *y, double a, int64_t b, bool neg)
+{
+    const float *xs = x->data, *ys = y->data;
+    float *d = oc_dst_tensor()->data;
+    int64_t n = oc_numel(x);
+    OC_CHECK(n == 0 || xs[0] == xs[0], "x[0] is NaN");
+    for (int64_t i = 0; i < n; i++) d[i] = (float)((neg ? -1 : 1) * (a * xs[i] + ys[i] + (double)b));
+    return oc_dst_tensor();
+}
+
+/* y += a * x, in place (float32). */
+void axpy_(oc_tensor *y, const oc_tensor *x, double a)
+{
+    float *d = y->data;
+    const float *s = x->data;
+    for (int64_t i = 0, n = oc_numel(y); i < n; i++) d[i] += (float)(a * s[i]);
+}

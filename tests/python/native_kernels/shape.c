@@ -51,6 +51,21 @@ static oc_tensor *same(const oc_tensor *x, oc_scalar s)
     return oc_empty_like(x);
 }
 
+static oc_tensor *affine_shape(const oc_tensor *x, const oc_tensor *y, double a, int64_t b, bool neg)
+{
+    (void)a, (void)b, (void)neg;
+    OC_CHECK(x->dtype == OC_FLOAT32 && y->dtype == OC_FLOAT32, "affine takes float32 tensors");
+    OC_CHECK(oc_same_shape(x, y), "x and y must have one shape");
+    return oc_empty_like(x);
+}
+
+static void axpy_shape(oc_tensor *y, const oc_tensor *x, double a)
+{
+    (void)a;
+    OC_CHECK(y->dtype == OC_FLOAT32 && x->dtype == OC_FLOAT32, "axpy_ takes float32 tensors");
+    OC_CHECK(oc_same_shape(x, y), "x and y must have one shape");
+}
+
 OC_LIBRARY(oc_native_test, m)
 {
     oc_def(m, "kitchen(Tensor x, Tensor? w, int[] dims, int[2] pair, float[] fs, str mode, ScalarType dt, "
@@ -64,5 +79,7 @@ OC_LIBRARY(oc_native_test, m)
     /* Scalar has no encoding in torch's stable C ABI: this op keeps the Python kernel */
     oc_def(m, "add_scalar(Tensor x, Scalar s) -> Tensor", same, "add_scalar");
     oc_def(m, "sum_mc(Tensor x) -> Tensor", sum_shape, "sum_mc", .multicore = true);
+    oc_def(m, "affine(Tensor x, Tensor y, float a, int b, bool neg) -> Tensor", affine_shape, "affine");
+    oc_def(m, "axpy_(Tensor(a!) y, Tensor x, float a) -> ()", axpy_shape, "axpy_");
     oc_def(m, "where_mc(Tensor x, int caller_tid) -> Tensor", where_shape, "where_mc", .multicore = true);
 }
