@@ -74,7 +74,7 @@ typedef int32_t AOTITorchError; /* 0: success */
 /* The encoding opcore implements: torch 2.13.0 (TORCH_ABI_VERSION). */
 #define OC_TORCH_ABI_2_13 ((2ULL << 56) | (13ULL << 48))
 
-#define MAX_ARGS 64
+#define MAX_ARGS OCPY_TORCH_MAX_ARGS
 
 /* Lend torch's threads to multicore launches (_torch_native_lend_threads):
  * on by default. A lent launch ends only when every torch thread has
@@ -581,7 +581,7 @@ static void run(void *rec, StableIValue *stack, const ocpy_torch_view *views)
 {
     native_op *n = rec;
     int64_t key[OCPY_PREPARED_KEY_MAX];
-    int nkey = ocpy_prepared_key(&n->prepared, n->op, stack, views, key);
+    int nkey = ocpy_prepared_key(&n->prepared, stack, views, key);
     if (nkey >= 0) {
         ocpy_prepared *p = ocpy_prepared_take(&n->prepared, key, nkey);
         if (p) {

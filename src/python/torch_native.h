@@ -17,6 +17,8 @@ extern "C" {
  * Tensor argument as the shim read it from torch's stack, so the kernel
  * need not ask torch's C ABI for each field. */
 #define OCPY_TORCH_SHIM_VERSION 2
+/* Arguments a native kernel takes at most (the shim's kMaxArgs). */
+#define OCPY_TORCH_MAX_ARGS 64
 typedef struct ocpy_torch_view {
     void *data;
     const int64_t *sizes, *strides;

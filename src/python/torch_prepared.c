@@ -30,9 +30,11 @@ void ocpy_prepared_site_init(ocpy_prepared_site *s, const oc_op *op)
     atomic_init(&s->ready, NULL);
     pthread_mutex_init(&s->lock, NULL);
     s->missed = NULL;
-    s->eligible = !memo_off() && !oc_library_debug(oc_op_library(op));
-    for (int i = 0; s->eligible && i < oc_op_num_args(op); i++) {
+    s->nargs = oc_op_num_args(op);
+    s->eligible = !memo_off() && !oc_library_debug(oc_op_library(op)) && s->nargs <= OCPY_TORCH_MAX_ARGS;
+    for (int i = 0; s->eligible && i < s->nargs; i++) {
         oc_arg_type t = oc_op_arg_type(op, i);
+        s->tensor[i] = t == OC_ARG_TENSOR;
         s->eligible = !oc_op_arg_optional(op, i) && (t == OC_ARG_TENSOR || t == OC_ARG_INT ||
                                                       t == OC_ARG_FLOAT || t == OC_ARG_BOOL || t == OC_ARG_DTYPE);
     }
@@ -54,13 +56,13 @@ void ocpy_prepared_site_clear(ocpy_prepared_site *s)
     pthread_mutex_unlock(&s->lock);
 }
 
-int ocpy_prepared_key(const ocpy_prepared_site *s, const oc_op *op, const uint64_t *stack,
-                      const ocpy_torch_view *views, int64_t *key)
+int ocpy_prepared_key(const ocpy_prepared_site *s, const uint64_t *stack, const ocpy_torch_view *views,
+                      int64_t *key)
 {
     if (!s->eligible || !views || oc_profiler_enabled()) return -1;
-    int n = 0, nargs = oc_op_num_args(op);
-    for (int i = 0; i < nargs; i++) {
-        if (oc_op_arg_type(op, i) != OC_ARG_TENSOR) {
+    int n = 0;
+    for (int i = 0; i < s->nargs; i++) {
+        if (!s->tensor[i]) {
             if (n + 1 > OCPY_PREPARED_KEY_MAX) return -1;
             key[n++] = (int64_t)stack[i];
             continue;

@@ -47,6 +47,8 @@ typedef struct ocpy_prepared {
 /* One op's prepared call, and the key of its last miss. */
 typedef struct ocpy_prepared_site {
     bool eligible;                 /* the op's arguments and results allow one (see above) */
+    int nargs;
+    bool tensor[OCPY_TORCH_MAX_ARGS]; /* per argument: a Tensor (else a scalar), read per call */
     _Atomic(ocpy_prepared *) ready; /* NULL: none, or taken by a running call */
     pthread_mutex_t lock;          /* guards `missed` */
     ocpy_prepared *missed;         /* the last miss's key (call NULL) */
@@ -61,8 +63,8 @@ void ocpy_prepared_site_clear(ocpy_prepared_site *s);
  * prepared call (an argument the shim did not read, a key too long, the
  * profiler recording). `stack`: the arguments' StableIValues, `views`: the
  * shim's tensor views. */
-int ocpy_prepared_key(const ocpy_prepared_site *s, const oc_op *op, const uint64_t *stack,
-                      const ocpy_torch_view *views, int64_t *key);
+int ocpy_prepared_key(const ocpy_prepared_site *s, const uint64_t *stack, const ocpy_torch_view *views,
+                      int64_t *key);
 
 /* The site's prepared call if it was made for `key`, taken for this call
  * (give it back with ocpy_prepared_put); else NULL. */
