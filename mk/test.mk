@@ -33,13 +33,13 @@ test: deps
 check-layers: lib cli
 	$(PYTHON) scripts/check_layers.py --src src --objects $(BUILD)/obj
 
-# First: libopcore exports its public API and nothing else (issue #23).
-# Each binary runs each of its tests in a process of its own, killed after
-# OC_TEST_TIMEOUT seconds (tests/c/support/runner.h).
 # Tests of faults, stacks and isolation, run a second time with every kernel
 # on its engine core's stack (OC_KERNEL_STACK=1).
 KERNEL_STACK_TESTS := test_engine test_isolation test_prepared
 
+# First: libopcore exports its public API and nothing else (issue #23).
+# Each binary runs each of its tests in a process of its own, killed after
+# OC_TEST_TIMEOUT seconds (tests/c/support/runner.h).
 test-c: tests
 	scripts/check-exports.sh $(BUILD)/libopcore.so.0
 	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t; done

@@ -1,5 +1,6 @@
 /* Settings read from the environment, one spelling for every part: sizes
- * with an optional K / M suffix, and "0" as the one way to say off. */
+ * with an optional K / M suffix, "0" as the one way to say off and "1" to
+ * turn on what is off by default. */
 #include <stdlib.h>
 
 #include "core/internal.h"
@@ -8,6 +9,12 @@ bool oc__env_off(const char *name)
 {
     const char *v = getenv(name);
     return v && v[0] == '0' && !v[1];
+}
+
+bool oc__env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && v[0] == '1' && !v[1];
 }
 
 size_t oc__env_size(const char *name, size_t fallback)

@@ -51,10 +51,12 @@ bool oc__require_data(const oc_tensor *t, const char *fn, const char *arg);
 bool oc__cache_root(char *out, size_t n);
 
 /* Environment settings (core/env.c). oc__env_off: the variable is exactly
- * "0", the one way to turn a default-on feature off. oc__env_size: a size
+ * "0", the one way to turn a default-on feature off; oc__env_on: exactly
+ * "1", the one way to turn a default-off one on. oc__env_size: a size
  * with an optional K or M suffix; unset, empty or 0 gives `fallback`.
  * oc__env_size_or_off: the same, except that "0" gives 0 (off). */
 bool oc__env_off(const char *name);
+bool oc__env_on(const char *name);
 size_t oc__env_size(const char *name, size_t fallback);
 size_t oc__env_size_or_off(const char *name, size_t fallback);
 

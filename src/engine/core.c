@@ -385,8 +385,7 @@ static bool run_in_place(oc_core *c, const oc_exec *e)
     static atomic_int engine_stack = -1; /* read once */
     int forced = atomic_load_explicit(&engine_stack, memory_order_relaxed);
     if (forced < 0) {
-        const char *v = getenv("OC_KERNEL_STACK");
-        forced = v && v[0] == '1' && !v[1];
+        forced = oc__env_on("OC_KERNEL_STACK");
         atomic_store_explicit(&engine_stack, forced, memory_order_relaxed);
     }
     if (forced || e->debug) return false;

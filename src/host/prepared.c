@@ -30,8 +30,6 @@ struct oc_call {
     oc_tensor **copy_slot;            /* per slot: the copied caller's struct it sets (other path) */
     size_t *bytes;                    /* per slot: the dense tensor's bytes (the inputs' hull, fast path) */
     bool *empty;                      /* per slot: no elements (its data may be NULL) */
-    bool *written;                    /* per slot: an argument written in place (Tensor(a!)) */
-    bool any_written;
     oc_value *args;                   /* the caller's arguments, tensors pointing at `tensors` */
     oc_tensor *tensors;               /* copies of the caller's tensor structs, list items included */
     oc_tensor outs[OC_MAX_RESULTS];   /* the result buffers (fresh ones' data set per run) */
@@ -69,20 +67,17 @@ static oc_status copy_args(oc_call *c, const oc_value *args)
     c->args = oc__malloc(((size_t)c->nargs + 1) * sizeof *c->args);
     c->tensors = oc__malloc(((size_t)ntensors + 1) * sizeof *c->tensors);
     /* one block: frame slots, copy slots, byte counts */
-    c->frame_slot = oc__malloc(nslots * (2 * sizeof(oc_tensor *) + sizeof(size_t) + 2 * sizeof(bool)) + 1);
+    c->frame_slot = oc__malloc(nslots * (2 * sizeof(oc_tensor *) + sizeof(size_t) + sizeof(bool)) + 1);
     if (!c->args || !c->tensors || !c->frame_slot)
         return oc_set_error(OC_ENOMEM, "op '%s': oc_call_prepare: out of memory", op->qualname);
     c->copy_slot = c->frame_slot + nslots;
     c->bytes = (size_t *)(c->copy_slot + nslots);
     c->empty = (bool *)(c->bytes + nslots);
-    c->written = c->empty + nslots;
     int64_t t = 0;
     int n = 0;
     for (int i = 0; i < c->nargs; i++) {
         c->args[i] = args[i];
-        bool written = op->def.schema.args[i].is_mutable;
         if (args[i].type == OC_ARG_TENSOR) {
-            c->written[n] = written;
             c->tensors[t] = *args[i].v.tensor;
             c->args[i].v.tensor = &c->tensors[t];
             c->copy_slot[n] = &c->tensors[t++];
@@ -91,7 +86,6 @@ static oc_status copy_args(oc_call *c, const oc_value *args)
             oc_tensor *items = (oc_tensor *)c->f.values[i].tensors.items; /* the frame's copies */
             c->args[i].v.tensors.items = &c->tensors[t];
             for (int64_t k = 0; k < args[i].v.tensors.count; k++) {
-                c->written[n] = written;
                 c->tensors[t] = args[i].v.tensors.items[k];
                 c->copy_slot[n] = &c->tensors[t++];
                 c->frame_slot[n++] = &items[k];
@@ -102,7 +96,7 @@ static oc_status copy_args(oc_call *c, const oc_value *args)
     for (int r = 0; r < op->num_results; r++) {
         if (op->def.schema.results[r].alias_arg >= 0) continue;
         c->copy_slot[n] = c->frame_slot[n] = &c->outs[r];
-        c->written[n++] = false; /* fresh: oc__outs_clear checks it */
+        n++;
     }
     c->ndata = n;
     /* Data comes with each run: no struct stays a meta tensor. */
@@ -113,7 +107,6 @@ static oc_status copy_args(oc_call *c, const oc_value *args)
         c->bytes[k] = oc__contiguous(x) ? (size_t)oc_numel(x) * oc__elem_bytes[x->dtype] : 0;
         c->empty[k] = oc_numel(x) == 0;
         c->fast &= oc__contiguous(x);
-        c->any_written |= c->written[k];
     }
     if (c->fast && oc__frame_regs(op, &c->f, &c->regs)) c->f.regs = &c->regs;
     if (c->fast) oc__launch_plan(op, &c->f, c->has_grid ? &c->grid : NULL, &c->launch);
@@ -180,20 +173,6 @@ static void slot_name(const oc_call *c, int k, char *buf, size_t cap)
         }
 }
 
-/* No argument written in place meets another argument (its bytes, as
- * `data` places them): oc__args_clear for a run. */
-static bool written_clear(const oc_call *c, void *const *data)
-{
-    for (int w = 0; w < c->ninputs; w++) {
-        if (!c->written[w] || !c->bytes[w]) continue;
-        uintptr_t lo = (uintptr_t)data[w], hi = lo + c->bytes[w];
-        for (int k = 0; k < c->ninputs; k++)
-            if (k != w && c->bytes[k] && (uintptr_t)data[k] < hi && lo < (uintptr_t)data[k] + c->bytes[k])
-                return false;
-    }
-    return true;
-}
-
 /* OC_EINVAL for data pointer k, NULL where its tensor has elements. */
 static oc_status null_data(const oc_call *c, int k)
 {
@@ -210,22 +189,27 @@ oc_status oc_call_run(oc_call *c, void *const *data)
     if (!data && c->ndata > 0)
         return oc_set_error(OC_EINVAL, "op '%s': oc_call_run: `data` is required (%d pointers)", op->qualname,
                             c->ndata);
-    if (c->fast) { /* the frame's data, and its inputs' hull for oc__outs_clear (as binding finds it) */
+    if (c->fast) {
+        /* the frame's data, and what binding finds from it: the inputs' hull
+         * for oc__outs_clear and, with arguments written in place, each
+         * input's bytes for oc__args_clear (the same spans in the same order:
+         * the non-empty inputs, all dense here) */
         uintptr_t lo = UINTPTR_MAX, hi = 0;
-        for (int k = 0; k < c->ndata; k++) {
+        for (int k = 0, s = 0; k < c->ndata; k++) {
             if (!data[k] && !c->empty[k]) return null_data(c, k);
             c->frame_slot[k]->data = data[k];
             if (k >= c->ninputs || !c->bytes[k]) continue;
             uintptr_t l = (uintptr_t)data[k], h = l + c->bytes[k];
             lo = l < lo ? l : lo;
             hi = h > hi ? h : hi;
+            if (!c->f.plain) c->f.spans[s].lo = l, c->f.spans[s++].hi = h;
         }
         c->f.lo = lo, c->f.hi = hi;
     } else {
         for (int k = 0; k < c->ndata; k++)
             if (!data[k] && !c->empty[k]) return null_data(c, k);
     }
-    if (!c->fast || !oc__outs_clear(op, &c->f, c->outs) || (c->any_written && !written_clear(c, data))) {
+    if (!c->fast || !oc__args_clear(&c->f) || !oc__outs_clear(op, &c->f, c->outs)) {
         /* the long way decides, and reports */
         for (int k = 0; k < c->ndata; k++) c->copy_slot[k]->data = data[k];
         return oc_op_call_prechecked(op, c->args, c->nargs, c->outs, c->has_grid ? &c->grid : NULL);

@@ -739,10 +739,9 @@ static PyObject *op_vectorcall(PyObject *self, PyObject *const *args, size_t nar
     /* On torch tensors, a multicore launch runs on torch's intra-op threads
      * as it does through torch.ops (they spin after torch's last op: waking
      * opcore's workers would fight them for the cores) */
-    oc_engine_helpers_fn lend = ctx.kind == ALLOC_TORCH ? ocpy_torch_lend_helpers() : NULL;
-    if (lend) oc_engine_set_thread_helpers(lend);
+    bool lent = ctx.kind == ALLOC_TORCH && ocpy_torch_lend_begin();
     oc_status st = oc_op_run_grid(o->op, vals, o->nargs, alloc_cb, &ctx, outs, o->grid.ndim ? &o->grid : NULL);
-    if (lend) oc_engine_set_thread_helpers(NULL);
+    ocpy_torch_lend_end(lent);
     PyEval_RestoreThread(ctx.tstate);
     arena_free(&ar);
     for (int i = 0; i < o->nresults; i++) {

@@ -479,9 +479,16 @@ static bool lend_torch_threads(oc_engine_work_fn work, uint32_t n)
     return T.parallel_for(0, n, 1, lent_range, &w) == 0;
 }
 
-oc_engine_helpers_fn ocpy_torch_lend_helpers(void)
+bool ocpy_torch_lend_begin(void)
 {
-    return lend_torch && T.ready ? lend_torch_threads : NULL;
+    if (!lend_torch || !T.ready) return false;
+    oc_engine_set_thread_helpers(lend_torch_threads);
+    return true;
+}
+
+void ocpy_torch_lend_end(bool lent)
+{
+    if (lent) oc_engine_set_thread_helpers(NULL);
 }
 
 /* After the kernel wrote its Tensor(a!) arguments: bump their version
@@ -518,9 +525,11 @@ static void call_init(call *c, native_op *n, const StableIValue *stack, const oc
     for (int i = 0; i < n->nresults; i++) c->results[i] = NULL;
 }
 
-/* After the kernel: bump the written tensors' version counters and put
- * the results the torch op returns on the stack (a fresh result is handed
- * over; `-> Tensor(a!)` is the argument itself, as a new reference). */
+/* After the kernel: bump the written tensors' version counters, put the
+ * results the torch op returns on the stack (a fresh result is handed
+ * over; `-> Tensor(a!)` is the argument itself, as a new reference) and
+ * drop the fresh results it does not return (never seen by Python: no GIL
+ * needed). */
 static void finish(call *c, StableIValue *stack)
 {
     native_op *n = c->n;
@@ -542,6 +551,8 @@ static void finish(call *c, StableIValue *stack)
         }
         stack[j] = (StableIValue)(uintptr_t)h;
     }
+    for (int i = 0; i < n->nresults; i++)
+        if (c->results[i]) T.delete_tensor(c->results[i]);
 }
 
 /* The call through the op's prepared call `p` (torch_prepared.h): the
@@ -563,16 +574,13 @@ static void run_prepared(native_op *n, StableIValue *stack, const ocpy_torch_vie
         data[k++] = out.data;
     }
     if (!st) {
-        oc_engine_helpers_fn lend = ocpy_torch_lend_helpers();
-        if (lend) oc_engine_set_thread_helpers(lend);
+        bool lent = ocpy_torch_lend_begin();
         st = oc_call_run(p->call, data);
-        if (lend) oc_engine_set_thread_helpers(NULL);
+        ocpy_torch_lend_end(lent);
     }
     ocpy_prepared_put(&n->prepared, p);
     if (st) fail(&c, st);
     finish(&c, stack);
-    for (int i = 0; i < n->nresults; i++) /* fresh results the torch op does not return */
-        if (c.results[i]) T.delete_tensor(c.results[i]);
 }
 
 /* One call (`rec`: the op's native_op), from the stable ABI's entry below
@@ -601,13 +609,9 @@ static void run(void *rec, StableIValue *stack, const ocpy_torch_view *views)
         if (st) fail(&c, st);
     }
     oc_tensor outs[OC_MAX_RESULTS];
-    /* Decided once, for this path and direct calls (op.c): the helpers are
-     * a thread-local of libopcore, two calls through __tls_get_addr that a
-     * call not lending has no need of. */
-    oc_engine_helpers_fn lend = ocpy_torch_lend_helpers();
-    if (lend) oc_engine_set_thread_helpers(lend);
+    bool lent = ocpy_torch_lend_begin();
     oc_status st = oc_op_run(n->op, c.vals, n->nargs, alloc_result, &c, outs);
-    if (lend) oc_engine_set_thread_helpers(NULL);
+    ocpy_torch_lend_end(lent);
     if (st) fail(&c, st);
     if (nkey >= 0) ocpy_prepared_learn(&n->prepared, n->op, key, nkey, c.vals, outs);
     finish(&c, stack);
@@ -620,8 +624,6 @@ static void run(void *rec, StableIValue *stack, const ocpy_torch_view *views)
      * never ran on is left to torch as before. */
     bool gil = !views && Py_IsInitialized() && PyGILState_GetThisThreadState() != NULL;
     PyGILState_STATE g = gil ? PyGILState_Ensure() : PyGILState_UNLOCKED;
-    for (int i = 0; i < n->nresults; i++) /* fresh results the torch op does not return */
-        if (c.results[i]) T.delete_tensor(c.results[i]);
     release_args(&c);
     if (gil) PyGILState_Release(g);
 }

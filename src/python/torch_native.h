@@ -41,11 +41,15 @@ void *ocpy_dlpack_alloc(const struct oc_tensor *meta, struct oc_tensor *out);
 PyObject *ocpy_dlpack_to_tensor(void *managed);
 void ocpy_dlpack_free(void *managed);
 
-/* For direct calls on torch tensors (op.c): the helpers that lend torch's
- * intra-op threads to a multicore launch, as the native kernels do
- * (oc_engine_set_thread_helpers); NULL when the native kernels are not set
- * up or lending is off (_torch_native_lend_threads). */
-oc_engine_helpers_fn ocpy_torch_lend_helpers(void);
+/* Around an op call on torch tensors (the native kernels, and direct calls
+ * in op.c): lend torch's intra-op threads to this thread's multicore
+ * launches (oc_engine_set_thread_helpers) until ocpy_torch_lend_end. False
+ * (nothing lent) when the native kernels are not set up or lending is off
+ * (_torch_native_lend_threads). Decided per call: the helpers are a
+ * thread-local of libopcore, two calls through __tls_get_addr that a call
+ * not lending has no need of. */
+bool ocpy_torch_lend_begin(void);
+void ocpy_torch_lend_end(bool lent);
 
 /* Leave the boxed kernel by throwing the Python exception (type, value,
  * traceback: owned references, handed over) to torch's dispatcher, which

@@ -80,12 +80,17 @@ int ocpy_prepared_key(const ocpy_prepared_site *s, const uint64_t *stack, const 
     return n;
 }
 
+static bool same_key(const ocpy_prepared *p, const int64_t *key, int nkey)
+{
+    return p->nkey == nkey && !memcmp(p->key, key, (size_t)nkey * sizeof *key);
+}
+
 ocpy_prepared *ocpy_prepared_take(ocpy_prepared_site *s, const int64_t *key, int nkey)
 {
     if (!atomic_load_explicit(&s->ready, memory_order_relaxed)) return NULL;
     ocpy_prepared *p = atomic_exchange_explicit(&s->ready, NULL, memory_order_acquire);
     if (!p) return NULL;
-    if (p->nkey == nkey && !memcmp(p->key, key, (size_t)nkey * sizeof *key)) return p;
+    if (same_key(p, key, nkey)) return p;
     ocpy_prepared_put(s, p);
     return NULL;
 }
@@ -103,8 +108,7 @@ void ocpy_prepared_learn(ocpy_prepared_site *s, const oc_op *op, const int64_t *
 {
     pthread_mutex_lock(&s->lock);
     ocpy_prepared *m = s->missed;
-    bool again = m && m->nkey == nkey && !memcmp(m->key, key, (size_t)nkey * sizeof *key);
-    if (!again) {
+    if (!m || !same_key(m, key, nkey)) {
         if (!m) m = s->missed = malloc(sizeof *m);
         if (m) {
             m->call = NULL;
@@ -117,7 +121,6 @@ void ocpy_prepared_learn(ocpy_prepared_site *s, const oc_op *op, const int64_t *
     s->missed = NULL; /* becomes the prepared call */
     pthread_mutex_unlock(&s->lock);
     int nres = oc_op_num_results(op);
-    m->nresults = nres;
     for (int r = 0; r < nres; r++) m->metas[r] = outs[r];
     if (oc_call_prepare(op, args, oc_op_num_args(op), nres ? outs : NULL, NULL, &m->call) != OC_OK) {
         oc_clear_error(); /* nothing lost: calls take the usual path */

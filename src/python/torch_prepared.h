@@ -38,7 +38,6 @@
 
 typedef struct ocpy_prepared {
     oc_call *call;
-    int nresults;
     oc_tensor metas[OC_MAX_RESULTS]; /* the results to allocate (dtype, sizes) */
     int nkey;
     int64_t key[OCPY_PREPARED_KEY_MAX];
