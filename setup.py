@@ -13,7 +13,8 @@ python/opcore/:
     include/opcore/*.h        the C API
     _jax_ffi_handler.c        the handler's source, compiled at first use when no
                               prebuilt handler fits the installed jaxlib
-    _torch_boxed_kernel.cc    the torch kernel shim's source (opcore/_torch_native.py),
+    _torch_boxed_kernel.cc    the torch kernel shim's sources (opcore/_torch_native.py),
+    _torch_autograd_kernel.cc
                               compiled per torch version at first use (`make python`
                               builds it into opcore/torch_kernels/ for the tree)
 
@@ -40,7 +41,8 @@ PKG = os.path.join(ROOT, "python", "opcore")
 BUILD = os.environ.get("OPCORE_BUILD_DIR", "build")  # make's BUILD (relative to ROOT)
 STAGED = ("lib", "bin", "include")  # the folders `make package` fills, copied whole
 HANDLER_SRC = os.path.join("src", "jax", "ffi_handler.c")
-TORCH_SHIM_SRC = os.path.join("src", "torch", "boxed_kernel.cc")
+TORCH_SHIM_SRCS = {os.path.join("src", "torch", "boxed_kernel.cc"): "_torch_boxed_kernel.cc",
+                   os.path.join("src", "torch", "autograd_kernel.cc"): "_torch_autograd_kernel.cc"}
 
 
 def _copy_if_changed(src, dst):
@@ -112,7 +114,8 @@ def prepare_native():
     for sub in STAGED:
         _sync_tree(os.path.join(staged, sub), os.path.join(PKG, sub))
     _copy_if_changed(os.path.join(ROOT, HANDLER_SRC), os.path.join(PKG, "_jax_ffi_handler.c"))
-    _copy_if_changed(os.path.join(ROOT, TORCH_SHIM_SRC), os.path.join(PKG, "_torch_boxed_kernel.cc"))
+    for src, name in TORCH_SHIM_SRCS.items():
+        _copy_if_changed(os.path.join(ROOT, src), os.path.join(PKG, name))
     _prepared = True
 
 

@@ -3,6 +3,8 @@ torch.utils.cpp_extension.load:
 
     cpp_ops::relu_fast, relu_fast_backward   what a C++ extension author
                                              writes for speed
+    cpp_ops::relu_fast_ag                    relu_fast with its backward as a
+                                             C++ torch::autograd::Function
     cpp_ops::relu_forward, relu_backward     the seeds' CPU ReLU (seed 000's
                                              pytorch/relu.cpp), the reference
                                              of the MLP tables
@@ -76,12 +78,31 @@ CPP_RELU = textwrap.dedent("""
         return t_out;
     }
 
+    // relu_fast with its backward in C++ (torch::autograd::Function, the
+    // PyTorch C++ autograd tutorial's pattern) as the op's Autograd kernel:
+    // a C++ extension author's differentiable op with no Python on either pass.
+    struct ReluFastFn : public torch::autograd::Function<ReluFastFn> {
+        static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x) {
+            ctx->save_for_backward({x});
+            return relu_fast(x);
+        }
+        static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                       torch::autograd::variable_list g) {
+            return {relu_fast_backward(g[0], ctx->get_saved_variables()[0])};
+        }
+    };
+
+    torch::Tensor relu_fast_ag(const torch::Tensor& x) { return ReluFastFn::apply(x); }
+
     TORCH_LIBRARY(cpp_ops, m) {
         m.def("relu_fast", &relu_fast);
         m.def("relu_fast_backward", &relu_fast_backward);
         m.def("relu_forward", &relu_forward);
         m.def("relu_backward", &relu_backward);
+        m.def("relu_fast_ag(Tensor x) -> Tensor");
     }
+    TORCH_LIBRARY_IMPL(cpp_ops, CPU, m) { m.impl("relu_fast_ag", &relu_fast); }
+    TORCH_LIBRARY_IMPL(cpp_ops, Autograd, m) { m.impl("relu_fast_ag", &relu_fast_ag); }
 """)
 
 # The seeds' two functions alone, in their own namespace, for the -O0 build.

@@ -85,7 +85,7 @@ python: lib
 # The torch tests run twice: on opcore.torch's fast path (torch internals)
 # and with OPCORE_TORCH_PUBLIC_API=1 (public torch.library APIs only; see
 # python/opcore/_torch_internals.py).
-TORCH_TESTS := tests/python/test_torch.py tests/python/test_ops_torch.py tests/python/test_mlp.py \
+TORCH_TESTS := tests/python/test_torch.py tests/python/test_ops_torch.py tests/python/test_mlp.py tests/python/test_autograd_kernel.py \
                tests/python/test_torch_parity.py
 
 test-python: python cli

@@ -113,8 +113,9 @@ def _specialize(generic_kernel, pairing, c_op, c_bwd):
     n, tensor_idx, nt = pairing.n, pairing.tensor_idx, len(pairing.tensor_idx)
     tpos = {i: k for k, i in enumerate(tensor_idx)}
     # the backward's arguments: (0, saved position) a tensor input, (1, index)
-    # a non-tensor input, (2, saved position) a saved result, (3, index) a gradient
-    feed = []
+    # a non-tensor input, (2, saved position) a saved result, (3, index) a
+    # gradient, (4, index) a default (passed: later arguments must not shift)
+    feed, defaults = [], []
     for p, _ in pairing.call_pos:
         if p[0] == "input":
             feed.append((0, tpos[p[1]]) if p[1] in tpos else (1, p[1]))
@@ -122,6 +123,9 @@ def _specialize(generic_kernel, pairing, c_op, c_bwd):
             feed.append((2, nt + p[1]))
         elif p[0] == "grad":
             feed.append((3, p[1]))
+        else:
+            feed.append((4, len(defaults)))
+            defaults.append(p[1])
     need_vals = any(kind == 1 for kind, _ in feed)
     # c_bwd, the backward op's C op, serves gradients that are plain tensors
     # (not FakeTensors under compiled autograd, say) outside create_graph=True
@@ -140,6 +144,8 @@ def _specialize(generic_kernel, pairing, c_op, c_bwd):
             call.append(f"s[{k}]")
         elif kind == 1:
             call.append(f"ctx.vals[{k}]")
+        elif kind == 4:
+            call.append(f"defaults[{k}]")
         else:
             zero = f"s[{nt + k}]" if pairing.need_results else "s[0]"
             call.append(f"({g[k]} if {g[k]} is not None else zeros_like({zero}))")
@@ -187,7 +193,7 @@ def _specialize(generic_kernel, pairing, c_op, c_bwd):
     ns = dict(Function=torch.autograd.Function, generic_kernel=generic_kernel, c_op=c_op, Tensor=torch.Tensor,
               modes=torch._C._len_torch_dispatch_stack, grad_enabled=torch.is_grad_enabled,
               any_requires_grad=torch._C._any_requires_grad, bwd=pairing.bwd, c_bwd=c_bwd, zeros_like=torch.zeros_like,
-              check=pairing._check)
+              check=pairing._check, defaults=defaults)
     exec(compile("\n".join(src) + "\n", f"<opcore autograd {pairing.fname}>", "exec"), ns)
     ns["Fast"].__name__ = f"{pairing.fname.replace('::', '_')}_autograd"
     return ns["kernel"]

@@ -17,6 +17,9 @@ system C++ compiler ($CXX, default c++; about 10 s, once per torch version).
 OPCORE_TORCH_BOXED=0, or torch's public API only (OPCORE_TORCH_PUBLIC_API=1:
 the shim is torch internals), keeps the stable route; so does a failure to
 build the shim (route_error() says why). route() names the route in use.
+The same shim carries register_autograd's C++ Autograd kernel
+(src/torch/autograd_kernel.cc; opcore.torch registers it through
+_C._torch_autograd_impl where route() is "boxed").
 """
 import hashlib
 import os
@@ -33,28 +36,32 @@ _route = None        # "boxed" or "stable" once decided
 _route_error = None  # why the shim is not in use, when it was wanted
 
 _HERE = Path(__file__).resolve().parent
-_SHIM_SRC_NAMES = (_HERE.parents[1] / "src" / "torch" / "boxed_kernel.cc",  # the source tree (editable)
-                   _HERE / "_torch_boxed_kernel.cc")                       # an installed package's copy
+# the shim's sources: in the source tree (editable install), else an installed package's copies
+_SHIM_SRC_SETS = ((_HERE.parents[1] / "src" / "torch" / "boxed_kernel.cc",
+                   _HERE.parents[1] / "src" / "torch" / "autograd_kernel.cc"),
+                  (_HERE / "_torch_boxed_kernel.cc", _HERE / "_torch_autograd_kernel.cc"))
 PREBUILT_DIR = _HERE / "torch_kernels"
 
 
-def _shim_source():
-    for p in _SHIM_SRC_NAMES:
-        if p.exists():
-            return p
-    raise RuntimeError("the shim's source is missing (src/torch/boxed_kernel.cc, or the package's "
-                       "_torch_boxed_kernel.cc): reinstall opcore")
+def _shim_sources():
+    for srcs in _SHIM_SRC_SETS:
+        if all(p.exists() for p in srcs):
+            return srcs
+    raise RuntimeError("the shim's sources are missing (src/torch/boxed_kernel.cc and autograd_kernel.cc, or "
+                       "the package's _torch_boxed_kernel.cc and _torch_autograd_kernel.cc): reinstall opcore")
 
 
 def _torch_dir():
     return Path(torch.__file__).resolve().parent
 
 
-def shim_name(src):
-    """The file name of the shim for this torch and this shim source: the
-    torch version and a hash of the source, the torch build and the
+def shim_name(srcs):
+    """The file name of the shim for this torch and these shim sources: the
+    torch version and a hash of the sources, the torch build and the
     compiler."""
-    h = hashlib.sha256(src.read_bytes())
+    h = hashlib.sha256()
+    for src in srcs:
+        h.update(src.read_bytes())
     h.update(f"{torch.__version__} {torch.version.git_version} {torch._C._GLIBCXX_USE_CXX11_ABI}".encode())
     h.update(os.environ.get("CXX", "c++").encode())
     return f"opcore_torch_boxed-torch{torch.__version__}-{h.hexdigest()[:16]}.so"
@@ -62,8 +69,8 @@ def shim_name(src):
 
 def build_shim(out_dir):
     """Compile the shim into out_dir (if not there already); its path."""
-    src = _shim_source()
-    out = Path(out_dir) / shim_name(src)
+    srcs = _shim_sources()
+    out = Path(out_dir) / shim_name(srcs)
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -73,7 +80,7 @@ def build_shim(out_dir):
     cmd = [os.environ.get("CXX", "c++"), "-std=c++20", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
            f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
            "-isystem", str(tdir / "include"), "-isystem", str(tdir / "include" / "torch" / "csrc" / "api" / "include"),
-           str(src), "-o", tmp, "-L", str(tdir / "lib"), "-lc10", "-ltorch_cpu", "-Wl,-rpath," + str(tdir / "lib")]
+           *map(str, srcs), "-o", tmp, "-L", str(tdir / "lib"), "-lc10", "-ltorch_cpu", "-Wl,-rpath," + str(tdir / "lib")]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
@@ -89,7 +96,7 @@ def build_shim(out_dir):
 
 def _find_or_build_shim():
     """The one `make python` built, else the cache's (built there if need be)."""
-    prebuilt = PREBUILT_DIR / shim_name(_shim_source())
+    prebuilt = PREBUILT_DIR / shim_name(_shim_sources())
     return prebuilt if prebuilt.exists() else build_shim(_cache.cache_dir("torch"))
 
 

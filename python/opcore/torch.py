@@ -32,6 +32,7 @@ forward op with its backward op in one line:
 after which torch.ops.my_ops.relu_forward is differentiable (see
 register_autograd for how the backward's arguments are bound).
 """
+import os
 import threading
 
 import torch
@@ -383,14 +384,15 @@ def _unbound_error(fname, bwd_name, unbound, fwd_schema, hint):
 def _backward_plan(fwd_schema, bwd_schema):
     """How each backward argument is fed, bound by name (OPLANG's
     convention): a list of ("input", i) | ("result", i) | ("grad", i) |
-    ("default",), and the names of the arguments that bind to nothing."""
+    ("default", value), and the names of the arguments that bind to
+    nothing."""
     names = _bindable(fwd_schema)
     plan, unbound = [], []
     for a in bwd_schema.arguments:
         if a.name in names:
             plan.append(names[a.name])
         elif a.has_default_value():
-            plan.append(("default",))
+            plan.append(("default", a.default_value))
         else:
             unbound.append(a.name)
     return plan, unbound
@@ -517,9 +519,11 @@ class _Pairing:
                     return vals[p[1]]
                 if kind == "result":
                     return outs[p[1]]
+                if kind == "default":
+                    return p[1]
                 g = grads[p[1]]
                 return g if g is not None else torch.zeros_like(outs[p[1]] if outs else vals[self.tensor_idx[0]])
-            g = self.bwd(*[arg(p) for p, _ in self.call_pos if p[0] != "default"],
+            g = self.bwd(*[arg(p) for p, _ in self.call_pos],
                          **{name: arg(p) for p, name in self.call_kw if p[0] != "default"})
         else:
             tensors = [vals[i] for i in self.tensor_idx] + [vals[i] for i in self.list_idx]
@@ -539,7 +543,56 @@ class _Pairing:
         return out
 
 
-_autograd_libs = {}  # qualname -> the torch.library.Library holding its Autograd kernel
+_autograd_libs = {}  # qualname -> the torch.library.Library (or _NativeAutograd) holding its Autograd kernel
+
+
+class _NativeAutograd:
+    """A registration of the shim's C++ Autograd kernel (destroyed as a
+    torch.library.Library fragment is: _torch_internals.destroy)."""
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    def _destroy(self):
+        handle, self._handle = self._handle, None
+        if handle:
+            _C._torch_autograd_drop(handle)
+
+
+def _overload_name(op):
+    """'ns::op' or 'ns::op.overload', as the dispatcher names an overload."""
+    s = op._schema
+    return f"{s.name}.{s.overload_name}" if s.overload_name else s.name
+
+
+_FEED_KINDS = {"input": 0, "result": 1, "grad": 2, "default": 3}
+
+
+def _native_feed(pairing):
+    """(feed kinds, feed indices) binding the backward op's arguments for
+    the shim's C++ Autograd kernel, or None where the Python kernel serves:
+    a Python callable backward, torch's public API only, no shim,
+    OPCORE_TORCH_AUTOGRAD_NODE=0 (compiled autograd does not know the C++
+    node), or a schema outside the kernel's reach (in-place arguments,
+    results that are not plain Tensors, backward results that are not
+    Tensors)."""
+    if (not pairing.is_op or _torch_internals.use_public_api() or _torch_native.route() != "boxed"
+            or os.environ.get("OPCORE_TORCH_AUTOGRAD_NODE", "1") == "0"):
+        return None
+    fs, bs = pairing.fwd._schema, pairing.bwd._schema
+    plain = lambda t: isinstance(t, torch.TensorType)  # noqa: E731
+    if (not fs.returns or not all(plain(r.type) for r in fs.returns)
+            or any(a.alias_info is not None and a.alias_info.is_write for a in fs.arguments)
+            or not all(_is_tensor_type(r.type) for r in bs.returns)):
+        return None
+    if pairing.plan is not None:
+        plan = pairing.plan
+    else:  # positional=True: backward(*grads, *tensor_inputs), defaults after
+        plan = [("grad", j) for j in range(len(fs.returns))] + [("input", i) for i in pairing.tensor_idx]
+        if len(plan) > len(bs.arguments) or not all(a.has_default_value() for a in bs.arguments[len(plan):]):
+            return None
+        plan += [("default", None)] * (len(bs.arguments) - len(plan))
+    return (tuple(_FEED_KINDS[p[0]] for p in plan), tuple(0 if p[0] == "default" else p[1] for p in plan))
 
 
 def _plain_c_op(qualname):
@@ -586,8 +639,14 @@ def register_autograd(forward, backward, *, positional=False):
         if old is not None:
             _torch_internals.destroy(old)
         ns, name = fname.split("::", 1)
-        lib = torch.library.Library(ns, "FRAGMENT")
-        if lists or _torch_internals.use_public_api():
+        feed = None if lists else _native_feed(pairing)
+        if feed is not None:
+            # the shim's C++ Autograd kernel (src/torch/autograd_kernel.cc):
+            # no Python on either pass
+            lib = _NativeAutograd(_C._torch_autograd_impl(_overload_name(fwd), _overload_name(pairing.bwd),
+                                                          *feed, tuple(pairing.targets)))
+        elif lists or _torch_internals.use_public_api():
+            lib = torch.library.Library(ns, "FRAGMENT")
             # autograd.Function cannot track tensor lists (and the fast path
             # is torch internals): torch's generic route
             def setup_context(ctx, inputs, output, keyword_only_inputs=None):
@@ -601,6 +660,7 @@ def register_autograd(forward, backward, *, positional=False):
             backward_fn.__name__ = f"{fname.split('::')[-1]}_backward_fn"
             torch.library.register_autograd(fname, backward_fn, setup_context=setup_context, lib=lib)
         else:
+            lib = torch.library.Library(ns, "FRAGMENT")
             kernel = _torch_internals.lean_autograd(pairing, _plain_c_op(fname), _plain_c_op(pairing.bwd._schema.name)
                                                     if pairing.is_op else None)
             lib.impl(name, kernel, "Autograd", with_keyset=True)

@@ -645,6 +645,8 @@ static struct {
                 void *rec, const int32_t *kinds, const int32_t *optional, int nargs, int nret, void **reg, char *err,
                 size_t errlen);
     void (*drop)(void *reg);
+    int (*autograd)(const char *forward, const char *backward, const int32_t *feed_kind, const int32_t *feed_index,
+                    int nfeed, const int32_t *targets, int ntargets, void **reg, char *err, size_t errlen);
 } B;
 
 /* The shim's argument kinds (its enum Kind), -1: none */
@@ -681,7 +683,8 @@ static PyObject *py_use_boxed(PyObject *self, PyObject *arg)
     int (*version)(void) = (int (*)(void))dlsym(h, "oc_torch_boxed_version");
     *(void **)&B.impl = dlsym(h, "oc_torch_boxed_impl");
     *(void **)&B.drop = dlsym(h, "oc_torch_boxed_drop");
-    if (!version || version() != OCPY_TORCH_SHIM_VERSION || !B.impl || !B.drop) {
+    *(void **)&B.autograd = dlsym(h, "oc_torch_boxed_autograd");
+    if (!version || version() != OCPY_TORCH_SHIM_VERSION || !B.impl || !B.drop || !B.autograd) {
         B.impl = NULL;
         return PyErr_Format(PyExc_OSError, "opcore: the torch kernel shim is not this opcore's (interface %d, "
                             "expected %d): rebuild it (make python)", version ? version() : -1,
@@ -704,6 +707,57 @@ static bool boxed_register(native_op *n, const char *ns, const char *name, char 
         }
     }
     return B.impl(ns, name, run, n, kinds, optional, n->nargs, n->nret, &n->boxed, err, errlen) == 0;
+}
+
+/* Read a tuple of small ints into out[n]; false with a Python error. */
+static bool int_tuple(PyObject *t, const char *what, int32_t *out, Py_ssize_t max, int *n)
+{
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) > max) {
+        PyErr_Format(PyExc_ValueError, "opcore: %s: a tuple of at most %zd ints", what, max);
+        return false;
+    }
+    *n = (int)PyTuple_GET_SIZE(t);
+    for (int i = 0; i < *n; i++) {
+        long v = PyLong_AsLong(PyTuple_GET_ITEM(t, i));
+        if (v == -1 && PyErr_Occurred()) return false;
+        out[i] = (int32_t)v;
+    }
+    return true;
+}
+
+/* _torch_autograd_impl(forward, backward, feed_kinds, feed_indices, targets)
+ * -> int: register the shim's Autograd kernel pairing the two ops
+ * (src/torch/autograd_kernel.cc says how the tuples bind them); the int is
+ * the registration, for _torch_autograd_drop. */
+static PyObject *py_autograd_impl(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *fwd, *bwd;
+    PyObject *kinds_t, *idx_t, *targets_t;
+    if (!PyArg_ParseTuple(args, "ssOOO", &fwd, &bwd, &kinds_t, &idx_t, &targets_t)) return NULL;
+    if (!B.impl) return PyErr_Format(PyExc_RuntimeError, "opcore: the torch kernel shim is not loaded");
+    int32_t kinds[MAX_ARGS], idx[MAX_ARGS], targets[MAX_ARGS];
+    int nfeed, nidx, ntargets;
+    if (!int_tuple(kinds_t, "feed kinds", kinds, MAX_ARGS, &nfeed) ||
+        !int_tuple(idx_t, "feed indices", idx, MAX_ARGS, &nidx) ||
+        !int_tuple(targets_t, "targets", targets, MAX_ARGS, &ntargets))
+        return NULL;
+    if (nidx != nfeed) return PyErr_Format(PyExc_ValueError, "opcore: %d feed kinds, %d indices", nfeed, nidx);
+    void *reg = NULL;
+    char err[512];
+    if (B.autograd(fwd, bwd, kinds, idx, nfeed, targets, ntargets, &reg, err, sizeof err) != 0)
+        return PyErr_Format(PyExc_RuntimeError, "opcore: cannot register the autograd kernel of %s: %s", fwd, err);
+    return PyLong_FromVoidPtr(reg);
+}
+
+/* _torch_autograd_drop(registration): take it out of torch again */
+static PyObject *py_autograd_drop(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    void *reg = PyLong_AsVoidPtr(arg);
+    if (!reg && PyErr_Occurred()) return NULL;
+    if (reg) B.drop(reg);
+    Py_RETURN_NONE;
 }
 
 /* ---- registration ------------------------------------------------------------- */
@@ -853,6 +907,11 @@ PyMethodDef ocpy_torch_native_methods[] = {
     {"_torch_native_use_boxed", py_use_boxed, METH_O,
      "_torch_native_use_boxed(path) -> bool: register later native kernels through the boxed-kernel shim built "
      "at path (src/torch/boxed_kernel.cc); None: through the stable C ABI again"},
+    {"_torch_autograd_impl", py_autograd_impl, METH_VARARGS,
+     "_torch_autograd_impl(forward, backward, feed_kinds, feed_indices, targets) -> int: register the shim's "
+     "C++ Autograd kernel pairing op forward with op backward (src/torch/autograd_kernel.cc); the registration"},
+    {"_torch_autograd_drop", py_autograd_drop, METH_O,
+     "_torch_autograd_drop(registration): take a _torch_autograd_impl registration out of torch"},
     {"_torch_native_init", py_native_init, METH_O,
      "_torch_native_init(path) -> bool: find libtorch's stable C ABI through the loaded object at path"},
     {"_torch_native_impl", (PyCFunction)(void (*)(void))py_native_impl, METH_VARARGS | METH_KEYWORDS,

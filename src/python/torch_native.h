@@ -16,7 +16,7 @@ extern "C" {
  * on its own against torch's headers, repeats these): its version, and a
  * Tensor argument as the shim read it from torch's stack, so the kernel
  * need not ask torch's C ABI for each field. */
-#define OCPY_TORCH_SHIM_VERSION 2
+#define OCPY_TORCH_SHIM_VERSION 3
 /* Arguments a native kernel takes at most (the shim's kMaxArgs). */
 #define OCPY_TORCH_MAX_ARGS 64
 typedef struct ocpy_torch_view {

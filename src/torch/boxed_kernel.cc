@@ -28,8 +28,9 @@
 // into opcore's cache); it links libtorch_cpu and libc10. Not in wheels:
 // it must match the torch it runs in. Where it cannot be built, or with
 // OPCORE_TORCH_BOXED=0 or OPCORE_TORCH_PUBLIC_API=1 (torch internals), the
-// stable route serves. C linkage for the three entry points below; nothing
-// else is exported (-fvisibility=hidden).
+// stable route serves. C linkage for the three entry points below and
+// autograd_kernel.cc's one (the same shim: register_autograd's C++ kernel);
+// nothing else is exported (-fvisibility=hidden).
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/stable/c/shim.h>
 #include <torch/library.h>
@@ -190,8 +191,9 @@ private:
 
 extern "C" {
 
-// The version of this interface: torch_native.c checks it before use.
-__attribute__((visibility("default"))) int oc_torch_boxed_version(void) { return 2; }
+// The version of this interface (these entry points and autograd_kernel.cc's):
+// torch_native.c checks it before use.
+__attribute__((visibility("default"))) int oc_torch_boxed_version(void) { return 3; }
 
 // Register `run` (with `rec`) as the CPU kernel of torch op ns::name. kinds
 // and optional: per argument. *reg: the registration (oc_torch_boxed_drop

@@ -1,0 +1,384 @@
+// src/torch/autograd_kernel.cc — opcore.torch.register_autograd's Autograd
+// kernel in C++: a forward op and its backward op, paired by name, as one
+// node of torch's autograd graph, with no Python on either pass.
+//
+// Why: in Python the pairing is an autograd.Function (or a Python kernel at
+// the Autograd key calling one); Function.apply, ctx.save_for_backward and
+// the backward's Python frame cost more per call than the ops themselves on
+// small tensors (a [32, 120] ReLU forward+backward read 1.18x the seeds'
+// hand-written Function; a Python Autograd kernel that only calls such a
+// Function is 1.07x, the floor of any Python route). torch's own ops pair
+// their forward and backward in C++ nodes (VariableType, Functions.h); this
+// kernel is one such node, generic over a binding computed once at
+// registration by opcore/torch.py (_Pairing): which backward argument is
+// fed which forward input, forward result, incoming gradient or default,
+// and which forward input each backward result is the gradient of.
+//
+// What it does: called at the op's Autograd key. Without grad mode or an
+// input that requires grad it redispatches below autograd, as a C++ op
+// with no autograd formula would. Otherwise it saves what the backward
+// names (tensors as SavedVariables: version-checked, released after
+// backward, visible to saved-tensor hooks), redispatches the forward, and
+// makes the results' grad_fn a node whose apply calls the backward op
+// through the dispatcher (so its own Autograd kernel applies under
+// create_graph=True) and checks every gradient against its input's shape
+// and dtype with opcore's message. Forward-mode AD is refused by name: the
+// pairing gives reverse mode only. Compiled autograd does not know this
+// node (no compiled_args): docs/python.md says so.
+//
+// Built into the same shim as boxed_kernel.cc (opcore/_torch_native.py).
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/saved_variable.h>
+#include <torch/library.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using torch::autograd::Node;
+using torch::autograd::SavedVariable;
+using torch::autograd::variable_list;
+
+// How a backward argument is fed (opcore/torch.py's _Pairing plan).
+enum Feed : int32_t { F_INPUT = 0, F_RESULT = 1, F_GRAD = 2, F_DEFAULT = 3 };
+
+// What one registration knows, shared by its kernel and every node it made
+// (a node outlives a re-registration).
+struct Binding {
+    std::string fname;                 // the forward, "ns::op"
+    std::string node_name;             // grad_fn's name()
+    std::optional<c10::OperatorHandle> bwd; // the backward op
+    size_t nargs = 0, nret = 0;        // the forward's arguments and results
+    std::vector<std::string> arg_names;
+    std::vector<int> tensor_args;      // the forward's Tensor / Tensor? arguments: the node's edges, in order
+    std::vector<int> edge_of;          // forward argument -> edge, or -1
+    std::vector<int32_t> feed_kind, feed_index;
+    std::vector<c10::IValue> defaults; // per backward argument fed its default
+    std::vector<int> targets;          // per backward result: the forward argument it is the gradient of, or -1
+    std::vector<bool> save_arg;        // forward argument the backward reads
+    std::vector<bool> save_result;     // forward result the backward reads
+    bool any_result = false;
+};
+
+std::string dtype_name(c10::ScalarType t)
+{
+    switch (t) { // as Python prints torch.dtype, for messages that match the Python route's
+    case c10::kFloat: return "torch.float32";
+    case c10::kDouble: return "torch.float64";
+    case c10::kHalf: return "torch.float16";
+    case c10::kBFloat16: return "torch.bfloat16";
+    case c10::kComplexFloat: return "torch.complex64";
+    case c10::kComplexDouble: return "torch.complex128";
+    case c10::kInt: return "torch.int32";
+    case c10::kLong: return "torch.int64";
+    case c10::kShort: return "torch.int16";
+    case c10::kChar: return "torch.int8";
+    case c10::kByte: return "torch.uint8";
+    case c10::kBool: return "torch.bool";
+    default: return std::string("torch.") + c10::toString(t);
+    }
+}
+
+std::string shape_text(c10::SymIntArrayRef sizes)
+{
+    std::ostringstream s;
+    s << "[";
+    for (size_t i = 0; i < sizes.size(); i++) s << (i ? ", " : "") << sizes[i];
+    s << "]";
+    return s.str();
+}
+
+// The node: what the backward reads, saved at the forward.
+class Backward final : public Node {
+public:
+    explicit Backward(std::shared_ptr<const Binding> b)
+        : b_(std::move(b)), args_(b_->nargs), values_(b_->nargs), results_(b_->nret), like_(b_->tensor_args.size())
+    {
+    }
+
+    std::string name() const override { return b_->node_name; }
+
+    void release_variables() override
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (auto &s : args_) s.reset_data();
+        for (auto &s : results_) s.reset_data(); // a second backward: torch's own "second time" error
+    }
+
+    // At the forward, before it runs (inputs) and after (results).
+    void save_inputs(const torch::jit::Stack &stack, size_t base)
+    {
+        const Binding &b = *b_;
+        for (size_t i = 0; i < b.nargs; i++) {
+            const c10::IValue &v = stack[base + i];
+            int e = b.edge_of[i];
+            if (e >= 0 && v.isTensor())
+                like_[e] = Like{v.toTensor().sym_sizes().vec(), v.toTensor().scalar_type(), true, v.toTensor().device()};
+            if (!b.save_arg[i]) continue;
+            if (e >= 0) args_[i] = SavedVariable(v.isTensor() ? v.toTensor() : at::Tensor(), false);
+            else values_[i] = v;
+        }
+    }
+
+    void save_results(const torch::jit::Stack &stack, size_t base)
+    {
+        for (size_t j = 0; j < b_->nret; j++) {
+            const at::Tensor &t = stack[base + j].toTensor();
+            if (b_->save_result[j]) results_[j] = SavedVariable(t, true);
+            if (!torch::autograd::isDifferentiableType(t.scalar_type())) { // no metadata in the graph
+                if (no_grad_.empty()) no_grad_.resize(b_->nret);
+                no_grad_[j] = Like{t.sym_sizes().vec(), t.scalar_type(), true, t.device()};
+            }
+        }
+    }
+
+protected:
+    variable_list apply(variable_list &&grads) override
+    {
+        const Binding &b = *b_;
+        torch::jit::Stack s;
+        s.reserve(b.feed_kind.size());
+        std::unique_lock<std::mutex> lock(mutex_); // against release_variables, while unpacking (as torch's nodes)
+        for (size_t k = 0; k < b.feed_kind.size(); k++) {
+            int idx = b.feed_index[k];
+            switch (b.feed_kind[k]) {
+            case F_INPUT:
+                if (b.edge_of[idx] >= 0) {
+                    at::Tensor t = args_[idx].unpack();
+                    s.emplace_back(t.defined() ? c10::IValue(std::move(t)) : c10::IValue());
+                } else {
+                    s.push_back(values_[idx]);
+                }
+                break;
+            case F_RESULT: s.emplace_back(results_[idx].unpack(getptr())); break;
+            case F_GRAD:
+                s.emplace_back(grads[idx].defined() ? grads[idx] : zeros_of_result(idx));
+                break;
+            default: s.push_back(b.defaults[k]); break;
+            }
+        }
+        lock.unlock();
+        b.bwd->callBoxed(&s);
+        variable_list out(num_outputs());
+        for (size_t k = 0; k < s.size() && k < b.targets.size(); k++) {
+            int i = b.targets[k];
+            int e = i >= 0 ? b.edge_of[i] : -1;
+            const c10::IValue &r = s[k];
+            if (e < 0 || r.isNone() || !like_[e].present) continue;
+            const Like &like = like_[e];
+            bool fits = r.isTensor() && (!r.toTensor().defined() || (r.toTensor().scalar_type() == like.dtype &&
+                                                                      r.toTensor().sym_sizes() == like.sizes));
+            if (!fits) {
+                std::string got = r.isTensor() ? dtype_name(r.toTensor().scalar_type()) + " " +
+                                                     shape_text(r.toTensor().sym_sizes())
+                                               : r.tagKind();
+                TORCH_CHECK(false, "opcore: backward of ", b.fname, " returned a gradient for input '",
+                            b.arg_names[i], "' of ", got, ", expected ", dtype_name(like.dtype), " ",
+                            shape_text(like.sizes));
+            }
+            out[e] = r.toTensor();
+        }
+        return out;
+    }
+
+private:
+    // An incoming gradient torch left undefined (that result was not used):
+    // zeros, as the Python route's zeros_like(result).
+    at::Tensor zeros_of_result(int j)
+    {
+        if (!no_grad_.empty() && no_grad_[static_cast<size_t>(j)].present) {
+            const Like &l = no_grad_[static_cast<size_t>(j)];
+            return at::zeros_symint(l.sizes, at::TensorOptions().dtype(l.dtype).device(l.device));
+        }
+        return input_metadata(static_cast<size_t>(j)).zeros_like();
+    }
+
+    struct Like { // a tensor input's shape and dtype, for the gradient check
+        std::vector<c10::SymInt> sizes;
+        c10::ScalarType dtype = c10::kFloat;
+        bool present = false; // false: a Tensor? input that was None
+        c10::Device device = c10::kCPU;
+    };
+    std::shared_ptr<const Binding> b_;
+    std::vector<SavedVariable> args_;   // per forward argument: its tensor, when the backward reads it
+    std::vector<c10::IValue> values_;   // per forward argument: its value, when the backward reads it
+    std::vector<SavedVariable> results_;
+    std::vector<Like> like_;            // per edge
+    std::vector<Like> no_grad_;         // per result of a dtype without gradients (empty: none)
+};
+
+bool requires_grad(const c10::IValue &v)
+{
+    return v.isTensor() && v.toTensor().defined() && v.toTensor().requires_grad();
+}
+
+class Kernel final : public c10::OperatorKernel {
+public:
+    explicit Kernel(std::shared_ptr<const Binding> b) : b_(std::move(b)) {}
+
+    void operator()(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit::Stack *stack)
+    {
+        const Binding &b = *b_;
+        const size_t base = stack->size() - b.nargs;
+        bool need = false;
+        if (torch::autograd::GradMode::is_enabled())
+            for (int i : b.tensor_args) need = need || requires_grad((*stack)[base + static_cast<size_t>(i)]);
+        for (int i : b.tensor_args) {
+            const c10::IValue &v = (*stack)[base + static_cast<size_t>(i)];
+            TORCH_CHECK(!v.isTensor() || !torch::autograd::isFwGradDefined(v.toTensor()), "opcore: ", b.fname,
+                        " has no forward-mode derivative: register_autograd pairs it with a backward (reverse "
+                        "mode) only; use torch.func.vjp / .backward(), or a torch op with a jvp");
+        }
+        if (!need) {
+            at::AutoDispatchBelowAutograd guard;
+            op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+            return;
+        }
+        auto node = c10::make_intrusive<Backward>(b_);
+        std::vector<at::Tensor> inputs;
+        inputs.reserve(b.tensor_args.size());
+        for (int i : b.tensor_args) {
+            const c10::IValue &v = (*stack)[base + static_cast<size_t>(i)];
+            inputs.push_back(v.isTensor() ? v.toTensor() : at::Tensor());
+        }
+        node->set_next_edges(torch::autograd::collect_next_edges(inputs));
+        node->save_inputs(*stack, base);
+        {
+            at::AutoDispatchBelowAutograd guard;
+            op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+        }
+        const size_t rbase = stack->size() - b.nret;
+        for (size_t j = 0; j < b.nret; j++) {
+            const at::Tensor &t = (*stack)[rbase + j].toTensor();
+            if (t.defined() && !torch::autograd::isDifferentiableType(t.scalar_type()))
+                node->add_input_metadata(Node::undefined_input()); // an integer result: no gradient flows
+            else
+                torch::autograd::set_history(t, node);
+        }
+        node->save_results(*stack, rbase);
+    }
+
+private:
+    std::shared_ptr<const Binding> b_;
+};
+
+bool is_tensor(const c10::TypePtr &t)
+{
+    if (t->kind() == c10::TypeKind::TensorType) return true;
+    auto o = t->cast<c10::OptionalType>();
+    return o && o->getElementType()->kind() == c10::TypeKind::TensorType;
+}
+
+c10::OperatorHandle find(const char *qualname)
+{
+    std::string q(qualname);
+    size_t dot = q.find('.', q.find("::"));
+    std::string name = dot == std::string::npos ? q : q.substr(0, dot);
+    std::string overload = dot == std::string::npos ? "" : q.substr(dot + 1);
+    return c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+}
+
+// The binding, checked against both schemas; throws a message for the caller.
+std::shared_ptr<Binding> make_binding(const char *forward, const char *backward, const int32_t *feed_kind,
+                                      const int32_t *feed_index, int nfeed, const int32_t *targets, int ntargets)
+{
+    auto b = std::make_shared<Binding>();
+    c10::OperatorHandle fwd = find(forward);
+    b->bwd = find(backward);
+    const c10::FunctionSchema &fs = fwd.schema(), &bs = b->bwd->schema();
+    b->fname = forward;
+    b->node_name = std::string(forward) + "Backward";
+    b->nargs = fs.arguments().size();
+    b->nret = fs.returns().size();
+    TORCH_CHECK(b->nret > 0, forward, " returns nothing");
+    for (const c10::Argument &r : fs.returns())
+        TORCH_CHECK(r.type()->kind() == c10::TypeKind::TensorType, forward, ": a result that is not a Tensor");
+    b->edge_of.assign(b->nargs, -1);
+    for (size_t i = 0; i < b->nargs; i++) {
+        const c10::Argument &a = fs.arguments()[i];
+        TORCH_CHECK(!a.alias_info() || !a.alias_info()->isWrite(), forward, ": a Tensor(a!) argument");
+        b->arg_names.push_back(a.name());
+        if (is_tensor(a.type())) {
+            b->edge_of[i] = static_cast<int>(b->tensor_args.size());
+            b->tensor_args.push_back(static_cast<int>(i));
+        } else {
+            TORCH_CHECK(a.type()->kind() != c10::TypeKind::ListType ||
+                            a.type()->castRaw<c10::ListType>()->getElementType()->kind() !=
+                                c10::TypeKind::TensorType,
+                        forward, ": a Tensor[] argument");
+        }
+    }
+    TORCH_CHECK(static_cast<size_t>(nfeed) == bs.arguments().size(), backward, " takes ", bs.arguments().size(),
+                " arguments, the binding feeds ", nfeed);
+    b->save_arg.assign(b->nargs, false);
+    b->save_result.assign(b->nret, false);
+    for (int k = 0; k < nfeed; k++) {
+        int32_t kind = feed_kind[k], idx = feed_index[k];
+        size_t bound = kind == F_INPUT ? b->nargs : kind == F_DEFAULT ? 1 : b->nret;
+        TORCH_CHECK(kind >= F_INPUT && kind <= F_DEFAULT && idx >= 0 && static_cast<size_t>(idx) < bound,
+                    "backward argument ", k, ": no such source (", kind, ", ", idx, ")");
+        b->feed_kind.push_back(kind);
+        b->feed_index.push_back(idx);
+        const c10::Argument &ba = bs.arguments()[static_cast<size_t>(k)];
+        if (kind == F_DEFAULT) {
+            TORCH_CHECK(ba.default_value().has_value(), backward, "'s argument '", ba.name(), "' has no default");
+            b->defaults.push_back(*ba.default_value());
+        } else {
+            b->defaults.emplace_back();
+        }
+        if (kind == F_INPUT) b->save_arg[static_cast<size_t>(idx)] = true;
+        if (kind == F_RESULT) b->save_result[static_cast<size_t>(idx)] = b->any_result = true;
+    }
+    for (int k = 0; k < ntargets; k++) {
+        TORCH_CHECK(targets[k] < static_cast<int32_t>(b->nargs), "backward result ", k, ": no such input");
+        b->targets.push_back(targets[k]);
+    }
+    return b;
+}
+
+} // namespace
+
+extern "C" {
+
+// Register the Autograd kernel pairing op `forward` ("ns::op[.overload]")
+// with op `backward`: backward argument k is fed (feed_kind[k],
+// feed_index[k]): 0 forward input i, 1 forward result j, 2 the gradient of
+// result j, 3 its own default; backward result k is the gradient of
+// forward input targets[k] (-1: of none). *reg: the registration
+// (oc_torch_boxed_drop takes it out). 0 on success, else -1 with a message
+// in err.
+__attribute__((visibility("default"))) int oc_torch_boxed_autograd(const char *forward, const char *backward,
+                                                                   const int32_t *feed_kind,
+                                                                   const int32_t *feed_index, int nfeed,
+                                                                   const int32_t *targets, int ntargets, void **reg,
+                                                                   char *err, size_t errlen)
+{
+    *reg = nullptr;
+    try {
+        auto b = make_binding(forward, backward, feed_kind, feed_index, nfeed, targets, ntargets);
+        std::string q(forward);
+        size_t sep = q.find("::");
+        std::string ns = q.substr(0, sep), name = q.substr(sep + 2);
+        auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, ns, c10::DispatchKey::Autograd,
+                                                    "opcore/torch/autograd_kernel.cc", __LINE__);
+        lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<Kernel>(std::move(b))));
+        *reg = lib.release();
+        return 0;
+    } catch (const c10::Error &e) {
+        std::snprintf(err, errlen, "%s", e.what_without_backtrace());
+        return -1;
+    } catch (const std::exception &e) {
+        std::snprintf(err, errlen, "%s", e.what());
+        return -1;
+    }
+}
+}
