@@ -572,8 +572,7 @@ def _native_feed(pairing):
     """(feed kinds, feed indices) binding the backward op's arguments for
     the shim's C++ Autograd kernel, or None where the Python kernel serves:
     a Python callable backward, torch's public API only, no shim,
-    OPCORE_TORCH_AUTOGRAD_NODE=0 (compiled autograd does not know the C++
-    node), or a schema outside the kernel's reach (in-place arguments,
+    OPCORE_TORCH_AUTOGRAD_NODE=0, or a schema outside the kernel's reach (in-place arguments,
     results that are not plain Tensors, backward results that are not
     Tensors)."""
     if (not pairing.is_op or _torch_internals.use_public_api() or _torch_native.route() != "boxed"

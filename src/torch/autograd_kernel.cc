@@ -23,14 +23,16 @@
 // through the dispatcher (so its own Autograd kernel applies under
 // create_graph=True) and checks every gradient against its input's shape
 // and dtype with opcore's message. Forward-mode AD is refused by name: the
-// pairing gives reverse mode only. Compiled autograd does not know this
-// node (no compiled_args): docs/python.md says so.
+// pairing gives reverse mode only. Under compiled autograd the node's
+// backward is one opaque call in the graph (apply_functional, bound by the
+// binding's name), as torch's C++ custom Functions are.
 //
 // Built into the same shim as boxed_kernel.cc (opcore/_torch_native.py).
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/saved_variable.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 
 #include <cstdint>
@@ -40,6 +42,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace {
@@ -66,7 +69,7 @@ struct Binding {
     std::vector<int> targets;          // per backward result: the forward argument it is the gradient of, or -1
     std::vector<bool> save_arg;        // forward argument the backward reads
     std::vector<bool> save_result;     // forward result the backward reads
-    bool any_result = false;
+    std::string key;                   // forward|backward: names the binding (compiled autograd)
 };
 
 std::string dtype_name(c10::ScalarType t)
@@ -97,11 +100,108 @@ std::string shape_text(c10::SymIntArrayRef sizes)
     return s.str();
 }
 
+// Every binding by its key, for compiled autograd's functional calls (a
+// graph made by it names the binding, not a node). A re-registration of
+// the same pair replaces the entry; bindings are small and live on in the
+// nodes and graphs that hold them.
+std::mutex registry_lock;
+std::unordered_map<std::string, std::shared_ptr<const Binding>> registry;
+
+std::shared_ptr<const Binding> lookup(const std::string &key)
+{
+    std::lock_guard<std::mutex> lock(registry_lock);
+    auto it = registry.find(key);
+    TORCH_CHECK(it != registry.end(), "opcore: no register_autograd pairing ", key);
+    return it->second;
+}
+
+// What the backward reads, unpacked (references: no copies per call): per
+// forward argument its tensor (args) or value (values), per result its
+// tensor, and the inputs' and results' shapes (is_empty: a Tensor? input
+// that was None).
+struct Saved {
+    const variable_list &args, &results;
+    const std::vector<c10::IValue> &values;
+    const std::vector<torch::autograd::VariableInfo> &input_info, &result_info;
+};
+
+// The backward pass itself, on tensors (the node's apply, or compiled
+// autograd's functional call): feed the backward op, call it through the
+// dispatcher, check and place its gradients (one per edge).
+variable_list run_backward(const Binding &b, const variable_list &grads, const Saved &sv)
+{
+    torch::jit::Stack s;
+    s.reserve(b.feed_kind.size());
+    for (size_t k = 0; k < b.feed_kind.size(); k++) {
+        int idx = b.feed_index[k];
+        switch (b.feed_kind[k]) {
+        case F_INPUT:
+            if (b.edge_of[idx] >= 0)
+                s.emplace_back(sv.args[idx].defined() ? c10::IValue(sv.args[idx]) : c10::IValue());
+            else
+                s.push_back(sv.values[idx]);
+            break;
+        case F_RESULT: s.emplace_back(sv.results[idx]); break;
+        case F_GRAD:
+            if (grads[idx].defined()) {
+                s.emplace_back(grads[idx]);
+            } else { // that result was not used: zeros, as the Python route's zeros_like(result)
+                at::OptionalDeviceGuard guard;
+                s.emplace_back(sv.result_info[idx].zeros(guard));
+            }
+            break;
+        default: s.push_back(b.defaults[k]); break;
+        }
+    }
+    b.bwd->callBoxed(&s);
+    variable_list out(b.tensor_args.size());
+    for (size_t k = 0; k < s.size() && k < b.targets.size(); k++) {
+        int i = b.targets[k];
+        int e = i >= 0 ? b.edge_of[i] : -1;
+        const c10::IValue &r = s[k];
+        if (e < 0 || r.isNone() || sv.input_info[e].is_empty) continue;
+        const torch::autograd::VariableInfo &like = sv.input_info[e];
+        bool fits = r.isTensor() && (!r.toTensor().defined() || (r.toTensor().scalar_type() == like.scalar_type &&
+                                                                  r.toTensor().sym_sizes() == like.size));
+        if (!fits) {
+            std::string got = r.isTensor() ? dtype_name(r.toTensor().scalar_type()) + " " +
+                                                 shape_text(r.toTensor().sym_sizes())
+                                           : r.tagKind();
+            TORCH_CHECK(false, "opcore: backward of ", b.fname, " returned a gradient for input '", b.arg_names[i],
+                        "' of ", got, ", expected ", dtype_name(like.scalar_type), " ", shape_text(like.size));
+        }
+        out[e] = r.toTensor();
+    }
+    return out;
+}
+
+// Compiled autograd's functional call: grads, then the node's state as
+// apply_with_saved packed it (the binding's key first).
+variable_list apply_functional(const variable_list &grads, const std::vector<c10::IValue> &packed)
+{
+    torch::dynamo::autograd::PackedArgs p(packed);
+    std::shared_ptr<const Binding> b = lookup(p.unpack<std::string>());
+    variable_list args(b->nargs), results(b->nret);
+    std::vector<c10::IValue> values(b->nargs);
+    for (size_t i = 0; i < b->nargs; i++) {
+        if (!b->save_arg[i]) continue;
+        c10::IValue v = p.unpack<c10::IValue>();
+        if (b->edge_of[i] >= 0) args[i] = v.isTensor() ? v.toTensor() : at::Tensor();
+        else values[i] = std::move(v);
+    }
+    for (size_t j = 0; j < b->nret; j++)
+        if (b->save_result[j]) results[j] = p.unpack<at::Tensor>();
+    auto input_info = p.unpack<std::vector<torch::autograd::VariableInfo>>();
+    auto result_info = p.unpack<std::vector<torch::autograd::VariableInfo>>();
+    return run_backward(*b, grads, Saved{args, results, values, input_info, result_info});
+}
+
 // The node: what the backward reads, saved at the forward.
 class Backward final : public Node {
 public:
     explicit Backward(std::shared_ptr<const Binding> b)
-        : b_(std::move(b)), args_(b_->nargs), values_(b_->nargs), results_(b_->nret), like_(b_->tensor_args.size())
+        : b_(std::move(b)), args_(b_->nargs), values_(b_->nargs), results_(b_->nret), input_info_(b_->tensor_args.size()),
+          result_info_(b_->nret)
     {
     }
 
@@ -121,8 +221,7 @@ public:
         for (size_t i = 0; i < b.nargs; i++) {
             const c10::IValue &v = stack[base + i];
             int e = b.edge_of[i];
-            if (e >= 0 && v.isTensor())
-                like_[e] = Like{v.toTensor().sym_sizes().vec(), v.toTensor().scalar_type(), true, v.toTensor().device()};
+            if (e >= 0 && v.isTensor()) input_info_[e] = torch::autograd::VariableInfo(v.toTensor());
             if (!b.save_arg[i]) continue;
             if (e >= 0) args_[i] = SavedVariable(v.isTensor() ? v.toTensor() : at::Tensor(), false);
             else values_[i] = v;
@@ -134,86 +233,86 @@ public:
         for (size_t j = 0; j < b_->nret; j++) {
             const at::Tensor &t = stack[base + j].toTensor();
             if (b_->save_result[j]) results_[j] = SavedVariable(t, true);
-            if (!torch::autograd::isDifferentiableType(t.scalar_type())) { // no metadata in the graph
-                if (no_grad_.empty()) no_grad_.resize(b_->nret);
-                no_grad_[j] = Like{t.sym_sizes().vec(), t.scalar_type(), true, t.device()};
-            }
+            result_info_[j] = torch::autograd::VariableInfo(t);
         }
+    }
+
+    // Compiled autograd: the node's state, as a cache key and graph inputs.
+    void compiled_args(torch::dynamo::autograd::CompiledNodeArgs &args) const override
+    {
+        args.collect(b_->key);
+        args.collect(args_, false);
+        args.collect(results_, true);
+        args.collect(values_);
+        args.collect(input_info_);
+        args.collect(result_info_);
+    }
+
+    // ... and its backward as one opaque call in compiled autograd's graph
+    // (apply_functional above), as torch's C++ custom Functions do.
+    variable_list apply_with_saved(const variable_list &inputs,
+                                   torch::dynamo::autograd::SwapSavedVariables &saved) override
+    {
+        const Binding &b = *b_;
+        saved.before(args_);
+        saved.before(results_);
+        saved.before(values_);
+        saved.before(input_info_);
+        saved.before(result_info_);
+        torch::dynamo::autograd::PackedArgs p;
+        p.pack(b.key);
+        for (size_t i = 0; i < b.nargs; i++) {
+            if (!b.save_arg[i]) continue;
+            if (b.edge_of[i] < 0) {
+                p.pack(values_[i]);
+                continue;
+            }
+            at::Tensor t = args_[i].unpack();
+            p.pack(t.defined() ? c10::IValue(std::move(t)) : c10::IValue());
+        }
+        for (size_t j = 0; j < b.nret; j++)
+            if (b.save_result[j]) p.pack(results_[j].unpack(getptr()));
+        p.pack(input_info_);
+        p.pack(result_info_);
+        std::vector<c10::IValue> packed = std::move(p).vec();
+        std::vector<at::TypePtr> schema;
+        schema.reserve(packed.size());
+        for (const c10::IValue &v : packed) schema.emplace_back(v.isTensor() ? at::TensorType::get() : v.type());
+        const auto &py = torch::dynamo::autograd::getPyCompilerInterface();
+        std::string fn = py->bind_function(saved.get_py_compiler(), "Opcore" + b.node_name, apply_functional,
+                                           schema, /*is_custom_function*/ true, /*is_traceable*/ true);
+        auto metadata = torch::dynamo::autograd::IValuePacker<std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+            torch::dynamo::autograd::get_input_metadata(next_edges()));
+        variable_list out = py->call_function(saved.get_py_compiler(), "apply_functional", fn, inputs, packed,
+                                              metadata);
+        saved.after(args_);
+        saved.after(results_);
+        saved.after(values_);
+        saved.after(input_info_);
+        saved.after(result_info_);
+        return out;
     }
 
 protected:
     variable_list apply(variable_list &&grads) override
     {
-        const Binding &b = *b_;
-        torch::jit::Stack s;
-        s.reserve(b.feed_kind.size());
-        std::unique_lock<std::mutex> lock(mutex_); // against release_variables, while unpacking (as torch's nodes)
-        for (size_t k = 0; k < b.feed_kind.size(); k++) {
-            int idx = b.feed_index[k];
-            switch (b.feed_kind[k]) {
-            case F_INPUT:
-                if (b.edge_of[idx] >= 0) {
-                    at::Tensor t = args_[idx].unpack();
-                    s.emplace_back(t.defined() ? c10::IValue(std::move(t)) : c10::IValue());
-                } else {
-                    s.push_back(values_[idx]);
-                }
-                break;
-            case F_RESULT: s.emplace_back(results_[idx].unpack(getptr())); break;
-            case F_GRAD:
-                s.emplace_back(grads[idx].defined() ? grads[idx] : zeros_of_result(idx));
-                break;
-            default: s.push_back(b.defaults[k]); break;
-            }
+        variable_list args, results;
+        {
+            std::lock_guard<std::mutex> lock(mutex_); // against release_variables (as torch's nodes)
+            args.reserve(b_->nargs);
+            for (const SavedVariable &a : args_) args.push_back(a.unpack());
+            results.reserve(b_->nret);
+            for (const SavedVariable &r : results_) results.push_back(r.unpack(getptr()));
         }
-        lock.unlock();
-        b.bwd->callBoxed(&s);
-        variable_list out(num_outputs());
-        for (size_t k = 0; k < s.size() && k < b.targets.size(); k++) {
-            int i = b.targets[k];
-            int e = i >= 0 ? b.edge_of[i] : -1;
-            const c10::IValue &r = s[k];
-            if (e < 0 || r.isNone() || !like_[e].present) continue;
-            const Like &like = like_[e];
-            bool fits = r.isTensor() && (!r.toTensor().defined() || (r.toTensor().scalar_type() == like.dtype &&
-                                                                      r.toTensor().sym_sizes() == like.sizes));
-            if (!fits) {
-                std::string got = r.isTensor() ? dtype_name(r.toTensor().scalar_type()) + " " +
-                                                     shape_text(r.toTensor().sym_sizes())
-                                               : r.tagKind();
-                TORCH_CHECK(false, "opcore: backward of ", b.fname, " returned a gradient for input '",
-                            b.arg_names[i], "' of ", got, ", expected ", dtype_name(like.dtype), " ",
-                            shape_text(like.sizes));
-            }
-            out[e] = r.toTensor();
-        }
-        return out;
+        return run_backward(*b_, grads, Saved{args, results, values_, input_info_, result_info_});
     }
 
 private:
-    // An incoming gradient torch left undefined (that result was not used):
-    // zeros, as the Python route's zeros_like(result).
-    at::Tensor zeros_of_result(int j)
-    {
-        if (!no_grad_.empty() && no_grad_[static_cast<size_t>(j)].present) {
-            const Like &l = no_grad_[static_cast<size_t>(j)];
-            return at::zeros_symint(l.sizes, at::TensorOptions().dtype(l.dtype).device(l.device));
-        }
-        return input_metadata(static_cast<size_t>(j)).zeros_like();
-    }
-
-    struct Like { // a tensor input's shape and dtype, for the gradient check
-        std::vector<c10::SymInt> sizes;
-        c10::ScalarType dtype = c10::kFloat;
-        bool present = false; // false: a Tensor? input that was None
-        c10::Device device = c10::kCPU;
-    };
     std::shared_ptr<const Binding> b_;
     std::vector<SavedVariable> args_;   // per forward argument: its tensor, when the backward reads it
     std::vector<c10::IValue> values_;   // per forward argument: its value, when the backward reads it
     std::vector<SavedVariable> results_;
-    std::vector<Like> like_;            // per edge
-    std::vector<Like> no_grad_;         // per result of a dtype without gradients (empty: none)
+    std::vector<torch::autograd::VariableInfo> input_info_, result_info_; // per edge, per result
 };
 
 bool requires_grad(const c10::IValue &v)
@@ -336,12 +435,13 @@ std::shared_ptr<Binding> make_binding(const char *forward, const char *backward,
             b->defaults.emplace_back();
         }
         if (kind == F_INPUT) b->save_arg[static_cast<size_t>(idx)] = true;
-        if (kind == F_RESULT) b->save_result[static_cast<size_t>(idx)] = b->any_result = true;
+        if (kind == F_RESULT) b->save_result[static_cast<size_t>(idx)] = true;
     }
     for (int k = 0; k < ntargets; k++) {
         TORCH_CHECK(targets[k] < static_cast<int32_t>(b->nargs), "backward result ", k, ": no such input");
         b->targets.push_back(targets[k]);
     }
+    b->key = std::string(forward) + "|" + backward;
     return b;
 }
 
@@ -365,6 +465,10 @@ __attribute__((visibility("default"))) int oc_torch_boxed_autograd(const char *f
     *reg = nullptr;
     try {
         auto b = make_binding(forward, backward, feed_kind, feed_index, nfeed, targets, ntargets);
+        {
+            std::lock_guard<std::mutex> lock(registry_lock);
+            registry[b->key] = b;
+        }
         std::string q(forward);
         size_t sep = q.find("::");
         std::string ns = q.substr(0, sep), name = q.substr(sep + 2);

@@ -4,9 +4,9 @@ must do what the Python route does and what torch's own nodes do: bind
 defaults, optional tensors and integer results, check gradients, keep
 saved tensors honest (version counters, a second backward, saved-tensor
 hooks), refuse forward-mode AD by name, and work from many threads, under
-torch.func and torch.compile. The behaviour tests run on both routes (the
-`route` fixture); the Python one also serves compiled autograd
-(OPCORE_TORCH_AUTOGRAD_NODE=0)."""
+torch.func, torch.compile and compiled autograd. The behaviour tests run on
+both routes (the `lib` fixture: the node, and the Python route that
+OPCORE_TORCH_AUTOGRAD_NODE=0 keeps)."""
 import threading
 from pathlib import Path
 
@@ -241,19 +241,23 @@ def test_re_registering_replaces_the_kernel_and_old_graphs_still_run(node_lib):
     assert torch.ops.oc_agk.scale(x, 2.0).grad_fn.name() == "oc_agk::scaleBackward"
 
 
-def test_compiled_autograd_takes_the_python_route(ops, monkeypatch):
-    # compiled autograd does not know the C++ node (no compiled_args):
-    # OPCORE_TORCH_AUTOGRAD_NODE=0 keeps the Python route, which it traces
+def test_compiled_autograd_traces_the_pairing(lib):
+    # the node's backward becomes one opaque call in compiled autograd's
+    # graph (as torch's C++ custom Functions); the Python route is traced
     import torch._dynamo.compiled_autograd as compiled_autograd
 
-    _register(monkeypatch, False)
-    x, b = torch.randn(4, requires_grad=True), torch.randn(4)
+    torch._dynamo.reset()
+    x, b = torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True)
 
-    def f():
-        return torch.ops.oc_agk.scale(x, 2.0, b).sin().sum()
+    def step():
+        y = torch.ops.oc_agk.scale(x, 2.0, b).sin()
+        z, _ = torch.ops.oc_agk.twice_sign(x)
+        return (y * z).sum()
 
-    f().backward()
-    want, x.grad = x.grad.clone(), None
-    with compiled_autograd._enable(torch.compile(backend="eager")):
-        f().backward()
-    assert torch.allclose(x.grad, want)
+    step().backward()
+    want = x.grad.clone(), b.grad.clone()
+    for _ in range(2):  # the second step runs the cached graph
+        x.grad = b.grad = None
+        with compiled_autograd._enable(torch.compile(backend="eager")):
+            step().backward()
+        assert torch.allclose(x.grad, want[0]) and torch.allclose(b.grad, want[1])
