@@ -559,12 +559,6 @@ class _NativeAutograd:
             _C._torch_autograd_drop(handle)
 
 
-def _overload_name(op):
-    """'ns::op' or 'ns::op.overload', as the dispatcher names an overload."""
-    s = op._schema
-    return f"{s.name}.{s.overload_name}" if s.overload_name else s.name
-
-
 _FEED_KINDS = {"input": 0, "result": 1, "grad": 2, "default": 3}
 
 
@@ -572,15 +566,15 @@ def _native_feed(pairing):
     """(feed kinds, feed indices) binding the backward op's arguments for
     the shim's C++ Autograd kernel, or None where the Python kernel serves:
     a Python callable backward, torch's public API only, no shim,
-    OPCORE_TORCH_AUTOGRAD_NODE=0, or a schema outside the kernel's reach (in-place arguments,
-    results that are not plain Tensors, backward results that are not
-    Tensors)."""
+    OPCORE_TORCH_AUTOGRAD_NODE=0, or a schema outside the kernel's reach
+    (Tensor[] or in-place arguments, results that are not plain Tensors,
+    backward results that are not Tensors)."""
     if (not pairing.is_op or _torch_internals.use_public_api() or _torch_native.route() != "boxed"
             or os.environ.get("OPCORE_TORCH_AUTOGRAD_NODE", "1") == "0"):
         return None
     fs, bs = pairing.fwd._schema, pairing.bwd._schema
     plain = lambda t: isinstance(t, torch.TensorType)  # noqa: E731
-    if (not fs.returns or not all(plain(r.type) for r in fs.returns)
+    if (not fs.returns or not all(plain(r.type) for r in fs.returns) or pairing.list_idx
             or any(a.alias_info is not None and a.alias_info.is_write for a in fs.arguments)
             or not all(_is_tensor_type(r.type) for r in bs.returns)):
         return None
@@ -638,12 +632,11 @@ def register_autograd(forward, backward, *, positional=False):
         if old is not None:
             _torch_internals.destroy(old)
         ns, name = fname.split("::", 1)
-        feed = None if lists else _native_feed(pairing)
+        feed = _native_feed(pairing)
         if feed is not None:
             # the shim's C++ Autograd kernel (src/torch/autograd_kernel.cc):
             # no Python on either pass
-            lib = _NativeAutograd(_C._torch_autograd_impl(_overload_name(fwd), _overload_name(pairing.bwd),
-                                                          *feed, tuple(pairing.targets)))
+            lib = _NativeAutograd(_C._torch_autograd_impl(fname, pairing.bwd.name(), *feed, tuple(pairing.targets)))
         elif lists or _torch_internals.use_public_api():
             lib = torch.library.Library(ns, "FRAGMENT")
             # autograd.Function cannot track tensor lists (and the fast path

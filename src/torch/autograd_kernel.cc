@@ -51,8 +51,15 @@ using torch::autograd::Node;
 using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
 
-// How a backward argument is fed (opcore/torch.py's _Pairing plan).
-enum Feed : int32_t { F_INPUT = 0, F_RESULT = 1, F_GRAD = 2, F_DEFAULT = 3 };
+// How a backward argument is fed (opcore/torch.py's _Pairing plan): forward
+// input `index`, forward result `index`, the gradient of result `index`, or
+// its own default `dflt`.
+enum FeedKind : int32_t { F_INPUT = 0, F_RESULT = 1, F_GRAD = 2, F_DEFAULT = 3 };
+struct Feed {
+    FeedKind kind;
+    int index;
+    c10::IValue dflt;
+};
 
 // What one registration knows, shared by its kernel and every node it made
 // (a node outlives a re-registration).
@@ -64,8 +71,7 @@ struct Binding {
     std::vector<std::string> arg_names;
     std::vector<int> tensor_args;      // the forward's Tensor / Tensor? arguments: the node's edges, in order
     std::vector<int> edge_of;          // forward argument -> edge, or -1
-    std::vector<int32_t> feed_kind, feed_index;
-    std::vector<c10::IValue> defaults; // per backward argument fed its default
+    std::vector<Feed> feed;            // per backward argument
     std::vector<int> targets;          // per backward result: the forward argument it is the gradient of, or -1
     std::vector<bool> save_arg;        // forward argument the backward reads
     std::vector<bool> save_result;     // forward result the backward reads
@@ -131,10 +137,10 @@ struct Saved {
 variable_list run_backward(const Binding &b, const variable_list &grads, const Saved &sv)
 {
     torch::jit::Stack s;
-    s.reserve(b.feed_kind.size());
-    for (size_t k = 0; k < b.feed_kind.size(); k++) {
-        int idx = b.feed_index[k];
-        switch (b.feed_kind[k]) {
+    s.reserve(b.feed.size());
+    for (const Feed &f : b.feed) {
+        int idx = f.index;
+        switch (f.kind) {
         case F_INPUT:
             if (b.edge_of[idx] >= 0)
                 s.emplace_back(sv.args[idx].defined() ? c10::IValue(sv.args[idx]) : c10::IValue());
@@ -150,7 +156,7 @@ variable_list run_backward(const Binding &b, const variable_list &grads, const S
                 s.emplace_back(sv.result_info[idx].zeros(guard));
             }
             break;
-        default: s.push_back(b.defaults[k]); break;
+        case F_DEFAULT: s.push_back(f.dflt); break;
         }
     }
     b.bwd->callBoxed(&s);
@@ -315,11 +321,6 @@ private:
     std::vector<torch::autograd::VariableInfo> input_info_, result_info_; // per edge, per result
 };
 
-bool requires_grad(const c10::IValue &v)
-{
-    return v.isTensor() && v.toTensor().defined() && v.toTensor().requires_grad();
-}
-
 class Kernel final : public c10::OperatorKernel {
 public:
     explicit Kernel(std::shared_ptr<const Binding> b) : b_(std::move(b)) {}
@@ -328,14 +329,16 @@ public:
     {
         const Binding &b = *b_;
         const size_t base = stack->size() - b.nargs;
-        bool need = false;
-        if (torch::autograd::GradMode::is_enabled())
-            for (int i : b.tensor_args) need = need || requires_grad((*stack)[base + static_cast<size_t>(i)]);
+        const bool grad_mode = torch::autograd::GradMode::is_enabled();
+        bool need = false; // one pass over the tensor inputs: every call comes through here
         for (int i : b.tensor_args) {
             const c10::IValue &v = (*stack)[base + static_cast<size_t>(i)];
-            TORCH_CHECK(!v.isTensor() || !torch::autograd::isFwGradDefined(v.toTensor()), "opcore: ", b.fname,
+            if (!v.isTensor() || !v.toTensor().defined()) continue;
+            const at::Tensor &t = v.toTensor();
+            TORCH_CHECK(!t._fw_grad(/*level*/ 0).defined(), "opcore: ", b.fname,
                         " has no forward-mode derivative: register_autograd pairs it with a backward (reverse "
                         "mode) only; use torch.func.vjp / .backward(), or a torch op with a jvp");
+            need = need || (grad_mode && t.requires_grad());
         }
         if (!need) {
             at::AutoDispatchBelowAutograd guard;
@@ -425,15 +428,11 @@ std::shared_ptr<Binding> make_binding(const char *forward, const char *backward,
         size_t bound = kind == F_INPUT ? b->nargs : kind == F_DEFAULT ? 1 : b->nret;
         TORCH_CHECK(kind >= F_INPUT && kind <= F_DEFAULT && idx >= 0 && static_cast<size_t>(idx) < bound,
                     "backward argument ", k, ": no such source (", kind, ", ", idx, ")");
-        b->feed_kind.push_back(kind);
-        b->feed_index.push_back(idx);
         const c10::Argument &ba = bs.arguments()[static_cast<size_t>(k)];
-        if (kind == F_DEFAULT) {
-            TORCH_CHECK(ba.default_value().has_value(), backward, "'s argument '", ba.name(), "' has no default");
-            b->defaults.push_back(*ba.default_value());
-        } else {
-            b->defaults.emplace_back();
-        }
+        TORCH_CHECK(kind != F_DEFAULT || ba.default_value().has_value(), backward, "'s argument '", ba.name(),
+                    "' has no default");
+        b->feed.push_back(Feed{static_cast<FeedKind>(kind), idx,
+                               kind == F_DEFAULT ? *ba.default_value() : c10::IValue()});
         if (kind == F_INPUT) b->save_arg[static_cast<size_t>(idx)] = true;
         if (kind == F_RESULT) b->save_result[static_cast<size_t>(idx)] = true;
     }
