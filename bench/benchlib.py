@@ -9,10 +9,29 @@ reference measured in that same round. Reported figures are medians over
 rounds: of the times, and of the paired ratios (a noisy moment hits the
 candidates of one round alike, and the median drops the rounds it hit
 unevenly).
+
+What every result records (bench/report.py reads it):
+
+- the machine: write() adds "machine" (machine(): CPU model, instruction
+  sets, the transparent-huge-page mode, cores) to each result file, and
+  banner() prints the same line at the start of a bench's output;
+- each candidate's page policy: a row compared against another candidate
+  carries "_pages" ({candidate: "huge" | "4k"}, from page_policy()); the
+  report refuses a row whose candidates differ there, unless the row is the
+  huge-page gain itself, marked "_pages_gain": true (labelled as such);
+- the path each kernel took: "_path" ({candidate: "AVX-512" | "AVX2" |
+  "portable" | a longer text}), from tile_path(), native_path(),
+  torch_path() or the kernel's own answer (oc_tile_matmul_path).
+
+tag(row, pages=..., path=...) adds both, and the visible "pages" and
+"path" columns, to a row.
 """
 import json
 import os
+import platform
+import re
 import statistics
+import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -72,10 +91,201 @@ def load_renamed(build_root, namespace, shape_src, compute_srcs, old_namespace, 
     return getattr(torch.ops, namespace)
 
 
+# ---- the machine ----------------------------------------------------------------
+
+# /proc/cpuinfo flag -> the name users read, in the order a report lists them
+_ISA = [("sse4_2", "SSE4.2"), ("avx", "AVX"), ("avx2", "AVX2"), ("fma", "FMA"), ("f16c", "F16C"),
+        ("avx512f", "AVX-512F"), ("avx512bw", "AVX-512BW"), ("avx512vl", "AVX-512VL"),
+        ("avx512_vnni", "AVX-512VNNI"), ("avx512_bf16", "AVX-512BF16"),
+        ("avx512_fp16", "AVX-512FP16"), ("avx_vnni", "AVX-VNNI"), ("amx_tile", "AMX"),
+        ("asimd", "NEON"), ("sve", "SVE")]
+
+
+def _cpuinfo():
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+    except OSError:
+        return "", set()
+    model = re.search(r"^(?:model name|Model)\s*:\s*(.+)$", text, re.M)
+    flags = re.search(r"^(?:flags|Features)\s*:\s*(.+)$", text, re.M)
+    return (model.group(1).strip() if model else "",
+            set(flags.group(1).split()) if flags else set())
+
+
+def isa():
+    """The vector instruction sets this CPU has, by their usual names."""
+    flags = _cpuinfo()[1]
+    return [name for flag, name in _ISA if flag in flags]
+
+
+def thp_mode():
+    """The kernel's transparent-huge-page mode: always, madvise, never or
+    unknown (no /sys/kernel/mm/transparent_hugepage)."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            hit = re.search(r"\[(\w+)\]", f.read())
+        return hit.group(1) if hit else "unknown"
+    except OSError:
+        return "unknown"
+
+
+def _cpu_id():
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+    except OSError:
+        return ""
+    fam = re.search(r"^cpu family\s*:\s*(\d+)$", text, re.M)
+    mod = re.search(r"^model\s*:\s*(\d+)$", text, re.M)
+    return f"family {fam.group(1)} model {mod.group(1)}" if fam and mod else ""
+
+
+def machine():
+    """{"cpu", "cpu_id", "isa", "thp", "cores"}: recorded in every result
+    file (a virtual machine's model name can be generic: cpu_id tells
+    generations apart)."""
+    model = _cpuinfo()[0] or platform.processor() or platform.machine()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cpu": model, "cpu_id": _cpu_id(), "isa": isa(), "thp": thp_mode(), "cores": cores}
+
+
+def machine_line(m=None):
+    m = m or machine()
+    cpu = m["cpu"] + (f" ({m['cpu_id']})" if m.get("cpu_id") else "")
+    return (f"machine: {cpu}; {', '.join(m['isa']) or 'no vector extensions found'}; "
+            f"THP {m['thp']}; {m['cores']} usable cores")
+
+
+def banner():
+    """Print the machine line (each bench's output starts with it)."""
+    print(machine_line(), flush=True)
+
+
+# ---- the paths kernels take ----------------------------------------------------
+
+def vector_level(flags=None):
+    """The widest x86 vector level this CPU offers a kernel: "AVX-512",
+    "AVX2" (with FMA) or "portable"."""
+    have = set(isa()) if flags is None else set(flags)
+    if "AVX-512F" in have:
+        return "AVX-512"
+    if {"AVX2", "FMA"} <= have:
+        return "AVX2"
+    return "portable"
+
+
+def tile_path():
+    """The path libopcore's tile functions take (built twice, for x86-64-v3
+    and for any x86-64, chosen at load by the CPU): "AVX2" or "portable".
+    $OC_TILE_ISA, where set, names a lower path forced for tests."""
+    forced = os.environ.get("OC_TILE_ISA", "").strip().lower()
+    names = {"avx512": "AVX-512", "avx2": "AVX2", "portable": "portable"}
+    level = vector_level()
+    if forced in names:
+        order = ["portable", "AVX2", "AVX-512"]
+        return names[forced] if order.index(names[forced]) <= order.index(level) else level
+    return "portable" if level == "portable" else "AVX2"
+
+
+def native_path():
+    """The path of an op library's kernels: compiled with -march=native
+    (the default) they may use every instruction set the CPU has;
+    $OPCORE_MARCH names another target."""
+    march = os.environ.get("OPCORE_MARCH")
+    if march is None or march == "native":
+        return f"{vector_level()} (-march=native)"
+    return f"-march={march}" if march else "portable (no -march)"
+
+
+def torch_path():
+    """The kernels torch chose on this CPU (AVX512, AVX2 or DEFAULT, which
+    $ATEN_CPU_CAPABILITY can lower)."""
+    try:
+        import torch
+        cap = torch.backends.cpu.get_cpu_capability()
+    except Exception:
+        return "unknown"
+    return {"AVX512": "AVX-512", "AVX2": "AVX2", "DEFAULT": "portable"}.get(cap, cap)
+
+
+# ---- page policy ------------------------------------------------------------------
+
+OPCORE_HUGE_MIN = 4 << 20   # opcore advises a fresh result of 4 MiB or more
+TORCH_HUGE_MIN = 2 << 20    # torch, with THP_MEM_ALLOC_ENABLE=1, from 2 MiB
+
+
+def page_policy(side, nbytes=None, env=None):
+    """How a candidate's fresh results are paged: "huge" or "4k".
+
+    side: "opcore" (huge pages advised unless OC_HUGEPAGE_OUTPUTS=0), "torch"
+    (only with THP_MEM_ALLOC_ENABLE=1) or anything else (plain malloc, no
+    advice). The kernel's THP mode decides first: "always" gives every side
+    huge pages, "never" none. nbytes: the result's size, when known (below
+    each side's threshold nothing is advised). env: the environment the
+    candidate ran in (a child process's), default this one's."""
+    env = os.environ if env is None else env
+    mode = thp_mode()
+    if mode == "never":
+        return "4k"
+    if mode == "always":
+        return "huge" if nbytes is None or nbytes >= (2 << 20) else "4k"
+    if side == "opcore":
+        on = env.get("OC_HUGEPAGE_OUTPUTS", "1").strip().lower() not in ("0", "off", "false", "no")
+        return "huge" if on and (nbytes is None or nbytes >= OPCORE_HUGE_MIN) else "4k"
+    if side == "torch":
+        on = env.get("THP_MEM_ALLOC_ENABLE", "") == "1"
+        return "huge" if on and (nbytes is None or nbytes >= TORCH_HUGE_MIN) else "4k"
+    return "4k"
+
+
+def tag(row, pages=None, path=None, gain=False):
+    """Record on a result row each candidate's page policy (pages:
+    {candidate: "huge" | "4k"}) and kernel path (path: {candidate: text}),
+    hidden for the report's checks ("_pages", "_path") and shown as the
+    "pages" and "path" columns. gain=True marks the row that measures the
+    huge-page gain itself (its candidates differ on purpose). Returns row."""
+    if pages:
+        row["_pages"] = dict(pages)
+        kinds = sorted(set(pages.values()))
+        row["pages"] = (("both " if len(pages) == 2 else "all ") + kinds[0] if len(kinds) == 1
+                        else ", ".join(f"{k} {v}" for k, v in pages.items()))
+        if gain:
+            row["_pages_gain"] = True
+    if path:
+        row["_path"] = dict(path)
+        row["path"] = ", ".join(f"{k} {v}" for k, v in path.items())
+    return row
+
+
 def write(name, obj, results=RESULTS):
-    """Write a bench/report.py section to results/name."""
+    """Write a bench/report.py section to results/name, with the machine
+    it ran on (obj["machine"], unless the bench set it)."""
+    obj.setdefault("machine", machine())
     os.makedirs(results, exist_ok=True)
     path = os.path.join(results, name)
     with open(path, "w") as f:
         json.dump(obj, f, indent=1)
     print(f"wrote {os.path.relpath(path, REPO)}")
+
+
+def main(argv):
+    """python bench/benchlib.py banner | stamp FILE...: print the machine
+    line, or add "machine" to result files a C bench wrote."""
+    if argv[:1] == ["banner"]:
+        banner()
+        return 0
+    if argv[:1] == ["stamp"] and len(argv) > 1:
+        for path in argv[1:]:
+            with open(path) as f:
+                obj = json.load(f)
+            obj.setdefault("machine", machine())
+            with open(path, "w") as f:
+                json.dump(obj, f, indent=1)
+        return 0
+    print("usage: python bench/benchlib.py banner | stamp FILE...", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

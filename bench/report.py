@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Turn the benchmark results in bench/results/*.json into one markdown report
-(bench/results/report.md) and one PNG chart (bench/results/report.png), with
-the machine described.
+(bench/results/report.md) and one PNG chart per machine, with the machine
+described.
 
-    python bench/report.py [--results DIR] [--readme README.md]
+    python bench/report.py [--results DIR] [--out report.md]
 
 Any benchmark adds a section by writing a JSON file into bench/results/:
 
@@ -11,6 +11,7 @@ Any benchmark adds a section by writing a JSON file into bench/results/:
       "title": "ReLU bandwidth vs memcpy",          # section heading (required)
       "rows": [{"kernel": "memcpy", "GB/s": 11.2},   # table rows (required); the
                {"kernel": "relu tcm", "GB/s": 10.9}],#   columns are the keys, in order
+      "machine": {"cpu": "...", "isa": [...], ...},  # benchlib.machine(): where it ran
       "notes": "markdown shown under the table",     # optional
       "order": 30,                                   # optional: sections sort by it (default 50)
       "columns": ["kernel", "GB/s"],                 # optional: which keys, in which order
@@ -22,11 +23,18 @@ Any benchmark adds a section by writing a JSON file into bench/results/:
                  "ceiling": 0.87}                    #   (optional): the best reachable
     }                                                #   value, shown in its own column
 
-Other keys (raw samples and the like) are kept in the file and ignored here.
+Keys starting with "_" are never shown. A row comparing candidates records
+each one's page policy in "_pages" ({candidate: "huge" | "4k"}) and kernel
+path in "_path" (benchlib.tag). A row whose candidates ran under different
+page policies is refused: left out of its table, listed under "Refused
+rows", and the exit status is 1; only a row marked "_pages_gain": true (the
+huge-page gain measured on purpose) may differ, and it is labelled so.
+
+The report keeps one part per machine (CPU model and instruction sets, from
+each file's "machine"): a run rewrites the parts of the machines its result
+files come from and keeps the other machines' parts already in the report.
 Column names starting with "vs " or ending in "ratio" or "x" are shown as
 ratios (0.985x). Files that are not in this format are reported and skipped.
-With --readme, the text between the markers <!-- bench:begin --> and
-<!-- bench:end --> in that file is replaced with the summary, tables and chart.
 """
 import argparse
 import glob
@@ -41,7 +49,14 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
-BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+sys.path.insert(0, HERE)
+import benchlib  # noqa: E402
+
+# one machine's part of report.md lies between these two lines
+PART_BEGIN = "<!-- machine: {key} -->"
+PART_END = "<!-- end of machine: {key} -->"
+PART_RE = re.compile(r"^<!-- machine: (.+?) -->\n(.*?)^<!-- end of machine: \1 -->\n?", re.M | re.S)
+UNRECORDED = "machine not recorded"
 
 
 # ---- the machine ------------------------------------------------------------
@@ -54,13 +69,12 @@ def _cmd(*argv):
 
 
 def machine():
+    """This machine, in full (the table under this machine's part)."""
     m = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-        m["CPU"] = names[0] if names else platform.processor()
-    except OSError:
-        m["CPU"] = platform.processor() or platform.machine()
+    b = benchlib.machine()
+    m["CPU"] = b["cpu"] + (f" ({b['cpu_id']})" if b.get("cpu_id") else "")
+    m["instruction sets"] = ", ".join(b["isa"]) or "-"
+    m["transparent huge pages"] = b["thp"]
     m["cores (usable)"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     m["cores (online)"] = os.cpu_count()
     try:
@@ -118,9 +132,44 @@ def load_sections(results):
             continue
         obj["_file"] = os.path.basename(path)
         obj["_mtime"] = os.path.getmtime(path)
+        obj["_machine"] = machine_key(obj.get("machine"))
         sections.append(obj)
     sections.sort(key=lambda s: (s.get("order", 50), s["_file"]))
     return sections, skipped
+
+
+def machine_key(m):
+    """The name of a machine's part of the report: its CPU model and
+    instruction sets (UNRECORDED for a result file without "machine")."""
+    if not isinstance(m, dict) or not m.get("cpu"):
+        return UNRECORDED
+    cpu = str(m["cpu"]) + (f" ({m['cpu_id']})" if m.get("cpu_id") else "")
+    level = benchlib.vector_level(m.get("isa") or [])
+    return f"{cpu}, {level}".replace("--", "-")
+
+
+def check_pages(sec):
+    """Refuse the rows whose candidates ran under different page policies
+    (their "_pages" differ) unless the row is the huge-page gain itself
+    ("_pages_gain"), which is labelled. Returns the refusals, one line each;
+    the refused rows leave sec["rows"]."""
+    kept, refused = [], []
+    for r in sec["rows"]:
+        pages = r.get("_pages")
+        if isinstance(pages, dict) and len(set(pages.values())) > 1:
+            if not r.get("_pages_gain"):
+                first = next((str(v) for k, v in r.items() if not k.startswith("_")), "?")
+                refused.append(f"{sec['_file']}: row '{first}': its candidates ran under different "
+                               "page policies (" + ", ".join(f"{k} {v}" for k, v in pages.items())
+                               + "); run them on the same policy, or mark the row as the huge-page "
+                               "gain (\"_pages_gain\": true)")
+                continue
+            key = next((k for k in r if not k.startswith("_")), None)
+            if key and "[huge-page gain]" not in str(r[key]):
+                r[key] = f"{r[key]} [huge-page gain]"
+        kept.append(r)
+    sec["rows"] = kept
+    return refused
 
 
 def is_ratio(col):
@@ -152,7 +201,7 @@ def columns(sec):
         return list(sec["columns"])
     cols = []
     for r in sec["rows"]:
-        cols += [k for k in r if k not in cols]
+        cols += [k for k in r if k not in cols and not k.startswith("_")]
     return cols
 
 
@@ -176,7 +225,7 @@ def targets(sections):
     return rows
 
 
-# Every target of issue 15 ("the fast path"), in the issue's order: the
+# The fast-path targets (the cost of a call from each front end): the
 # result file that measures it and a piece of its metric's text there. The
 # report lists each with its measured value, or says which bench to run.
 FAST_PATH_TARGETS = [
@@ -189,11 +238,11 @@ FAST_PATH_TARGETS = [
     ("From C: 0 syscalls per call", "call_cost.json", "syscalls per oc_op_call", "build/bench/call_cost"),
     ("JAX, 1-element op under jit: <= 1.0x the C++ XLA FFI handler", "jax_ffi.json", "JAX, 1-element op",
      "bench/jax_ffi_bench.py"),
-    ("Forward+backward, seeds' autograd.Function: around opcore ops <= 1.0x around C++ extension ops",
+    ("Forward+backward, autograd.Function (AWS Neuron custom-op guide): around opcore ops <= 1.0x around C++ extension ops",
      "torch_autograd.json", "around opcore ops / around C++", "bench/torch_bench.py"),
-    ("register_autograd <= 1.0x the seeds' autograd.Function pattern", "torch_autograd.json",
+    ("register_autograd <= 1.0x the autograd.Function pattern", "torch_autograd.json",
      "register_autograd /", "bench/torch_bench.py"),
-    ("MLP training: opcore >= 1.0x the seeds' C++ extension reference model", "mlp_train.json",
+    ("MLP training: opcore >= 1.0x the C++ extension reference model", "mlp_train.json",
      "reference model", "bench/mlp_bench.py"),
     ("MLP training: opcore >= 0.97x the ceiling model (autograd.Function around torch.relu)", "mlp_train.json",
      "ceiling model", "bench/mlp_bench.py"),
@@ -214,7 +263,7 @@ FAST_PATH_TARGETS = [
 
 def fast_path_table(sections, heading):
     by_file = {s["_file"]: s for s in sections}
-    lines = [f"{heading}# Fast-path targets (issue 15)", "",
+    lines = [f"{heading}# Fast-path targets", "",
              "| target | bound | measured | met | measured ceiling | from |", "|---|---:|---:|---|---|---|"]
     for text, fname, needle, how in FAST_PATH_TARGETS:
         sec = by_file.get(fname)
@@ -290,15 +339,28 @@ def chart(sections, path):
 
 # ---- the report -----------------------------------------------------------------
 
-def render(sections, skipped, mach, chart_name, chart_why, heading="#"):
-    lines = [f"{heading} opcore benchmark report", "",
-             f"Generated {time.strftime('%Y-%m-%d %H:%M:%S')} by `python bench/report.py` "
-             f"from bench/results/*.json.", ""]
+HEADER = """# opcore benchmark report
+
+Written by `python bench/report.py` (or `make bench`) from bench/results/*.json.
+One part per machine: a run rewrites the part of the machine it ran on and
+keeps the others. Ratios are medians of paired ratios from interleaved rounds
+in one run; the path column names the instruction set each kernel used, the
+pages column each side's page policy for fresh results (rows whose sides ran
+on different policies are refused, except the rows labelled as the huge-page
+gain).
+"""
+
+
+def render(sections, skipped, mach, chart_name, chart_why, key, refused=(), heading="##"):
+    """One machine's part: its targets, tables, chart and machine table."""
+    sub = heading + "#"
+    lines = [PART_BEGIN.format(key=key), f"{heading} {key}", "",
+             f"Written {time.strftime('%Y-%m-%d %H:%M:%S')}.", ""]
     t = targets(sections)
     if t:
         # the ceiling column only when some target has one
         ceil = any("ceiling" in tg for _, tg in t)
-        lines += [f"{heading}# Targets", "", "| section | metric | target | measured | met |"
+        lines += [f"{sub} Targets", "", "| section | metric | target | measured | met |"
                   + (" measured ceiling |" if ceil else ""),
                   "|---|---|---:|---:|---|" + ("---:|" if ceil else "")]
         for title, tg in t:
@@ -310,60 +372,90 @@ def render(sections, skipped, mach, chart_name, chart_why, heading="#"):
             lines.append(f"| {title} | {metric} | {bound} | {shown} | {fmt('', tg.get('met'))} |"
                          + (f" {fmt('x', tg.get('ceiling'))} |" if ceil else ""))
         lines.append("")
-    lines += fast_path_table(sections, heading)
+    lines += fast_path_table(sections, sub)
     for s in sections:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s["_mtime"]))
-        lines += [f"{heading}# {s['title']}", "", table(s), ""]
+        lines += [f"{sub} {s['title']}", "", table(s), ""]
         if s.get("notes"):
             lines += [str(s["notes"]), ""]
         lines += [f"<sub>from {s['_file']}, written {when}</sub>", ""]
+    if refused:
+        lines += [f"{sub} Refused rows", ""] + [f"- {r}" for r in refused] + [""]
     if chart_name:
         lines += [f"![benchmark chart]({chart_name})", ""]
     elif chart_why:
         lines += [f"(No chart: {chart_why}.)", ""]
-    lines += [f"{heading}# Machine", "", "| | |", "|---|---|"]
+    lines += [f"{sub} Machine", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {fmt('', v)} |" for k, v in mach.items()]
     lines.append("")
     if skipped:
         lines += ["Skipped result files:", ""] + [f"- {s}" for s in skipped] + [""]
-    return "\n".join(lines)
+    lines.append(PART_END.format(key=key))
+    return "\n".join(lines) + "\n"
 
 
-def update_readme(readme, body):
-    with open(readme) as f:
-        text = f.read()
-    if BEGIN not in text or END not in text:
-        print(f"report: {readme} has no {BEGIN} ... {END} markers; left alone", file=sys.stderr)
-        return False
-    pre, rest = text.split(BEGIN, 1)
-    _, post = rest.split(END, 1)
-    with open(readme, "w") as f:
-        f.write(pre + BEGIN + "\n" + body + "\n" + END + post)
-    return True
+def recorded_machine(m):
+    """The machine table of a part measured elsewhere: what its files say."""
+    out = {"CPU": str(m.get("cpu", "?")) + (f" ({m['cpu_id']})" if m.get("cpu_id") else ""),
+           "instruction sets": ", ".join(m.get("isa") or []) or "-"}
+    if m.get("thp"):
+        out["transparent huge pages"] = m["thp"]
+    if m.get("cores"):
+        out["cores (usable)"] = m["cores"]
+    return out
+
+
+def slug(key):
+    return re.sub(r"[^a-z0-9]+", "-", key.lower()).strip("-")[:60] or "machine"
+
+
+def existing_parts(path):
+    """{key: text} of the machine parts already in the report at path."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return {}
+    return {m.group(1): m.group(0) if m.group(0).endswith("\n") else m.group(0) + "\n"
+            for m in PART_RE.finditer(text)}
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="write bench/results/report.md and report.png")
+    ap = argparse.ArgumentParser(description="write bench/results/report.md and its charts")
     ap.add_argument("--results", default=RESULTS, help="directory of result JSON files")
     ap.add_argument("--out", help="markdown path (default RESULTS/report.md)")
-    ap.add_argument("--readme", help="also refresh the marked section of this README")
     args = ap.parse_args(argv)
     os.makedirs(args.results, exist_ok=True)
     out = args.out or os.path.join(args.results, "report.md")
     sections, skipped = load_sections(args.results)
-    png = os.path.splitext(out)[0] + ".png"
-    drawn, why = chart(sections, png)
-    mach = machine()
-    text = render(sections, skipped, mach, os.path.basename(png) if drawn else None, why)
+    here = machine_key(benchlib.machine())
+    groups = {}
+    for sec in sections:
+        groups.setdefault(sec["_machine"], []).append(sec)
+    parts = existing_parts(out)
+    refused_all = []
+    for key, secs in groups.items():
+        refused = [line for sec in secs for line in check_pages(sec)]
+        refused_all += refused
+        png = os.path.join(os.path.dirname(os.path.abspath(out)), f"report-{slug(key)}.png")
+        drawn, why = chart(secs, png)
+        if key == here:
+            mach = machine()
+        else:
+            mach = recorded_machine(next((s["machine"] for s in secs if isinstance(s.get("machine"), dict)),
+                                         {"cpu": UNRECORDED}))
+        parts[key] = render(secs, skipped if key == here or len(groups) == 1 else [], mach,
+                            os.path.basename(png) if drawn else None, why, key, refused)
+        print(f"report: part '{key}': {len(secs)} sections"
+              + (f", chart {os.path.relpath(png)}" if drawn else f" (no chart: {why})"))
+    # this machine first, then the others in name order
+    order = sorted(parts, key=lambda k: (k != here, k == UNRECORDED, k))
     with open(out, "w") as f:
-        f.write(text)
-    print(f"wrote {os.path.relpath(out)}" + (f" and {os.path.relpath(png)}" if drawn else
-                                             f" (no chart: {why})"))
-    if args.readme:
-        rel = os.path.relpath(png, os.path.dirname(os.path.abspath(args.readme))) if drawn else None
-        if update_readme(args.readme, render(sections, skipped, mach, rel, why, heading="##")):
-            print(f"updated {args.readme}")
-    return 0
+        f.write(HEADER + "\n" + "\n".join(parts[k] for k in order))
+    print(f"wrote {os.path.relpath(out)}")
+    for line in refused_all:
+        print(f"report: refused {line}", file=sys.stderr)
+    return 1 if refused_all else 0
 
 
 if __name__ == "__main__":

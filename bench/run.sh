@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# Run every benchmark and write bench/results/report.md (+ report.png), and
-# the summary into README.md. One command: `make bench` (or bench/run.sh
-# after `make lib cli python`). Ratios come from one run on this machine.
+# Run every benchmark and write bench/results/report.md (this machine's part,
+# with its chart). One command: `make bench` (or bench/run.sh after
+# `make lib cli python`). Ratios come from one run on this machine; every
+# result file records the machine (CPU model, instruction sets, THP mode).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 mkdir -p bench/results
+$PYTHON bench/benchlib.py banner
 make -s build/bench/relu_bench build/bench/call_cost
 echo "== ReLU bandwidth, launch, build (C)"
 build/bench/relu_bench bench/results/relu.json
 echo "== engine fixed cost per oc_op_call (C)"
 build/bench/call_cost bench/results/call_cost.json
+$PYTHON bench/benchlib.py stamp bench/results/relu.json bench/results/call_cost.json
 echo "== PyTorch: per call and autograd vs the peers, build time"
 $PYTHON bench/torch_bench.py
 echo "== PyTorch: the direct call vs apache-tvm-ffi, measured two ways"
@@ -37,4 +40,4 @@ echo "== tile layer (examples/tiles): matmul, flash attention, norms vs torch"
 $PYTHON bench/tiles_bench.py
 echo "== MLP training and inference"
 $PYTHON bench/mlp_bench.py --no-report "$@"
-$PYTHON bench/report.py --readme README.md
+$PYTHON bench/report.py
