@@ -356,6 +356,9 @@ def render(sections, skipped, mach, chart_name, chart_why, key, refused=(), head
     sub = heading + "#"
     lines = [PART_BEGIN.format(key=key), f"{heading} {key}", "",
              f"Written {time.strftime('%Y-%m-%d %H:%M:%S')}.", ""]
+    if key == UNRECORDED:
+        lines += ["These result files do not say which machine measured them (they were written "
+                  "before the benches recorded it): run their benches again to place them.", ""]
     t = targets(sections)
     if t:
         # the ceiling column only when some target has one
@@ -442,8 +445,8 @@ def main(argv=None):
         if key == here:
             mach = machine()
         else:
-            mach = recorded_machine(next((s["machine"] for s in secs if isinstance(s.get("machine"), dict)),
-                                         {"cpu": UNRECORDED}))
+            recorded = [s["machine"] for s in secs if isinstance(s.get("machine"), dict)]
+            mach = recorded_machine(recorded[0] if recorded else {"cpu": UNRECORDED})
         parts[key] = render(secs, skipped if key == here or len(groups) == 1 else [], mach,
                             os.path.basename(png) if drawn else None, why, key, refused)
         print(f"report: part '{key}': {len(secs)} sections"

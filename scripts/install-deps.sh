@@ -36,3 +36,5 @@ then
     echo "opcore: installing Python packages from requirements-dev.txt"
     $PYTHON -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 fi
+# `make python` builds opcore with the setuptools $PYTHON imports (no isolation)
+sh scripts/ensure-setuptools.sh "$PYTHON"

@@ -23,7 +23,7 @@ static const char new_usage[] =
     "  setup.py        OpLibrary + BuildOpLibraries (opcore.setuptools)\n"
     "  pyproject.toml\n"
     "  NAME/__init__.py  `import NAME` loads the library: opcore.load_packaged(__name__)\n"
-    "  tests/test_NAME.py  its ops from PyTorch and JAX (`pip install .[test]; pytest tests`)\n"
+    "  tests/test_NAME.py  its ops from PyTorch and JAX (see the next step printed)\n"
     "  README.md\n"
     "NAME must be a C identifier. Nothing is overwritten.\n";
 
@@ -45,7 +45,13 @@ int cli_new(int argc, char **argv)
     }
     if (package) {
         printf("wrote %s/: csrc/kernel.c csrc/shape.c setup.py pyproject.toml %s/__init__.py tests/test_%s.py "
-               "README.md\nnext: cd %s && pip install \".[test]\" && pytest -q tests\n", dir, name, name, dir);
+               "README.md\n"
+               "next: cd %s && python -m pip install --no-build-isolation \".[test]\" "
+               "&& cd tests && python -m pytest -q\n"
+               "(with the Python that has opcore: --no-build-isolation lets the build use it; "
+               "the tests run from tests/,\n where the source folder does not hide the "
+               "installed package)\n",
+               dir, name, name, dir);
         return CLI_OK;
     }
     printf("wrote %s/: kernel.c shape.c test_%s.c test_%s.py Makefile README.md\n"

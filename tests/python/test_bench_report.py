@@ -13,8 +13,8 @@ sys.path.insert(0, os.path.join(REPO, "bench"))
 import benchlib  # noqa: E402
 import report  # noqa: E402
 
-OTHER = {"cpu": "AMD EPYC 7B13", "cpu_id": "family 25 model 1", "isa": ["AVX", "AVX2", "FMA", "F16C"],
-         "thp": "madvise", "cores": 2}
+OTHER = {"cpu": "AMD EPYC 7B13", "cpu_id": "family 25 model 1",
+         "isa": ["AVX", "AVX2", "FMA", "F16C"], "thp": "madvise", "cores": 2}
 
 
 def section(path, title, rows, machine=None):
@@ -91,9 +91,9 @@ def test_page_policy(monkeypatch, mode):
     big, small = 64 << 20, 1 << 20
     on = {"THP_MEM_ALLOC_ENABLE": "1"}
     off = {"OC_HUGEPAGE_OUTPUTS": "0"}
-    got = (benchlib.page_policy("opcore", big, env={}), benchlib.page_policy("opcore", big, env=off),
-           benchlib.page_policy("torch", big, env={}), benchlib.page_policy("torch", big, env=on),
-           benchlib.page_policy("opcore", small, env={}), benchlib.page_policy("numpy", big, env={}))
+    pp = benchlib.page_policy
+    got = (pp("opcore", big, env={}), pp("opcore", big, env=off), pp("torch", big, env={}),
+           pp("torch", big, env=on), pp("opcore", small, env={}), pp("numpy", big, env={}))
     want = {"always": ("huge", "huge", "huge", "huge", "4k", "huge"),
             "madvise": ("huge", "4k", "4k", "huge", "4k", "4k"),
             "never": ("4k",) * 6}[mode]

@@ -28,7 +28,9 @@ line before a fence (invisible on a rendered page), say what the prose says:
                                   in FRAGMENTS), and that one its own previous
                                   if marked: they run first, in the same
                                   directory; consecutive Python blocks in one
-                                  process, so names carry over
+                                  process, so names carry over; each runs in
+                                  the directory the shell blocks before it
+                                  left (a `cd` carries over, as in a terminal)
 
 A block of training or benchmark runs whose document gives the arguments of
 a quick run of the same code runs with them (QUICK below). A block that
@@ -43,6 +45,7 @@ The blocks run in parallel (one per CPU), each with a timeout.
 import concurrent.futures
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -67,7 +70,7 @@ TIMEOUT_S = 240
 FRAGMENTS = {
     ("README.md", "pip install torch==2.13.0     # the CPU build (an unpinned torch pulls a CUDA build of several GB)"):
         "installs from the network and a built wheel (tests/python/test_package.py installs the wheel)",
-    ("README.md", "make demo   # installs what it needs, builds the C ReLU, trains the seeds' MLP with it"):
+    ("README.md", "make demo   # installs what it needs, builds the C ReLU, trains the tutorial's MLP with it"):
         "make test and make fuzz run for 30+ minutes (the demo alone: see tutorial 1)",
     ("docs/python.md", "pip install torch==2.13.0        # the CPU build (an unpinned torch pulls a CUDA build of several GB)"):
         "installs from the network and a built wheel (tests/python/test_package.py installs the wheel)",
@@ -247,9 +250,19 @@ def _prepare(b, work):
             dst.write_text(other.text)
 
 
+def _cwd(work):
+    """Where the next block of a chain runs: the directory the chain's last
+    shell block ended in (CWD_FILE), else the block's own directory."""
+    f = work / CWD_FILE
+    return Path(f.read_text().strip()) if f.exists() else work
+
+
+CWD_FILE = ".doc_cwd"
+
+
 def _run(cmd, work, env, script=None):
     try:
-        p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        p = subprocess.run(cmd, cwd=_cwd(work), env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired as e:
         return f"timed out after {TIMEOUT_S} s: {' '.join(map(str, cmd))}\n{e.stdout or ''}{e.stderr or ''}"
     if p.returncode == 0:
@@ -270,7 +283,8 @@ def _shell(b, work, env, prefix):
     if quick:
         parts[-1] = re.sub(r"^(\s*python3? \S+\.py)", rf"\1 {quick[0]}", parts[-1], flags=re.M)
     script = "set -eo pipefail\n" + "\n".join(parts)
-    return _run(["bash", "-c", script], work, env, script)
+    # the next block of the chain starts where this one ends
+    return _run(["bash", "-c", f"{script}\npwd > {shlex.quote(str(work / CWD_FILE))}"], work, env, script)
 
 
 DOCTEST_RUNNER = """
@@ -291,11 +305,12 @@ def _python(b, work, env, prefix):
         (work / "prefix.py").write_text("\n".join(x.text for x in prefix))
         (work / "doctest.txt").write_text(b.text)
         (work / "runner.py").write_text(DOCTEST_RUNNER)
-        return _run([sys.executable, "runner.py", "prefix.py", "doctest.txt", b.id], work, env, b.text)
+        return _run([sys.executable, *(str(work / f) for f in ("runner.py", "prefix.py", "doctest.txt")), b.id],
+                    work, env, b.text)
     script = "\n".join(x.text for x in chain)
     path = work / f"{tag}.py"
     path.write_text(script)
-    return _run([sys.executable, path.name], work, env, script)
+    return _run([sys.executable, str(path)], work, env, script)
 
 
 def _c(b, work, env, prefix):
@@ -391,3 +406,52 @@ def test_markers_are_well_formed():
             if re.search(r"<!--\s*doc:", line) and not MARKER.search(line):
                 bad.append(f"{doc.relative_to(REPO)}:{n}: {line.strip()}")
     assert not bad, "unknown doc: markers (use 'file NAME' or 'continues'):\n" + "\n".join(bad)
+
+
+README = REPO / "README.md"
+README_MAX_LINES = 250
+PATH_TOKEN = re.compile(r"^(docs|examples|bench|scripts|include|src|tests|python|mk)/[\w./<>*-]*$")
+
+
+def _exists(rel):
+    """A repository path as the README writes it: `<name>` and `*` are
+    placeholders, a trailing / a folder."""
+    rel = rel.split("#", 1)[0]
+    if "<" in rel or "*" in rel:
+        pattern = re.sub(r"<[^>]*>", "*", rel)
+        return any(REPO.glob(pattern.rstrip("/"))) or (REPO / pattern.split("*", 1)[0]).parent.is_dir()
+    return (REPO / rel).exists()
+
+
+def test_readme_is_a_users_page():
+    """README.md: short, no internal planning words, every link, path and
+    make target it names real, and a performance summary of at most 10
+    rows that names its machine and links the full report."""
+    text = README.read_text()
+    lines = text.splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines (at most {README_MAX_LINES})"
+    for pat in (r"\bseeds?\b", r"\bissues? \d+", r"shared/seeds", r"<!-- bench:"):
+        hit = re.search(pat, text, re.I)
+        assert not hit, f"README.md says '{hit.group(0)}' (internal planning words, or a generated report)"
+    links = [t for t in re.findall(r"\]\(([^)\s]+)\)", text) if not re.match(r"(https?:|#|mailto:)", t)]
+    missing = [t for t in links if not _exists(t)]
+    assert not missing, f"README.md links to files that do not exist: {missing}"
+    paths = [t for t in re.findall(r"`([^`\s]+)`", text) if PATH_TOKEN.match(t)]
+    missing = [t for t in paths if not _exists(t)]
+    assert not missing, f"README.md names paths that do not exist: {missing}"
+    makefiles = [REPO / "Makefile", *sorted((REPO / "mk").glob("*.mk"))]
+    targets = {m.group(1) for f in makefiles for m in re.finditer(r"^([\w-]+)\s*:", f.read_text(), re.M)}
+    named = set(re.findall(r"(?:`|^)make ([a-z][\w-]*)", text, re.M))  # commands, not prose
+    assert named and named <= targets, f"README.md names make targets that do not exist: {named - targets}"
+    # "two commands": the block under that heading holds two
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("## ") and "two commands" in ln)
+    fence = next(i for i in range(head, len(lines)) if lines[i].startswith("```"))
+    end = next(i for i in range(fence + 1, len(lines)) if lines[i].startswith("```"))
+    assert len([ln for ln in lines[fence + 1:end] if ln.strip()]) == 2
+    # the performance summary
+    perf = text.split("\n## Performance", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in perf.splitlines() if ln.startswith("|")][2:]
+    assert 1 <= len(rows) <= 10, f"the performance summary has {len(rows)} rows (1 to 10)"
+    assert "bench/results/report.md" in perf
+    assert re.search(r"(Intel|AMD|Xeon|EPYC|Arm|Graviton)", perf), "the summary does not name its machine"
+    assert re.search(r"\b(AVX2|AVX-512)\b", perf), "the summary does not name the instruction sets"
