@@ -47,7 +47,7 @@ def check(name, got, want):
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)  # a sanity check: tests/python/test_vecmath.py is the exact one
 
 
-def child(args):
+def fast_child(args):
     """-ffast-math loops, paired with torch eager; prints JSON."""
     with tempfile.TemporaryDirectory(prefix="opcore-act-fast-") as root:
         fast = load(root, "act_ops_fast", ["-ffast-math"])
@@ -64,11 +64,52 @@ def child(args):
 
 # Every candidate allocates its [4096, 4096] result per call, and the first
 # writes to a fresh 64 MB buffer page-fault (glibc maps it anew each time):
-# this row, allocation and first touch alone, is the floor under torch's
+# this row, allocation and first touch alone, is the floor under the
 # candidates. opcore advises its fresh results as huge pages (one fault per
-# 2 MiB instead of 4 KiB: docs/engine.md), which takes it past this floor.
+# 2 MiB instead of 4 KiB: docs/engine.md); torch does so only with
+# THP_MEM_ALLOC_ENABLE=1. The kernels are compared with both sides on huge
+# pages, and with both on 4 KiB pages, each in its own process; the gain of
+# opcore's huge-page results over torch's defaults is a row of its own.
 FLOOR = "floor: a fresh result's allocation and first touch (torch.empty_like(x).fill_)"
-FLOOR_WHAT = "the floor row: torch's allocation and first touch (4 KiB pages); opcore's huge-page results pass it"
+FLOOR_WHAT = "the floor row: a fresh result's allocation and first touch, on the same pages"
+OC = "opcore plain loop, default flags"
+PAGES = {"huge": "both on huge pages", "4k": "both on 4 KiB pages",
+         "gain": "opcore's huge-page results vs torch's 4 KiB pages"}
+
+
+def measure(args):
+    """One page policy (this process's environment): every candidate,
+    interleaved; prints JSON {op: {"ms": {...}, "vs eager": {...}, ...}}."""
+    with tempfile.TemporaryDirectory(prefix="opcore-act-") as root:
+        ops = load(root, "act_ops")
+        x = torch.randn(args.rows, args.cols) * 4
+        out = {}
+        for name in OPS:
+            eager = torch_fn(name)
+            cands = {"torch eager": lambda: eager(x), OC: lambda: getattr(ops, name)(x)}
+            if args.policy != "gain":
+                compiled = torch.compile(eager, fullgraph=True)
+                cands["torch.compile"] = lambda: compiled(x)
+                cands[FLOOR] = lambda: torch.empty_like(x).fill_(1.0)
+                if name == "softmax":
+                    plain = "opcore, reductions as plain s += y[j] loops"
+                    cands[plain] = lambda: ops.softmax_plain(x)
+            for cand, fn in cands.items():
+                if cand != FLOOR:
+                    check(name, fn(), eager(x))
+            s = benchlib.interleaved(cands, args.rounds, args.reps, warmup=2)
+            out[name] = {c: {"ms": benchlib.median(s[c]) * 1e3,
+                             "vs eager": benchlib.paired_ratio(s, "torch eager", c),
+                             "vs compile": (benchlib.paired_ratio(s, "torch.compile", c)
+                                            if "torch.compile" in s else None)} for c in cands}
+    print(json.dumps(out))
+
+
+def child(cmd, policy, what):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=benchlib.policy_env(policy))
+    if p.returncode != 0:
+        raise SystemExit(f"the {what} child ({policy}) failed:\n{p.stdout}{p.stderr}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def main():
@@ -79,58 +120,58 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--results", default=RESULTS)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--policy", choices=benchlib.POLICIES, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        return child(args)
+        return fast_child(args)
+    if args.policy:
+        return measure(args)
 
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--rows", str(args.rows), "--cols",
-           str(args.cols), "--rounds", str(args.rounds), "--reps", str(args.reps)]
-    fast = subprocess.run(cmd, capture_output=True, text=True)
-    if fast.returncode != 0:
-        raise SystemExit(f"the -ffast-math child failed:\n{fast.stdout}{fast.stderr}")
-    fast = json.loads(fast.stdout.strip().splitlines()[-1])
-
-    with tempfile.TemporaryDirectory(prefix="opcore-act-") as root:
-        ops = load(root, "act_ops")
-        x = torch.randn(args.rows, args.cols) * 4
-        rows, targets = [], []
-        for name in OPS:
-            eager = torch_fn(name)
-            compiled = torch.compile(eager, fullgraph=True)
-            cands = {"torch eager": lambda: eager(x), "torch.compile": lambda: compiled(x),
-                     "opcore plain loop, default flags": lambda: getattr(ops, name)(x),
-                     FLOOR: lambda: torch.empty_like(x).fill_(1.0)}
-            if name == "softmax":
-                cands["opcore, reductions as plain s += y[j] loops"] = lambda: ops.softmax_plain(x)
-            for cand, fn in cands.items():
-                if cand != FLOOR:
-                    check(name, fn(), eager(x))
-            s = benchlib.interleaved(cands, args.rounds, args.reps, warmup=2)
-            oc = "opcore plain loop, default flags"
-            for cand in cands:
-                rows.append({"op": name, "implementation": cand, "ms": benchlib.median(s[cand]) * 1e3,
-                             "speed vs torch eager": benchlib.paired_ratio(s, "torch eager", cand),
-                             "speed vs torch.compile": benchlib.paired_ratio(s, "torch.compile", cand)})
-            f = fast[name]
-            vs_eager = benchlib.paired_ratio(s, "torch eager", oc)
-            rows.append({"op": name, "implementation": "opcore plain loop, -ffast-math (own process)",
-                         "ms": f["fast_s"] * 1e3, "speed vs torch eager": f["fast_vs_eager"]})
-            vs_compile = benchlib.paired_ratio(s, "torch.compile", oc)
-            vs_fast = vs_eager / f["fast_vs_eager"]
-            targets += [
-                {"metric": f"{name}, plain C loop at default flags: speed vs torch eager", "min": 1.0,
-                 "value": vs_eager, "met": vs_eager >= 1.0,
-                 "ceiling": benchlib.paired_ratio(s, "torch eager", FLOOR), "ceiling_what": FLOOR_WHAT},
-                {"metric": f"{name}, plain C loop at default flags: speed vs torch.compile", "min": 1.0,
-                 "value": vs_compile, "met": vs_compile >= 1.0,
-                 "ceiling": benchlib.paired_ratio(s, "torch.compile", FLOOR), "ceiling_what": FLOOR_WHAT},
-                {"metric": f"{name}, default flags / -ffast-math (speed, via torch eager)", "min": 0.95,
-                 "value": vs_fast, "met": vs_fast >= 0.95},
-            ]
+    benchlib.banner()
+    base = [sys.executable, os.path.abspath(__file__), "--rows", str(args.rows), "--cols",
+            str(args.cols), "--rounds", str(args.rounds), "--reps", str(args.reps)]
+    nbytes = args.rows * args.cols * 4
+    got = {pol: child(base + ["--policy", pol], pol, "measuring") for pol in benchlib.POLICIES}
+    fast = child(base + ["--child"], "huge", "-ffast-math")
+    path = {"opcore": benchlib.native_path(), "torch": benchlib.torch_path()}
+    rows, targets = [], []
+    for name in OPS:
+        for pol in benchlib.POLICIES:
+            env = benchlib.policy_env(pol)
+            pages = {"opcore": benchlib.page_policy("opcore", nbytes, env),
+                     "torch": benchlib.page_policy("torch", nbytes, env)}
+            for cand, m in got[pol][name].items():
+                if pol == "gain" and cand != OC:
+                    continue
+                label = cand if pol != "gain" else f"{cand}: the huge-page output gain"
+                rows.append(benchlib.tag({"op": name, "implementation": label,
+                                          "ms": m["ms"], "speed vs torch eager": m["vs eager"],
+                                          "speed vs torch.compile": m["vs compile"]},
+                                         pages=pages, path=path, gain=pol == "gain"))
+            if pol == "gain":
+                continue
+            m, floor = got[pol][name][OC], got[pol][name][FLOOR]
+            for peer, key in (("torch eager", "vs eager"), ("torch.compile", "vs compile")):
+                targets.append({"metric": f"{name}, plain C loop at default flags, {PAGES[pol]}: "
+                                          f"speed vs {peer}", "min": 1.0, "value": m[key],
+                                "met": m[key] >= 1.0, "ceiling": floor[key],
+                                "ceiling_what": FLOOR_WHAT})
+        f = fast[name]
+        vs_fast = got["huge"][name][OC]["vs eager"] / f["fast_vs_eager"]
+        pages = {"opcore": benchlib.page_policy("opcore", nbytes, benchlib.policy_env("huge")),
+                 "torch": benchlib.page_policy("torch", nbytes, benchlib.policy_env("huge"))}
+        rows.append(benchlib.tag({"op": name,
+                                  "implementation": "opcore plain loop, -ffast-math (own process)",
+                                  "ms": f["fast_s"] * 1e3, "speed vs torch eager": f["fast_vs_eager"]},
+                                 pages=pages, path=path))
+        targets.append({"metric": f"{name}, default flags / -ffast-math (speed, via torch eager)",
+                        "min": 0.95, "value": vs_fast, "met": vs_fast >= 0.95})
     benchlib.write("activations.json", results=args.results, obj={
         "title": f"Plain C loops: SiLU and row softmax, float32 [{args.rows}, {args.cols}]",
         "order": 45,
         "rows": rows,
+        "columns": ["op", "pages", "implementation", "ms", "speed vs torch eager",
+                    "speed vs torch.compile", "path"],
         "target": targets,
         "notes": ("examples/activations: SiLU `y = x / (1 + expf(-x))` and softmax over the last dim "
                   "(oc_max_f32, an expf loop, oc_sum_f32, a scaling loop), multicore, plain loops over the "
@@ -138,24 +179,21 @@ def main():
                   "-fno-math-errno -fno-trapping-math, with opcore/vecmath.h's libmvec declarations "
                   "(docs/build.md). 'speed vs X' = X's time / this time, median of per-round paired "
                   f"ratios over {args.rounds} interleaved rounds of {args.reps} calls; torch uses "
-                  f"{torch.get_num_threads()} threads, opcore every engine core. The -ffast-math build "
-                  "runs in its own process (crtfastmath would flush denormals here), paired there with "
-                  "torch eager. The floor row allocates and first-touches a fresh result as torch does and "
-                  "computes nothing: every candidate allocates a 64 MB result per call, whose page faults "
-                  "(one per 4 KiB) take most of torch's time. opcore advises a fresh result of 4 MiB or more "
-                  "as transparent huge pages before the kernel writes it (one fault per 2 MiB; "
-                  "docs/engine.md), so its rows pass that floor. When glibc hands back memory it already "
-                  "has (one run in four here: the floor row then reads 5 ms, not 35), no one pays the faults "
-                  "and the kernels alone compare: torch's softmax (14 ms) then beats this three-pass plain "
-                  "loop (27 ms); SiLU stays ahead."),
-        "raw": {"fast_child": fast},
+                  f"{torch.get_num_threads()} threads, opcore every engine core. Each page policy runs "
+                  "in its own process: both sides on huge pages (torch with THP_MEM_ALLOC_ENABLE=1), "
+                  "both on 4 KiB pages (opcore with OC_HUGEPAGE_OUTPUTS=0), and the defaults (opcore "
+                  "advises its fresh results of 4 MiB or more as huge pages, torch does not): that last "
+                  "row is the huge-page output gain, not the kernels'. The floor row allocates and "
+                  "first-touches a fresh result and computes nothing. The -ffast-math build runs in its "
+                  "own process (crtfastmath would flush denormals here), both sides on huge pages, "
+                  "paired there with torch eager."),
+        "raw": {"fast_child": fast, "policies": got},
     })
     for r in rows:
-        print(f"{r['op']:8} {r['implementation'][:48]:48} {r['ms']:8.2f} ms  {r['speed vs torch eager']:.2f}x eager")
+        print(f"{r['op']:8} {r['pages'][:20]:20} {r['implementation'][:48]:48} {r['ms']:8.2f} ms  "
+              f"{r['speed vs torch eager']:.2f}x eager")
     for t in targets:
         print(f"target: {t['metric']}: {t['value']:.3f} ({'met' if t['met'] else 'NOT met'})")
-
-
 
 if __name__ == "__main__":
     sys.exit(main())

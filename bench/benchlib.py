@@ -19,7 +19,9 @@ What every result records (bench/report.py reads it):
   carries "_pages" ({candidate: "huge" | "4k"}, from page_policy()); the
   report refuses a row whose candidates differ there, unless the row is the
   huge-page gain itself, marked "_pages_gain": true (labelled as such);
-- the path each kernel took: "_path" ({candidate: "AVX-512" | "AVX2" |
+- the paths kernels took: write() adds "paths" (paths(): op-library
+  kernels, libopcore's tile functions, torch's when imported); per row,
+  "_path" ({candidate: "AVX-512" | "AVX2" |
   "portable" | a longer text}), from tile_path(), native_path(),
   torch_path() or the kernel's own answer (oc_tile_matmul_path).
 
@@ -209,6 +211,16 @@ def torch_path():
     return {"AVX512": "AVX-512", "AVX2": "AVX2", "DEFAULT": "portable"}.get(cap, cap)
 
 
+def paths():
+    """The paths kernels take in this process, for a result's "paths": op
+    libraries' kernels, libopcore's tile functions and, when this process
+    imported torch, torch's kernels."""
+    out = {"op-library kernels": native_path(), "tile functions": tile_path()}
+    if "torch" in sys.modules:
+        out["torch"] = torch_path()
+    return out
+
+
 # ---- page policy ------------------------------------------------------------------
 
 OPCORE_HUGE_MIN = 4 << 20   # opcore advises a fresh result of 4 MiB or more
@@ -239,6 +251,27 @@ def page_policy(side, nbytes=None, env=None):
     return "4k"
 
 
+# A child process's environment for each way of comparing pages: "huge"
+# (both sides' fresh results on huge pages: torch's allocator asked too),
+# "4k" (neither side advises huge pages), "gain" (the defaults: opcore's
+# results on huge pages, torch's not: the huge-page gain, a row of its own).
+POLICIES = ("huge", "4k", "gain")
+
+
+def policy_env(policy, base=None):
+    """The environment a candidate process runs in under `policy`."""
+    if policy not in POLICIES:
+        raise ValueError(f"policy_env: policy must be one of {POLICIES}, got {policy!r}")
+    env = dict(os.environ if base is None else base)
+    env.pop("THP_MEM_ALLOC_ENABLE", None)
+    env.pop("OC_HUGEPAGE_OUTPUTS", None)
+    if policy == "huge":
+        env["THP_MEM_ALLOC_ENABLE"] = "1"
+    elif policy == "4k":
+        env["OC_HUGEPAGE_OUTPUTS"] = "0"
+    return env
+
+
 def tag(row, pages=None, path=None, gain=False):
     """Record on a result row each candidate's page policy (pages:
     {candidate: "huge" | "4k"}) and kernel path (path: {candidate: text}),
@@ -260,8 +293,11 @@ def tag(row, pages=None, path=None, gain=False):
 
 def write(name, obj, results=RESULTS):
     """Write a bench/report.py section to results/name, with the machine
-    it ran on (obj["machine"], unless the bench set it)."""
+    it ran on (obj["machine"]) and the paths its kernels took
+    (obj["paths"]), unless the bench set them; prints the machine line."""
     obj.setdefault("machine", machine())
+    obj.setdefault("paths", paths())
+    print(machine_line(obj["machine"]))
     os.makedirs(results, exist_ok=True)
     path = os.path.join(results, name)
     with open(path, "w") as f:
@@ -279,7 +315,10 @@ def main(argv):
         for path in argv[1:]:
             with open(path) as f:
                 obj = json.load(f)
+            if not isinstance(obj, dict):
+                continue  # not a report section
             obj.setdefault("machine", machine())
+            obj.setdefault("paths", paths())
             with open(path, "w") as f:
                 json.dump(obj, f, indent=1)
         return 0

@@ -381,6 +381,8 @@ def render(sections, skipped, mach, chart_name, chart_why, key, refused=(), head
         lines += [f"{sub} {s['title']}", "", table(s), ""]
         if s.get("notes"):
             lines += [str(s["notes"]), ""]
+        if isinstance(s.get("paths"), dict):
+            lines += ["Kernel paths: " + "; ".join(f"{k} {v}" for k, v in s["paths"].items()) + ".", ""]
         lines += [f"<sub>from {s['_file']}, written {when}</sub>", ""]
     if refused:
         lines += [f"{sub} Refused rows", ""] + [f"- {r}" for r in refused] + [""]

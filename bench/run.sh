@@ -8,12 +8,14 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 mkdir -p bench/results
 $PYTHON bench/benchlib.py banner
+# result files written from here on are this run's (stamped below)
+started=$(mktemp)
+trap 'rm -f "$started"' EXIT
 make -s build/bench/relu_bench build/bench/call_cost
 echo "== ReLU bandwidth, launch, build (C)"
 build/bench/relu_bench bench/results/relu.json
 echo "== engine fixed cost per oc_op_call (C)"
 build/bench/call_cost bench/results/call_cost.json
-$PYTHON bench/benchlib.py stamp bench/results/relu.json bench/results/call_cost.json
 echo "== PyTorch: per call and autograd vs the peers, build time"
 $PYTHON bench/torch_bench.py
 echo "== PyTorch: the direct call vs apache-tvm-ffi, measured two ways"
@@ -40,4 +42,7 @@ echo "== tile layer (examples/tiles): matmul, flash attention, norms vs torch"
 $PYTHON bench/tiles_bench.py
 echo "== MLP training and inference"
 $PYTHON bench/mlp_bench.py --no-report "$@"
+# the machine and kernel paths into the files of this run that lack them
+# (the C benches', and those of benches that write their JSON themselves)
+find bench/results -name '*.json' -newer "$started" -exec $PYTHON bench/benchlib.py stamp {} +
 $PYTHON bench/report.py

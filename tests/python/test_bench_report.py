@@ -77,9 +77,13 @@ def test_names_the_machine_and_keeps_other_machines(tmp_path):
 
 def test_write_records_the_machine(tmp_path, capsys):
     benchlib.write("x.json", {"title": "t", "rows": []}, results=str(tmp_path))
-    m = json.loads((tmp_path / "x.json").read_text())["machine"]
+    obj = json.loads((tmp_path / "x.json").read_text())
+    m = obj["machine"]
     assert m == benchlib.machine()
     assert m["cpu"] and isinstance(m["isa"], list)
+    assert obj["paths"]["op-library kernels"] == benchlib.native_path()
+    assert obj["paths"]["tile functions"] in ("AVX2", "portable")
+    assert capsys.readouterr().out.startswith("machine: ")
     benchlib.banner()
     line = capsys.readouterr().out.splitlines()[-1]
     assert line.startswith("machine: ") and m["cpu"] in line
