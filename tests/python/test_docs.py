@@ -436,6 +436,12 @@ def test_readme_is_a_users_page():
     links = [t for t in re.findall(r"\]\(([^)\s]+)\)", text) if not re.match(r"(https?:|#|mailto:)", t)]
     missing = [t for t in links if not _exists(t)]
     assert not missing, f"README.md links to files that do not exist: {missing}"
+    for t in links:  # an anchor names a heading of that page (GitHub's slugs)
+        page, _, anchor = t.partition("#")
+        if anchor and page.endswith(".md"):
+            slugs = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+                     for h in re.findall(r"^#+ (.+)$", (REPO / page).read_text(), re.M)}
+            assert anchor in slugs, f"README.md links to {t}: {page} has no such heading"
     paths = [t for t in re.findall(r"`([^`\s]+)`", text) if PATH_TOKEN.match(t)]
     missing = [t for t in paths if not _exists(t)]
     assert not missing, f"README.md names paths that do not exist: {missing}"
