@@ -21,6 +21,11 @@ writing into a fresh row-major result (torch.add(..., out=torch.empty(...))
 against the op's own badd(x, row), whose results are row-major), where a
 transposed x costs both a transpose.
 
+Both sides' fresh results are on huge pages: the bench runs itself with
+THP_MEM_ALLOC_ENABLE=1, so torch's allocator asks for them as opcore does
+for the results it hands a kernel (the 'contiguous out' pair would else
+compare opcore on huge pages with torch on 4 KiB pages).
+
 Writes bench/results/iter.json (the report format of bench/report.py).
 """
 import argparse
@@ -149,6 +154,12 @@ def main():
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.reps = 5, 2
+    if os.environ.get("THP_MEM_ALLOC_ENABLE") != "1":  # both sides on huge pages (see above)
+        os.execve(sys.executable, [sys.executable, *sys.argv], benchlib.policy_env("huge"))
+    benchlib.banner()
+    nbytes = args.size * args.size * 4
+    pages = {side: benchlib.page_policy(side, nbytes) for side in ("opcore", "torch")}
+    path = {"opcore": benchlib.native_path(), "torch": benchlib.torch_path()}
     ncores = int(os.environ.get("OC_NUM_CORES") or len(os.sched_getaffinity(0)))
     load0 = os.getloadavg()[0]
     work = tempfile.mkdtemp(prefix="opcore-iter-bench-")
@@ -163,7 +174,7 @@ def main():
             assert torch.equal(op.badd(x, row), want), f"{label}: wrong result"
             med, ratio, ratio_same = measure(op, x, row, args.rounds, args.reps)
             bytes_moved = x.numel() * 4 * 2 + row.numel() * 4
-            rows.append({
+            rows.append(benchlib.tag({
                 "setting": f"{setting} core" + ("" if setting == "single" else f" ({threads})"),
                 "case": label,
                 "torch.add ms": round(med["torch.add"] * 1e3, 2),
@@ -171,7 +182,7 @@ def main():
                 "opcore GB/s": round(bytes_moved / med["opcore"] / 1e9, 2),
                 "vs torch.add": round(ratio, 3),
                 "vs torch.add contiguous out": round(ratio_same, 3),
-            })
+            }, pages=pages, path=path))
             worst[setting] = min(worst.get(setting, 9.0), ratio)
             worst_same[setting] = min(worst_same.get(setting, 9.0), ratio_same)
             print(f"{rows[-1]['setting']:>16} | {label:<26} | torch {rows[-1]['torch.add ms']:8.2f} ms | "
@@ -186,7 +197,8 @@ def main():
              f"result has torch.add's layout. 'contiguous out': torch.add(x, row, out=torch.empty(...)) "
              f"against the op's badd(x, row), both writing row-major results "
              f"(torch.add itself gives a transposed x a transposed result). Multicore: torch.set_num_threads"
-             f"({ncores}) and an opcore --multicore op on {ncores} engine cores. Load average "
+             f"({ncores}) and an opcore --multicore op on {ncores} engine cores. Both sides' fresh "
+             f"results on huge pages (torch with THP_MEM_ALLOC_ENABLE=1). Load average "
              f"{load0:.2f} before, {load1:.2f} after (other work on the machine makes timings noisy).")
     result = {
         "title": "Broadcast add with opcore's iterator vs torch.add",
