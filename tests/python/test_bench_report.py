@@ -112,3 +112,16 @@ def test_paths(monkeypatch):
     assert benchlib.tile_path() == "portable"
     monkeypatch.setenv("OPCORE_MARCH", "x86-64-v2")
     assert benchlib.native_path() == "-march=x86-64-v2"
+
+
+def test_policy_env_gives_each_policy_its_pages(monkeypatch):
+    monkeypatch.setattr(benchlib, "thp_mode", lambda: "madvise")
+    base = {"THP_MEM_ALLOC_ENABLE": "1", "OC_HUGEPAGE_OUTPUTS": "0", "PATH": "/bin"}
+    want = {"huge": ("huge", "huge"), "4k": ("4k", "4k"), "gain": ("huge", "4k")}
+    for policy, (oc, pt) in want.items():
+        env = benchlib.policy_env(policy, base)
+        assert env["PATH"] == "/bin"
+        got = (benchlib.page_policy("opcore", 64 << 20, env), benchlib.page_policy("torch", 64 << 20, env))
+        assert got == (oc, pt), policy
+    with pytest.raises(ValueError, match="policy_env: policy must be one of"):
+        benchlib.policy_env("2m")
