@@ -18,6 +18,10 @@
 // OC_INFER_MEMO=0 have none. A running call takes it for itself (threads
 // calling the op at once take the usual path meanwhile).
 //
+// A C++ program with no Python registers a library's ops through it too
+// (oc_torch_shim_register_library, below), and runs AOTInductor packages
+// that call them.
+//
 // Built against the installed torch's headers (opcore/_torch_native.py:
 // `make python`, the wheel build, `python -m opcore build-torch-shim`),
 // linked with libopcore, libtorch_cpu and libc10; never on import. Only
@@ -182,12 +186,16 @@ void view(const Site &s, int i, const at::Tensor &t, oc_tensor *out)
         fail_arg(s, i, "is on device '" + c10::DeviceTypeName(t.device().type(), true) +
                            "'; opcore runs kernels on the CPU: move the tensor with .cpu()");
     if (t.layout() != c10::kStrided || !t.has_storage())
-        fail_arg(s, i, "is not a strided tensor with storage; opcore kernels take strided CPU tensors");
+        fail_arg(s, i, "is not a strided tensor with storage; opcore kernels take strided CPU "
+                       "tensors");
     int d = oc_dtype_of[static_cast<int>(t.scalar_type())];
-    if (d < 0) fail_arg(s, i, "has dtype " + octorch::dtype_name(t.scalar_type()) + ", which opcore does not support");
+    if (d < 0)
+        fail_arg(s, i, "has dtype " + octorch::dtype_name(t.scalar_type()) +
+                           ", which opcore does not support");
     int64_t ndim = t.dim();
     if (ndim > OC_MAX_DIMS)
-        fail_arg(s, i, "has " + std::to_string(ndim) + " dims; opcore allows at most " + std::to_string(OC_MAX_DIMS));
+        fail_arg(s, i, "has " + std::to_string(ndim) + " dims; opcore allows at most " +
+                           std::to_string(OC_MAX_DIMS));
     out->data = t.data_ptr();
     out->dtype = static_cast<oc_dtype>(d);
     out->ndim = static_cast<int32_t>(ndim);
@@ -208,13 +216,17 @@ oc_value convert(Call &c, int i, const c10::IValue &v)
     const Site &s = c.s;
     if (s.optional[i] && v.isNone()) return oc_value_none();
     switch (s.type[i]) {
-    case OC_ARG_TENSOR: view(s, i, v.toTensor(), &c.tensors[i]); return oc_value_tensor(&c.tensors[i]);
+    case OC_ARG_TENSOR:
+        view(s, i, v.toTensor(), &c.tensors[i]);
+        return oc_value_tensor(&c.tensors[i]);
     case OC_ARG_INT: return oc_value_int(to_int(v));
     case OC_ARG_FLOAT: return oc_value_float(v.toDouble());
     case OC_ARG_BOOL: return oc_value_bool(v.toBool());
     case OC_ARG_DTYPE: {
         int d = oc_dtype_of[static_cast<int>(v.toScalarType())];
-        if (d < 0) fail_arg(s, i, "is " + octorch::dtype_name(v.toScalarType()) + ", a dtype opcore does not support");
+        if (d < 0)
+            fail_arg(s, i, "is " + octorch::dtype_name(v.toScalarType()) +
+                               ", a dtype opcore does not support");
         return oc_value_dtype(static_cast<oc_dtype>(d));
     }
     case OC_ARG_STR: {
@@ -222,8 +234,8 @@ oc_value convert(Call &c, int i, const c10::IValue &v)
         size_t nul = str.find('\0');
         if (nul != std::string::npos) // the kernel gets a C string: it would end at the NUL
             fail_arg(s, i, "(a str) holds a NUL character at index " + std::to_string(nul) +
-                               "; a kernel receives a str as a C string, which would end there (pass the data as "
-                               "a tensor instead)");
+                               "; a kernel receives a str as a C string, which would end there "
+                               "(pass the data as a tensor instead)");
         return oc_value_str(str.c_str());
     }
     case OC_ARG_TENSOR_LIST: {
@@ -255,8 +267,9 @@ oc_status alloc_result(void *ctx, int index, const oc_tensor *meta, oc_tensor *o
 {
     Call &c = *static_cast<Call *>(ctx);
     try {
-        c.results[index] = at::detail::empty_cpu(c10::IntArrayRef(meta->sizes, static_cast<size_t>(meta->ndim)),
-                                                 torch_dtype[meta->dtype], false, std::nullopt);
+        c10::IntArrayRef sizes(meta->sizes, static_cast<size_t>(meta->ndim));
+        c.results[index] = at::detail::empty_cpu(sizes, torch_dtype[meta->dtype], false,
+                                                 std::nullopt);
     } catch (const std::exception &e) {
         return oc_set_error(OC_ENOMEM, "op '%s': torch could not allocate result %d: %s",
                             oc_op_qualname(c.s.op), index, e.what());
@@ -276,7 +289,8 @@ struct Key {
     }
     bool operator==(const std::vector<int64_t> &o) const
     {
-        return o.size() == static_cast<size_t>(n) && !std::memcmp(o.data(), v, o.size() * sizeof *v);
+        size_t len = static_cast<size_t>(n);
+        return o.size() == len && !std::memcmp(o.data(), v, len * sizeof *v);
     }
 };
 
@@ -294,7 +308,8 @@ bool make_key(const Site &s, const c10::IValue *args, Key &key)
             int64_t nd = t.dim();
             ok = key.push(static_cast<int64_t>(t.scalar_type()) << 40 |
                           static_cast<int64_t>(t.device().type()) << 8 | nd);
-            for (int64_t d = 0; d < nd && ok; d++) ok = key.push(t.sizes()[d]) && key.push(t.strides()[d]);
+            for (int64_t d = 0; d < nd && ok; d++)
+                ok = key.push(t.sizes()[d]) && key.push(t.strides()[d]);
             break;
         }
         case OC_ARG_INT: ok = key.push(to_int(v)); break;
@@ -440,8 +455,8 @@ OC_SHIM_API void oc_torch_shim_init(const oc_torch_host *h)
 // Register op's CPU kernel as torch op ns::name, returning every result or
 // (fresh_only) only the fresh ones. 1 registered (*reg: the registration),
 // 0 an argument kind the shim does not carry (Scalar), -1 an error in err.
-OC_SHIM_API int oc_torch_shim_impl(const oc_op *op, const char *ns, const char *name, int fresh_only, void **reg,
-                                   char *err, size_t errlen)
+OC_SHIM_API int oc_torch_shim_impl(const oc_op *op, const char *ns, const char *name,
+                                   int fresh_only, void **reg, char *err, size_t errlen)
 {
     *reg = nullptr;
     int nargs = oc_op_num_args(op), nres = oc_op_num_results(op);
@@ -457,9 +472,9 @@ OC_SHIM_API int oc_torch_shim_impl(const oc_op *op, const char *ns, const char *
         oc_arg_type t = s->type[i] = oc_op_arg_type(op, i);
         s->optional[i] = oc_op_arg_optional(op, i);
         s->bump[i] = oc_op_arg_mutable(op, i) && (t == OC_ARG_TENSOR || t == OC_ARG_TENSOR_LIST);
-        s->eligible = s->eligible && !s->optional[i] &&
-                      (t == OC_ARG_TENSOR || t == OC_ARG_INT || t == OC_ARG_FLOAT || t == OC_ARG_BOOL ||
-                       t == OC_ARG_DTYPE);
+        bool keyed = t == OC_ARG_TENSOR || t == OC_ARG_INT || t == OC_ARG_FLOAT ||
+                     t == OC_ARG_BOOL || t == OC_ARG_DTYPE;
+        s->eligible = s->eligible && !s->optional[i] && keyed;
     }
     for (int r = 0; r < nres; r++) {
         s->alias[r] = oc_op_result_alias(op, r);
@@ -487,5 +502,62 @@ OC_SHIM_API void oc_torch_shim_drop(void *reg)
     delete r;
 }
 
+// ---- C++ hosts with no Python ----------------------------------------------------
+
+namespace {
+
+[[noreturn]] void fail_in_cpp(const oc_op *, oc_status)
+{
+    TORCH_CHECK(false, oc_errmsg()); // a c10::Error with opcore's message
+}
+
+bool lend_none(void) { return false; }
+void lend_end_none(bool) {}
+
+std::mutex defs_lock;
+std::vector<std::unique_ptr<torch::Library>> defs; // the ops' schemas, for the process's life
+
+} // namespace
+
+// For a C++ program with no Python (torch's AOTIModelPackageLoader running
+// an AOTInductor package that calls opcore ops): define every op of `lib`
+// (loaded with oc_library_load) in torch's dispatcher with its schema and
+// register its CPU kernel, as opcore.torch does from Python. Errors are
+// c10::Errors carrying opcore's message; torch's threads are not lent.
+// Ops the shim does not carry (Scalar, Dict arguments) are left out. The
+// number of ops registered, or -1 with a message in err.
+OC_SHIM_API int oc_torch_shim_register_library(const oc_library *lib, char *err, size_t errlen)
+{
+    static const oc_torch_host cpp_host = {fail_in_cpp, lend_none, lend_end_none};
+    if (!host.fail) oc_torch_shim_init(&cpp_host);
+    const char *ns = oc_library_name(lib);
+    int count = 0;
+    try {
+        auto def = std::make_unique<torch::Library>(torch::Library::FRAGMENT, ns, std::nullopt,
+                                                    "opcore/torch/boxed_kernel.cc", __LINE__);
+        for (int i = 0; i < oc_library_num_ops(lib); i++) {
+            const oc_op *op = oc_library_op(lib, i);
+            void *reg = nullptr;
+            bool dict = false;
+            for (int a = 0; a < oc_op_num_args(op); a++)
+                dict = dict || oc_op_arg_type(op, a) == OC_ARG_DICT;
+            if (dict) continue; // torch's schemas have no such type
+            def->def(oc_op_schema(op));
+            int r = oc_torch_shim_impl(op, ns, oc_op_name(op), 0, &reg, err, errlen);
+            if (r < 0) return -1;
+            count += r; // the registration lives as long as the process
+        }
+        std::lock_guard<std::mutex> g(defs_lock);
+        defs.push_back(std::move(def));
+    } catch (const std::exception &e) {
+        std::snprintf(err, errlen, "%s", e.what());
+        return -1;
+    }
+    return count;
+}
+
 // Prepared calls made in this process (tests read it).
-OC_SHIM_API uint64_t oc_torch_shim_prepared(void) { return prepared_made.load(std::memory_order_relaxed); }
+OC_SHIM_API uint64_t oc_torch_shim_prepared(void)
+{
+    return prepared_made.load(std::memory_order_relaxed);
+}
