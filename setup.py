@@ -13,10 +13,11 @@ python/opcore/:
     include/opcore/*.h        the C API
     _jax_ffi_handler.c        the handler's source, compiled at first use when no
                               prebuilt handler fits the installed jaxlib
-    _torch_boxed_kernel.cc    the torch kernel shim's sources (opcore/_torch_native.py),
-    _torch_autograd_kernel.cc
-                              compiled per torch version at first use (`make python`
-                              builds it into opcore/torch_kernels/ for the tree)
+    _torch_boxed_kernel.cc    the torch kernel shim's sources (opcore/_torch_native.py), for
+    _torch_autograd_kernel.cc `python -m opcore build-torch-shim`
+    torch_kernels/*.so        the shim, built for the torch this build sees (when torch
+                              is importable here: `pip install --no-build-isolation`,
+                              `make dist`); `make python` builds it for the tree
 
 then build the C extension opcore._C from src/python/*.c against that
 libopcore (rpath $ORIGIN/lib). lib/ and include/ are siblings, so the build
@@ -119,10 +120,26 @@ def prepare_native():
     _prepared = True
 
 
+def build_torch_shim(pkg_dir):
+    """The torch kernel shim into pkg_dir/torch_kernels/, when torch is
+    importable in this build environment (else the package falls back to
+    the Python route, and says how to build it)."""
+    if importlib.util.find_spec("torch") is None:
+        print("opcore: torch is not importable here: no torch kernel shim in this build", flush=True)
+        return
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from opcore import _torch_native as t; "
+            "print(t.build_shim(sys.argv[2], sys.argv[3], '$ORIGIN/../lib'))")
+    out = os.path.join(pkg_dir, "torch_kernels")
+    subprocess.check_call([sys.executable, "-c", code, os.path.join(ROOT, "python"), out,
+                           os.path.join(PKG, "lib", "libopcore.so.0")])
+
+
 class BuildPy(build_py):
     def run(self):
         prepare_native()
         super().run()
+        if not self.editable_mode:
+            build_torch_shim(os.path.join(self.build_lib, "opcore"))
 
 
 class BuildExt(build_ext):
@@ -145,23 +162,9 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
-def _link_static(name):
-    """Link lib<name> statically when its archive is installed (Debian's are
-    PIC), with its symbols kept private to _C (--exclude-libs below), as
-    libopcore does (mk/package.mk): the wheel then needs no libffi of the
-    system. Dynamically otherwise."""
-    cc = os.environ.get("CC", "cc")
-    try:
-        archive = subprocess.run([cc, f"-print-file-name=lib{name}.a"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        archive = ""
-    return ["-Wl,-Bstatic", f"-l{name}", "-Wl,-Bdynamic"] if os.path.isabs(archive) else [f"-l{name}"]
-
-
-# _C needs libopcore, libffi (the native torch kernels' entry points, linked
-# in) and, for its one C++ file, libstdc++ and libgcc_s (dynamic: the C++
-# exception it throws must meet torch's own runtime; every manylinux system
-# has both).
+# _C needs libopcore and, for its one C++ file, libstdc++ and libgcc_s
+# (dynamic: the C++ exception it throws must meet torch's own runtime; every
+# manylinux system has both).
 ext = Extension(
     "opcore._C",
     sources=sorted(glob.glob("src/python/*.c")) + sorted(glob.glob("src/python/*.cc")),
@@ -170,7 +173,7 @@ ext = Extension(
     libraries=["opcore"],
     extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
                         "-Wno-cast-function-type"],
-    extra_link_args=["-Wl,-rpath,$ORIGIN/lib", "-s", "-Wl,--exclude-libs,ALL"] + _link_static("ffi"),
+    extra_link_args=["-Wl,-rpath,$ORIGIN/lib", "-s", "-Wl,--exclude-libs,ALL"],
     depends=sorted(glob.glob("src/python/*.h") + glob.glob("include/opcore/*.h")),
 )
 

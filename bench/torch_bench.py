@@ -7,14 +7,15 @@ one run (candidates interleaved, medians of paired ratios).
    - a C++ extension op (TORCH_LIBRARY, raw loop into torch::empty_like),
      through torch.ops; and the seeds' own C++ op (torch::zeros + accessors);
    - a Python torch.library.custom_op;
-   - opcore through torch.ops: the native kernel (stable C ABI), and the
-     Python kernel it falls back to;
+   - opcore through torch.ops: the native kernel (the torch kernel shim),
+     and the fallback route (OPCORE_TORCH_NATIVE=0: the Python kernel);
    - opcore called directly (lib.relu_forward(x), output allocated) vs an
      apache-tvm-ffi function called on torch tensors with a
      torch.empty_like output (when tvm_ffi is installed).
 2. Forward + backward of a [32, 120] ReLU (the MLP's first layer): the
    seeds' autograd.Function around the C++ extension ops, the same Function
-   around the opcore ops, opcore.torch.register_autograd, the C++ op with
+   around the opcore ops, opcore.torch.register_autograd (native and
+   fallback routes), the C++ op with
    a C++ torch::autograd::Function, and the Function around torch.relu.
 3. Cold build time of the C++ extension vs opcore's build of the same op.
 
@@ -41,7 +42,7 @@ sys.path.insert(0, HERE)
 
 import cpp_relu  # noqa: E402
 import benchlib  # noqa: E402
-from opcore import _C, _torch_native, custom_op  # noqa: E402
+from opcore import _torch_native, custom_op  # noqa: E402
 import opcore.torch as ot  # noqa: E402
 
 REPO = os.path.dirname(HERE)
@@ -87,28 +88,17 @@ def build_opcore(tmp, tag, namespace, variant, force=True):
     return path, seconds
 
 
-def load_python_kernel(path):
-    """Load an opcore library whose ops keep the Python CPU kernel (the
-    fallback of torches without the stable C ABI)."""
-    saved = _torch_native._ready
-    _torch_native._ready = False
+def on_fallback(fn, *args):
+    """fn(*args) with registrations on the fallback route (OPCORE_TORCH_NATIVE=0)."""
+    saved = os.environ.get("OPCORE_TORCH_NATIVE")
+    os.environ["OPCORE_TORCH_NATIVE"] = "0"
     try:
-        return custom_op.load_library(path)
+        return fn(*args)
     finally:
-        _torch_native._ready = saved
-
-
-def load_stable_route(path):
-    """Load an opcore library whose native kernels register through the
-    stable C ABI (the route when the shim is off or cannot be built)."""
-    _torch_native.available()
-    was = _torch_native._route == "boxed"
-    _C._torch_native_use_boxed(None)
-    try:
-        return custom_op.load_library(path)
-    finally:
-        if was:
-            _C._torch_native_use_boxed(str(_torch_native._find_or_build_shim()))
+        if saved is None:
+            del os.environ["OPCORE_TORCH_NATIVE"]
+        else:
+            os.environ["OPCORE_TORCH_NATIVE"] = saved
 
 
 def tvm_relu(tmp):
@@ -194,30 +184,29 @@ def main():
         path_raw, _ = build_opcore(tmp, "raw", "bench_raw", "raw")
         path_tcm, _ = build_opcore(tmp, "tcm", "bench_tcm", "tcm")
         path_py, _ = build_opcore(tmp, "raw_py", "bench_raw_py", "raw")
-        path_st, _ = build_opcore(tmp, "raw_st", "bench_raw_st", "raw")
+        path_fb, _ = build_opcore(tmp, "raw_fb", "bench_raw_fb", "raw")
         path_ag, _ = build_opcore(tmp, "raw_ag", "bench_raw_ag", "raw")
         path_floor, _ = build_opcore(tmp, "raw_floor", "bench_raw_floor", "raw")
         lib = custom_op.load_library(path_raw)
         lib_tcm = custom_op.load_library(path_tcm)
         custom_op.load_library(path_ag)
         custom_op.load_library(path_floor)
-        load_python_kernel(path_py)
-        load_stable_route(path_st)
-        native = _torch_native.route()  # "boxed" (the C++ shim) or "stable" (the stable C ABI)
+        on_fallback(custom_op.load_library, path_py)
+        on_fallback(custom_op.load_library, path_fb)
+        native = _torch_native.route()  # "native" (the shim) or "fallback" (none for this torch)
         tvm = tvm_relu(tmp)
         stable = cpp_relu.load_stable(os.path.join(tmp, "cpp_ext"))
         pyop = python_custom_op()
 
         # ---- 1. per call -------------------------------------------------------
         CPP, SEED = "C++ extension op, raw loop into empty_like (torch.ops)", "seeds' C++ op (torch.ops)"
-        OC, OC_PY = "opcore (torch.ops, native kernel)", "opcore (torch.ops, Python kernel)"
-        OC_ST = "opcore (torch.ops, native kernel on the stable C ABI)"
+        OC, OC_PY = "opcore (torch.ops, native kernel)", "opcore (torch.ops, fallback route: Python kernel)"
         OC_DIRECT, TVM = "opcore direct: lib.relu_forward(x)", "apache-tvm-ffi direct, torch.empty_like output"
         STABLE = "C++ extension op on torch's stable C ABI (torch.ops)"
         fns = {"torch.relu": torch.relu, CPP: torch.ops.cpp_ops.relu_fast,
                SEED: torch.ops.cpp_ops.relu_forward, STABLE: stable,
                "Python torch.library.custom_op (torch.ops)": pyop,
-               OC: torch.ops.bench_raw.relu_forward, OC_ST: torch.ops.bench_raw_st.relu_forward,
+               OC: torch.ops.bench_raw.relu_forward,
                OC_PY: torch.ops.bench_raw_py.relu_forward,
                OC_DIRECT: lib.relu_forward,
                "opcore TCM kernel (torch.ops)": torch.ops.bench_tcm.relu_forward,
@@ -237,10 +226,12 @@ def main():
         FN_CPP, FN_OC = "seeds' autograd.Function around C++ extension ops", \
             "seeds' autograd.Function around opcore ops"
         REG, CEIL = "opcore.torch.register_autograd", "autograd.Function around torch.relu (ceiling)"
+        REG_FB = "opcore.torch.register_autograd, fallback route (torch.library.register_autograd)"
         FLOOR = "Python Autograd kernel that only calls the Function around opcore ops (a Python route's floor)"
         CPP_AG = "C++ extension op with a C++ torch::autograd::Function"
         # on a copy of the library: an autograd kernel would sit in front of every call of the op
         ot.register_autograd("bench_raw_ag::relu_forward", "bench_raw_ag::relu_backward")
+        on_fallback(ot.register_autograd, "bench_raw_fb::relu_forward", "bench_raw_fb::relu_backward")
         fn_oc = function_around("FnOc", torch.ops.bench_raw.relu_forward, torch.ops.bench_raw.relu_backward)
         # register_autograd puts the shim's C++ kernel at the op's Autograd
         # key; a Python kernel there (its fallback where the shim is not in
@@ -250,6 +241,7 @@ def main():
         afns = {FN_CPP: function_around("FnCpp", torch.ops.cpp_ops.relu_fast, torch.ops.cpp_ops.relu_fast_backward),
                 FN_OC: fn_oc,
                 REG: torch.ops.bench_raw_ag.relu_forward,
+                REG_FB: torch.ops.bench_raw_fb.relu_forward,
                 CPP_AG: torch.ops.cpp_ops.relu_fast_ag,
                 FLOOR: torch.ops.bench_raw_floor.relu_forward,
                 CEIL: function_around("FnTorch", torch.relu,
@@ -271,12 +263,11 @@ def main():
             for n in fns]
     ratio_ops = benchlib.paired_ratio(samples, OC, CPP)
     ratio_direct = benchlib.paired_ratio(samples, OC_DIRECT, TVM) if tvm is not None else None
-    # the same loop as a boxed kernel on the stable C ABI: the floor of the route without the shim
+    # the same loop as a boxed kernel on the stable C ABI, for comparison
     ceiling_ops = benchlib.paired_ratio(samples, STABLE, CPP)
     targets = [{"metric": "1x1 op through torch.ops: opcore / C++ extension op (CPU time)", "max": 1.0,
                 "value": ratio_ops, "met": ratio_ops <= 1.0, "ceiling": ceiling_ops,
-                "ceiling_what": "the C++ op's loop as a boxed kernel on torch's stable C ABI: the floor of opcore's "
-                                "route when its shim is off (OPCORE_TORCH_BOXED=0)"}]
+                "ceiling_what": "the C++ op's loop as a boxed kernel on torch's stable C ABI"}]
     if ratio_direct is not None:
         targets.append({"metric": "direct call, output allocated: opcore / apache-tvm-ffi (CPU time)",
                         "max": 1.0, "value": ratio_direct, "met": ratio_direct <= 1.0})
@@ -303,14 +294,12 @@ def main():
                   "torch::empty_like; the seeds' op is seed 000's relu.cpp (torch::zeros + accessors); both "
                   "built by cpp_extension.load with extra_cflags=['-O3'] (it adds no optimisation flag of its "
                   "own: seed 000's recipe compiles at -O0). The stable-C-ABI op is the same loop written against "
-                  "libtorch's stable ABI (STABLE_TORCH_LIBRARY, torch::stable::empty_like), a boxed kernel as "
-                  "opcore's native kernel is: its ratio is the floor of that route. opcore "
+                  "libtorch's stable ABI (STABLE_TORCH_LIBRARY, torch::stable::empty_like). opcore "
                   "runs the same raw loop (bench/kernels/relu_raw.c) into the output torch allocates (the "
                   "tutorial's TCM kernel, examples/relu/tcm, in its own rows); the native kernel is "
                   f"registered as a boxed C++ kernel of torch's dispatcher (opcore's shim, src/torch/boxed_kernel.cc; "
-                  f"route here: {native or 'NOT available'}), the stable C ABI's route in its own row (a copy of the "
-                  "library registered with the shim off), the Python kernel is the fallback for torches without "
-                  "either. The apache-tvm-ffi "
+                  f"route here: {native}); the fallback route's row is a copy of the library registered with "
+                  "OPCORE_TORCH_NATIVE=0 (the Op object as a Python kernel). The apache-tvm-ffi "
                   "function is called on torch tensors with a torch.empty_like output allocated in Python"
                   + ("" if tvm is not None else " (not installed: row missing)") + ". "
                   f"torch {torch.__version__}, Python {platform.python_version()}, {os.cpu_count()} CPUs."),
@@ -339,7 +328,8 @@ def main():
                   "relu_fast with a torch::autograd::Function as its Autograd kernel. A Python route's floor: "
                   "an Autograd-key kernel registered from Python (torch.library) whose whole body calls the "
                   "seeds' Function around the opcore ops, the least any Python-registered autograd kernel pays "
-                  "(register_autograd took such a route before; it still does where the shim is not in use)."),
+                  "; register_autograd's fallback route (OPCORE_TORCH_NATIVE=0, or no shim for this torch) is "
+                  "torch.library.register_autograd around the Python kernel, in its own row)."),
         "raw": {"cpu_s": asamples},
     })
 

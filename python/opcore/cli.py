@@ -28,9 +28,27 @@ def executable() -> str:
     return str(exe)
 
 
+def build_torch_shim(args: list[str]) -> None:
+    """`python -m opcore build-torch-shim [DIR]`: build opcore's torch kernel
+    shim for the installed torch into DIR (default: opcore's cache, where
+    `import opcore.torch` looks for it after the package's own folder)."""
+    if len(args) > 1 or args[:1] in (["-h"], ["--help"]):
+        sys.exit("usage: python -m opcore build-torch-shim [DIR]\n" + build_torch_shim.__doc__)
+    from opcore import _cache, _torch_native
+
+    try:
+        path = _torch_native.build_shim(args[0] if args else _cache.cache_dir("torch"))
+    except RuntimeError as e:
+        sys.exit(f"opcore: {e}")
+    print(f"opcore: torch kernel shim {path}")
+    sys.exit(0)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run `opcore ARGS...` (ARGS: argv, default sys.argv[1:]); does not return."""
     args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["build-torch-shim"]:  # needs torch's headers, found from Python
+        build_torch_shim(args[1:])
     try:
         exe = executable()
     except FileNotFoundError as e:

@@ -32,12 +32,11 @@ forward op with its backward op in one line:
 after which torch.ops.my_ops.relu_forward is differentiable (see
 register_autograd for how the backward's arguments are bound).
 """
-import os
 import threading
 
 import torch
 
-from opcore import _C, _dims, _probes, _torch_dims, _torch_internals, _torch_native
+from opcore import _C, _dims, _probes, _torch_dims, _torch_native
 from opcore._C import OpArgumentError
 
 __all__ = ["register_library", "unregister_library", "register_op", "register_autograd", "to_torch_dtype",
@@ -304,7 +303,7 @@ def unregister_library(name):
         _torch_native.unregister(name)
         tlib = _torch_libs.pop(name, None)
         if tlib is not None:
-            _torch_internals.destroy(tlib)
+            tlib._destroy()  # no public counterpart
         for qualname in [q for q in _registered if q.split("::", 1)[0] == name]:
             del _registered[qualname]
 
@@ -349,20 +348,31 @@ def _result_names(fwd_schema):
 
 
 def _bindable(fwd_schema):
-    """{name: ("input", i) | ("result", i) | ("grad", i)}: every name a
-    backward argument is bound by (forward inputs first)."""
+    """{name: [source, ...]}: every name a backward argument is bound by, and
+    what it binds to: ("input", i) | ("result", i) | ("grad", i); a name with
+    two sources is ambiguous."""
     names = {}
+
+    def add(name, source):
+        if source not in names.setdefault(name, []):
+            names[name].append(source)
+
     nrets = len(fwd_schema.returns)
     results = _result_names(fwd_schema)
-    if nrets == 1:
-        names["grad"] = ("grad", 0)
+    for i, a in enumerate(fwd_schema.arguments):
+        add(a.name, ("input", i))
     for n, i in results.items():
-        names[f"grad_{n}"] = ("grad", i)
+        add(n, ("result", i))
+    if nrets == 1:
+        add("grad", ("grad", 0))
+    for n, i in results.items():
+        add(f"grad_{n}", ("grad", i))
     for i in range(nrets):
-        names[f"grad{i}"] = ("grad", i)
-    names.update({n: ("result", i) for n, i in results.items()})
-    names.update({a.name: ("input", i) for i, a in enumerate(fwd_schema.arguments)})
+        add(f"grad{i}", ("grad", i))
     return names
+
+
+_SOURCE_WORDS = {"input": "forward input", "result": "forward result", "grad": "the incoming gradient of result"}
 
 
 def _available(fwd_schema):
@@ -381,16 +391,22 @@ def _unbound_error(fname, bwd_name, unbound, fwd_schema, hint):
                       f"available: {_available(fwd_schema)}. {hint}")
 
 
-def _backward_plan(fwd_schema, bwd_schema):
+def _backward_plan(fname, fwd_schema, bwd_schema):
     """How each backward argument is fed, bound by name (OPLANG's
     convention): a list of ("input", i) | ("result", i) | ("grad", i) |
     ("default", value), and the names of the arguments that bind to
-    nothing."""
+    nothing. A name that binds to two things is a ValueError."""
     names = _bindable(fwd_schema)
     plan, unbound = [], []
     for a in bwd_schema.arguments:
-        if a.name in names:
-            plan.append(names[a.name])
+        sources = names.get(a.name, ())
+        if len(sources) > 1:
+            what = " and ".join(f"{_SOURCE_WORDS[k]} #{i + 1}" for k, i in sources)
+            raise ValueError(f"register_autograd({fname!r}): backward {bwd_schema.name!r} argument {a.name!r} "
+                             f"binds ambiguously, to {what}: rename the forward's argument or result so that "
+                             "each name says one thing")
+        if sources:
+            plan.append(sources[0])
         elif a.has_default_value():
             plan.append(("default", a.default_value))
         else:
@@ -455,7 +471,7 @@ class _Pairing:
         self.keywords, self.result_kw = set(), {}
         if self.is_op and not positional:
             # bound by name, or refused: never a guess by position
-            self.plan, unbound = _backward_plan(schema, bwd._schema)
+            self.plan, unbound = _backward_plan(self.fname, schema, bwd._schema)
             if unbound:
                 raise _unbound_error(self.fname, repr(bwd._schema.name), unbound, schema,
                                      "Name them so, or pass positional=True to call it as "
@@ -470,6 +486,14 @@ class _Pairing:
                                      "position, then non-tensor inputs and forward results by name.")
         self.targets = (_grad_targets(schema, bwd._schema.returns, self.tensor_idx) if self.is_op
                         else self.tensor_idx + self.list_idx)
+        missing = [args[i].name for i in self.tensor_idx
+                   if isinstance(args[i].type, torch.TensorType) and i not in self.targets]
+        if self.is_op and missing:
+            raise ValueError(f"register_autograd({self.fname!r}): backward {bwd._schema.name!r} returns "
+                             f"{len(bwd._schema.returns)} gradient(s) for the forward's tensor inputs "
+                             f"{', '.join(a.name for a in args if _is_tensor_type(a.type))}: no gradient for "
+                             f"{', '.join(repr(n) for n in missing)}. Return one per tensor input, in order or "
+                             "named grad_<input>")
         self.need_results = bool(self.result_kw) or (self.plan is not None and
                                                      any(p[0] == "result" for p in self.plan))
         self.positional = [i for i, a in enumerate(args) if not a.kwarg_only]
@@ -503,10 +527,8 @@ class _Pairing:
                                f"'{self.args[i].name}' of {got}, expected {like.dtype} {list(like.shape)}")
         return g
 
-    def grads(self, ctx, grads, tensors_only=False):
-        """The gradient of every forward input (None for non-tensors; with
-        tensors_only, None for every input that is not a tensor, lists
-        included)."""
+    def grads(self, ctx, grads):
+        """The gradient of every forward input (None for non-tensors)."""
         saved = ctx.saved_tensors
         vals = list(ctx.vals)
         for k, i in enumerate(self.tensor_idx):
@@ -537,7 +559,7 @@ class _Pairing:
         out = [None] * self.n
         for i, gi in zip(self.targets, g):
             like = vals[i]
-            if like is None or (tensors_only and not isinstance(like, torch.Tensor)):
+            if like is None:
                 continue
             out[i] = self._check(i, gi, like if isinstance(like, torch.Tensor) else None)
         return out
@@ -548,7 +570,7 @@ _autograd_libs = {}  # qualname -> the torch.library.Library (or _NativeAutograd
 
 class _NativeAutograd:
     """A registration of the shim's C++ Autograd kernel (destroyed as a
-    torch.library.Library fragment is: _torch_internals.destroy)."""
+    torch.library.Library fragment is)."""
 
     def __init__(self, handle):
         self._handle = handle
@@ -564,13 +586,12 @@ _FEED_KINDS = {"input": 0, "result": 1, "grad": 2, "default": 3}
 
 def _native_feed(pairing):
     """(feed kinds, feed indices) binding the backward op's arguments for
-    the shim's C++ Autograd kernel, or None where the Python kernel serves:
-    a Python callable backward, torch's public API only, no shim,
-    OPCORE_TORCH_AUTOGRAD_NODE=0, or a schema outside the kernel's reach
-    (Tensor[] or in-place arguments, results that are not plain Tensors,
-    backward results that are not Tensors)."""
-    if (not pairing.is_op or _torch_internals.use_public_api() or _torch_native.route() != "boxed"
-            or os.environ.get("OPCORE_TORCH_AUTOGRAD_NODE", "1") == "0"):
+    the shim's C++ Autograd kernel, or None where the fallback route serves:
+    a Python callable backward, no shim (or OPCORE_TORCH_NATIVE=0), or a
+    schema outside the kernel's reach (Tensor[] or in-place arguments,
+    results that are not plain Tensors, backward results that are not
+    Tensors)."""
+    if not pairing.is_op or not _torch_native.available():
         return None
     fs, bs = pairing.fwd._schema, pairing.bwd._schema
     plain = lambda t: isinstance(t, torch.TensorType)  # noqa: E731
@@ -586,13 +607,6 @@ def _native_feed(pairing):
             return None
         plan += [("default", None)] * (len(bs.arguments) - len(plan))
     return (tuple(_FEED_KINDS[p[0]] for p in plan), tuple(0 if p[0] == "default" else p[1] for p in plan))
-
-
-def _plain_c_op(qualname):
-    """The C op registered as `qualname`, for the fast path's direct calls:
-    None for an op that is not opcore's or writes its arguments in place."""
-    c_op = _registered.get(qualname)
-    return None if c_op is None or any(a["mutable"] for a in c_op.arg_info) else c_op
 
 
 def register_autograd(forward, backward, *, positional=False):
@@ -626,21 +640,19 @@ def register_autograd(forward, backward, *, positional=False):
     pairing = _Pairing(fwd, backward, positional)
     fname = pairing.fname
     schema = fwd._schema
-    lists = any(_is_tensor_list_type(a.type) for a in (*schema.arguments, *schema.returns))
     with _lock:
         old = _autograd_libs.pop(fname, None)
         if old is not None:
-            _torch_internals.destroy(old)
+            old._destroy()
         ns, name = fname.split("::", 1)
         feed = _native_feed(pairing)
         if feed is not None:
             # the shim's C++ Autograd kernel (src/torch/autograd_kernel.cc):
             # no Python on either pass
             lib = _NativeAutograd(_C._torch_autograd_impl(fname, pairing.bwd.name(), *feed, tuple(pairing.targets)))
-        elif lists or _torch_internals.use_public_api():
+        else:  # the fallback route: torch.library's public API
             lib = torch.library.Library(ns, "FRAGMENT")
-            # autograd.Function cannot track tensor lists (and the fast path
-            # is torch internals): torch's generic route
+
             def setup_context(ctx, inputs, output, keyword_only_inputs=None):
                 vals = list(inputs) + [(keyword_only_inputs or {}).get(a.name, pairing.defaults[i])
                                        for i, a in enumerate(schema.arguments) if i >= len(inputs)]
@@ -651,15 +663,13 @@ def register_autograd(forward, backward, *, positional=False):
 
             backward_fn.__name__ = f"{fname.split('::')[-1]}_backward_fn"
             torch.library.register_autograd(fname, backward_fn, setup_context=setup_context, lib=lib)
-        else:
-            lib = torch.library.Library(ns, "FRAGMENT")
-            kernel = _torch_internals.lean_autograd(pairing, _plain_c_op(fname), _plain_c_op(pairing.bwd._schema.name)
-                                                    if pairing.is_op else None)
-            lib.impl(name, kernel, "Autograd", with_keyset=True)
         _autograd_libs[fname] = lib
     # An earlier trace (torch.compile) may have cached "no autograd kernel"
-    # in the op's Python-dispatcher cache: forget it.
-    _torch_internals.clear_dispatch_cache(fwd)
+    # in the op's Python-dispatcher cache (torch.library.register_autograd
+    # does not clear it either): forget it.
+    cache = getattr(fwd, "_dispatch_cache", None)
+    if cache is not None:
+        cache.clear()
     return fwd
 
 

@@ -1,5 +1,6 @@
-/* src/python/torch_native.h — the native torch kernels (torch_native.c)
- * and the one C++ function they need (torch_native_throw.cc). */
+/* src/python/torch_native.h — the native torch kernels (torch_native.c,
+ * through the torch kernel shim) and the one C++ function they need
+ * (torch_native_throw.cc). */
 #ifndef OPCORE_TORCH_NATIVE_H
 #define OPCORE_TORCH_NATIVE_H
 
@@ -7,27 +8,24 @@
 #include <Python.h>
 
 #include <opcore/engine.h>
+#include <opcore/host.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* The interface of the boxed-kernel shim (src/torch/boxed_kernel.cc, built
- * on its own against torch's headers, repeats these): its version, and a
- * Tensor argument as the shim read it from torch's stack, so the kernel
- * need not ask torch's C ABI for each field. */
-#define OCPY_TORCH_SHIM_VERSION 3
-/* Arguments a native kernel takes at most (the shim's kMaxArgs). */
-#define OCPY_TORCH_MAX_ARGS 64
-typedef struct ocpy_torch_view {
-    void *data;
-    const int64_t *sizes, *strides;
-    int64_t ndim;
-    int32_t dtype, device; /* torch's codes (c10::ScalarType, c10::DeviceType), as the aoti_torch_* calls give */
-    int32_t ok;            /* 0: not read (not a strided tensor with storage): ask the ABI */
-} ocpy_torch_view;
+/* The torch kernel shim's interface version (src/torch/boxed_kernel.cc's
+ * oc_torch_shim_version), and what it borrows from this extension (the
+ * shim repeats the struct): fail raises opcore's exception for `st` as a
+ * C++ throw and never returns; lend_begin / lend_end bracket a run. */
+#define OCPY_TORCH_SHIM_VERSION 4
+typedef struct ocpy_torch_host {
+    void (*fail)(const oc_op *op, oc_status st);
+    bool (*lend_begin)(void);
+    void (*lend_end)(bool lent);
+} ocpy_torch_host;
 
-/* _torch_native_init / _torch_native_impl, added to opcore._C. */
+/* _torch_native_* and _torch_autograd_*, added to opcore._C. */
 extern PyMethodDef ocpy_torch_native_methods[];
 
 /* Direct calls (torch_dlpack.c), through torch's DLPack C exchange API.
@@ -60,11 +58,6 @@ void ocpy_torch_lend_end(bool lent);
 _Noreturn
 #endif
 void ocpy_torch_throw(PyObject *type, PyObject *value, PyObject *traceback, const char *msg);
-
-/* Call `fn`, torch's bump_version(const at::Tensor &), on a tensor handle:
- * 0, or -1 with torch's message in err (an inference tensor outside
- * inference mode has no version counter). */
-int ocpy_torch_bump_version(void *fn, void *tensor_handle, char *err, size_t len);
 
 #ifdef __cplusplus
 }

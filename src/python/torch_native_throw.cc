@@ -1,11 +1,11 @@
-// src/python/torch_native_throw.cc — the two things opcore's C cannot do:
-// throw a C++ exception, and call a C++ function that may throw one.
+// src/python/torch_native_throw.cc — the one thing opcore's C cannot do:
+// throw a C++ exception.
 //
-// Why C++: torch's dispatcher calls a boxed kernel registered through the
-// stable C ABI (torch_library_impl) as a plain function and gives it no
-// error channel; libtorch's own stable extensions report failure by
-// throwing (STD_TORCH_CHECK). So the native kernel (torch_native.c) leaves
-// through a throw, from here.
+// Why C++: a kernel of torch's dispatcher reports failure only by
+// throwing. The torch kernel shim (src/torch/boxed_kernel.cc) is built
+// against torch's headers but not Python's, so it asks this extension to
+// raise opcore's exception (torch_native.c's fail), which leaves through a
+// throw, from here.
 //
 // What is thrown: torch's `python_error` (torch/csrc/Exceptions.h), the
 // exception torch uses to carry an already-built Python exception through
@@ -18,7 +18,6 @@
 // callers that catch std::exception.
 #include "torch_native.h"
 
-#include <cstdio>
 #include <exception>
 #include <string>
 #include <utility>
@@ -69,24 +68,4 @@ extern "C" void ocpy_torch_throw(PyObject *type, PyObject *value, PyObject *trac
     e.traceback = traceback;
     e.message = msg ? msg : "opcore op failed";
     throw e;
-}
-
-// torch::autograd::impl::bump_version(const at::Tensor &), found by its
-// mangled name (torch_native.c) and handed in as `fn`: the stable C ABI has
-// no version-counter call. An AtenTensorHandle is an at::Tensor * (the
-// stable ABI's own encoding), so the reference is the handle itself; the
-// type need not be complete to pass it on.
-namespace at {
-class Tensor;
-}
-
-extern "C" int ocpy_torch_bump_version(void *fn, void *tensor_handle, char *err, size_t len)
-{
-    try {
-        reinterpret_cast<void (*)(const at::Tensor &)>(fn)(*static_cast<const at::Tensor *>(tensor_handle));
-        return 0;
-    } catch (const std::exception &e) {
-        std::snprintf(err, len, "%s", e.what());
-        return -1;
-    }
 }

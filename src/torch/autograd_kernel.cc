@@ -45,6 +45,10 @@
 #include <unordered_map>
 #include <vector>
 
+namespace octorch {
+std::string dtype_name(c10::ScalarType t); // boxed_kernel.cc
+}
+
 namespace {
 
 using torch::autograd::Node;
@@ -78,24 +82,7 @@ struct Binding {
     std::string key;                   // forward|backward: names the binding (compiled autograd)
 };
 
-std::string dtype_name(c10::ScalarType t)
-{
-    switch (t) { // as Python prints torch.dtype, for messages that match the Python route's
-    case c10::kFloat: return "torch.float32";
-    case c10::kDouble: return "torch.float64";
-    case c10::kHalf: return "torch.float16";
-    case c10::kBFloat16: return "torch.bfloat16";
-    case c10::kComplexFloat: return "torch.complex64";
-    case c10::kComplexDouble: return "torch.complex128";
-    case c10::kInt: return "torch.int32";
-    case c10::kLong: return "torch.int64";
-    case c10::kShort: return "torch.int16";
-    case c10::kChar: return "torch.int8";
-    case c10::kByte: return "torch.uint8";
-    case c10::kBool: return "torch.bool";
-    default: return std::string("torch.") + c10::toString(t);
-    }
-}
+using octorch::dtype_name;
 
 std::string shape_text(c10::SymIntArrayRef sizes)
 {
@@ -446,20 +433,17 @@ std::shared_ptr<Binding> make_binding(const char *forward, const char *backward,
 
 } // namespace
 
-extern "C" {
-
 // Register the Autograd kernel pairing op `forward` ("ns::op[.overload]")
 // with op `backward`: backward argument k is fed (feed_kind[k],
 // feed_index[k]): 0 forward input i, 1 forward result j, 2 the gradient of
 // result j, 3 its own default; backward result k is the gradient of
 // forward input targets[k] (-1: of none). *reg: the registration
-// (oc_torch_boxed_drop takes it out). 0 on success, else -1 with a message
-// in err.
-__attribute__((visibility("default"))) int oc_torch_boxed_autograd(const char *forward, const char *backward,
-                                                                   const int32_t *feed_kind,
-                                                                   const int32_t *feed_index, int nfeed,
-                                                                   const int32_t *targets, int ntargets, void **reg,
-                                                                   char *err, size_t errlen)
+// (oc_torch_shim_autograd_drop takes it out). 0 on success, else -1 with a
+// message in err.
+extern "C" __attribute__((visibility("default"))) int
+oc_torch_shim_autograd(const char *forward, const char *backward, const int32_t *feed_kind,
+                       const int32_t *feed_index, int nfeed, const int32_t *targets, int ntargets, void **reg,
+                       char *err, size_t errlen)
 {
     *reg = nullptr;
     try {
@@ -484,4 +468,9 @@ __attribute__((visibility("default"))) int oc_torch_boxed_autograd(const char *f
         return -1;
     }
 }
+
+// Take an oc_torch_shim_autograd registration out of torch again.
+extern "C" __attribute__((visibility("default"))) void oc_torch_shim_autograd_drop(void *reg)
+{
+    delete static_cast<torch::Library *>(reg);
 }

@@ -5,24 +5,23 @@ defaults, optional tensors and integer results, check gradients, keep
 saved tensors honest (version counters, a second backward, saved-tensor
 hooks), refuse forward-mode AD by name, and work from many threads, under
 torch.func, torch.compile and compiled autograd. The behaviour tests run on
-both routes (the `lib` fixture: the node, and the Python route that
-OPCORE_TORCH_AUTOGRAD_NODE=0 keeps)."""
+both routes (the `lib` fixture: the node, and the fallback route that
+OPCORE_TORCH_NATIVE=0 takes)."""
 import threading
 from pathlib import Path
 
 import pytest
 import torch
 
-import opcore._torch_internals
 import opcore._torch_native
 import opcore.torch as ot
 from conftest import load_lib
 
 KERNELS = Path(__file__).parent / "autograd_kernels"
 
-NODE = not opcore._torch_internals.use_public_api() and opcore._torch_native.route() == "boxed"
-node_only = pytest.mark.skipif(not NODE, reason="the C++ node lives in the torch kernel shim (torch internals); "
-                                                "here the Python route serves, tested below as route 'python'")
+NODE = opcore._torch_native.route() == "native"
+node_only = pytest.mark.skipif(not NODE, reason="the C++ node lives in the torch kernel shim; here the fallback "
+                                                "route serves, tested below as route 'python'")
 PAIRS = (("oc_agk::scale", "oc_agk::scale_backward"), ("oc_agk::twice_sign", "oc_agk::twice_sign_backward"),
          ("oc_agk::shrink", "oc_agk::shrink_backward"))
 
@@ -33,7 +32,8 @@ def ops(opcore_build_dir):
 
 
 def _register(monkeypatch, node):
-    monkeypatch.setenv("OPCORE_TORCH_AUTOGRAD_NODE", "1" if node else "0")
+    if not node:
+        monkeypatch.setenv("OPCORE_TORCH_NATIVE", "0")
     for fwd, bwd in PAIRS:
         ot.register_autograd(fwd, bwd)
     is_node = torch.ops.oc_agk.scale(torch.ones(1, requires_grad=True), 1.0).grad_fn.name() == \

@@ -16,6 +16,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch.library import opcheck  # noqa: E402
 
 import opcore  # noqa: E402
+import opcore._torch_native  # noqa: E402
 import opcore.torch as ot  # noqa: E402
 from opcore import custom_op  # noqa: E402
 from conftest import REPO  # noqa: E402
@@ -281,6 +282,35 @@ def test_register_autograd_checks_gradient_shapes(ops, opcore_build_dir):
         torch.ops.oc_test_grad.ident(x).sum().backward()
 
 
+def test_register_autograd_refuses_a_backward_missing_a_gradient():
+    # forward(x, y) with a backward giving one gradient: y's would be lost
+    # (and bound by position, x's might be y's): refused, naming y
+    torch.library.define("oc_test_refuse::mul2", "(Tensor x, Tensor y, Tensor? bias=None) -> Tensor")
+    torch.library.define("oc_test_refuse::mul2_backward", "(Tensor grad, Tensor x, Tensor y) -> Tensor")
+    torch.library.define("oc_test_refuse::mul2_backward_named", "(Tensor grad, Tensor y) -> Tensor grad_x")
+    for bwd in ("mul2_backward", "mul2_backward_named"):
+        with pytest.raises(ValueError, match=rf"register_autograd\('oc_test_refuse::mul2'\): backward "
+                                             rf"'oc_test_refuse::{bwd}' returns 1 gradient\(s\) for the "
+                                             r"forward's tensor inputs x, y, bias: no gradient for 'y'"):
+            ot.register_autograd("oc_test_refuse::mul2", f"oc_test_refuse::{bwd}")
+    # an optional input may go without one; two results cover x and y
+    torch.library.define("oc_test_refuse::mul2_backward_both", "(Tensor grad, Tensor x, Tensor y) -> (Tensor, Tensor)")
+    ot.register_autograd("oc_test_refuse::mul2", "oc_test_refuse::mul2_backward_both")
+
+
+def test_register_autograd_refuses_a_name_that_binds_ambiguously():
+    # `result` names the forward's second input and its (unnamed) result;
+    # `grad` its first input and the incoming gradient
+    torch.library.define("oc_test_refuse::pick", "(Tensor grad, Tensor result) -> Tensor")
+    torch.library.define("oc_test_refuse::pick_backward_r", "(Tensor grad0, Tensor result) -> (Tensor, Tensor)")
+    torch.library.define("oc_test_refuse::pick_backward_g", "(Tensor grad) -> (Tensor, Tensor)")
+    for bwd, name, what in (("pick_backward_r", "result", "forward input #2 and forward result #1"),
+                            ("pick_backward_g", "grad", "forward input #1 and the incoming gradient of result #1")):
+        with pytest.raises(ValueError, match=rf"backward 'oc_test_refuse::{bwd}' argument '{name}' binds "
+                                             rf"ambiguously, to {what}: rename"):
+            ot.register_autograd("oc_test_refuse::pick", f"oc_test_refuse::{bwd}")
+
+
 SCALE_COMPUTE = r"""
 #include <opcore/kernel.h>
 /* y = x * factor; x contiguous first (autograd's gradients may be expanded) */
@@ -419,8 +449,8 @@ def test_in_place_on_a_tensor_that_needs_grad_runs_as_a_cpp_op_does(ops, alias_o
     # torch's autograd fallback runs a C++ op of the same schema on tensors
     # that require grad (leaves too); so do opcore's in-place ops, bumping
     # the version counters of what they write, Tensor(a!)[] items included
-    # (not under OPCORE_TORCH_PUBLIC_API=1: bump_version is a torch internal)
-    bumped = 0 if opcore._torch_internals.use_public_api() else 1
+    # (not on the fallback route, OPCORE_TORCH_NATIVE=0: bump_version is a torch internal)
+    bumped = 1 if opcore._torch_native.route() == "native" else 0
     w = torch.randn(3, requires_grad=True)
     p = w * 1
     ops.sgd_momentum_([p], [torch.zeros(3)], [torch.ones(3)], 0.1)

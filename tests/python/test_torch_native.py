@@ -1,7 +1,7 @@
-"""The native torch kernel (src/python/torch_native.c): torch.ops calls the
-C op without Python in between, registered through the boxed-kernel shim
-(src/torch/boxed_kernel.cc) or, with OPCORE_TORCH_BOXED=0 (a second run of
-this file, test_the_stable_route), through libtorch's stable C ABI.
+"""The native torch kernel (the torch kernel shim, src/torch/boxed_kernel.cc,
+registered by src/python/torch_native.c): torch.ops calls the C op without
+Python in between. The file runs again with OPCORE_TORCH_NATIVE=0
+(test_the_fallback_route): the Python fallback gives the same results.
 
 Every argument and result kind of the op language goes through it and must
 give what the Python kernel (the Op object called directly) gives; errors
@@ -33,11 +33,12 @@ def lib(opcore_build_dir):
 ops = torch.ops.oc_native_test
 
 
-NATIVE_FILES = ("torch_native.c", "opcore/torch/boxed_kernel.cc")
+NATIVE = os.environ.get("OPCORE_TORCH_NATIVE") != "0"
+native_only = pytest.mark.skipif(not NATIVE, reason="the fallback route's run: no native kernels to test")
 
 
 def native(line):
-    return any(f in line for f in NATIVE_FILES)
+    return "opcore/torch/boxed_kernel.cc" in line
 
 
 def cpu_kernel(name):
@@ -49,19 +50,16 @@ def cpu_kernel(name):
 
 
 def test_registered_natively(lib):
-    assert opcore._torch_native.available()
-    route = opcore._torch_native.route()
-    assert route == ("stable" if os.environ.get("OPCORE_TORCH_BOXED") == "0" else "boxed"), \
-        opcore._torch_native.route_error()
+    assert opcore._torch_native.available() is NATIVE
+    assert opcore._torch_native.route() == ("native" if NATIVE else "fallback"), opcore._torch_native.route_error()
     for name in ("kitchen", "cat", "check", "sum_mc"):
-        assert native(cpu_kernel(name)), (name, cpu_kernel(name))
-        assert NATIVE_FILES[route == "boxed"] in cpu_kernel(name), (route, cpu_kernel(name))
+        assert native(cpu_kernel(name)) is NATIVE, (name, cpu_kernel(name))
     # in-place ops too (an op returning its Tensor(a!) argument: its
     # internal `-> ()` op, under the public op's composite)
     for name in ("_oc_scale_", "fill_all_"):
-        assert native(cpu_kernel(name)), (name, cpu_kernel(name))
+        assert native(cpu_kernel(name)) is NATIVE, (name, cpu_kernel(name))
     assert cpu_kernel("scale_") == ""
-    # Scalar has no encoding in the stable ABI: that op keeps the Python kernel
+    # the shim does not carry Scalar: that op keeps the Python kernel
     assert not native(cpu_kernel("add_scalar"))
     x = torch.randn(5)
     assert torch.equal(ops.add_scalar(x, 2), x + 2)
@@ -111,6 +109,7 @@ def test_in_place_result_is_the_argument(lib):
     assert y.data_ptr() == x.data_ptr() and torch.equal(y, x)
 
 
+@native_only
 def test_fresh_results_only(lib):
     """Registered under another torch name returning only the fresh results
     (how opcore.torch defines the functional core of a `-> Tensor(a!)` op)."""
@@ -202,10 +201,10 @@ def prepared_made():
 
 def test_prepared_calls(lib):
     """A call repeating the last one's argument metadata and values runs
-    through a prepared call (src/python/torch_prepared.h; the shim's route
+    through a prepared call (src/torch/boxed_kernel.cc; the native route
     only): same results for new data, and anything that changes the key
     (sizes, strides, dtype, a scalar) takes the usual path."""
-    boxed = opcore._torch_native.route() == "boxed"
+    boxed = NATIVE
     x, y = torch.randn(5, 3), torch.randn(5, 3)
     before = prepared_made()
     for _ in range(3):
@@ -247,14 +246,14 @@ def test_prepared_calls_in_place(lib):
     counters bumped, the argument returned; a run whose written tensor
     meets another argument takes the usual path (computed as if the input
     had been copied first, or refused for a partial overlap)."""
-    boxed = opcore._torch_native.route() == "boxed"
+    boxed = NATIVE
     before = prepared_made()
     for _ in range(5):
         y, x = torch.randn(4, 3), torch.randn(4, 3)
         want, v = y + 0.5 * x, y._version
         assert ops.axpy_(y, x, 0.5) is None
         torch.testing.assert_close(y, want)
-        assert y._version > v
+        assert y._version > v or not NATIVE  # the fallback route bumps no version (a torch internal)
         s = torch.randn(6)
         want, p = 3 * s, s.data_ptr()
         r = ops.scale_(s, 3.0)
@@ -397,7 +396,7 @@ from opcore import custom_op
 lib = custom_op.load(name='oc_native_test', compute_srcs=[{str(KERNELS / 'ops.c')!r}],
                      shape_srcs=[{str(KERNELS / 'shape.c')!r}])
 dump = torch._C._dispatch_dump('oc_native_test::check')
-assert 'torch_native.c' not in dump, dump
+assert 'boxed_kernel.cc' not in dump, dump
 x = torch.randn(3)
 assert torch.equal(torch.ops.oc_native_test.check(x), x)
 try:
@@ -413,6 +412,7 @@ print('ok')
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
 
 
+@native_only
 def test_drop_takes_the_kernels_out():
     """_torch_native.unregister(library) before an unload: torch has no CPU
     kernel for its ops any more (and a later registration works again)."""
@@ -424,7 +424,7 @@ lib = custom_op.load(name='oc_native_test', compute_srcs=[{str(KERNELS / 'ops.c'
 x = torch.randn(3)
 assert torch.equal(torch.ops.oc_native_test.check(x), x)
 _torch_native.unregister('oc_native_test')
-assert 'torch_native.c' not in torch._C._dispatch_dump('oc_native_test::check')
+assert 'boxed_kernel.cc' not in torch._C._dispatch_dump('oc_native_test::check')
 try:
     torch.ops.oc_native_test.check(x)
 except NotImplementedError:
@@ -439,11 +439,11 @@ print('ok')
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
 
 
-@pytest.mark.skipif(os.environ.get("OPCORE_TORCH_BOXED") == "0", reason="this is the stable route's run")
-def test_the_stable_route():
-    """This file again with the shim off: the stable C ABI route gives the
-    same results and errors."""
-    env = dict(os.environ, OPCORE_TORCH_BOXED="0")
+@native_only
+def test_the_fallback_route():
+    """This file again with OPCORE_TORCH_NATIVE=0: the Python fallback route
+    gives the same results and errors."""
+    env = dict(os.environ, OPCORE_TORCH_NATIVE="0")
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__],
                        cwd=Path(__file__).parent, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
