@@ -824,9 +824,9 @@ def _grid(qualname: str, grid):
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
             raise TypeError(f"opcore.jax: op '{qualname}': axis {d} of the launch grid must be an int, "
                             f"got {type(n).__name__}")
-        if n < 1:
+        if not 1 <= n <= _INT64_MAX:
             raise ValueError(f"opcore.jax: op '{qualname}': axis {d} of the launch grid is {n}; every axis "
-                             "needs at least 1 program")
+                             f"needs {'at least 1 program' if n < 1 else 'at most 2**63 - 1 programs'}")
     return tuple(int(n) for n in dims)
 
 

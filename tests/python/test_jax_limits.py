@@ -65,3 +65,15 @@ def test_largest_result_that_fits_passes_the_shape_path():
     # 2**59 - 1 rows of 4 float32: 2**63 - 16 bytes, the most that fits
     s = jax.eval_shape(lambda x: f(x, 2**59 - 1), x)
     assert s.shape == (2**59 - 1, 4)
+
+
+@pytest.mark.parametrize("grid, why", [(2**64, "at most 2\\*\\*63 - 1"), ((1, 2**63), "at most 2\\*\\*63 - 1"),
+                                       (-2**64, "at least 1")])
+def test_grid_beyond_int64_names_the_op_and_the_grid(grid, why):
+    import jax_libs
+    import opcore.jax as ojax
+
+    jax_libs.jax_kinds()
+    with pytest.raises(ValueError, match=rf"op 'jax_kinds::scale': axis \d of the launch grid is -?\d+; "
+                                         rf"every axis needs {why}"):
+        ojax.op("jax_kinds::scale", grid=grid)
