@@ -15,16 +15,26 @@ deps:
 	@scripts/install-deps.sh
 
 # Runs every test: the layering check, C (plain, ASan+UBSan, valgrind),
-# the fuzzers for a bounded time (mk/fuzz.mk), then Python.
+# the fuzzers for a bounded time (mk/fuzz.mk), then Python. Each phase
+# prints its time (TEST_TIMES=0: not). Independent test programs and test
+# files run TEST_JOBS at a time (default: the CPUs this process may use);
+# a program's output is printed whole when it ends.
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+# -jTEST_JOBS for a sub-make, unless this make already shares a jobserver
+TEST_J = $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(TEST_JOBS))
+TEST_TIMES ?= 1
+timed = @s=$$(date +%s); $(MAKE) --no-print-directory $(1) || exit $$?; \
+        [ "$(TEST_TIMES)" = 0 ] || echo "== make $(1): $$(( $$(date +%s) - s )) s"
+
 test: deps
-	$(MAKE) all
-	$(MAKE) check-layers
-	$(MAKE) test-c
-	$(MAKE) test-examples
-	$(MAKE) test-asan
-	$(MAKE) test-valgrind
-	$(MAKE) test-fuzz
-	$(MAKE) test-python
+	$(call timed,$(TEST_J) all)
+	$(call timed,check-layers)
+	$(call timed,test-c)
+	$(call timed,test-examples)
+	$(call timed,test-asan)
+	$(call timed,test-valgrind)
+	$(call timed,test-fuzz)
+	$(call timed,test-python)
 
 .PHONY: check-layers
 
@@ -40,14 +50,32 @@ KERNEL_STACK_TESTS := test_engine test_isolation test_prepared
 # First: libopcore exports its public API and nothing else (issue #23).
 # Each binary runs each of its tests in a process of its own, killed after
 # OC_TEST_TIMEOUT seconds (tests/c/support/runner.h).
+# One run of a test program is a target (c-run/NAME, ...): test-c, test-asan
+# and test-valgrind make theirs TEST_JOBS at a time, each one's output
+# printed whole (--output-sync). The programs share nothing: each test makes
+# its files in a temporary folder of its own.
+TEST_NAMES := $(notdir $(TEST_BINS))
+C_RUNS := $(addprefix c-run/,$(TEST_NAMES)) c-run-xsmm0/test_tile \
+          $(addprefix c-run-kstack/,$(KERNEL_STACK_TESTS))
+ASAN_RUNS := $(addprefix asan-run/,$(TEST_NAMES)) \
+             $(addprefix asan-run-kstack/,$(KERNEL_STACK_TESTS))
+VALGRIND_RUNS := $(addprefix valgrind-run/,$(TEST_NAMES))
+.PHONY: $(C_RUNS) $(ASAN_RUNS) $(VALGRIND_RUNS)
+run_tests = @$(MAKE) --no-print-directory $(TEST_J) --output-sync=target $(1)
+
 test-c: tests
 	scripts/check-exports.sh $(BUILD)/libopcore.so.0
-	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t; done
-	@# the tile matmul once more on BLIS alone (libxsmm off: mk/tile.mk)
+	$(call run_tests,$(C_RUNS))
+
+$(filter c-run/%,$(C_RUNS)): c-run/%:
+	@echo "== $(BUILD)/tests/$*"; $(BUILD)/tests/$*
+# the tile matmul once more on BLIS alone (libxsmm off: mk/tile.mk)
+c-run-xsmm0/test_tile:
 	@echo "== OC_TILE_XSMM=0 $(BUILD)/tests/test_tile"; OC_TILE_XSMM=0 $(BUILD)/tests/test_tile
-	@# kernels on the engine's own stacks (else they run on the caller's where it has room: docs/engine.md)
-	@set -e; for t in $(KERNEL_STACK_TESTS); do echo "== OC_KERNEL_STACK=1 $(BUILD)/tests/$$t"; \
-	    OC_KERNEL_STACK=1 $(BUILD)/tests/$$t; done
+# kernels on the engine's own stacks (else they run on the caller's where it
+# has room: docs/engine.md)
+$(filter c-run-kstack/%,$(C_RUNS)): c-run-kstack/%:
+	@echo "== OC_KERNEL_STACK=1 $(BUILD)/tests/$*"; OC_KERNEL_STACK=1 $(BUILD)/tests/$*
 
 test-examples: lib cli
 	examples/relu/run.sh
@@ -64,20 +92,28 @@ test-examples: lib cli
 	$(BUILD)/relu_host_static $(BUILD)/stage-out/librelu.so
 
 test-asan:
-	$(MAKE) BUILD=$(ASAN_BUILD) OPT="-O1 -g" SAN="$(SAN_FLAGS)" lib cli tests
-	@set -e; for t in $(patsubst $(BUILD)/%,$(ASAN_BUILD)/%,$(TEST_BINS)); do \
-	    echo "== asan+ubsan: $$t"; $(ASAN_ENV) $$t; done
-	@set -e; for t in $(KERNEL_STACK_TESTS); do echo "== asan+ubsan, OC_KERNEL_STACK=1: $(ASAN_BUILD)/tests/$$t"; \
-	    OC_KERNEL_STACK=1 $(ASAN_ENV) $(ASAN_BUILD)/tests/$$t; done
+	$(MAKE) $(TEST_J) BUILD=$(ASAN_BUILD) OPT="-O1 -g" SAN="$(SAN_FLAGS)" lib cli tests
+	$(call run_tests,$(ASAN_RUNS))
+
+$(filter asan-run/%,$(ASAN_RUNS)): asan-run/%:
+	@echo "== asan+ubsan: $(ASAN_BUILD)/tests/$*"; $(ASAN_ENV) $(ASAN_BUILD)/tests/$*
+$(filter asan-run-kstack/%,$(ASAN_RUNS)): asan-run-kstack/%:
+	@echo "== asan+ubsan, OC_KERNEL_STACK=1: $(ASAN_BUILD)/tests/$*"; \
+	    OC_KERNEL_STACK=1 $(ASAN_ENV) $(ASAN_BUILD)/tests/$*
 
 test-valgrind: tests
-	@set -e; for t in $(TEST_BINS); do echo "== valgrind: $$t"; \
-	    OC_UNDER_VALGRIND=1 OC_TEST_TIMEOUT=1200 OPCORE_MARCH=$(VALGRIND_MARCH) $(VALGRIND) $$t; done
+	$(call run_tests,$(VALGRIND_RUNS))
+
+$(VALGRIND_RUNS): valgrind-run/%:
+	@echo "== valgrind: $(BUILD)/tests/$*"; \
+	    OC_UNDER_VALGRIND=1 OC_TEST_TIMEOUT=1200 OPCORE_MARCH=$(VALGRIND_MARCH) \
+	    $(VALGRIND) $(BUILD)/tests/$*
 
 # Then the torch kernel shim (src/torch/boxed_kernel.cc) for the installed
 # torch, into python/opcore/torch_kernels/ (where opcore looks first; the
 # wheel build puts one there too). No torch: nothing to do.
 python: lib
+	sh scripts/ensure-setuptools.sh $(PYTHON)
 	$(PYTHON) -m pip install $(PIP_FLAGS) -e .
 	$(PYTHON) -c "import importlib.util as u, sys; sys.exit(0 if u.find_spec('torch') is None else 1)" || \
 	    $(PYTHON) -c "from opcore import _torch_native as t; print('opcore: torch kernel shim', t.build_shim(t.PREBUILT_DIR))"
@@ -88,10 +124,16 @@ python: lib
 TORCH_TESTS := tests/python/test_torch.py tests/python/test_ops_torch.py tests/python/test_mlp.py tests/python/test_autograd_kernel.py \
                tests/python/test_torch_parity.py
 
+# pytest-xdist (requirements-dev.txt) runs the files TEST_JOBS at a time
+# (tests/python/conftest.py keeps each file on one worker); without it, one
+# after another.
+PYTEST_JOBS = $(shell $(PYTHON) -c "import xdist" 2>/dev/null && [ $(TEST_JOBS) -gt 1 ] && \
+                printf -- '-n %s --dist loadgroup --no-loadscope-reorder' $(TEST_JOBS))
+
 test-python: python cli
 	$(PYTHON) scripts/check_py_imports.py
-	$(PYTHON) -m pytest -q tests/python
-	OPCORE_TORCH_NATIVE=0 $(PYTHON) -m pytest -q $(TORCH_TESTS)
+	$(PYTHON) -m pytest -q $(PYTEST_JOBS) tests/python
+	OPCORE_TORCH_NATIVE=0 $(PYTHON) -m pytest -q $(PYTEST_JOBS) $(TORCH_TESTS)
 
 demo: deps
 	$(MAKE) lib cli

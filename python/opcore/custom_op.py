@@ -296,17 +296,85 @@ def _packaged_misfit(manifest, lib_path):
     return None
 
 
+_packaged = {}  # library name -> (package, path) of what load_packaged loaded
+
+# the manifest's fields load_packaged reads: name -> (types, what it must be)
+_MANIFEST_FIELDS = {
+    "name": ((str,), "a string"),
+    "abi": ((int,), "an integer"),
+    "machine": ((str, type(None)), "a string"),
+    "march": ((str, type(None)), "a string"),
+    "cpu_features": ((list, type(None)), "a list of strings"),
+    "compute_srcs": ((list,), "a list of strings"),
+    "shape_srcs": ((list,), "a list of strings"),
+    "include_dirs": ((list,), "a list of strings"),
+    "extra_cflags": ((list, type(None)), "a list of strings"),
+    "multicore": ((bool,), "true or false"),
+    "stack_size": ((int,), "an integer"),
+    "sha256": ((str,), "a string"),
+}
+
+
+def _check_manifest(package, path, manifest, name):
+    """BuildError naming the field if the manifest is not what
+    opcore.setuptools writes (a JSON object of these fields)."""
+    def bad(what):
+        return BuildError(f"{package}: the manifest {path} is malformed ({what}): "
+                          "reinstall the package")
+
+    if not isinstance(manifest, dict):
+        raise bad(f"a JSON {type(manifest).__name__} instead of an object")
+    for key, (types, want) in _MANIFEST_FIELDS.items():
+        if key not in manifest:
+            if key in ("compute_srcs", "shape_srcs"):
+                raise bad(f"no '{key}'")
+            continue
+        v = manifest[key]
+        ok = isinstance(v, types) and not (isinstance(v, bool) and bool not in types)
+        if ok and isinstance(v, list):
+            ok = all(isinstance(x, str) for x in v)
+        if not ok:
+            raise bad(f"'{key}' is {v!r}; expected {want}")
+    if manifest.get("name", name) != name:
+        raise bad(f"it describes library '{manifest['name']}', not lib{name}.so")
+
+
+def _sha256(path):
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _refuse_clash(package, name, path):
+    """BuildError if library `name` (its op namespace) is loaded already
+    from something other than `path`, naming both packages."""
+    lib = _libraries.get(name)
+    if lib is None or os.path.realpath(lib.path) == os.path.realpath(path):
+        return
+    owner, _ = _packaged.get(name, (None, None))
+    other = f"package '{owner}' ({lib.path})" if owner else lib.path
+    raise BuildError(f"{package}: its op library '{name}' ({path}) clashes with the op namespace "
+                     f"'{name}' already loaded from {other}: two packages cannot both own "
+                     f"torch.ops.{name} in one process (rename one library)")
+
+
 def load_packaged(package, name=None):
     """Load op library lib<name>.so that opcore.setuptools built into the
     installed package `package` (a module name, e.g. __name__ in the
     package's __init__.py; name defaults to its last component).
 
     The prebuilt library is loaded when it fits this machine (same opcore
-    ABI, the CPU has the instructions it was built for). Else it is rebuilt
-    from the sources shipped in the package into opcore's cache (this needs
-    a C compiler) and that is loaded; if that fails too, BuildError says why
-    the prebuilt one does not fit and why the rebuild failed. Returns the
-    Library."""
+    ABI, the CPU has the instructions it was built for) and is the one the
+    package's manifest describes (its sha256). Else it is rebuilt from the
+    sources shipped in the package into opcore's cache, in a folder of the
+    package's own (this needs a C compiler), and that is loaded; if that
+    fails too, BuildError says why the prebuilt one does not fit and why the
+    rebuild failed. A library whose name (op namespace) another package
+    loaded already is refused, naming both. Returns the Library."""
     import importlib
     import json
 
@@ -321,19 +389,40 @@ def load_packaged(package, name=None):
     except (OSError, ValueError) as e:
         raise BuildError(f"{package}: cannot read {manifest_path} ({e}): lib{name}.so was not built into this "
                          "package by opcore.setuptools.BuildOpLibraries (reinstall the package)") from None
+    _check_manifest(package, manifest_path, manifest, name)
     misfit = _packaged_misfit(manifest, lib_path)
-    if misfit is None:
-        return load_library(lib_path)
-    src_root = os.path.join(pkg_dir, "opcore_src", name)
-    try:
-        return load(name, [os.path.join(src_root, s) for s in manifest["compute_srcs"]],
-                    [os.path.join(src_root, s) for s in manifest["shape_srcs"]],
-                    multicore=manifest.get("multicore", False), extra_cflags=manifest.get("extra_cflags"),
-                    include_dirs=[os.path.join(src_root, d) for d in manifest.get("include_dirs", [])],
-                    stack_size=manifest.get("stack_size", 0))
-    except BuildError as e:
-        raise BuildError(f"{package}: the prebuilt {lib_path} does not fit ({misfit}), and rebuilding it from "
-                         f"the sources shipped in {src_root} failed: {e}") from None
+    if misfit is None and "sha256" in manifest and _sha256(lib_path) != manifest["sha256"]:
+        raise BuildError(f"{package}: {lib_path} is not the library this package was built "
+                         f"with (its sha256 differs from the one in {manifest_path}); reinstall "
+                         "the package")
+    with _lock:
+        before = dict(_libraries)
+        if misfit is None:
+            _refuse_clash(package, name, lib_path)
+            lib = load_library(lib_path)
+        else:
+            src_root = os.path.join(pkg_dir, "opcore_src", name)
+            out = cache_dir("packages", package.split(".", 1)[0], name)
+            _refuse_clash(package, name, os.path.join(out, f"lib{name}.so"))
+            srcs = {k: [os.path.join(src_root, s) for s in manifest.get(k, [])]
+                    for k in ("compute_srcs", "shape_srcs", "include_dirs")}
+            try:
+                lib = load(name, srcs["compute_srcs"], srcs["shape_srcs"], build_directory=out,
+                           multicore=manifest.get("multicore", False),
+                           extra_cflags=manifest.get("extra_cflags"),
+                           include_dirs=srcs["include_dirs"],
+                           stack_size=manifest.get("stack_size", 0))
+            except BuildError as e:
+                raise BuildError(f"{package}: the prebuilt {lib_path} does not fit ({misfit}), and "
+                                 f"rebuilding it from the sources shipped in {src_root} failed: "
+                                 f"{e}") from None
+        if lib.name != name:
+            if before.get(lib.name) is not lib:
+                unload(lib.name)
+            raise BuildError(f"{package}: {lib.path} holds library '{lib.name}', not '{name}': "
+                             "it is not this package's library (reinstall the package)")
+        _packaged[name] = (package, lib.path)
+        return lib
 
 
 def unload(name):

@@ -617,9 +617,31 @@ def _result_specs(qualname: str, key: tuple, tmeta: tuple) -> tuple:
     meta = _op_info(qualname)
     if all(_jax_dims.is_static(s) for m in tmeta for s, _ in _jax_dims.items(m)):
         got = meta.op.infer(**_shape_kwargs(meta, key, tmeta))
-        return tuple((tuple(sizes), _DTYPE_BY_NAME[dt]) for sizes, dt in got)
+        return _check_sizes(qualname, tuple((tuple(n), _DTYPE_BY_NAME[dt]) for n, dt in got))
     traced = _jax_dims.trace(meta, lambda dims: _shape_kwargs(meta, key, tmeta, dims), tmeta)
-    return tuple((shape, _DTYPE_BY_NAME[dt]) for shape, dt in traced)
+    return _check_sizes(qualname, tuple((shape, _DTYPE_BY_NAME[dt]) for shape, dt in traced))
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _check_sizes(qualname: str, specs: tuple) -> tuple:
+    """`specs`, if every result's byte count fits in int64 (XLA keeps byte
+    sizes in int64 and aborts the process on a shape beyond them, eager or
+    jitted); else opcore's error naming the op and the result. Symbolic
+    sizes are checked when they become numbers."""
+    for i, (shape, dtype) in enumerate(specs):
+        if not all(isinstance(n, (int, np.integer)) for n in shape):
+            continue
+        count = dtype.itemsize
+        for n in shape:
+            count *= int(n)
+        if count > _INT64_MAX:
+            sizes = ", ".join(str(int(n)) for n in shape)
+            raise _C.OpError(f"op '{qualname}': result {i}: its shape function answered "
+                             f"sizes [{sizes}] of {dtype.name}, which hold more bytes than int64 "
+                             "can count")
+    return specs
 
 
 # ---------------------------------------------------------------------------
@@ -802,9 +824,9 @@ def _grid(qualname: str, grid):
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
             raise TypeError(f"opcore.jax: op '{qualname}': axis {d} of the launch grid must be an int, "
                             f"got {type(n).__name__}")
-        if n < 1:
+        if not 1 <= n <= _INT64_MAX:
             raise ValueError(f"opcore.jax: op '{qualname}': axis {d} of the launch grid is {n}; every axis "
-                             "needs at least 1 program")
+                             f"needs {'at least 1 program' if n < 1 else 'at most 2**63 - 1 programs'}")
     return tuple(int(n) for n in dims)
 
 

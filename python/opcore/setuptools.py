@@ -23,13 +23,14 @@ package, beside the package's Python files:
 
     lib<name>.so              the prebuilt library
     lib<name>.opcore.json     how it was built: opcore's ABI, the -march and the
-                              CPU instructions that implies, the sources
+                              CPU instructions that implies, the sources, the
+                              library's sha256
     opcore_src/<name>/...     the sources (and `depends`: headers), for a rebuild
 
 At import, opcore.load_packaged() loads the prebuilt library when it fits
 (same opcore ABI, and the CPU has every instruction it was built for); else
 it rebuilds it from the shipped sources (which needs a C compiler there) into
-opcore's cache, or raises BuildError saying why the prebuilt one does not
+opcore's cache (a folder per package), or raises BuildError saying why the prebuilt one does not
 fit and why the rebuild failed.
 
 The build machine's CPU is not the users': the library is compiled with
@@ -172,6 +173,8 @@ class BuildOpLibraries(build_ext):
             "extra_cflags": ext.extra_cflags,
             "multicore": ext.multicore,
             "stack_size": ext.stack_size,
+            # load_packaged loads only the very library this build made
+            "sha256": custom_op._sha256(dest),
         }
         with open(os.path.join(pkg_dir, f"lib{ext.lib_name}{MANIFEST_SUFFIX}"), "w") as f:
             json.dump(manifest, f, indent=1)

@@ -94,7 +94,27 @@ static oc_status write_project(const char *dir, const char *name, const oc__temp
 
 oc_status oc_new_project(const char *dir, const char *name) { return write_project(dir, name, oc__templates); }
 
+/* Python's keywords (keyword.kwlist; the soft keywords are valid names):
+ * a package named so cannot be imported. */
+static bool python_keyword(const char *name)
+{
+    static const char *const kw[] = {
+        "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class",
+        "continue", "def", "del", "elif", "else", "except", "finally", "for", "from", "global",
+        "if", "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise",
+        "return", "try", "while", "with", "yield"};
+    for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++)
+        if (strcmp(name, kw[i]) == 0) return true;
+    return false;
+}
+
 oc_status oc_new_package(const char *dir, const char *name)
 {
+    if (name && python_keyword(name))
+        return oc_set_error(OC_EINVAL,
+                            "opcore new --package: the project name '%s' is a Python keyword: "
+                            "it names the Python package (import %s would not parse); choose "
+                            "another name",
+                            name, name);
     return write_project(dir, name, oc__package_templates);
 }

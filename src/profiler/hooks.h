@@ -71,6 +71,11 @@ static inline bool oc__prof_on(void)
 
 uint64_t oc__prof_now(void);
 
+/* Tests only: oc__prof_now() answers `ns` until called again (0: the real
+ * clock again), so a test moves time on by setting it instead of sleeping
+ * and its result holds at any machine speed or load. */
+void oc__prof_set_clock(uint64_t ns);
+
 /* A kernel ran on engine core `core` of `ncores` from t0 to t1 (ns). Called
  * on the core's own thread right after the kernel. */
 void oc__prof_kernel(const char *op, uint32_t core, uint32_t ncores, uint64_t t0, uint64_t t1,

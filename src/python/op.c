@@ -44,6 +44,7 @@ typedef struct {
     bool has_default[MAX_ARGS];
     oc_value defaults[MAX_ARGS];
     int alias[OC_MAX_RESULTS]; /* per result: the argument it returns, or -1 */
+    bool writes;               /* any Tensor(a!) argument */
     PyObject *argnames;        /* tuple of interned str */
     PyObject *qualname;
     oc_grid grid;              /* op[2, 2]: the launch grid of its calls (ndim 0: the op's own) */
@@ -54,7 +55,8 @@ typedef struct {
 typedef struct arena {
     void *blocks[MAX_ARGS];
     int n;
-    PyObject *keep; /* DLPack capsules of the call's non-torch arrays */
+    PyObject *keep; /* DLPack capsules of the call's non-torch arrays, resolved
+                       copies of lazy torch views (tensor.c) */
 } arena;
 
 static void *arena_alloc(arena *a, size_t bytes)
@@ -718,6 +720,41 @@ static alloc_kind result_kind(OpObject *o, PyObject **bound, PyObject **convert)
     return ocpy_empty_fn ? ALLOC_TORCH : ALLOC_NUMPY;
 }
 
+/* The torch tensors the call wrote (Tensor(a!) arguments, and the items
+ * of Tensor(a!)[] ones) count an in-place change, as torch's own in-place
+ * ops and torch.ops do: autograd then refuses a backward that saved them
+ * before the call, instead of using the new values. -1 with an error. */
+static int bump_versions(const OpObject *o, PyObject **bound)
+{
+    static PyObject *increment; /* torch._C._increment_version(tensors) */
+    PyObject *written = NULL;
+    int rc = 0;
+    for (int i = 0; i < o->nargs && rc == 0; i++) {
+        PyObject *a = bound[i];
+        if (!a || a == Py_None || !oc_op_arg_mutable(o->op, i)) continue;
+        PyObject *items = PyList_Check(a) || PyTuple_Check(a) ? a : NULL;
+        Py_ssize_t n = items ? PySequence_Fast_GET_SIZE(items) : 1;
+        for (Py_ssize_t k = 0; k < n && rc == 0; k++) {
+            PyObject *t = items ? PySequence_Fast_GET_ITEM(items, k) : a;
+            if (!ocpy_is_tensor(t)) continue;
+            if (!written && !(written = PyList_New(0))) rc = -1;
+            else rc = PyList_Append(written, t);
+        }
+    }
+    if (rc == 0 && written) {
+        if (!increment) {
+            PyObject *m = PyImport_ImportModule("torch._C");
+            increment = m ? PyObject_GetAttrString(m, "_increment_version") : NULL;
+            Py_XDECREF(m);
+        }
+        PyObject *r = increment ? PyObject_CallOneArg(increment, written) : NULL;
+        rc = r ? 0 : -1;
+        Py_XDECREF(r);
+    }
+    Py_XDECREF(written);
+    return rc;
+}
+
 static PyObject *op_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     OpObject *o = (OpObject *)self;
@@ -743,6 +780,8 @@ static PyObject *op_vectorcall(PyObject *self, PyObject *const *args, size_t nar
     oc_status st = oc_op_run_grid(o->op, vals, o->nargs, alloc_cb, &ctx, outs, o->grid.ndim ? &o->grid : NULL);
     ocpy_torch_lend_end(lent);
     PyEval_RestoreThread(ctx.tstate);
+    if (st == OC_OK && o->writes && (ocpy_write_back(ar.keep) < 0 || bump_versions(o, bound) < 0))
+        st = OC_ERROR;
     arena_free(&ar);
     for (int i = 0; i < o->nresults; i++) {
         if (!ctx.managed[i]) continue;
@@ -1095,10 +1134,17 @@ int ocpy_parse_grid(PyObject *key, const char *qualname, oc_grid *out)
     out->ndim = (int)n;
     for (Py_ssize_t d = 0; d < n; d++) {
         PyObject *item = PySequence_GetItem(seq, d);
-        long long v = item && PyIndex_Check(item) ? PyLong_AsLongLong(item) : -2;
+        PyObject *ix = item && PyIndex_Check(item) ? PyNumber_Index(item) : NULL;
+        int overflow = 0;
+        long long v = ix ? PyLong_AsLongLongAndOverflow(ix, &overflow) : -2;
         if (item && !PyIndex_Check(item))
             PyErr_Format(PyExc_TypeError, "op '%s': axis %zd of the launch grid must be an int, got %s", qualname,
                          d, Py_TYPE(item)->tp_name);
+        else if (overflow)
+            PyErr_Format(PyExc_ValueError,
+                         "op '%s': axis %zd of the launch grid is %S; every axis needs %s", qualname, d,
+                         ix, overflow > 0 ? "at most 2**63 - 1 programs" : "at least 1 program");
+        Py_XDECREF(ix);
         Py_XDECREF(item);
         if (PyErr_Occurred()) goto done;
         if (v < 1) {
@@ -1218,7 +1264,9 @@ PyObject *ocpy_op_new(const oc_op *op)
         return NULL;
     }
     for (int i = 0; i < o->nresults; i++) o->alias[i] = oc_op_result_alias(op, i);
+    o->writes = false;
     for (int i = 0; i < n; i++) {
+        o->writes |= oc_op_arg_mutable(op, i);
         o->types[i] = oc_op_arg_type(op, i);
         o->optional[i] = oc_op_arg_optional(op, i);
         o->list_len[i] = oc_op_arg_list_len(op, i);

@@ -38,6 +38,10 @@ int ocpy_is_tensor(PyObject *obj);
 /* `keep`: where to hold objects that must outlive the call (DLPack
  * capsules of non-torch arrays); a list made on first need. */
 int ocpy_view_tensor(const oc_op *op, int index, PyObject *obj, int meta, oc_tensor *t, PyObject **keep);
+/* After a call that succeeded: the resolved copies of written lazy torch
+ * views (conjugate or negative bit) in `keep` copied back into the views;
+ * -1 with an error. */
+int ocpy_write_back(PyObject *keep);
 
 /* ---- NumPy (tensor.c) ----------------------------------------------------- */
 

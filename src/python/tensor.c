@@ -225,6 +225,74 @@ done:
     return rc;
 }
 
+/* 1 if torch tensor `obj` is a lazy view whose memory does not hold its
+ * values: the conjugate bit (x.conj(); complex dtypes only) or the
+ * negative bit (x.conj().imag) set; 0 if not; -1 with an error. On a
+ * torch.Tensor the checks call TensorBase's methods directly (tens of ns). */
+static int lazy_bits(PyObject *obj, bool complex)
+{
+    static PyObject *names[2], *descrs[2], *descrs_of;
+    if (!names[0] && (!(names[0] = PyUnicode_InternFromString("is_conj")) ||
+                      !(names[1] = PyUnicode_InternFromString("is_neg"))))
+        return -1;
+    if (descrs_of != ocpy_tensor_type) {
+        PyTypeObject *base = ocpy_tensor_type ? ((PyTypeObject *)ocpy_tensor_type)->tp_base : NULL;
+        for (int i = 0; i < 2; i++) {
+            PyObject *d = base && base->tp_dict ? PyDict_GetItem(base->tp_dict, names[i]) : NULL;
+            descrs[i] = d && Py_IS_TYPE(d, &PyMethodDescr_Type) ? d : NULL;
+        }
+        descrs_of = ocpy_tensor_type;
+    }
+    bool exact = (PyObject *)Py_TYPE(obj) == ocpy_tensor_type;
+    for (int i = complex ? 0 : 1; i < 2; i++) {
+        PyObject *b = exact && descrs[i] ? PyObject_Vectorcall(descrs[i], &obj, 1, NULL)
+                                         : PyObject_CallMethodNoArgs(obj, names[i]);
+        if (!b) return -1;
+        Py_DECREF(b); /* a bool singleton: the pointer stays valid */
+        if (b == Py_True) return 1;
+    }
+    return 0;
+}
+
+/* Append `item` to the call's keep list (made on first need). */
+static int keep_for_call(PyObject **keep, PyObject *item)
+{
+    if (!item || (!*keep && !(*keep = PyList_New(0)))) return -1;
+    return PyList_Append(*keep, item);
+}
+
+/* A lazy view (lazy_bits) as the kernel must see it: a resolved copy,
+ * kept for the call. A written argument's copy is kept as (view, copy), and
+ * ocpy_write_back copies it into the view after the call, as torch's own
+ * fallback for these bits does for torch.ops. */
+static int view_resolved(const oc_op *op, int index, PyObject *obj, oc_tensor *t, PyObject **keep)
+{
+    PyObject *c = PyObject_CallMethod(obj, "resolve_conj", NULL);
+    PyObject *r = c ? PyObject_CallMethod(c, "resolve_neg", NULL) : NULL;
+    Py_XDECREF(c);
+    if (!r) return -1;
+    PyObject *item = oc_op_arg_mutable(op, index) ? PyTuple_Pack(2, obj, r) : Py_NewRef(r);
+    int rc = keep_for_call(keep, item);
+    Py_XDECREF(item);
+    if (rc == 0) rc = ocpy_view_tensor(op, index, r, 0, t, keep);
+    Py_DECREF(r);
+    return rc;
+}
+
+int ocpy_write_back(PyObject *keep)
+{
+    Py_ssize_t n = keep ? PyList_GET_SIZE(keep) : 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(keep, i);
+        if (!PyTuple_Check(pair)) continue;
+        PyObject *view = PyTuple_GET_ITEM(pair, 0), *copy = PyTuple_GET_ITEM(pair, 1);
+        PyObject *r = PyObject_CallMethod(view, "copy_", "O", copy);
+        if (!r) return -1;
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
 /* A non-torch array through DLPack (zero copy). */
 static int view_dlpack(const oc_op *op, int index, PyObject *obj, oc_tensor *t, PyObject **keep)
 {
@@ -272,18 +340,18 @@ static int view_dlpack(const oc_op *op, int index, PyObject *obj, oc_tensor *t, 
     }
     /* The capsule owns the producer's reference: keep it until the call
      * ends (its destructor then releases the array). */
-    if (!*keep && !(*keep = PyList_New(0))) {
-        Py_DECREF(cap);
-        return -1;
-    }
-    int rc = PyList_Append(*keep, cap);
+    int rc = keep_for_call(keep, cap);
     Py_DECREF(cap);
     return rc;
 }
 
 int ocpy_view_tensor(const oc_op *op, int index, PyObject *obj, int meta, oc_tensor *t, PyObject **keep)
 {
-    if (!meta && ocpy_dlpack_view(obj, t) > 0) return 0; /* a plain CPU torch.Tensor, in one C call */
+    /* a plain CPU torch.Tensor, in one C call (a lazy view: resolved below) */
+    if (!meta && ocpy_dlpack_view(obj, t) > 0) {
+        int lazy = lazy_bits(obj, oc_dtype_is_complex(t->dtype));
+        if (lazy <= 0) return lazy;
+    }
     const char *argname = oc_op_arg_name(op, index);
     /* The shape pass also takes plain shape specs (.shape and .dtype, like
      * jax.ShapeDtypeStruct or a numpy array): they describe row-major data. */
@@ -297,6 +365,10 @@ int ocpy_view_tensor(const oc_op *op, int index, PyObject *obj, int meta, oc_ten
         return -1;
     }
 
+    if (!meta && is_tensor) {
+        int lazy = lazy_bits(obj, true);
+        if (lazy) return lazy < 0 ? -1 : view_resolved(op, index, obj, t, keep);
+    }
     if (!meta) {
         PyObject *is_cpu = ocpy_tensor_attr(obj, OCPY_IS_CPU);
         if (!is_cpu) return -1;

@@ -173,43 +173,73 @@ static void test_multicore_model(void **state)
 }
 
 /* A launch whose caller waited over OC_STRAGGLER_US for a worker's share
- * (the worker descheduled: here, a share that spins about 50 ms on any
- * thread but the caller's, which spins 2 ms so that a worker wakes in time
- * to take a share) makes the next launches, for a while, run on the caller
- * alone: oc_cpu_count() is 1. OC_STRAGGLER_US=0 turns that off. */
+ * (the worker descheduled) makes the next launches, for a while, run on the
+ * caller alone: oc_cpu_count() is 1. OC_STRAGGLER_US=0 turns that off.
+ * The shares order themselves instead of racing a clock: the caller's share
+ * waits until a worker has taken one, and a worker's share then runs 50 ms
+ * plus three times the caller's share after the caller's has finished, so
+ * the caller waits more than 1 ms and more than twice its own share at any
+ * machine speed or load. */
 static const char *straggle_shape =
     "#include <opcore/library.h>\n"
-    "static oc_tensor *counts(int64_t caller) { (void)caller; return oc_empty(OC_INT32, OC_SHAPE(65)); }\n"
+    "static oc_tensor *counts(int64_t caller, int64_t launch) {\n"
+    "  (void)caller; (void)launch; return oc_empty(OC_INT32, OC_SHAPE(65)); }\n"
     "OC_LIBRARY(straggle, m) {\n"
-    "  oc_def(m, \"straggle(int caller) -> Tensor\", counts, \"straggle\", .multicore = true);\n"
+    "  oc_def(m, \"straggle(int caller, int launch) -> Tensor\", counts, \"straggle\",\n"
+    "         .multicore = true);\n"
     "}\n";
 static const char *straggle_compute =
     "#include <pthread.h>\n"
+    "#include <sched.h>\n"
+    "#include <stdatomic.h>\n"
+    "#include <time.h>\n"
     "#include <opcore/kernel.h>\n"
-    "oc_tensor *straggle(int64_t caller) {\n"
+    "static _Atomic int64_t worker_began, caller_done, caller_took;\n"
+    "static int64_t now(void) {\n"
+    "  struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);\n"
+    "  return t.tv_sec * 1000000000LL + t.tv_nsec; }\n"
+    "static void wait_for(_Atomic int64_t *flag, int64_t launch) {\n"
+    "  for (int64_t end = now() + 5000000000LL; atomic_load(flag) != launch && now() < end;)\n"
+    "    sched_yield(); }\n"
+    "oc_tensor *straggle(int64_t caller, int64_t launch) {\n"
     "  int32_t *d = oc_dst_tensor()->data;\n"
     "  bool worker = (int64_t)pthread_self() != caller;\n"
-    "  for (volatile long i = 0, n = worker ? 60000000 : 2000000; i < n; i++) {}\n"
+    "  if (oc_cpu_count() > 1 && worker) {\n"
+    "    atomic_store(&worker_began, launch);\n"
+    "    wait_for(&caller_done, launch);\n"
+    "    for (int64_t end = now() + 50000000 + 3 * atomic_load(&caller_took); now() < end;) {}\n"
+    "  } else if (oc_cpu_count() > 1 && atomic_load(&caller_done) != launch) {\n"
+    "    int64_t t0 = now();\n"
+    "    wait_for(&worker_began, launch);\n"
+    "    atomic_store(&caller_took, now() - t0);\n"
+    "    atomic_store(&caller_done, launch);\n"
+    "  }\n"
     "  if (oc_cpu_id() < 64) d[1 + oc_cpu_id()] = worker;\n" /* each share its own slot: results are not zeroed */
     "  if (oc_cpu_id() == 0) d[0] = (int32_t)oc_cpu_count();\n"
     "  return oc_dst_tensor(); }\n";
 
-/* oc_cpu_count() of the launch after one in which a worker straggled; 0 if
- * no launch of 20 had the worker take a share. */
-static int count_after_straggler(void)
+/* For each of up to `tries` launches in which a worker took a share:
+ * oc_cpu_count() of the launch right after it. Returns the first count
+ * equal to `want`, else the last count seen (0: no worker ever took a
+ * share). A try can miss the solo window only if this thread is descheduled
+ * for longer than it lasts (200 ms): the next try catches it. */
+static int count_after_straggler(int want, int tries)
 {
-    oc_library *lib = test_build_and_load("straggle", straggle_compute, straggle_shape, (test_lib_options){.multicore = true});
-    oc_value a[] = {oc_value_int((int64_t)pthread_self())};
+    oc_library *lib = test_build_and_load("straggle", straggle_compute, straggle_shape,
+                                          (test_lib_options){.multicore = true});
+    static int64_t launch;
     int after = 0;
-    for (int tries = 0; tries < 20 && !after; tries++) {
+    for (int i = 0; i < tries && after != want; i++) {
+        oc_value a[] = {oc_value_int((int64_t)pthread_self()), oc_value_int(++launch)};
         oc_tensor *y;
-        assert_int_equal(oc_op_invoke(oc_op_find("straggle::straggle"), a, 1, &y), OC_OK);
+        assert_int_equal(oc_op_invoke(oc_op_find("straggle::straggle"), a, 2, &y), OC_OK);
         const int32_t *d = y->data;
         bool worker_ran = false; /* a worker took a share (and straggled) */
-        for (int i = 0; i < d[0] && i < 64; i++) worker_ran |= d[1 + i] != 0;
+        for (int c = 0; c < d[0] && c < 64; c++) worker_ran |= d[1 + c] != 0;
         oc_tensor_free(y);
         if (!worker_ran) continue;
-        assert_int_equal(oc_op_invoke(oc_op_find("straggle::straggle"), a, 1, &y), OC_OK);
+        a[1] = oc_value_int(++launch);
+        assert_int_equal(oc_op_invoke(oc_op_find("straggle::straggle"), a, 2, &y), OC_OK);
         after = ((int32_t *)y->data)[0];
         oc_tensor_free(y);
     }
@@ -223,10 +253,10 @@ static void test_straggler_makes_launches_run_solo(void **state)
     if (oc_engine_num_cores() < 2 || getenv("OC_UNDER_VALGRIND")) skip(); /* one core: nothing to wait for */
     oc_engine_shutdown();
     setenv("OC_STRAGGLER_US", "1000", 1);
-    assert_int_equal(count_after_straggler(), 1);
+    assert_int_equal(count_after_straggler(1, 10), 1);
     oc_engine_shutdown();
     setenv("OC_STRAGGLER_US", "0", 1);
-    assert_int_equal(count_after_straggler(), (int)oc_engine_num_cores());
+    assert_int_equal(count_after_straggler(-1, 1), (int)oc_engine_num_cores()); /* never solo */
 }
 
 /* A multicore kernel returns oc_dst_tensor() or NULL: a tensor a share made

@@ -58,9 +58,71 @@ def load_texts(directory, name, compute, shape, **kw):
     return load_lib(directory, name, directory / "k.c", directory / "s.c", **kw)
 
 
+# Parallel runs (`make test`: pytest-xdist's -n N --dist loadgroup). Each
+# test file runs whole on one worker, so its module fixtures are made once;
+# files that write one folder outside their tmp_path (the frameworks venv
+# in build/test-package, build/pkg) share a group, so they never run at
+# once. Files start longest first (the last to start then ends soonest):
+# by the seconds the last run took (kept in pytest's cache), else these
+# files (venvs and wheels, many subprocesses, trainings) before the rest.
+SHARED_GROUPS = {"test_package.py": "packaging", "test_ship_package.py": "packaging"}
+LONG_FILES = ("test_package.py", "test_ship_package.py", "test_hostile.py", "test_docs.py",
+              "test_ship_aoti.py", "test_mlp.py", "test_torch.py", "test_hostile_memory.py",
+              "test_ddp_example.py", "test_jax_sharding.py", "test_stress.py")
+FILE_SECONDS_KEY = "opcore/file_seconds"
+_file_seconds = {}
+
+
+def _group(name):
+    return SHARED_GROUPS.get(name, name)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    cache = getattr(config, "cache", None)
+    last = cache.get(FILE_SECONDS_KEY, {}) if cache else {}
+
+    def seconds(name):  # or, before any run, the rank of a known long file
+        if last:
+            return last.get(name, 0.0)
+        return len(LONG_FILES) - LONG_FILES.index(name) if name in LONG_FILES else 0
+
+    files, first = {}, {}
+    for i, item in enumerate(items):
+        name = item.path.name
+        item.add_marker(pytest.mark.xdist_group(_group(name)))
+        files.setdefault(_group(name), set()).add(name)
+        first.setdefault(_group(name), i)
+    weight = {g: sum(map(seconds, names)) for g, names in files.items()}
+    items.sort(key=lambda it: (-weight[_group(it.path.name)], first[_group(it.path.name)]))
+
+
+def pytest_runtest_logreport(report):
+    name = report.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    _file_seconds[name] = _file_seconds.get(name, 0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    cache = getattr(session.config, "cache", None)
+    if os.environ.get("PYTEST_XDIST_WORKER") or not cache or not _file_seconds:
+        return
+    seconds = cache.get(FILE_SECONDS_KEY, {})
+    seconds.update({k: round(v, 1) for k, v in _file_seconds.items()})
+    cache.set(FILE_SECONDS_KEY, seconds)
+
+
 @pytest.fixture(scope="session")
 def opcore_build_dir(tmp_path_factory):
-    """A per-session build directory for the test libraries."""
+    """The build directory of the test libraries: one per run, shared by
+    pytest-xdist's workers (each library's build is locked, and a library
+    is rebuilt only when its sources or flags change: a worker finds the
+    others' builds cached)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        d = tmp_path_factory.getbasetemp().parent / "opcore_build"
+        d.mkdir(exist_ok=True)
+        return d
     return tmp_path_factory.mktemp("opcore_build")
 
 

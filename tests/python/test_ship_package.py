@@ -159,7 +159,9 @@ def test_misfit_abi_rebuilds_from_shipped_sources(venv, shipdemo):
     restore = _tampered(shipdemo, abi=999)
     try:
         path = run([venv["py"], "-c", LOAD], env=venv["env"], cwd=venv["work"]).stdout.strip()
-        assert path == str(venv["work"] / "cache" / "build" / "shipdemo" / "libshipdemo.so")
+        # rebuilt into a folder of the package's own (another package's
+        # libshipdemo.so cannot overwrite it)
+        assert path == str(venv["work"] / "cache" / "packages" / "shipdemo" / "shipdemo" / "libshipdemo.so")
     finally:
         restore()
 
