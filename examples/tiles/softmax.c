@@ -1,6 +1,7 @@
 /* Softmax along the last dim: exp(x - max) / sum, one row block at a time;
  * each block's exp pass also sums its rows and takes the next block's row
- * max (the next block's reads from memory overlap this block's writes).
+ * max (the next block's reads from memory overlap this block's writes),
+ * then scales it by 1 / sum, as torch's kernel does.
  * The backward: grad_x = y * (grad - sum(grad * y)) along each row. */
 #include "rows.h"
 
@@ -20,7 +21,8 @@ oc_tensor *softmax(const oc_tensor *x)
         int64_t r2 = r + n, n2 = rows_at(&p, r2); /* the next block, and its max */
         oc_tile nx = n2 ? oc_tile_view(&X, r2, 0, n2, p.d) : xt, nm = n2 ? oc_tile_view(&m[k ^ 1], 0, 0, n2, 1) : mt;
         oc_tile_activation_reduce(&ot, &xt, OC_TILE_EXP, 1.0f, &mt, &st, &nm, n2 ? &nx : NULL, OC_TILE_RMAX);
-        oc_tile_binary(&ot, &ot, &st, OC_TILE_DIV);
+        oc_tile_unary(&st, &st, OC_TILE_RECIPROCAL, 1.0f, 0.0f); /* one division a row, */
+        oc_tile_binary(&ot, &ot, &st, OC_TILE_MUL);                /* a product an element */
     }
     return oc_dst_tensor();
 }
