@@ -37,6 +37,17 @@ static oc_tensor *matmul_shape(const oc_tensor *a, const oc_tensor *b)
     return oc_empty(a->dtype, 2, (int64_t[]){a->sizes[0], b->sizes[1]});
 }
 
+static void matmul_backward_shape(const oc_tensor *grad, const oc_tensor *a, const oc_tensor *b)
+{
+    oc_tensor_free(matmul_shape(a, b)); /* a and b checked as the forward checks them */
+    OC_CHECK(grad->dtype == a->dtype && grad->ndim == 2 && grad->sizes[0] == a->sizes[0] &&
+             grad->sizes[1] == b->sizes[1], "grad must be a %s tensor of a x b's shape "
+             "[%lld, %lld]", oc_dtype_name(a->dtype), (long long)a->sizes[0],
+             (long long)b->sizes[1]);
+    oc_set_result(0, oc_empty_like(a));
+    oc_set_result(1, oc_empty_like(b));
+}
+
 static oc_tensor *rmsnorm_shape(const oc_tensor *x, const oc_tensor *w, double eps)
 {
     (void)eps;
@@ -73,6 +84,15 @@ static oc_tensor *softmax_shape(const oc_tensor *x)
     return oc_empty_like(x);
 }
 
+static oc_tensor *softmax_backward_shape(const oc_tensor *grad, const oc_tensor *result)
+{
+    float_input(result, "result", false);
+    OC_CHECK(result->ndim >= 1, "result must have at least one dim");
+    OC_CHECK(grad->dtype == OC_FLOAT32 && oc_same_shape(grad, result),
+             "grad must be float32 with result's shape");
+    return oc_empty_like(result);
+}
+
 static oc_tensor *flash_attention_shape(const oc_tensor *q, const oc_tensor *k, const oc_tensor *v, bool causal)
 {
     (void)causal;
@@ -89,12 +109,16 @@ OC_LIBRARY(tiles, m)
 {
     oc_def(m, "tensor_add(Tensor a, Tensor b) -> Tensor", add_shape, "tensor_add");
     oc_def(m, "matmul(Tensor a, Tensor b) -> Tensor", matmul_shape, "matmul");
+    oc_def(m, "matmul_backward(Tensor grad, Tensor a, Tensor b) -> (Tensor grad_a, Tensor grad_b)",
+           matmul_backward_shape, "matmul_backward");
     oc_def(m, "rmsnorm(Tensor x, Tensor w, float eps) -> Tensor", rmsnorm_shape, "rmsnorm");
     oc_def(m, "layer_norm(Tensor x, Tensor w, Tensor b, float eps) -> (Tensor out, Tensor mean, Tensor rstd)",
            layer_norm_shape, "layer_norm");
     oc_def(m, "layer_norm_backward(Tensor grad_out, Tensor x, Tensor mean, Tensor rstd, Tensor w) -> "
               "(Tensor grad_x, Tensor grad_w, Tensor grad_b)", layer_norm_backward_shape, "layer_norm_backward");
     oc_def(m, "softmax(Tensor x) -> Tensor", softmax_shape, "softmax");
+    oc_def(m, "softmax_backward(Tensor grad, Tensor result) -> Tensor", softmax_backward_shape,
+           "softmax_backward");
     oc_def(m, "flash_attention(Tensor q, Tensor k, Tensor v, bool causal) -> Tensor", flash_attention_shape,
            "flash_attention");
 }

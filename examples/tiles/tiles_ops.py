@@ -1,7 +1,7 @@
 """The `tiles` example library (examples/tiles: NKI's samples written with
 opcore/tile.h) from Python: build (cached) and load it, and make every op
-differentiable: layer_norm with its C backward, the others with backwards
-written in PyTorch (matmul's calls tiles::matmul itself).
+differentiable: layer_norm, softmax and matmul with their C backwards (no
+Python on either pass), the others with backwards written in PyTorch.
 
     import tiles_ops
     tiles_ops.load()                       # torch.ops.tiles.* when torch is imported
@@ -14,7 +14,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 KERNELS = ["add.c", "matmul.c", "rmsnorm.c", "layer_norm.c", "softmax.c", "flash_attention.c"]
 COMPUTE_SRCS = [os.path.join(HERE, k) for k in KERNELS]
 SHAPE_SRCS = [os.path.join(HERE, "shape.c")]
-BACKWARDS = {"tiles::layer_norm": "tiles::layer_norm_backward"}
+BACKWARDS = {"tiles::layer_norm": "tiles::layer_norm_backward",
+             "tiles::softmax": "tiles::softmax_backward", "tiles::matmul": "tiles::matmul_backward"}
 
 _lib = None
 _autograd = False
@@ -25,17 +26,6 @@ _autograd = False
 
 def _add_backward(grad, a, b):
     return grad, grad
-
-
-def _matmul_backward(grad, a, b):
-    import torch
-
-    mm = torch.ops.tiles.matmul  # transposed operands reach the kernel as dense copies
-    return mm(grad, b.t()), mm(a.t(), grad)
-
-
-def _softmax_backward(grad, x, result):
-    return result * (grad - (grad * result).sum(-1, keepdim=True))
 
 
 def _rmsnorm_backward(grad, x, w, eps):
@@ -65,8 +55,7 @@ def _flash_attention_backward(grad, q, k, v, causal):
     return gs @ k, gs.transpose(-1, -2) @ q, p.transpose(-1, -2) @ grad
 
 
-PY_BACKWARDS = {"tiles::tensor_add": _add_backward, "tiles::matmul": _matmul_backward,
-                "tiles::softmax": _softmax_backward, "tiles::rmsnorm": _rmsnorm_backward,
+PY_BACKWARDS = {"tiles::tensor_add": _add_backward, "tiles::rmsnorm": _rmsnorm_backward,
                 "tiles::flash_attention": _flash_attention_backward}
 
 

@@ -52,9 +52,14 @@ class Library:
         self.vec_report = None     # set by load(vec_report=True): the vectorisation report
 
     def __getattr__(self, name):
+        # Python calls this only when the normal lookup fails: the op is kept
+        # as an instance attribute, so later `lib.op(x)` calls find it as fast
+        # as a cached `f = lib.op` (a library's ops never change: a rebuilt
+        # file loads as a new Library).
         ops = self.__dict__.get("ops", {})
         if name in ops:
-            return ops[name]
+            op = self.__dict__[name] = ops[name]
+            return op
         raise AttributeError(f"library '{self.__dict__.get('name')}' has no op {name!r}")
 
     def __dir__(self):

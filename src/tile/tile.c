@@ -1,6 +1,7 @@
 /* Tiles: allocation in the TCM, views, sizes, and moving data between
  * tensors and tiles with dtype conversion and bounds masks. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,9 +175,24 @@ static size_t cache_bytes(int index, size_t floor_bytes)
     return n >= floor_bytes ? n : floor_bytes;
 }
 
-/* index0 is L1d, index2 L2 on x86 Linux (index1 is L1i). */
-size_t oc_tile_l1_bytes(void) { return cache_bytes(0, 32 * 1024); }
-size_t oc_tile_l2_bytes(void) { return cache_bytes(2, 512 * 1024); }
+/* index0 is L1d, index2 L2 on x86 Linux (index1 is L1i). Read once: a
+ * kernel asks at every call, and opening sysfs costs more than a small
+ * op's whole run (threads racing here store the same value). */
+static _Atomic size_t l1_bytes, l2_bytes;
+
+size_t oc_tile_l1_bytes(void)
+{
+    size_t n = atomic_load_explicit(&l1_bytes, memory_order_relaxed);
+    if (!n) atomic_store_explicit(&l1_bytes, n = cache_bytes(0, 32 * 1024), memory_order_relaxed);
+    return n;
+}
+
+size_t oc_tile_l2_bytes(void)
+{
+    size_t n = atomic_load_explicit(&l2_bytes, memory_order_relaxed);
+    if (!n) atomic_store_explicit(&l2_bytes, n = cache_bytes(2, 512 * 1024), memory_order_relaxed);
+    return n;
+}
 
 int64_t oc_tile_max_rows(int64_t cols, oc_dtype dtype, int ntiles, int64_t multiple)
 {

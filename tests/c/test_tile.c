@@ -569,6 +569,30 @@ static void test_tcm_limits(void **state)
     assert_true(o[2] >= 120); /* two float32 120 x 1024 tiles fit (NKI's two 128 x 512 too) */
 }
 
+/* The cache sizes come from sysfs, read once (a kernel asks at every call):
+ * the same answer each time, and the one sysfs gives (or the floor). */
+static void test_cache_sizes(void **state)
+{
+    (void)state;
+    size_t want[2] = {32 * 1024, 512 * 1024};
+    for (int k = 0; k < 2; k++) {
+        char path[80];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", k ? 2 : 0);
+        FILE *f = fopen(path, "r");
+        unsigned long n = 0;
+        char unit = 0;
+        if (f && fscanf(f, "%lu%c", &n, &unit) >= 1) {
+            n *= unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1;
+            if (n > want[k]) want[k] = n;
+        }
+        if (f) fclose(f);
+    }
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(oc_tile_l1_bytes(), want[0]);
+        assert_int_equal(oc_tile_l2_bytes(), want[1]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -586,6 +610,7 @@ int main(void)
         cmocka_unit_test(test_matmul_paths),
         cmocka_unit_test(test_matmul_int8),
         cmocka_unit_test(test_tcm_limits),
+        cmocka_unit_test(test_cache_sizes),
     };
     int rc = cmocka_run_group_tests_name("tile", tests, setup, teardown);
     oc_engine_shutdown();

@@ -133,6 +133,55 @@ def test_layer_norm_autograd_matches_torch(T):
         torch.testing.assert_close(m.grad, q.grad, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("mkn", [(67, 91, 45), (2, 5, 3), (300, 17, 1), (0, 4, 3), (3, 0, 2),
+                                 (4, 3, 0)])
+def test_matmul_and_softmax_backwards_in_c_match_torch(T, mkn):
+    """matmul's and softmax's backwards are C ops (transposes read in place;
+    y * (grad - rowsum(grad * y))), through autograd and called directly,
+    with empty dims (an empty sum: zeros) and torch's expanded gradients."""
+    m, k, n = mkn
+    a, b, g = r(m, k, seed=20), r(k, n, seed=21), r(m, n, seed=22)
+    ga, gb = T.matmul_backward(g, a, b)
+    torch.testing.assert_close(ga, g @ b.t(), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(gb, a.t() @ g, rtol=1e-4, atol=1e-4)
+    mine = [a.clone().requires_grad_(), b.clone().requires_grad_()]
+    ref = [a.clone().requires_grad_(), b.clone().requires_grad_()]
+    T.matmul(*mine).sum().backward()
+    (ref[0] @ ref[1]).sum().backward()
+    for p, q in zip(mine, ref):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4)
+    if m and k:
+        x, t = r(m, k, seed=23) * 5, r(m, k, seed=24)
+        xm, xr = x.clone().requires_grad_(), x.clone().requires_grad_()
+        (T.softmax(xm) * t).sum().backward()
+        (xr.softmax(-1) * t).sum().backward()
+        torch.testing.assert_close(xm.grad, xr.grad, rtol=1e-5, atol=1e-6)
+        got = T.softmax_backward(t, xr.softmax(-1))
+        torch.testing.assert_close(got, xr.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_backward_ops_name_a_bad_gradient(T):
+    with pytest.raises(opcore.OpError, match=r"tiles::matmul_backward.*grad must be a float32 "
+                       r"tensor of a x b's shape \[2, 3\]"):
+        T.matmul_backward(r(2, 4), r(2, 5), r(5, 3))
+    with pytest.raises(opcore.OpError,
+                       match=r"tiles::softmax_backward.*grad must be float32 with result's shape"):
+        T.softmax_backward(r(2, 4), r(2, 5))
+    assert T.softmax_backward(r(2, 5), r(2, 5)).shape == (2, 5)  # and the next call works
+
+
+def test_library_attribute_is_the_op_and_is_kept(T):
+    """lib.op(x), the call the docs show, finds the op as an instance
+    attribute after its first lookup (no __getattr__ per call)."""
+    lib = tiles_ops.load()
+    lib.__dict__.pop("softmax", None)
+    assert lib.softmax is lib.ops["softmax"]
+    assert lib.__dict__["softmax"] is lib.ops["softmax"]
+    torch.testing.assert_close(lib.softmax(r(3, 7)), r(3, 7).softmax(-1), rtol=1e-5, atol=1e-6)
+    with pytest.raises(AttributeError, match="library 'tiles' has no op 'no_such_op'"):
+        lib.no_such_op
+
+
 def test_layer_norm_trains_a_small_model_like_torch(T):
     torch.manual_seed(0)
     data, target = r(64, 32, seed=19), r(64, 1, seed=20)
