@@ -253,7 +253,7 @@ def test_prepared_calls_in_place(lib):
         want, v = y + 0.5 * x, y._version
         assert ops.axpy_(y, x, 0.5) is None
         torch.testing.assert_close(y, want)
-        assert y._version > v or not NATIVE  # the fallback route bumps no version (a torch internal)
+        assert y._version > v
         s = torch.randn(6)
         want, p = 3 * s, s.data_ptr()
         r = ops.scale_(s, 3.0)
@@ -344,7 +344,7 @@ def test_direct_calls_lend_torch_threads_too(lib):
     big, tid = torch.ones(1 << 16), threading.get_native_id()
 
     def lent_once(call):
-        for _ in range(50):  # a busy machine may pause lending for a second: retry
+        for _ in range(400):  # a busy machine may pause lending for a while: retry
             torch.ones(1 << 20).add_(1)  # torch's threads are awake after a torch op
             where = call().tolist()
             assert set(where) <= {-1, 0, 1, 2}, where

@@ -68,7 +68,6 @@ def test_in_place_op_on_a_non_leaf_keeps_its_history(lib, cpp_myadd_out):
 NATIVE = opcore._torch_native.route() == "native"
 
 
-@pytest.mark.skipif(not NATIVE, reason="the fallback route: bump_version is a torch internal (docs/python.md)")
 def test_in_place_op_bumps_the_version_counter(lib):
     # torch's own in-place ops do; a backward that saved the tensor then raises
     x, z = torch.randn(3, requires_grad=True), torch.randn(3)
