@@ -51,6 +51,7 @@
 #endif
 
 #define OC_STACK_RESERVE ((size_t)16 * 1024)  /* opcore's own frames: ffi, printf */
+#define OC_SPARE_STACK ((size_t)1 << 20)      /* the call path of a thread whose stack is short */
 
 static _Thread_local oc_core *tls_core;     /* this thread's core */
 static pthread_key_t core_key;
@@ -115,6 +116,12 @@ void oc__core_destroy(oc_core *c)
     oc__core_release(c);
     oc__tensor_cache_free(&c->ctx);
     free_stack(c);
+    if (c->spare_map) {
+#ifdef OC_HAVE_VALGRIND
+        VALGRIND_STACK_DEREGISTER(c->spare_valgrind);
+#endif
+        munmap(c->spare_map, OC_SPARE_STACK + OC_STACK_GUARD);
+    }
     if (c->altstack) {
         stack_t off = {.ss_flags = SS_DISABLE};
         stack_t cur;
@@ -380,6 +387,22 @@ static void kernel_main(void)
  * which is reported as OC_ESTACK as the engine stack's end is (fault.c).
  * --debug builds always use the engine's stack, which holds a kernel to
  * exactly its size. */
+/* This thread's stack (the main thread's: up to its rlimit), read once. */
+static void host_bounds(oc_core *c)
+{
+    pthread_attr_t attr;
+    void *addr = NULL;
+    size_t size = 0, guard = 0; /* a thread's stack block starts with its guard page */
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        if (pthread_attr_getstack(&attr, &addr, &size) != 0 || pthread_attr_getguardsize(&attr, &guard) != 0)
+            addr = NULL;
+        pthread_attr_destroy(&attr);
+    }
+    c->host_lo = addr ? (char *)addr + guard : NULL;
+    c->host_hi = addr ? (char *)addr + size : NULL;
+    c->host_known = true;
+}
+
 static bool run_in_place(oc_core *c, const oc_exec *e)
 {
     static atomic_int engine_stack = -1; /* read once */
@@ -389,22 +412,71 @@ static bool run_in_place(oc_core *c, const oc_exec *e)
         atomic_store_explicit(&engine_stack, forced, memory_order_relaxed);
     }
     if (forced || e->debug) return false;
-    if (!c->host_known) { /* this thread's stack (the main thread's: up to its rlimit) */
-        pthread_attr_t attr;
-        void *addr = NULL;
-        size_t size = 0, guard = 0; /* a thread's stack block starts with its guard page */
-        if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-            if (pthread_attr_getstack(&attr, &addr, &size) != 0 || pthread_attr_getguardsize(&attr, &guard) != 0)
-                addr = NULL;
-            pthread_attr_destroy(&attr);
-        }
-        c->host_lo = addr ? (char *)addr + guard : NULL;
-        c->host_hi = addr ? (char *)addr + size : NULL;
-        c->host_known = true;
-    }
+    if (!c->host_known) host_bounds(c);
     const char *sp = __builtin_frame_address(0); /* outside the bounds (another stack already): no */
     return c->host_lo && sp > c->host_lo && sp < c->host_hi &&
            (size_t)(sp - c->host_lo) >= e->stack_size + OC_STACK_RESERVE + OC_IN_PLACE_MARGIN;
+}
+
+/* ---- the call path on a spare stack ---------------------------------------
+ *
+ * The call path itself (binding, the shape function, which runs in place,
+ * the result checks and their messages) takes tens of KiB of stack before
+ * any kernel runs. A thread with a small stack (a 64 KiB pthread, Python's
+ * threading.stack_size(64 * 1024)) has no room for it: its calls run on a
+ * spare stack of the thread's core instead (mapped at the first such call,
+ * kept for the next), entered with swapcontext. Threads with room pay one
+ * comparison. A stack opcore cannot place (a coroutine's, a fiber's) is
+ * trusted. */
+bool oc__call_stack_short(void)
+{
+    oc_core *c = tls_core ? tls_core : oc__thread_core();
+    if (!c) return false;
+    if (!c->host_known) host_bounds(c);
+    const char *sp = __builtin_frame_address(0);
+    return c->host_lo && sp > c->host_lo && sp < c->host_hi && (size_t)(sp - c->host_lo) < OC_CALL_PATH_ROOM;
+}
+
+static void spare_main(void)
+{
+    oc_core *c = tls_core;
+    asan_arrive(NULL, &c->spare_back_bottom, &c->spare_back_size);
+    c->spare_status = c->spare_fn(c->spare_arg);
+    /* this side ends (its fake stack goes); back to the thread's stack through uc_link */
+    asan_leave(NULL, c->spare_back_bottom, c->spare_back_size);
+}
+
+oc_status oc__run_on_spare_stack(oc_status (*fn)(void *arg), void *arg)
+{
+    oc_core *c = oc__thread_core();
+    if (!c) return oc_errcode();
+    if (!c->spare_map) {
+        size_t total = OC_SPARE_STACK + OC_STACK_GUARD;
+        char *map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        if (map == MAP_FAILED || mprotect(map, OC_STACK_GUARD, PROT_NONE) != 0) {
+            if (map != MAP_FAILED) munmap(map, total);
+            return oc_set_error(OC_ENOMEM, "the calling thread's stack has less than %zu KiB left for "
+                                "opcore's call path, and a spare stack of %zu KiB cannot be mapped",
+                                OC_CALL_PATH_ROOM >> 10, OC_SPARE_STACK >> 10);
+        }
+        c->spare_map = map;
+#ifdef OC_HAVE_VALGRIND
+        c->spare_valgrind = VALGRIND_STACK_REGISTER(map + OC_STACK_GUARD, map + total);
+#endif
+    }
+    c->spare_fn = fn;
+    c->spare_arg = arg;
+    ucontext_t back;
+    getcontext(&c->spare_ctx);
+    c->spare_ctx.uc_stack.ss_sp = c->spare_map + OC_STACK_GUARD;
+    c->spare_ctx.uc_stack.ss_size = OC_SPARE_STACK;
+    c->spare_ctx.uc_link = &back;
+    makecontext(&c->spare_ctx, spare_main, 0);
+    void *fake = NULL;
+    asan_leave(&fake, c->spare_map + OC_STACK_GUARD, OC_SPARE_STACK);
+    swapcontext(&back, &c->spare_ctx);
+    asan_arrive(fake, NULL, NULL);
+    return c->spare_status;
 }
 
 /* Run the prepared call on the kernel stack and come back. */
@@ -453,9 +525,16 @@ oc_status oc__core_run(oc_core *c, oc_exec *e, oc_core_mode mode, uint32_t id, u
             c->ctx.guarded = 0;
         }
     } else {
-        oc_status st = ensure_stack(c, e->stack_size);
-        if (st != OC_OK) { oc__ctx_install(outer); c->ctx.mode = OC_MODE_IDLE; return st; }
-        run_on_kernel_stack(c);
+        if (ensure_stack(c, e->stack_size) == OC_OK) {
+            run_on_kernel_stack(c);
+        } else { /* the kernel does not run: the call (each share of a launch) fails */
+            char where[1024];
+            oc__core_where(c, where, sizeof where);
+            c->failed = true;
+            c->fail_status = OC_ENOMEM;
+            snprintf(c->fail_msg, sizeof c->fail_msg, "%s: %s (the op's stack size, %zu bytes)", where,
+                     oc_errmsg(), e->stack_size);
+        }
     }
     if (mode == OC_MODE_KERNEL) {
         oc__ctx_end(&c->ctx); /* e.g. streams the kernel left open */

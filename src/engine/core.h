@@ -145,6 +145,17 @@ typedef struct oc_core {
     bool kernel_parked;       /* kernel_env is valid (the stack was entered) */
     const void *host_stack_bottom; /* the host stack, for ASan's fiber switches */
     size_t host_stack_size;
+
+    /* The call path on a spare stack, for threads with little room left
+     * (engine/core.c: oc__run_on_spare_stack). */
+    char *spare_map;          /* guard region + spare stack; NULL until needed */
+    unsigned spare_valgrind;  /* its valgrind stack id */
+    ucontext_t spare_ctx;
+    oc_status (*spare_fn)(void *arg);
+    void *spare_arg;
+    oc_status spare_status;
+    const void *spare_back_bottom; /* the thread's own stack, for ASan */
+    size_t spare_back_size;
 } oc_core;
 
 /* The program id of instance `id` of a grid launch: its row-major
@@ -199,6 +210,20 @@ bool oc__direct_plan(const ffi_cif *cif, uint8_t *kinds);
 /* Load the registers of a direct call of `e` (e->direct set) from its
  * argument slots. */
 void oc__direct_load(const oc_exec *e, oc_direct_regs *regs);
+
+/* Stack the call path (binding, the shape function, result checks and
+ * their messages) may take on the calling thread before a kernel runs. */
+#define OC_CALL_PATH_ROOM ((size_t)128 * 1024)
+
+/* Whether the calling thread's stack has less than OC_CALL_PATH_ROOM left
+ * below here (a stack opcore cannot place: no). Creates the thread's core. */
+bool oc__call_stack_short(void);
+
+/* Run fn(arg) on a spare stack of the calling thread's core (1 MiB, mapped
+ * at the first use) and come back with what it returned: the call path of
+ * a thread whose own stack is short. OC_ENOMEM if the spare stack cannot
+ * be mapped (fn does not run). */
+oc_status oc__run_on_spare_stack(oc_status (*fn)(void *arg), void *arg);
 
 /* Free everything a finished call left on the core (temporaries, TCM). */
 void oc__core_release(oc_core *core);

@@ -646,10 +646,24 @@ oc_status oc__need_outs(const struct oc_op *op, const oc_tensor *outs, const cha
 
 /* ---- the host API ----------------------------------------------------------------- */
 
-oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tensor *out_meta)
+/* A call from a thread whose stack is short runs on its core's spare
+ * stack (engine/core.c: oc__call_stack_short): the arguments of the entry
+ * point, for the thunk that runs there. */
+typedef struct spare_call {
+    const oc_op *op;
+    const oc_value *args;
+    int nargs;
+    oc_alloc_fn alloc;
+    void *alloc_ctx;
+    oc_tensor *outs;
+    const oc_grid *grid;
+    const char *api;
+} spare_call;
+
+__attribute__((noinline)) static oc_status infer_here(const oc_op *op, const oc_value *args, int nargs,
+                                                      oc_tensor *out_meta)
 {
     call_frame f;
-    if (!op) return oc_set_error(OC_EINVAL, "oc_op_infer: op is required");
     oc_tensor scratch[OC_MAX_RESULTS];
     f.nheap = 0;
     oc_status st = oc__op_enter(op);
@@ -661,6 +675,21 @@ oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tenso
     oc__op_leave(op);
     if (st) oc__error_in_op(op->qualname);
     return st;
+}
+
+static oc_status infer_spare(void *p)
+{
+    const spare_call *a = p;
+    return infer_here(a->op, a->args, a->nargs, a->outs);
+}
+
+oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tensor *out_meta)
+{
+    if (!op) return oc_set_error(OC_EINVAL, "oc_op_infer: op is required");
+    if (__builtin_expect(oc__call_stack_short(), 0))
+        return oc__run_on_spare_stack(infer_spare,
+                                      &(spare_call){.op = op, .args = args, .nargs = nargs, .outs = out_meta});
+    return infer_here(op, args, nargs, out_meta);
 }
 
 /* A fresh result of several MiB is about to be written whole by the
@@ -685,8 +714,9 @@ static void advise_fresh(const oc_tensor *t)
 
 /* Bind, infer, get the fresh results' buffers, run. `alloc` NULL: the
  * caller gave them in `outs` (oc_op_call). `api` names the entry point. */
-static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_alloc_fn alloc, void *alloc_ctx,
-                         oc_tensor *outs, const oc_grid *grid, const char *api)
+__attribute__((noinline)) static oc_status call_op_here(const oc_op *op, const oc_value *args, int nargs,
+                                                        oc_alloc_fn alloc, void *alloc_ctx, oc_tensor *outs,
+                                                        const oc_grid *grid, const char *api)
 {
     call_frame f;
     oc_tensor metas[OC_MAX_RESULTS];
@@ -726,6 +756,21 @@ static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_al
     return st;
 }
 
+static oc_status call_op_spare(void *p)
+{
+    const spare_call *a = p;
+    return call_op_here(a->op, a->args, a->nargs, a->alloc, a->alloc_ctx, a->outs, a->grid, a->api);
+}
+
+static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_alloc_fn alloc, void *alloc_ctx,
+                         oc_tensor *outs, const oc_grid *grid, const char *api)
+{
+    if (__builtin_expect(oc__call_stack_short(), 0))
+        return oc__run_on_spare_stack(call_op_spare,
+                                      &(spare_call){op, args, nargs, alloc, alloc_ctx, outs, grid, api});
+    return call_op_here(op, args, nargs, alloc, alloc_ctx, outs, grid, api);
+}
+
 oc_status oc_op_call(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs)
 {
     if (!op) return oc_set_error(OC_EINVAL, "oc_op_call: op is required");
@@ -738,10 +783,9 @@ oc_status oc_op_call_grid(const oc_op *op, const oc_value *args, int nargs, oc_t
     return call_op(op, args, nargs, NULL, NULL, outs, grid, "oc_op_call_grid");
 }
 
-oc_status oc_op_call_prechecked(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs,
-                                const oc_grid *grid)
+__attribute__((noinline)) static oc_status prechecked_here(const oc_op *op, const oc_value *args, int nargs,
+                                                           oc_tensor *outs, const oc_grid *grid)
 {
-    if (!op) return oc_set_error(OC_EINVAL, "oc_op_call_prechecked: op is required");
     /* A shape function that sets the launch grid must run: the grid is
      * part of its answer. */
     if (atomic_load_explicit(&op->shape_sets_grid, memory_order_relaxed))
@@ -762,6 +806,22 @@ oc_status oc_op_call_prechecked(const oc_op *op, const oc_value *args, int nargs
     if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());
     if (st) oc__error_in_op(op->qualname);
     return st;
+}
+
+static oc_status prechecked_spare(void *p)
+{
+    const spare_call *a = p;
+    return prechecked_here(a->op, a->args, a->nargs, a->outs, a->grid);
+}
+
+oc_status oc_op_call_prechecked(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs,
+                                const oc_grid *grid)
+{
+    if (!op) return oc_set_error(OC_EINVAL, "oc_op_call_prechecked: op is required");
+    if (__builtin_expect(oc__call_stack_short(), 0))
+        return oc__run_on_spare_stack(prechecked_spare, &(spare_call){.op = op, .args = args, .nargs = nargs,
+                                                                      .outs = outs, .grid = grid});
+    return prechecked_here(op, args, nargs, outs, grid);
 }
 
 oc_status oc_op_run(const oc_op *op, const oc_value *args, int nargs, oc_alloc_fn alloc, void *alloc_ctx,

@@ -1,0 +1,104 @@
+"""Hostile use of the runtime reached from Python: calls from threads with
+small stacks, a kernel stack that cannot be mapped, launch grids and Dict
+arguments a user should not be able to get wrong silently.
+
+Every case runs in a Python process of its own with a timeout: a crash or
+a hang fails that one test, never the run. Each case checks the answer (or
+the error naming the op), that the process lives on and that the next call
+is right.
+"""
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from opcore import custom_op
+
+CASE_TIMEOUT = 240
+
+KERNELS = r"""
+#include <opcore/kernel.h>
+
+oc_tensor *twice(const oc_tensor *x)
+{
+    OC_CHECK(x->dtype == OC_FLOAT32, "float32 only, got %s", oc_dtype_name(x->dtype));
+    oc_tensor *out = oc_dst_tensor();
+    for (int64_t i = 0; i < oc_numel(x); i++) ((float *)out->data)[i] = 2 * ((const float *)x->data)[i];
+    return out;
+}
+"""
+
+SHAPES = r"""
+#include <opcore/library.h>
+static oc_tensor *same(const oc_tensor *x) { return oc_empty_like(x); }
+OC_LIBRARY(hostile_rt, m)
+{
+    oc_def(m, "twice(Tensor x) -> Tensor", same, "twice");
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def lib_path(tmp_path_factory):
+    d = tmp_path_factory.mktemp("hostile_rt")
+    (d / "k.c").write_text(KERNELS)
+    (d / "s.c").write_text(SHAPES)
+    lib = custom_op.load(name="hostile_rt", compute_srcs=[str(d / "k.c")], shape_srcs=[str(d / "s.c")],
+                         build_directory=str(d / "build"))
+    return lib.path
+
+
+def run_case(code, lib_path):
+    """Run `code` in a fresh Python with `lib` loaded from lib_path; it
+    prints OK at its end."""
+    prelude = f"import numpy as np\nfrom opcore import custom_op\nlib = custom_op.load_library({lib_path!r})\n"
+    p = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], capture_output=True, text=True,
+                       timeout=CASE_TIMEOUT)
+    assert p.returncode == 0 and p.stdout.rstrip().endswith("OK"), \
+        f"exit {p.returncode}\nstdout:\n{p.stdout[-4000:]}\nstderr:\n{p.stderr[-4000:]}"
+
+
+# ---- calls from threads with small stacks ----------------------------------------
+
+
+@pytest.mark.parametrize("kib", [64, 128])
+def test_direct_calls_from_a_thread_with_a_small_stack(lib_path, kib):
+    run_case(f"""
+        import threading
+        threading.stack_size({kib} * 1024)
+        got = []
+        def body():
+            x = np.arange(6, dtype=np.float32)
+            for _ in range(3):
+                got.append(np.array_equal(lib.twice(x), 2 * x))
+            try:
+                lib.twice(np.zeros(3, np.int64))
+            except Exception as e:
+                got.append("hostile_rt::twice" in str(e) and "float32 only" in str(e))
+            got.append(np.array_equal(lib.twice(x), 2 * x))
+        t = threading.Thread(target=body)
+        t.start()
+        t.join()
+        assert got == [True] * 5, got
+        print("OK")
+    """, lib_path)
+
+
+def test_torch_ops_from_a_thread_with_a_small_stack(lib_path):
+    pytest.importorskip("torch")
+    run_case("""
+        import threading
+        import torch
+        threading.stack_size(64 * 1024)
+        got = []
+        def body():
+            x = torch.arange(6, dtype=torch.float32)
+            for _ in range(3):
+                got.append(torch.equal(torch.ops.hostile_rt.twice(x), 2 * x))
+        t = threading.Thread(target=body)
+        t.start()
+        t.join()
+        assert got == [True] * 3, got
+        print("OK")
+    """, lib_path)
