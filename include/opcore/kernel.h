@@ -51,9 +51,13 @@
  *     return that;
  *   - multicore op (built with --multicore, or `.multicore = true` in its
  *     oc_def): every core runs it at once; each writes its share of the
- *     results, split by oc_cpu_id() and oc_cpu_count(). The return value is
- *     ignored. Cores combine values with oc_barrier() and the oc_all_*
- *     collectives below (a global sum, a softmax over all elements).
+ *     results, split by oc_cpu_id() and oc_cpu_count(), and returns
+ *     oc_dst_tensor() -- every core, even one with nothing to do -- or NULL
+ *     on every core. A tensor a core made itself is refused, and so is a
+ *     launch where some cores returned oc_dst_tensor() and others NULL (a
+ *     core returning NULL may have skipped its share). Cores combine values
+ *     with oc_barrier() and the oc_all_* collectives below (a global sum, a
+ *     softmax over all elements).
  *
  * Accessors (all allowed in single-core and multicore ops):
  *   - element-wise:  oc_acc a = oc_accessor(t, OC_FLOAT32, 2); OC_AT(a, float, i, j)

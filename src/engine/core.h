@@ -88,6 +88,11 @@ typedef struct oc_exec_failure {
     atomic_int failed;
     oc_status status;
     char msg[4096];
+    /* what the shares of an op returning a Tensor returned: oc_dst_tensor()
+     * on some and NULL on others means a core may have left its share
+     * unwritten (host/call.c) */
+    atomic_bool some_dst, some_null;
+    _Atomic uint32_t null_share;   /* a share that returned NULL */
 } oc_exec_failure;
 
 typedef struct oc_stream_impl oc_stream_impl;

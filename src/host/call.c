@@ -462,6 +462,11 @@ static void run_share(oc_core *core, oc_exec *job, uint32_t id)
                  "tensor other than oc_dst_tensor(): each core writes its share of the result into "
                  "oc_dst_tensor() and returns it (or NULL)", op->qualname, op->def.kernel_name, id);
     }
+    if (!core->failed && op->returns_tensor) { /* NULL on some shares, the result on others: below */
+        atomic_bool *seen = core->ret ? &job->failure->some_dst : &job->failure->some_null;
+        if (!core->ret) atomic_store_explicit(&job->failure->null_share, id, memory_order_relaxed);
+        if (!atomic_load_explicit(seen, memory_order_relaxed)) atomic_store_explicit(seen, true, memory_order_relaxed);
+    }
     /* The first failing share reports for the launch; the core may run
      * another share next, so its own record does not last. */
     if (core->failed && atomic_exchange(&job->failure->failed, 1) == 0) {
@@ -501,11 +506,21 @@ static oc_status run_multi(const struct oc_op *op, oc_exec *e)
     if (!caller) return oc_errcode();
     oc_exec_failure failure;
     atomic_init(&failure.failed, 0);
+    atomic_init(&failure.some_dst, false);
+    atomic_init(&failure.some_null, false);
+    atomic_init(&failure.null_share, 0);
     e->failure = &failure;
     e->run_share = run_share;
     uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
     oc_status st = oc__pool_launch(caller, e);
     if (st == OC_OK && atomic_load(&failure.failed)) st = oc_set_error(failure.status, "%s", failure.msg);
+    if (st == OC_OK && atomic_load(&failure.some_dst) && atomic_load(&failure.some_null))
+        st = oc_set_error(OC_EKERNEL, "op '%s': kernel '%s' returned oc_dst_tensor() on some %s and NULL on "
+                          "%s %u, which may have left its share of the result unwritten: return "
+                          "oc_dst_tensor() from every %s (or NULL from every one)", op->qualname,
+                          op->def.kernel_name, e->grid_ndim ? "program instances" : "cores",
+                          e->grid_ndim ? "instance" : "core", atomic_load(&failure.null_share),
+                          e->grid_ndim ? "instance" : "core");
     if (t0) oc__prof_host(OC_PROF_DISPATCH, op->qualname, t0, oc__prof_now());
     return st;
 }

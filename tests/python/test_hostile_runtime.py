@@ -27,6 +27,16 @@ oc_tensor *twice(const oc_tensor *x)
     for (int64_t i = 0; i < oc_numel(x); i++) ((float *)out->data)[i] = 2 * ((const float *)x->data)[i];
     return out;
 }
+
+/* multicore: core 1 returns NULL without writing its share */
+oc_tensor *null_some(const oc_tensor *x)
+{
+    if (oc_cpu_id() == 1) return NULL;
+    int64_t lo, hi;
+    oc_core_range(oc_numel(x), 1, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++) ((float *)oc_dst_tensor()->data)[i] = 3.0f;
+    return oc_dst_tensor();
+}
 """
 
 SHAPES = r"""
@@ -35,6 +45,7 @@ static oc_tensor *same(const oc_tensor *x) { return oc_empty_like(x); }
 OC_LIBRARY(hostile_rt, m)
 {
     oc_def(m, "twice(Tensor x) -> Tensor", same, "twice");
+    oc_def(m, "null_some(Tensor x) -> Tensor", same, "null_some", .multicore = true);
 }
 """
 
@@ -100,5 +111,38 @@ def test_torch_ops_from_a_thread_with_a_small_stack(lib_path):
         t.start()
         t.join()
         assert got == [True] * 3, got
+        print("OK")
+    """, lib_path)
+
+
+# ---- a multicore kernel returning NULL on some cores ---------------------------
+
+
+NULL_SOME = "kernel 'null_some' returned oc_dst_tensor() on some cores and NULL on core 1"
+
+
+@pytest.mark.parametrize("path", ["direct", "torch", "jax"])
+def test_multicore_null_on_some_cores_is_an_error(lib_path, path):
+    pytest.importorskip({"direct": "numpy", "torch": "torch", "jax": "jax"}[path])
+    run_case(f"""
+        n = 1 << 17  # split over the cores
+        def call():
+            if {path!r} == "direct":
+                return np.asarray(lib.null_some(np.zeros(n, np.float32)))
+            if {path!r} == "torch":
+                import torch
+                return torch.ops.hostile_rt.null_some(torch.zeros(n)).numpy()
+            import jax, jax.numpy as jnp
+            from opcore import jax as ocjax
+            return np.asarray(jax.block_until_ready(ocjax.op("hostile_rt::null_some")(jnp.zeros(n))))
+        import os
+        try:
+            got = call()
+        except Exception as e:
+            assert "hostile_rt::null_some" in str(e) and {NULL_SOME!r} in str(e), str(e)
+        else:  # one core: the launch is one share, and right
+            assert len(os.sched_getaffinity(0)) == 1 and (got == 3).all()
+        x = np.arange(6, dtype=np.float32)
+        assert np.array_equal(lib.twice(x), 2 * x)  # the next call
         print("OK")
     """, lib_path)
