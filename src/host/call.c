@@ -249,7 +249,7 @@ static oc_status bind_arg(const struct oc_op *op, int i, oc_value v, bool need_d
         named.op = op->qualname;
         named.arg = a->name;
         if (!v.v.dict) return arg_error(op, i, -1, "expected a Dict, got NULL (pass an empty dictionary for none)");
-        if (oc_dict_validate(&named)) return OC_EINVAL;
+        if (oc_dict_validate(&named)) return oc_errcode();
         value_slot(f, i, true)->dict = named;
         break;
     }

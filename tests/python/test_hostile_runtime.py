@@ -28,6 +28,17 @@ oc_tensor *twice(const oc_tensor *x)
     return out;
 }
 
+/* the number of keys of d, and d["k"] when it is there */
+oc_tensor *nkeys(const oc_tensor *x, const oc_dict *d)
+{
+    (void)x;
+    int64_t k = -1;
+    if (oc_dict_has(d, "k")) OC_CHECK(oc_dict_get_int(d, "k", &k) == OC_OK, "%s", oc_errmsg());
+    ((int64_t *)oc_dst_tensor()->data)[0] = oc_dict_size(d);
+    ((int64_t *)oc_dst_tensor()->data)[1] = k;
+    return oc_dst_tensor();
+}
+
 /* multicore: core 1 returns NULL without writing its share */
 oc_tensor *null_some(const oc_tensor *x)
 {
@@ -42,10 +53,16 @@ oc_tensor *null_some(const oc_tensor *x)
 SHAPES = r"""
 #include <opcore/library.h>
 static oc_tensor *same(const oc_tensor *x) { return oc_empty_like(x); }
+static oc_tensor *two(const oc_tensor *x, const oc_dict *d)
+{
+    (void)x, (void)d;
+    return oc_empty(OC_INT64, 1, (int64_t[]){2});
+}
 OC_LIBRARY(hostile_rt, m)
 {
     oc_def(m, "twice(Tensor x) -> Tensor", same, "twice");
     oc_def(m, "null_some(Tensor x) -> Tensor", same, "null_some", .multicore = true);
+    oc_def(m, "nkeys(Tensor x, Dict d) -> Tensor", two, "nkeys");
 }
 """
 
@@ -144,5 +161,42 @@ def test_multicore_null_on_some_cores_is_an_error(lib_path, path):
             assert len(os.sched_getaffinity(0)) == 1 and (got == 3).all()
         x = np.arange(6, dtype=np.float32)
         assert np.array_equal(lib.twice(x), 2 * x)  # the next call
+        print("OK")
+    """, lib_path)
+
+
+# ---- Dict arguments ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["direct", "jax"])
+def test_dict_key_with_nul_refused(lib_path, path):
+    pytest.importorskip({"direct": "numpy", "jax": "jax"}[path])
+    run_case(f"""
+        def call(d):
+            if {path!r} == "direct":
+                return list(lib.nkeys(np.zeros(1, np.float32), d))
+            import jax, jax.numpy as jnp
+            from opcore import jax as ocjax
+            return list(np.asarray(ocjax.op("hostile_rt::nkeys")(jnp.zeros(1), d)))
+        try:
+            call({{"k\\0b": 1}})
+        except Exception as e:
+            assert "hostile_rt::nkeys" in str(e) and "a key may not hold a NUL character" in str(e), str(e)
+        else:
+            raise AssertionError("a key with a NUL was accepted")
+        assert call({{"k": 5}}) == [1, 5]  # the next call
+        print("OK")
+    """, lib_path)
+
+
+def test_dict_with_100k_keys_is_linear(lib_path):
+    # 16k keys took 11.6 s when every pair of keys was compared; 100k never
+    # finished. Linear: well inside the case's timeout on any machine.
+    run_case("""
+        d = {f"key{i}": i for i in range(100000)}
+        d["k"] = 7
+        x = np.zeros(1, np.float32)
+        for _ in range(3):
+            assert list(lib.nkeys(x, d)) == [100001, 7]
         print("OK")
     """, lib_path)
