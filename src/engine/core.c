@@ -515,6 +515,7 @@ oc_status oc__core_run(oc_core *c, oc_exec *e, oc_core_mode mode, uint32_t id, u
     c->fault_signal = 0;
     c->ret = NULL;
     c->barriers = 0;
+    c->shared_calls = 0;
     memset(&c->counters, 0, sizeof c->counters);
 
     c->in_place = mode != OC_MODE_KERNEL || run_in_place(c, e);
@@ -549,6 +550,12 @@ oc_status oc__core_run(oc_core *c, oc_exec *e, oc_core_mode mode, uint32_t id, u
     oc__ctx_install(outer);
     c->ctx.mode = OC_MODE_IDLE;
     return c->failed ? c->fail_status : OC_OK;
+}
+
+void oc__exec_release(oc_exec *e)
+{
+    for (int k = 0; k < e->nshared; k++) oc__aligned_free(e->shared[k]);
+    e->nshared = 0;
 }
 
 void oc__core_release(oc_core *c)

@@ -48,6 +48,9 @@ typedef struct oc_dim_log {
  * path (the engine never calls up into it). */
 typedef void (*oc_share_fn)(struct oc_core *core, struct oc_exec *job, uint32_t id);
 
+/* oc_shared_alloc calls per launch (kernel.h). */
+#define OC_MAX_SHARED 8
+
 /* One call of a kernel or shape function, shared by all cores running it.
  * The engine knows nothing of ops: the caller (host/call.c) fills in what
  * to run and the names the engine's messages use. */
@@ -81,6 +84,12 @@ typedef struct oc_exec {
     bool debug;          /* a --debug build: TCM blocks get redzones (tcm.c) */
     oc_share_fn run_share;           /* multicore: runs one share */
     struct oc_exec_failure *failure; /* multicore: where shares report */
+    /* Workspaces shared by the launch's cores (kernel/collective.c:
+     * oc_shared_alloc), made by core 0, freed when the launch ends
+     * (oc__exec_release). */
+    int nshared;
+    void *shared[OC_MAX_SHARED];
+    size_t shared_bytes[OC_MAX_SHARED];
 } oc_exec;
 
 /* The first failure among a multicore launch's shares. */
@@ -129,6 +138,7 @@ typedef struct oc_core {
     void *ret;                /* what the kernel returned */
     struct oc_dim_log *dim_log; /* shape mode: where oc_dim_* record (NULL: off) */
     uint32_t barriers;        /* oc_barrier calls of this share so far */
+    int shared_calls;         /* oc_shared_alloc calls of this share so far */
     oc_stream_impl *streams;  /* open streams (kernel/stream.c; closed by its ctx.at_end hook) */
     oc_prof_counters counters;
 
@@ -229,6 +239,10 @@ bool oc__call_stack_short(void);
  * a thread whose own stack is short. OC_ENOMEM if the spare stack cannot
  * be mapped (fn does not run). */
 oc_status oc__run_on_spare_stack(oc_status (*fn)(void *arg), void *arg);
+
+/* Free what a finished launch of `exec` kept for all its cores (the
+ * workspaces of oc_shared_alloc); the exec can run again. */
+void oc__exec_release(oc_exec *exec);
 
 /* Free everything a finished call left on the core (temporaries, TCM). */
 void oc__core_release(oc_core *core);
