@@ -7,9 +7,12 @@ a hang fails that one test, never the run. Each case checks the answer (or
 the error naming the op), that the process lives on and that the next call
 is right.
 """
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -200,3 +203,58 @@ def test_dict_with_100k_keys_is_linear(lib_path):
             assert list(lib.nkeys(x, d)) == [100001, 7]
         print("OK")
     """, lib_path)
+
+
+# ---- a build lock held by a stopped build --------------------------------------------
+
+SLOW_CC = """#!/bin/sh
+# a compiler that takes its time (but answers --version at once)
+for a in "$@"; do [ "$a" = "--version" ] && exec cc "$@"; done
+sleep 60
+exec cc "$@"
+"""
+
+
+def _build(src, out, **env):
+    code = f"""
+        from opcore import custom_op
+        custom_op.build("hostile_rt", [{str(src / 'k.c')!r}], [{str(src / 's.c')!r}], build_directory={str(out)!r})
+    """
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, **env), start_new_session=True)
+
+
+def test_lock_held_by_a_stopped_build_is_named_at_once(tmp_path):
+    """A build waiting on a lock whose holder is stopped says so at once,
+    with the holder's pid and what to do, and gives up within a minute
+    unless OPCORE_BUILD_LOCK_TIMEOUT says otherwise."""
+    (tmp_path / "k.c").write_text(KERNELS)
+    (tmp_path / "s.c").write_text(SHAPES)
+    cc = tmp_path / "slowcc"
+    cc.write_text(SLOW_CC)
+    cc.chmod(0o755)
+    out = tmp_path / "out"
+    holder = _build(tmp_path, out, CC=str(cc))
+    waiter = None
+    try:
+        lock = out / ".libhostile_rt.so.lock"
+        deadline = time.monotonic() + CASE_TIMEOUT
+        while not (lock.exists() and lock.read_text().strip() == str(holder.pid)):
+            assert time.monotonic() < deadline, "the holder never took the lock"
+            time.sleep(0.05)
+        os.kill(holder.pid, signal.SIGSTOP)
+        env = {k: v for k, v in os.environ.items() if k != "OPCORE_BUILD_LOCK_TIMEOUT"}
+        waiter = subprocess.Popen(
+            [sys.executable, "-c", f"from opcore import custom_op; custom_op.build('hostile_rt', "
+             f"[{str(tmp_path / 'k.c')!r}], [{str(tmp_path / 's.c')!r}], build_directory={str(out)!r})"],
+            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+        line = waiter.stderr.readline()  # the first thing it says, while it still waits
+        assert waiter.poll() is None, line
+        assert f"waiting for process {holder.pid} (stopped)" in line, line
+        assert f"kill -CONT {holder.pid}" in line, line
+        assert "giving up after 60 s" in line, line
+    finally:
+        for p in (waiter, holder):
+            if p is not None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.communicate()
