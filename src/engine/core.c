@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
@@ -64,7 +65,12 @@ size_t oc__page_size(void)
     return page;
 }
 
-static void thread_core_dtor(void *p) { oc__core_destroy(p); }
+static void room_forget(void);
+static void thread_core_dtor(void *p)
+{
+    room_forget();
+    oc__core_destroy(p);
+}
 static void make_core_key(void) { pthread_key_create(&core_key, thread_core_dtor); }
 
 /* The core's fail hook (its ctx.fail): prefix the message with where it
@@ -428,13 +434,69 @@ static bool run_in_place(oc_core *c, const oc_exec *e)
  * kept for the next), entered with swapcontext. Threads with room pay one
  * comparison. A stack opcore cannot place (a coroutine's, a fiber's) is
  * trusted. */
-bool oc__call_stack_short(void)
+/* The check costs a few instructions and no thread-local access (which in
+ * a shared library is a call to __tls_get_addr): a direct-mapped table
+ * keyed by the thread pointer (glibc places a thread's control block at
+ * the top of its stack) holds, per thread, the distance from the thread
+ * pointer down to the lowest usable byte of its stack: one 64-bit word,
+ * bits 12-43 of the thread pointer above the distance, read and written
+ * whole. A thread whose stack lies elsewhere (the main thread's control
+ * block is not on its stack) gets NO_LO, and the main thread is compared
+ * against its own bound. A thread's slot is cleared when it exits (its
+ * core's destructor); two threads sharing a slot only take the slow path
+ * more often. */
+#define ROOM_SLOTS 256
+#define NO_LO UINT32_MAX
+static struct {
+    _Alignas(64) _Atomic uintptr_t main_tp; /* the main thread's pointer, once seen */
+    const char *_Atomic main_lo;            /* the lowest usable byte of its stack */
+    _Alignas(64) _Atomic uint64_t table[ROOM_SLOTS];
+} room; /* cache lines of their own: read by every call, written once per thread */
+
+static inline size_t room_slot(uintptr_t tp) { return (size_t)((uint32_t)(tp >> 12) * 2654435761u >> 24); }
+
+/* sp on the stack whose lowest usable byte is lo, with less than the call
+ * path's room left (another stack: no) */
+static inline bool short_above(const char *sp, const char *lo)
 {
-    oc_core *c = tls_core ? tls_core : oc__thread_core();
+    return sp >= lo && (size_t)(sp - lo) < OC_CALL_PATH_ROOM;
+}
+
+__attribute__((noinline)) static bool read_room(const char *sp, uintptr_t tp)
+{
+    oc_core *c = oc__thread_core();
     if (!c) return false;
     if (!c->host_known) host_bounds(c);
+    if (!c->host_lo) return false; /* unknown: trusted */
+    uintptr_t d = tp - (uintptr_t)c->host_lo;
+    bool near = tp > (uintptr_t)c->host_lo && d < NO_LO;
+    if (!near && getpid() == (pid_t)syscall(SYS_gettid)) { /* the main thread */
+        atomic_store(&room.main_lo, c->host_lo);
+        atomic_store(&room.main_tp, tp);
+    }
+    atomic_store_explicit(&room.table[room_slot(tp)], (uint64_t)(uint32_t)(tp >> 12) << 32 | (near ? d : NO_LO),
+                          memory_order_relaxed);
+    return sp < c->host_hi && short_above(sp, c->host_lo);
+}
+
+/* A thread's slot goes with it (another thread may get its pointer). */
+static void room_forget(void)
+{
+    uintptr_t tp = (uintptr_t)__builtin_thread_pointer();
+    _Atomic uint64_t *slot = &room.table[room_slot(tp)];
+    uint64_t w = atomic_load(slot);
+    if ((uint32_t)(w >> 32) == (uint32_t)(tp >> 12)) atomic_compare_exchange_strong(slot, &w, 0);
+}
+
+bool oc__call_stack_short(void)
+{
     const char *sp = __builtin_frame_address(0);
-    return c->host_lo && sp > c->host_lo && sp < c->host_hi && (size_t)(sp - c->host_lo) < OC_CALL_PATH_ROOM;
+    uintptr_t tp = (uintptr_t)__builtin_thread_pointer();
+    uint64_t w = atomic_load_explicit(&room.table[room_slot(tp)], memory_order_relaxed);
+    if (__builtin_expect(!w || (uint32_t)(w >> 32) != (uint32_t)(tp >> 12), 0)) return read_room(sp, tp);
+    if ((uint32_t)w != NO_LO) return short_above(sp, (const char *)(tp - (uint32_t)w));
+    return tp == atomic_load_explicit(&room.main_tp, memory_order_relaxed) &&
+           short_above(sp, atomic_load_explicit(&room.main_lo, memory_order_relaxed));
 }
 
 static void spare_main(void)
@@ -554,8 +616,9 @@ oc_status oc__core_run(oc_core *c, oc_exec *e, oc_core_mode mode, uint32_t id, u
 
 void oc__exec_release(oc_exec *e)
 {
-    for (int k = 0; k < e->nshared; k++) oc__aligned_free(e->shared[k]);
-    e->nshared = 0;
+    for (int k = 0; k < e->shared->n; k++) oc__aligned_free(e->shared->block[k]);
+    oc__free(e->shared);
+    e->shared = NULL;
 }
 
 void oc__core_release(oc_core *c)

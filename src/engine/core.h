@@ -86,11 +86,16 @@ typedef struct oc_exec {
     struct oc_exec_failure *failure; /* multicore: where shares report */
     /* Workspaces shared by the launch's cores (kernel/collective.c:
      * oc_shared_alloc), made by core 0, freed when the launch ends
-     * (oc__exec_release). */
-    int nshared;
-    void *shared[OC_MAX_SHARED];
-    size_t shared_bytes[OC_MAX_SHARED];
+     * (oc__exec_release); NULL until the first (a pointer, not the table:
+     * every call fills an oc_exec). */
+    struct oc_shared_set *shared;
 } oc_exec;
+
+typedef struct oc_shared_set {
+    int n;
+    void *block[OC_MAX_SHARED];
+    size_t bytes[OC_MAX_SHARED];
+} oc_shared_set;
 
 /* The first failure among a multicore launch's shares. */
 typedef struct oc_exec_failure {

@@ -600,7 +600,7 @@ oc_status oc__frame_execute(const struct oc_op *op, call_frame *f, oc_tensor *ou
     uint64_t *sums = NULL; /* debug builds: the inputs' checksums (debug_inputs.c) */
     if (st == OC_OK && debug) st = oc__debug_inputs_sum(op, f, &sums);
     if (st == OC_OK) st = launch ? run_multi(op, &e) : run_single(op, &e);
-    if (e.nshared) oc__exec_release(&e);
+    if (e.shared) oc__exec_release(&e);
     if (sums) st = oc__debug_inputs_check(op, f, sums, st);
     while (nrz-- > 0) st = oc__redzone_end(&dsts[nrz], &rz[nrz], st);
     if (f->ndense) st = oc__frame_write_back(f, st); /* dense copies back into the caller's tensors */
@@ -641,7 +641,7 @@ oc_status oc__launch_run(const struct oc_op *op, oc__launch *l, const oc_tensor 
         l->dsts[i].flags &= ~(uint32_t)(OC_TENSOR_READONLY | OC_TENSOR_OWNED);
     }
     oc_status st = run_single(op, &l->exec);
-    if (l->exec.nshared) oc__exec_release(&l->exec);
+    if (l->exec.shared) oc__exec_release(&l->exec);
     return st;
 }
 

@@ -151,21 +151,25 @@ void *oc_shared_alloc(size_t bytes)
         return NULL;
     }
     if (c->id == 0) { /* core 0 makes it; the barrier hands it to the others */
+        if (!e->shared && !(e->shared = oc__calloc(1, sizeof *e->shared))) {
+            oc__raise(OC_ENOMEM, "%s: out of memory", fn);
+            return NULL;
+        }
         void *p = bytes ? oc__aligned_alloc(64, (bytes + 63) / 64 * 64) : NULL;
         if (bytes && !p) {
             oc__raise(OC_ENOMEM, "%s: out of memory for a workspace of %zu bytes", fn, bytes);
             return NULL;
         }
         if (p) memset(p, 0, bytes);
-        e->shared[k] = p;
-        e->shared_bytes[k] = bytes;
-        e->nshared = k + 1;
+        e->shared->block[k] = p;
+        e->shared->bytes[k] = bytes;
+        e->shared->n = k + 1;
     }
     if (c->count > 1) oc__pool_barrier(c);
-    if (e->shared_bytes[k] != bytes) {
+    if (e->shared->bytes[k] != bytes) {
         oc__raise(OC_EKERNEL, "%s: core %u asks for %zu bytes, core 0 for %zu (every core asks for the same "
-                  "size, in the same order)", fn, c->id, bytes, e->shared_bytes[k]);
+                  "size, in the same order)", fn, c->id, bytes, e->shared->bytes[k]);
         return NULL;
     }
-    return e->shared[k];
+    return e->shared->block[k];
 }
