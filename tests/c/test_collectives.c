@@ -195,7 +195,8 @@ static void test_mismatches_and_grids_fail(void **state)
     (void)state;
     if (oc_engine_num_cores() > 1) {
         expect_error("coll::colsum", "oc_all_sum_f32: core ", "every core passes the same count");
-        expect_error("coll::colsum_ws", "oc_shared_alloc: core 1 asks for", "every core asks for the same size");
+        expect_error("coll::colsum_ws", "oc_shared_alloc: core 1 asks for",
+                     "every core asks for the same size");
     }
     static float x[ROWS * COLS];
     float out[COLS];

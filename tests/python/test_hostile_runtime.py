@@ -83,9 +83,10 @@ def lib_path(tmp_path_factory):
 def run_case(code, lib_path):
     """Run `code` in a fresh Python with `lib` loaded from lib_path; it
     prints OK at its end."""
-    prelude = f"import numpy as np\nfrom opcore import custom_op\nlib = custom_op.load_library({lib_path!r})\n"
-    p = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], capture_output=True, text=True,
-                       timeout=CASE_TIMEOUT)
+    prelude = ("import numpy as np\nfrom opcore import custom_op\n"
+               f"lib = custom_op.load_library({lib_path!r})\n")
+    p = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], capture_output=True,
+                       text=True, timeout=CASE_TIMEOUT)
     assert p.returncode == 0 and p.stdout.rstrip().endswith("OK"), \
         f"exit {p.returncode}\nstdout:\n{p.stdout[-4000:]}\nstderr:\n{p.stderr[-4000:]}"
 
@@ -218,10 +219,12 @@ exec cc "$@"
 def _build(src, out, **env):
     code = f"""
         from opcore import custom_op
-        custom_op.build("hostile_rt", [{str(src / 'k.c')!r}], [{str(src / 's.c')!r}], build_directory={str(out)!r})
+        custom_op.build("hostile_rt", [{str(src / 'k.c')!r}], [{str(src / 's.c')!r}],
+                        build_directory={str(out)!r})
     """
     return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, **env), start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, **env),
+                            start_new_session=True)
 
 
 def test_lock_held_by_a_stopped_build_is_named_at_once(tmp_path):
