@@ -100,13 +100,15 @@ static void all_sum_buffer(const char *fn, void *data, int64_t n, bool f64)
     published mine = {data, n};
     void *const *all = oc__pool_publish(c, &mine); /* valid until the next barrier */
     uint32_t cores = c->count;
-    for (uint32_t k = 0; k < cores; k++)
-        if (((const published *)all[k])->n != n) {
-            oc__pool_barrier(c); /* the others' buffers stay put until everyone has looked */
+    for (uint32_t k = 0; k < cores; k++) {
+        int64_t theirs = ((const published *)all[k])->n;
+        if (theirs != n) {
+            oc__pool_barrier(c); /* everyone has looked before anyone leaves (theirs is gone after) */
             oc__raise(OC_EKERNEL, "%s: core %u passes %lld elements, core %u %lld (every core passes the same "
-                      "count)", fn, c->id, (long long)n, k, (long long)((const published *)all[k])->n);
+                      "count)", fn, c->id, (long long)n, k, (long long)theirs);
             return;
         }
+    }
     int64_t lo, hi;
     oc__split_range(n, f64 ? 8 : 16, c->id, cores, &lo, &hi); /* whole cache lines per core */
     for (int64_t i = lo; i < hi; i++) {
