@@ -51,9 +51,13 @@
  *     return that;
  *   - multicore op (built with --multicore, or `.multicore = true` in its
  *     oc_def): every core runs it at once; each writes its share of the
- *     results, split by oc_cpu_id() and oc_cpu_count(). The return value is
- *     ignored. Cores combine values with oc_barrier() and the oc_all_*
- *     collectives below (a global sum, a softmax over all elements).
+ *     results, split by oc_cpu_id() and oc_cpu_count(), and returns
+ *     oc_dst_tensor() -- every core, even one with nothing to do -- or NULL
+ *     on every core. A tensor a core made itself is refused, and so is a
+ *     launch where some cores returned oc_dst_tensor() and others NULL (a
+ *     core returning NULL may have skipped its share). Cores combine values
+ *     with oc_barrier() and the oc_all_* collectives below (a global sum, a
+ *     softmax over all elements).
  *
  * Accessors (all allowed in single-core and multicore ops):
  *   - element-wise:  oc_acc a = oc_accessor(t, OC_FLOAT32, 2); OC_AT(a, float, i, j)
@@ -147,8 +151,9 @@ OC_API int64_t oc_num_programs(int axis);
  * fault) or returns while others wait, the waiting cores fail too and the
  * call reports the first failure. In a single-core op they return at once.
  *
- * The oc_all_* collectives combine one value per core in core order (0, 1,
- * ...), so the result is the same on every run and every core. */
+ * The oc_all_* collectives combine one value (or buffer) per core in core
+ * order (0, 1, ...), so the result is the same on every run and every
+ * core. */
 
 /* Wait until every core of this launch has reached this barrier. */
 OC_API void oc_barrier(void);
@@ -157,6 +162,28 @@ OC_API double oc_all_sum(double v);
 OC_API double oc_all_max(double v);
 OC_API double oc_all_min(double v);
 OC_API int64_t oc_all_sum_i64(int64_t v);
+
+/* Tensor collectives: every core passes a buffer of the same n elements
+ * (its own: a local array, a TCM block, a tensor it made); on return each
+ * core's buffer holds the element-wise sum over all cores, added in core
+ * order (the same bits on every run). The cores split the adding between
+ * them. A count that differs between cores fails the kernel on every core.
+ * For per-core partial results of a reduction: a softmax's column sums, a
+ * fused linear + cross-entropy's dW. */
+OC_API void oc_all_sum_f32(float *data, int64_t n);
+OC_API void oc_all_sum_f64(double *data, int64_t n);
+/* The same over a contiguous float32 or float64 tensor's elements. */
+OC_API void oc_all_sum_tensor(oc_tensor *t);
+
+/* A workspace shared by the cores of this launch: every core calls it with
+ * the same size, in the same order, and gets the same zero-filled,
+ * 64-byte-aligned block (NULL for 0 bytes), freed when the launch ends.
+ * It belongs to this call of the op: two threads calling the op at once
+ * get two workspaces (a file-level static table would be shared by them,
+ * and race). Cores write disjoint parts of it, then oc_barrier() before
+ * reading each other's. At most 8 per launch; out of memory fails the
+ * kernel. A barrier-like call: not in a grid launch. */
+OC_API void *oc_shared_alloc(size_t bytes);
 
 /* ---- element-wise accessor --------------------------------------------- */
 

@@ -435,6 +435,8 @@ def _norm_dict(meta: _OpMeta, a: _Arg, v) -> _DictValue:
         if not isinstance(k, str):
             raise meta.error(f"keys must be str, got {k!r}", a)
         where = f"key {k!r}: "
+        if "\0" in k:
+            raise meta.error(where + "a key may not hold a NUL character (the kernel gets a C string)", a)
         if isinstance(x, jax.core.Tracer):
             raise meta.error(where + "must be a static Python value, not a traced array (a Dict becomes "
                              "an attribute of the custom call)", a)

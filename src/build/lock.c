@@ -3,10 +3,11 @@
  * when its holder exits).
  *
  * Waiting is never silent nor endless: the holder writes its pid into the
- * file, a waiter polls the lock, names that pid on stderr after a second
- * and gives up after $OPCORE_BUILD_LOCK_TIMEOUT seconds (a stopped build,
- * ^Z in a shell, would otherwise block every later build of the library
- * forever). A lock whose named holder is dead (its descriptor lives on in a
+ * file, a waiter polls the lock, names that pid on stderr (at once when the
+ * holder is stopped, ^Z in a shell, which will not let go by itself; after
+ * a second when it is running) and gives up after
+ * $OPCORE_BUILD_LOCK_TIMEOUT seconds, 60 by default (a stopped build would
+ * otherwise block every later build of the library for good). A lock whose named holder is dead (its descriptor lives on in a
  * process it started) is taken over: the file is replaced, so the stale
  * lock guards nothing any more. */
 #include <errno.h>
@@ -24,7 +25,7 @@
 #include "build/build_internal.h"
 #include "core/internal.h"
 
-#define DEFAULT_TIMEOUT_S 600.0
+#define DEFAULT_TIMEOUT_S 60.0
 #define POLL_NS 50000000L /* 50 ms between tries */
 
 static double now_s(void)
@@ -69,6 +70,14 @@ static const char *holder_state(long pid)
     return s == 'T' || s == 't' ? "stopped" : "running";
 }
 
+/* What to do about a stopped holder, for messages. */
+static const char *pid_hint(long pid)
+{
+    static _Thread_local char hint[128];
+    snprintf(hint, sizeof hint, ", which is stopped: resume it (kill -CONT %ld) or end it", pid);
+    return hint;
+}
+
 static bool same_file(int fd, const char *path)
 {
     struct stat a, b;
@@ -80,7 +89,7 @@ int oc__build_lock(const char *out_dir, const char *name)
     char path[PATH_MAX + 256];
     snprintf(path, sizeof path, "%s/.lib%s.so.lock", out_dir, name);
     double start = now_s(), limit = timeout_s();
-    bool told = false;
+    const char *told = NULL; /* the holder's state when the user was told */
     for (;;) {
         int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
         if (fd < 0) {
@@ -124,15 +133,15 @@ int oc__build_lock(const char *out_dir, const char *name)
             oc_set_error(OC_EBUILD,
                          "opcore build: library '%s': gave up after %.0f s waiting for the build lock %s, "
                          "held by %s%s; set OPCORE_BUILD_LOCK_TIMEOUT (seconds) to wait longer",
-                         name, waited, path, who,
-                         strcmp(state, "stopped") == 0 ? ", which is stopped: resume it (kill -CONT) or end it"
-                                                       : "");
+                         name, waited, path, who, strcmp(state, "stopped") == 0 ? pid_hint(pid) : "");
             return -1;
         }
-        if (!told && waited >= 1.0) {
+        bool stopped = strcmp(state, "stopped") == 0;
+        if ((!told && (waited >= 1.0 || stopped)) || (told && stopped && told != state)) {
             fprintf(stderr, "opcore build: library '%s': waiting for %s, which holds the build lock %s "
-                    "(giving up after %.0f s)\n", name, who, path, limit);
-            told = true;
+                    "(giving up after %.0f s; OPCORE_BUILD_LOCK_TIMEOUT sets it)%s\n", name, who, path, limit,
+                    stopped ? pid_hint(pid) : "");
+            told = state;
         }
         nanosleep(&(struct timespec){0, POLL_NS}, NULL);
     }

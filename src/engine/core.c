@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
@@ -51,6 +52,7 @@
 #endif
 
 #define OC_STACK_RESERVE ((size_t)16 * 1024)  /* opcore's own frames: ffi, printf */
+#define OC_SPARE_STACK ((size_t)1 << 20)      /* the call path of a thread whose stack is short */
 
 static _Thread_local oc_core *tls_core;     /* this thread's core */
 static pthread_key_t core_key;
@@ -63,7 +65,12 @@ size_t oc__page_size(void)
     return page;
 }
 
-static void thread_core_dtor(void *p) { oc__core_destroy(p); }
+static void room_forget(void);
+static void thread_core_dtor(void *p)
+{
+    room_forget();
+    oc__core_destroy(p);
+}
 static void make_core_key(void) { pthread_key_create(&core_key, thread_core_dtor); }
 
 /* The core's fail hook (its ctx.fail): prefix the message with where it
@@ -115,6 +122,12 @@ void oc__core_destroy(oc_core *c)
     oc__core_release(c);
     oc__tensor_cache_free(&c->ctx);
     free_stack(c);
+    if (c->spare_map) {
+#ifdef OC_HAVE_VALGRIND
+        VALGRIND_STACK_DEREGISTER(c->spare_valgrind);
+#endif
+        munmap(c->spare_map, OC_SPARE_STACK + OC_STACK_GUARD);
+    }
     if (c->altstack) {
         stack_t off = {.ss_flags = SS_DISABLE};
         stack_t cur;
@@ -380,6 +393,22 @@ static void kernel_main(void)
  * which is reported as OC_ESTACK as the engine stack's end is (fault.c).
  * --debug builds always use the engine's stack, which holds a kernel to
  * exactly its size. */
+/* This thread's stack (the main thread's: up to its rlimit), read once. */
+static void host_bounds(oc_core *c)
+{
+    pthread_attr_t attr;
+    void *addr = NULL;
+    size_t size = 0, guard = 0; /* a thread's stack block starts with its guard page */
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        if (pthread_attr_getstack(&attr, &addr, &size) != 0 || pthread_attr_getguardsize(&attr, &guard) != 0)
+            addr = NULL;
+        pthread_attr_destroy(&attr);
+    }
+    c->host_lo = addr ? (char *)addr + guard : NULL;
+    c->host_hi = addr ? (char *)addr + size : NULL;
+    c->host_known = true;
+}
+
 static bool run_in_place(oc_core *c, const oc_exec *e)
 {
     static atomic_int engine_stack = -1; /* read once */
@@ -389,22 +418,127 @@ static bool run_in_place(oc_core *c, const oc_exec *e)
         atomic_store_explicit(&engine_stack, forced, memory_order_relaxed);
     }
     if (forced || e->debug) return false;
-    if (!c->host_known) { /* this thread's stack (the main thread's: up to its rlimit) */
-        pthread_attr_t attr;
-        void *addr = NULL;
-        size_t size = 0, guard = 0; /* a thread's stack block starts with its guard page */
-        if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-            if (pthread_attr_getstack(&attr, &addr, &size) != 0 || pthread_attr_getguardsize(&attr, &guard) != 0)
-                addr = NULL;
-            pthread_attr_destroy(&attr);
-        }
-        c->host_lo = addr ? (char *)addr + guard : NULL;
-        c->host_hi = addr ? (char *)addr + size : NULL;
-        c->host_known = true;
-    }
+    if (!c->host_known) host_bounds(c);
     const char *sp = __builtin_frame_address(0); /* outside the bounds (another stack already): no */
     return c->host_lo && sp > c->host_lo && sp < c->host_hi &&
            (size_t)(sp - c->host_lo) >= e->stack_size + OC_STACK_RESERVE + OC_IN_PLACE_MARGIN;
+}
+
+/* ---- the call path on a spare stack ---------------------------------------
+ *
+ * The call path itself (binding, the shape function, which runs in place,
+ * the result checks and their messages) takes tens of KiB of stack before
+ * any kernel runs. A thread with a small stack (a 64 KiB pthread, Python's
+ * threading.stack_size(64 * 1024)) has no room for it: its calls run on a
+ * spare stack of the thread's core instead (mapped at the first such call,
+ * kept for the next), entered with swapcontext. Threads with room pay one
+ * comparison. A stack opcore cannot place (a coroutine's, a fiber's) is
+ * trusted. */
+/* The check costs a few instructions and no thread-local access (which in
+ * a shared library is a call to __tls_get_addr): a direct-mapped table
+ * keyed by the thread pointer (glibc places a thread's control block at
+ * the top of its stack) holds, per thread, the distance from the thread
+ * pointer down to the lowest usable byte of its stack: one 64-bit word,
+ * bits 12-43 of the thread pointer above the distance, read and written
+ * whole. A thread whose stack lies elsewhere (the main thread's control
+ * block is not on its stack) gets NO_LO, and the main thread is compared
+ * against its own bound. A thread's slot is cleared when it exits (its
+ * core's destructor); two threads sharing a slot only take the slow path
+ * more often. */
+#define ROOM_SLOTS 256
+#define NO_LO UINT32_MAX
+static struct {
+    _Alignas(64) _Atomic uintptr_t main_tp; /* the main thread's pointer, once seen */
+    const char *_Atomic main_lo;            /* the lowest usable byte of its stack */
+    _Alignas(64) _Atomic uint64_t table[ROOM_SLOTS];
+} room; /* cache lines of their own: read by every call, written once per thread */
+
+static inline size_t room_slot(uintptr_t tp) { return (size_t)((uint32_t)(tp >> 12) * 2654435761u >> 24); }
+
+/* sp on the stack whose lowest usable byte is lo, with less than the call
+ * path's room left (another stack: no) */
+static inline bool short_above(const char *sp, const char *lo)
+{
+    return sp >= lo && (size_t)(sp - lo) < OC_CALL_PATH_ROOM;
+}
+
+__attribute__((noinline)) static bool read_room(const char *sp, uintptr_t tp)
+{
+    oc_core *c = oc__thread_core();
+    if (!c) return false;
+    if (!c->host_known) host_bounds(c);
+    if (!c->host_lo) return false; /* unknown: trusted */
+    uintptr_t d = tp - (uintptr_t)c->host_lo;
+    bool near = tp > (uintptr_t)c->host_lo && d < NO_LO;
+    if (!near && getpid() == (pid_t)syscall(SYS_gettid)) { /* the main thread */
+        atomic_store(&room.main_lo, c->host_lo);
+        atomic_store(&room.main_tp, tp);
+    }
+    atomic_store_explicit(&room.table[room_slot(tp)], (uint64_t)(uint32_t)(tp >> 12) << 32 | (near ? d : NO_LO),
+                          memory_order_relaxed);
+    return sp < c->host_hi && short_above(sp, c->host_lo);
+}
+
+/* A thread's slot goes with it (another thread may get its pointer). */
+static void room_forget(void)
+{
+    uintptr_t tp = (uintptr_t)__builtin_thread_pointer();
+    _Atomic uint64_t *slot = &room.table[room_slot(tp)];
+    uint64_t w = atomic_load(slot);
+    if ((uint32_t)(w >> 32) == (uint32_t)(tp >> 12)) atomic_compare_exchange_strong(slot, &w, 0);
+}
+
+bool oc__call_stack_short(void)
+{
+    const char *sp = __builtin_frame_address(0);
+    uintptr_t tp = (uintptr_t)__builtin_thread_pointer();
+    uint64_t w = atomic_load_explicit(&room.table[room_slot(tp)], memory_order_relaxed);
+    if (__builtin_expect(!w || (uint32_t)(w >> 32) != (uint32_t)(tp >> 12), 0)) return read_room(sp, tp);
+    if ((uint32_t)w != NO_LO) return short_above(sp, (const char *)(tp - (uint32_t)w));
+    return tp == atomic_load_explicit(&room.main_tp, memory_order_relaxed) &&
+           short_above(sp, atomic_load_explicit(&room.main_lo, memory_order_relaxed));
+}
+
+static void spare_main(void)
+{
+    oc_core *c = tls_core;
+    asan_arrive(NULL, &c->spare_back_bottom, &c->spare_back_size);
+    c->spare_status = c->spare_fn(c->spare_arg);
+    /* this side ends (its fake stack goes); back to the thread's stack through uc_link */
+    asan_leave(NULL, c->spare_back_bottom, c->spare_back_size);
+}
+
+oc_status oc__run_on_spare_stack(oc_status (*fn)(void *arg), void *arg)
+{
+    oc_core *c = oc__thread_core();
+    if (!c) return oc_errcode();
+    if (!c->spare_map) {
+        size_t total = OC_SPARE_STACK + OC_STACK_GUARD;
+        char *map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        if (map == MAP_FAILED || mprotect(map, OC_STACK_GUARD, PROT_NONE) != 0) {
+            if (map != MAP_FAILED) munmap(map, total);
+            return oc_set_error(OC_ENOMEM, "the calling thread's stack has less than %zu KiB left for "
+                                "opcore's call path, and a spare stack of %zu KiB cannot be mapped",
+                                OC_CALL_PATH_ROOM >> 10, OC_SPARE_STACK >> 10);
+        }
+        c->spare_map = map;
+#ifdef OC_HAVE_VALGRIND
+        c->spare_valgrind = VALGRIND_STACK_REGISTER(map + OC_STACK_GUARD, map + total);
+#endif
+    }
+    c->spare_fn = fn;
+    c->spare_arg = arg;
+    ucontext_t back;
+    getcontext(&c->spare_ctx);
+    c->spare_ctx.uc_stack.ss_sp = c->spare_map + OC_STACK_GUARD;
+    c->spare_ctx.uc_stack.ss_size = OC_SPARE_STACK;
+    c->spare_ctx.uc_link = &back;
+    makecontext(&c->spare_ctx, spare_main, 0);
+    void *fake = NULL;
+    asan_leave(&fake, c->spare_map + OC_STACK_GUARD, OC_SPARE_STACK);
+    swapcontext(&back, &c->spare_ctx);
+    asan_arrive(fake, NULL, NULL);
+    return c->spare_status;
 }
 
 /* Run the prepared call on the kernel stack and come back. */
@@ -443,6 +577,7 @@ oc_status oc__core_run(oc_core *c, oc_exec *e, oc_core_mode mode, uint32_t id, u
     c->fault_signal = 0;
     c->ret = NULL;
     c->barriers = 0;
+    c->shared_calls = 0;
     memset(&c->counters, 0, sizeof c->counters);
 
     c->in_place = mode != OC_MODE_KERNEL || run_in_place(c, e);
@@ -453,9 +588,16 @@ oc_status oc__core_run(oc_core *c, oc_exec *e, oc_core_mode mode, uint32_t id, u
             c->ctx.guarded = 0;
         }
     } else {
-        oc_status st = ensure_stack(c, e->stack_size);
-        if (st != OC_OK) { oc__ctx_install(outer); c->ctx.mode = OC_MODE_IDLE; return st; }
-        run_on_kernel_stack(c);
+        if (ensure_stack(c, e->stack_size) == OC_OK) {
+            run_on_kernel_stack(c);
+        } else { /* the kernel does not run: the call (each share of a launch) fails */
+            char where[1024];
+            oc__core_where(c, where, sizeof where);
+            c->failed = true;
+            c->fail_status = OC_ENOMEM;
+            snprintf(c->fail_msg, sizeof c->fail_msg, "%s: %s (the op's stack size, %zu bytes)", where,
+                     oc_errmsg(), e->stack_size);
+        }
     }
     if (mode == OC_MODE_KERNEL) {
         oc__ctx_end(&c->ctx); /* e.g. streams the kernel left open */
@@ -470,6 +612,13 @@ oc_status oc__core_run(oc_core *c, oc_exec *e, oc_core_mode mode, uint32_t id, u
     oc__ctx_install(outer);
     c->ctx.mode = OC_MODE_IDLE;
     return c->failed ? c->fail_status : OC_OK;
+}
+
+void oc__exec_release(oc_exec *e)
+{
+    for (int k = 0; k < e->shared->n; k++) oc__aligned_free(e->shared->block[k]);
+    oc__free(e->shared);
+    e->shared = NULL;
 }
 
 void oc__core_release(oc_core *c)

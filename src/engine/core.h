@@ -48,6 +48,9 @@ typedef struct oc_dim_log {
  * path (the engine never calls up into it). */
 typedef void (*oc_share_fn)(struct oc_core *core, struct oc_exec *job, uint32_t id);
 
+/* oc_shared_alloc calls per launch (kernel.h). */
+#define OC_MAX_SHARED 8
+
 /* One call of a kernel or shape function, shared by all cores running it.
  * The engine knows nothing of ops: the caller (host/call.c) fills in what
  * to run and the names the engine's messages use. */
@@ -81,13 +84,29 @@ typedef struct oc_exec {
     bool debug;          /* a --debug build: TCM blocks get redzones (tcm.c) */
     oc_share_fn run_share;           /* multicore: runs one share */
     struct oc_exec_failure *failure; /* multicore: where shares report */
+    /* Workspaces shared by the launch's cores (kernel/collective.c:
+     * oc_shared_alloc), made by core 0, freed when the launch ends
+     * (oc__exec_release); NULL until the first (a pointer, not the table:
+     * every call fills an oc_exec). */
+    struct oc_shared_set *shared;
 } oc_exec;
+
+typedef struct oc_shared_set {
+    int n;
+    void *block[OC_MAX_SHARED];
+    size_t bytes[OC_MAX_SHARED];
+} oc_shared_set;
 
 /* The first failure among a multicore launch's shares. */
 typedef struct oc_exec_failure {
     atomic_int failed;
     oc_status status;
     char msg[4096];
+    /* what the shares of an op returning a Tensor returned: oc_dst_tensor()
+     * on some and NULL on others means a core may have left its share
+     * unwritten (host/call.c) */
+    atomic_bool some_dst, some_null;
+    _Atomic uint32_t null_share;   /* a share that returned NULL */
 } oc_exec_failure;
 
 typedef struct oc_stream_impl oc_stream_impl;
@@ -124,6 +143,7 @@ typedef struct oc_core {
     void *ret;                /* what the kernel returned */
     struct oc_dim_log *dim_log; /* shape mode: where oc_dim_* record (NULL: off) */
     uint32_t barriers;        /* oc_barrier calls of this share so far */
+    int shared_calls;         /* oc_shared_alloc calls of this share so far */
     oc_stream_impl *streams;  /* open streams (kernel/stream.c; closed by its ctx.at_end hook) */
     oc_prof_counters counters;
 
@@ -145,6 +165,17 @@ typedef struct oc_core {
     bool kernel_parked;       /* kernel_env is valid (the stack was entered) */
     const void *host_stack_bottom; /* the host stack, for ASan's fiber switches */
     size_t host_stack_size;
+
+    /* The call path on a spare stack, for threads with little room left
+     * (engine/core.c: oc__run_on_spare_stack). */
+    char *spare_map;          /* guard region + spare stack; NULL until needed */
+    unsigned spare_valgrind;  /* its valgrind stack id */
+    ucontext_t spare_ctx;
+    oc_status (*spare_fn)(void *arg);
+    void *spare_arg;
+    oc_status spare_status;
+    const void *spare_back_bottom; /* the thread's own stack, for ASan */
+    size_t spare_back_size;
 } oc_core;
 
 /* The program id of instance `id` of a grid launch: its row-major
@@ -199,6 +230,24 @@ bool oc__direct_plan(const ffi_cif *cif, uint8_t *kinds);
 /* Load the registers of a direct call of `e` (e->direct set) from its
  * argument slots. */
 void oc__direct_load(const oc_exec *e, oc_direct_regs *regs);
+
+/* Stack the call path (binding, the shape function, result checks and
+ * their messages) may take on the calling thread before a kernel runs. */
+#define OC_CALL_PATH_ROOM ((size_t)128 * 1024)
+
+/* Whether the calling thread's stack has less than OC_CALL_PATH_ROOM left
+ * below here (a stack opcore cannot place: no). Creates the thread's core. */
+bool oc__call_stack_short(void);
+
+/* Run fn(arg) on a spare stack of the calling thread's core (1 MiB, mapped
+ * at the first use) and come back with what it returned: the call path of
+ * a thread whose own stack is short. OC_ENOMEM if the spare stack cannot
+ * be mapped (fn does not run). */
+oc_status oc__run_on_spare_stack(oc_status (*fn)(void *arg), void *arg);
+
+/* Free what a finished launch of `exec` kept for all its cores (the
+ * workspaces of oc_shared_alloc); the exec can run again. */
+void oc__exec_release(oc_exec *exec);
 
 /* Free everything a finished call left on the core (temporaries, TCM). */
 void oc__core_release(oc_core *core);

@@ -514,3 +514,11 @@ void oc__pool_allreduce(oc_core *core, const void *mine, oc_combine_fn combine, 
     for (uint32_t i = 1; i < core->exec->ncores; i++) combine(out, &pool.slots[i]);
     oc__pool_barrier(core); /* nobody overwrites a slot before all have read */
 }
+
+void *const *oc__pool_publish(oc_core *core, void *mine)
+{
+    pool.slots[core->id] = (uint64_t)(uintptr_t)mine;
+    oc__pool_barrier(core);
+    _Static_assert(sizeof(void *) <= sizeof *pool.slots, "a pointer fits a slot");
+    return (void *const *)(void *)pool.slots;
+}

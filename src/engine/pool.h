@@ -23,4 +23,8 @@ typedef void (*oc_combine_fn)(void *acc, const void *value);
 void oc__pool_barrier(oc_core *core);
 void oc__pool_allreduce(oc_core *core, const void *mine, oc_combine_fn combine, void *out);
 
+/* Publish one pointer per share and wait for all: the returned array holds
+ * every share's, in share order, until the calling share's next barrier. */
+void *const *oc__pool_publish(oc_core *core, void *mine);
+
 #endif /* OPCORE_ENGINE_POOL_H */

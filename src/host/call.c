@@ -249,7 +249,7 @@ static oc_status bind_arg(const struct oc_op *op, int i, oc_value v, bool need_d
         named.op = op->qualname;
         named.arg = a->name;
         if (!v.v.dict) return arg_error(op, i, -1, "expected a Dict, got NULL (pass an empty dictionary for none)");
-        if (oc_dict_validate(&named)) return OC_EINVAL;
+        if (oc_dict_validate(&named)) return oc_errcode();
         value_slot(f, i, true)->dict = named;
         break;
     }
@@ -462,6 +462,11 @@ static void run_share(oc_core *core, oc_exec *job, uint32_t id)
                  "tensor other than oc_dst_tensor(): each core writes its share of the result into "
                  "oc_dst_tensor() and returns it (or NULL)", op->qualname, op->def.kernel_name, id);
     }
+    if (!core->failed && op->returns_tensor) { /* NULL on some shares, the result on others: below */
+        atomic_bool *seen = core->ret ? &job->failure->some_dst : &job->failure->some_null;
+        if (!core->ret) atomic_store_explicit(&job->failure->null_share, id, memory_order_relaxed);
+        if (!atomic_load_explicit(seen, memory_order_relaxed)) atomic_store_explicit(seen, true, memory_order_relaxed);
+    }
     /* The first failing share reports for the launch; the core may run
      * another share next, so its own record does not last. */
     if (core->failed && atomic_exchange(&job->failure->failed, 1) == 0) {
@@ -501,11 +506,21 @@ static oc_status run_multi(const struct oc_op *op, oc_exec *e)
     if (!caller) return oc_errcode();
     oc_exec_failure failure;
     atomic_init(&failure.failed, 0);
+    atomic_init(&failure.some_dst, false);
+    atomic_init(&failure.some_null, false);
+    atomic_init(&failure.null_share, 0);
     e->failure = &failure;
     e->run_share = run_share;
     uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
     oc_status st = oc__pool_launch(caller, e);
     if (st == OC_OK && atomic_load(&failure.failed)) st = oc_set_error(failure.status, "%s", failure.msg);
+    if (st == OC_OK && atomic_load(&failure.some_dst) && atomic_load(&failure.some_null))
+        st = oc_set_error(OC_EKERNEL, "op '%s': kernel '%s' returned oc_dst_tensor() on some %s and NULL on "
+                          "%s %u, which may have left its share of the result unwritten: return "
+                          "oc_dst_tensor() from every %s (or NULL from every one)", op->qualname,
+                          op->def.kernel_name, e->grid_ndim ? "program instances" : "cores",
+                          e->grid_ndim ? "instance" : "core", atomic_load(&failure.null_share),
+                          e->grid_ndim ? "instance" : "core");
     if (t0) oc__prof_host(OC_PROF_DISPATCH, op->qualname, t0, oc__prof_now());
     return st;
 }
@@ -585,6 +600,7 @@ oc_status oc__frame_execute(const struct oc_op *op, call_frame *f, oc_tensor *ou
     uint64_t *sums = NULL; /* debug builds: the inputs' checksums (debug_inputs.c) */
     if (st == OC_OK && debug) st = oc__debug_inputs_sum(op, f, &sums);
     if (st == OC_OK) st = launch ? run_multi(op, &e) : run_single(op, &e);
+    if (e.shared) oc__exec_release(&e);
     if (sums) st = oc__debug_inputs_check(op, f, sums, st);
     while (nrz-- > 0) st = oc__redzone_end(&dsts[nrz], &rz[nrz], st);
     if (f->ndense) st = oc__frame_write_back(f, st); /* dense copies back into the caller's tensors */
@@ -624,7 +640,9 @@ oc_status oc__launch_run(const struct oc_op *op, oc__launch *l, const oc_tensor 
         l->dsts[i] = outs[i];
         l->dsts[i].flags &= ~(uint32_t)(OC_TENSOR_READONLY | OC_TENSOR_OWNED);
     }
-    return run_single(op, &l->exec);
+    oc_status st = run_single(op, &l->exec);
+    if (l->exec.shared) oc__exec_release(&l->exec);
+    return st;
 }
 
 bool oc__frame_regs(const struct oc_op *op, call_frame *f, oc_direct_regs *regs)
@@ -646,10 +664,24 @@ oc_status oc__need_outs(const struct oc_op *op, const oc_tensor *outs, const cha
 
 /* ---- the host API ----------------------------------------------------------------- */
 
-oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tensor *out_meta)
+/* A call from a thread whose stack is short runs on its core's spare
+ * stack (engine/core.c: oc__call_stack_short): the arguments of the entry
+ * point, for the thunk that runs there. */
+typedef struct spare_call {
+    const oc_op *op;
+    const oc_value *args;
+    int nargs;
+    oc_alloc_fn alloc;
+    void *alloc_ctx;
+    oc_tensor *outs;
+    const oc_grid *grid;
+    const char *api;
+} spare_call;
+
+__attribute__((noinline)) static oc_status infer_here(const oc_op *op, const oc_value *args, int nargs,
+                                                      oc_tensor *out_meta)
 {
     call_frame f;
-    if (!op) return oc_set_error(OC_EINVAL, "oc_op_infer: op is required");
     oc_tensor scratch[OC_MAX_RESULTS];
     f.nheap = 0;
     oc_status st = oc__op_enter(op);
@@ -661,6 +693,21 @@ oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tenso
     oc__op_leave(op);
     if (st) oc__error_in_op(op->qualname);
     return st;
+}
+
+static oc_status infer_spare(void *p)
+{
+    const spare_call *a = p;
+    return infer_here(a->op, a->args, a->nargs, a->outs);
+}
+
+oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tensor *out_meta)
+{
+    if (!op) return oc_set_error(OC_EINVAL, "oc_op_infer: op is required");
+    if (__builtin_expect(oc__call_stack_short(), 0))
+        return oc__run_on_spare_stack(infer_spare,
+                                      &(spare_call){.op = op, .args = args, .nargs = nargs, .outs = out_meta});
+    return infer_here(op, args, nargs, out_meta);
 }
 
 /* A fresh result of several MiB is about to be written whole by the
@@ -685,8 +732,9 @@ static void advise_fresh(const oc_tensor *t)
 
 /* Bind, infer, get the fresh results' buffers, run. `alloc` NULL: the
  * caller gave them in `outs` (oc_op_call). `api` names the entry point. */
-static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_alloc_fn alloc, void *alloc_ctx,
-                         oc_tensor *outs, const oc_grid *grid, const char *api)
+__attribute__((noinline)) static oc_status call_op_here(const oc_op *op, const oc_value *args, int nargs,
+                                                        oc_alloc_fn alloc, void *alloc_ctx, oc_tensor *outs,
+                                                        const oc_grid *grid, const char *api)
 {
     call_frame f;
     oc_tensor metas[OC_MAX_RESULTS];
@@ -726,6 +774,21 @@ static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_al
     return st;
 }
 
+static oc_status call_op_spare(void *p)
+{
+    const spare_call *a = p;
+    return call_op_here(a->op, a->args, a->nargs, a->alloc, a->alloc_ctx, a->outs, a->grid, a->api);
+}
+
+static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_alloc_fn alloc, void *alloc_ctx,
+                         oc_tensor *outs, const oc_grid *grid, const char *api)
+{
+    if (__builtin_expect(oc__call_stack_short(), 0))
+        return oc__run_on_spare_stack(call_op_spare,
+                                      &(spare_call){op, args, nargs, alloc, alloc_ctx, outs, grid, api});
+    return call_op_here(op, args, nargs, alloc, alloc_ctx, outs, grid, api);
+}
+
 oc_status oc_op_call(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs)
 {
     if (!op) return oc_set_error(OC_EINVAL, "oc_op_call: op is required");
@@ -738,10 +801,9 @@ oc_status oc_op_call_grid(const oc_op *op, const oc_value *args, int nargs, oc_t
     return call_op(op, args, nargs, NULL, NULL, outs, grid, "oc_op_call_grid");
 }
 
-oc_status oc_op_call_prechecked(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs,
-                                const oc_grid *grid)
+__attribute__((noinline)) static oc_status prechecked_here(const oc_op *op, const oc_value *args, int nargs,
+                                                           oc_tensor *outs, const oc_grid *grid)
 {
-    if (!op) return oc_set_error(OC_EINVAL, "oc_op_call_prechecked: op is required");
     /* A shape function that sets the launch grid must run: the grid is
      * part of its answer. */
     if (atomic_load_explicit(&op->shape_sets_grid, memory_order_relaxed))
@@ -762,6 +824,22 @@ oc_status oc_op_call_prechecked(const oc_op *op, const oc_value *args, int nargs
     if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());
     if (st) oc__error_in_op(op->qualname);
     return st;
+}
+
+static oc_status prechecked_spare(void *p)
+{
+    const spare_call *a = p;
+    return prechecked_here(a->op, a->args, a->nargs, a->outs, a->grid);
+}
+
+oc_status oc_op_call_prechecked(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs,
+                                const oc_grid *grid)
+{
+    if (!op) return oc_set_error(OC_EINVAL, "oc_op_call_prechecked: op is required");
+    if (__builtin_expect(oc__call_stack_short(), 0))
+        return oc__run_on_spare_stack(prechecked_spare, &(spare_call){.op = op, .args = args, .nargs = nargs,
+                                                                      .outs = outs, .grid = grid});
+    return prechecked_here(op, args, nargs, outs, grid);
 }
 
 oc_status oc_op_run(const oc_op *op, const oc_value *args, int nargs, oc_alloc_fn alloc, void *alloc_ctx,

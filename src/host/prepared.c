@@ -113,8 +113,8 @@ static oc_status copy_args(oc_call *c, const oc_value *args)
     return OC_OK;
 }
 
-oc_status oc_call_prepare(const oc_op *op, const oc_value *args, int nargs, const oc_tensor *outs,
-                          const oc_grid *grid, oc_call **out)
+__attribute__((noinline)) static oc_status prepare_here(const oc_op *op, const oc_value *args, int nargs,
+                                                        const oc_tensor *outs, const oc_grid *grid, oc_call **out)
 {
     if (!out) return oc_set_error(OC_EINVAL, "oc_call_prepare: `call` (where the prepared call goes) is required");
     *out = NULL;
@@ -152,6 +152,31 @@ oc_status oc_call_prepare(const oc_op *op, const oc_value *args, int nargs, cons
     return OC_OK;
 }
 
+/* A thread whose stack is short prepares and runs its calls on its core's
+ * spare stack (engine/core.c: oc__call_stack_short). */
+typedef struct spare_prepare {
+    const oc_op *op;
+    const oc_value *args;
+    int nargs;
+    const oc_tensor *outs;
+    const oc_grid *grid;
+    oc_call **out;
+} spare_prepare;
+
+static oc_status prepare_spare(void *p)
+{
+    const spare_prepare *a = p;
+    return prepare_here(a->op, a->args, a->nargs, a->outs, a->grid, a->out);
+}
+
+oc_status oc_call_prepare(const oc_op *op, const oc_value *args, int nargs, const oc_tensor *outs,
+                          const oc_grid *grid, oc_call **out)
+{
+    if (__builtin_expect(oc__call_stack_short(), 0))
+        return oc__run_on_spare_stack(prepare_spare, &(spare_prepare){op, args, nargs, outs, grid, out});
+    return prepare_here(op, args, nargs, outs, grid, out);
+}
+
 /* The name of data slot k in messages: the argument's, or "result r". */
 static void slot_name(const oc_call *c, int k, char *buf, size_t cap)
 {
@@ -181,7 +206,7 @@ static oc_status null_data(const oc_call *c, int k)
     return oc_set_error(OC_EINVAL, "op '%s': oc_call_run: data pointer %d (%s) is NULL", c->op->qualname, k, what);
 }
 
-oc_status oc_call_run(oc_call *c, void *const *data)
+__attribute__((noinline)) static oc_status run_here(oc_call *c, void *const *data)
 {
     oc_status st = need_call(c, "oc_call_run");
     if (st) return st;
@@ -224,4 +249,17 @@ oc_status oc_call_run(oc_call *c, void *const *data)
     if (t0) oc__prof_host(OC_PROF_CALL, op->qualname, t0, oc__prof_now());
     if (st) oc__error_in_op(op->qualname);
     return st;
+}
+
+static oc_status run_spare(void *p)
+{
+    void **a = p;
+    return run_here(a[0], a[1]);
+}
+
+oc_status oc_call_run(oc_call *c, void *const *data)
+{
+    if (__builtin_expect(oc__call_stack_short(), 0))
+        return oc__run_on_spare_stack(run_spare, (void *[]){c, (void *)data});
+    return run_here(c, data);
 }

@@ -1,6 +1,8 @@
 /* Collecting a library's oc_def() calls by running its OC_LIBRARY block. */
 #include <dlfcn.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,31 @@ __attribute__((format(printf, 2, 3))) static void def_error(oc_library_builder *
     va_start(ap, fmt);
     vsnprintf(m->message, sizeof m->message, fmt, ap);
     va_end(ap);
+}
+
+/* .grid: 1 to 3 axes of >= 1 programs, then 0s (no axis); fewer than
+ * 2^31 instances, as for a shape function's or a caller's grid. */
+static bool grid_error(oc_library_builder *m, const char *op, const int64_t *g)
+{
+    int n = 0;
+    while (n < 3 && g[n] != 0) n++;
+    int64_t total = 1;
+    for (int a = 0; a < 3; a++) {
+        const char *why = a < n && g[a] < 1 ? "every axis needs at least 1 program"
+                          : a >= n && g[a] != 0 ? "an axis after a 0 (the grid's end)"
+                          : NULL;
+        if (!why && a < n) {
+            total = g[a] > INT32_MAX ? (int64_t)INT32_MAX + 1 : total * g[a];
+            if (total > INT32_MAX) why = "more than 2^31 - 1 program instances in all";
+        }
+        if (why) {
+            def_error(m, "library '%s', op '%s': .grid = {%lld, %lld, %lld}: axis %d is %lld: %s",
+                      m->defs->name, op, (long long)g[0], (long long)g[1], (long long)g[2], a,
+                      (long long)g[a], why);
+            return true;
+        }
+    }
+    return false;
 }
 
 void oc_def_op(oc_library_builder *m, const char *schema, oc_fn shape_fn, const char *shape_fn_name,
@@ -51,6 +78,7 @@ void oc_def_op(oc_library_builder *m, const char *schema, oc_fn shape_fn, const 
         def_error(m, "library '%s', op '%s': .multicore and .single_core are both set", defs->name, op);
         return;
     }
+    if (grid_error(m, op, def.options.grid)) return;
     if (!shape_fn && oc__schema_fresh_results(&def.schema) > 0) {
         def_error(m, "library '%s', op '%s': the shape function is NULL, but the op has %d new "
                      "result%s to describe", defs->name, op, oc__schema_fresh_results(&def.schema),

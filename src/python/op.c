@@ -444,8 +444,12 @@ static int convert_dict(const oc_op *op, int i, PyObject *a, oc_value *val, aren
     pos = 0;
     for (Py_ssize_t k = 0; PyDict_Next(a, &pos, &key, &x); k++) {
         if (!PyUnicode_Check(key)) return dict_error(op, i, key, "keys must be str", key);
-        entries[k].key = PyUnicode_AsUTF8(key);
-        if (!entries[k].key || dict_value(op, i, key, x, &entries[k], &store) < 0) return -1;
+        Py_ssize_t klen = 0;
+        entries[k].key = PyUnicode_AsUTF8AndSize(key, &klen);
+        if (!entries[k].key) return -1;
+        if (strlen(entries[k].key) != (size_t)klen)
+            return dict_error(op, i, key, "a key may not hold a NUL character (the kernel gets a C string)", key);
+        if (dict_value(op, i, key, x, &entries[k], &store) < 0) return -1;
     }
     *d = oc_dict_of(entries, n);
     *val = oc_value_dict(d);

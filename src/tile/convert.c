@@ -1,5 +1,6 @@
 /* Dtype conversion of element runs between tensors and tiles. */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "core/internal.h"
@@ -17,6 +18,61 @@ bool oc__tile_want_f32(const oc_tile *t, const char *fn, const char *arg)
     if (t->dtype == OC_FLOAT32) return true;
     oc__raise(OC_EINVAL, "%s: argument '%s' is a %s tile, want float32 (oc_tile_copy converts)", fn, arg,
               oc_dtype_name(t->dtype));
+    return false;
+}
+
+bool oc__tile_want_convertible(const oc_tile *t, const char *fn, const char *arg)
+{
+    if (oc__tile_dtype_ok(t->dtype) || t->dtype == OC_FLOAT64) return true;
+    oc__raise(OC_EINVAL, "%s: argument '%s' is a %s tile; tiles hold float32, bfloat16, float16, int8 or "
+              "int32 (float64 tensors convert on the way in and out)", fn, arg, oc_dtype_name(t->dtype));
+    return false;
+}
+
+/* The lowest and one past the highest byte t's elements touch. */
+static void tile_span(const oc_tile *t, uintptr_t *lo, uintptr_t *hi)
+{
+    int64_t es = (int64_t)oc_dtype_size(t->dtype);
+    int64_t r = (t->rows - 1) * t->rs * es, c = (t->cols - 1) * t->cs * es;
+    uintptr_t p = (uintptr_t)t->data;
+    *lo = p + (uintptr_t)((r < 0 ? r : 0) + (c < 0 ? c : 0));
+    *hi = p + (uintptr_t)((r > 0 ? r : 0) + (c > 0 ? c : 0) + es);
+}
+
+/* Whether some element of a is an element of b: with equal strides and
+ * dtypes, whether the offset between them is i * rs + j * cs for a row
+ * and column distance the shapes allow (one check per row distance);
+ * with different ones, any shared byte counts. */
+static bool tiles_share(const oc_tile *a, const oc_tile *b)
+{
+    uintptr_t alo, ahi, blo, bhi;
+    tile_span(a, &alo, &ahi);
+    tile_span(b, &blo, &bhi);
+    if (ahi <= blo || bhi <= alo) return false; /* apart: the common case, at once */
+    int64_t es = (int64_t)oc_dtype_size(a->dtype);
+    intptr_t bytes = (intptr_t)((uintptr_t)b->data - (uintptr_t)a->data);
+    if (a->dtype != b->dtype || a->rs != b->rs || a->cs != b->cs || bytes % es) return true;
+    int64_t delta = (int64_t)(bytes / es); /* b's (0, 0) is a's element at this offset */
+    /* shared: delta = di * rs + dj * cs, di in (-b->rows, a->rows), dj in (-b->cols, a->cols) */
+    for (int64_t di = -(b->rows - 1); di <= a->rows - 1; di++) {
+        int64_t rest = delta - di * a->rs;
+        if (a->cs == 0 ? rest == 0 : rest % a->cs == 0 && rest / a->cs > -b->cols && rest / a->cs < a->cols)
+            return true;
+        if (a->rs == 0) break; /* every row distance gives the same offset */
+    }
+    return false;
+}
+
+bool oc__tile_apart(const oc_tile *dst, const oc_tile *src, bool same_ok, const char *fn, const char *src_name)
+{
+    bool same = same_ok && dst->data == src->data && dst->rows == src->rows && dst->cols == src->cols &&
+                dst->rs == src->rs && dst->cs == src->cs && dst->dtype == src->dtype;
+    if (same || !tiles_share(dst, src)) return true;
+    if (!same_ok)
+        oc__raise(OC_EINVAL, "%s: dst and '%s' share elements (it cannot work in place)", fn, src_name);
+    else
+        oc__raise(OC_EINVAL, "%s: dst and '%s' overlap in part (dst may be the very same tile as an "
+                  "operand, never a part of it or a tile sharing some of its elements)", fn, src_name);
     return false;
 }
 

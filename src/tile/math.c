@@ -34,6 +34,7 @@ static bool check_shapes(const char *fn, const oc_tile *dst, const oc_tile *a, c
 {
     if (!oc__tile_want_f32(dst, fn, "dst") || !oc__tile_want_f32(a, fn, "a") || (b && !oc__tile_want_f32(b, fn, "b")))
         return false;
+    if (!oc__tile_apart(dst, a, true, fn, "a") || (b && !oc__tile_apart(dst, b, true, fn, "b"))) return false;
     if (fits(a, dst->rows, dst->cols) && (!b || fits(b, dst->rows, dst->cols))) return true;
     oc__raise(OC_EINVAL, "%s: dst is %lld x %lld, a %lld x %lld%s%lld x %lld (each operand must match dst "
               "or be 1 along a dim)", fn, (long long)dst->rows, (long long)dst->cols, (long long)a->rows,
@@ -578,6 +579,9 @@ void oc_tile_transpose(oc_tile *dst, const oc_tile *a)
                   (long long)a->rows, oc_dtype_name(a->dtype));
         return;
     }
+    if (!oc__tile_want_convertible(a, "oc_tile_transpose", "a") ||
+        !oc__tile_apart(dst, a, a->rows * a->cols == 1, "oc_tile_transpose", "a"))
+        return;
     size_t es = oc_dtype_size(a->dtype);
     enum { B = 16 }; /* 16 x 16 blocks: both sides stay in L1 */
     for (int64_t i0 = 0; i0 < a->rows; i0 += B)

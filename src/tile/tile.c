@@ -97,6 +97,11 @@ oc_tile oc_tile_of_tensor(const oc_tensor *x, int64_t batch)
     oc_tile t = {0};
     oc__tile_mat m;
     if (!matrix_of(x, batch, "oc_tile_of_tensor", &m)) return t;
+    if (!oc__tile_dtype_ok(m.dtype) && m.dtype != OC_FLOAT64) {
+        oc__raise(OC_EINVAL, "oc_tile_of_tensor: a %s tensor; tiles hold float32, bfloat16, float16, int8 or "
+                  "int32 (float64 tensors convert on the way in and out)", oc_dtype_name(m.dtype));
+        return t;
+    }
     t.data = m.data;
     t.rows = m.rows;
     t.cols = m.cols;
@@ -141,6 +146,7 @@ float oc_tile_get(const oc_tile *t, int64_t i, int64_t j)
                   (long long)j, (long long)t->rows, (long long)t->cols);
         return NAN;
     }
+    if (!oc__tile_want_convertible(t, "oc_tile_get", "t")) return NAN;
     return oc__tile_load1((const char *)t->data + (i * t->rs + j * t->cs) * (int64_t)oc_dtype_size(t->dtype),
                           t->dtype);
 }
@@ -152,6 +158,7 @@ void oc_tile_set(oc_tile *t, int64_t i, int64_t j, float v)
                   (long long)j, (long long)t->rows, (long long)t->cols);
         return;
     }
+    if (!oc__tile_want_convertible(t, "oc_tile_set", "t")) return;
     oc__tile_store1((char *)t->data + (i * t->rs + j * t->cs) * (int64_t)oc_dtype_size(t->dtype), t->dtype, v);
 }
 
@@ -272,6 +279,10 @@ void oc_tile_copy(oc_tile *dst, const oc_tile *src)
                   (long long)dst->rows, (long long)dst->cols, (long long)src->rows, (long long)src->cols);
         return;
     }
+    const char *fn = "oc_tile_copy";
+    if (!oc__tile_want_convertible(dst, fn, "dst") || !oc__tile_want_convertible(src, fn, "src") ||
+        !oc__tile_apart(dst, src, true, fn, "src"))
+        return;
     size_t des = oc_dtype_size(dst->dtype), ses = oc_dtype_size(src->dtype);
     for (int64_t i = 0; i < dst->rows; i++)
         oc__tile_convert_run((char *)dst->data + i * dst->rs * (int64_t)des, dst->dtype, dst->cs,
@@ -281,6 +292,7 @@ void oc_tile_copy(oc_tile *dst, const oc_tile *src)
 
 void oc_tile_fill(oc_tile *t, float v)
 {
+    if (!oc__tile_want_convertible(t, "oc_tile_fill", "t")) return;
     size_t es = oc_dtype_size(t->dtype);
     for (int64_t i = 0; i < t->rows; i++)
         oc__tile_fill_run((char *)t->data + i * t->rs * (int64_t)es, t->dtype, t->cs, t->cols, v);

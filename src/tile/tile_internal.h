@@ -33,4 +33,13 @@ void oc__tile_fill_run(void *dst, oc_dtype dt, int64_t cs, int64_t n, float v);
 /* Fails the kernel unless t is float32 ("fn: argument 'arg' is int8, want float32"). */
 bool oc__tile_want_f32(const oc_tile *t, const char *fn, const char *arg);
 
+/* Fails the kernel unless t's dtype converts (a tile dtype, or float64 from
+ * a tensor): a complex or int64 tile names the function and argument. */
+bool oc__tile_want_convertible(const oc_tile *t, const char *fn, const char *arg);
+
+/* Fails the kernel if dst and src share elements without being the very
+ * same tile (tile.h: in place yes, partial overlap no; same_ok false: not
+ * even the same tile). Tiles whose bytes do not meet cost two comparisons. */
+bool oc__tile_apart(const oc_tile *dst, const oc_tile *src, bool same_ok, const char *fn, const char *src_name);
+
 #endif

@@ -127,6 +127,31 @@ static void test_validate(void **state)
     assert_msg("key 'k' has an unknown kind 99");
 }
 
+/* Many keys are checked in one pass (a table, not every pair): 100k
+ * distinct keys pass; a key repeated far apart is found, naming both
+ * entries. */
+static void test_validate_many_keys(void **state)
+{
+    (void)state;
+    enum { N = 100000 };
+    static oc_dict_entry e[N];
+    static char keys[N][16];
+    for (int k = 0; k < N; k++) {
+        snprintf(keys[k], sizeof keys[k], "key%d", k);
+        e[k] = oc_dict_int(keys[k], k);
+    }
+    oc_dict d = oc_dict_of(e, N);
+    assert_int_equal(oc_dict_validate(&d), OC_OK);
+    e[N - 1].key = keys[17];
+    assert_int_equal(oc_dict_validate(&d), OC_EINVAL);
+    assert_msg("key 'key17' appears twice (entries 17 and 99999)");
+    e[N - 1].key = keys[N - 1];
+    e[20].key = "";
+    e[30].key = ""; /* the empty key twice */
+    assert_int_equal(oc_dict_validate(&d), OC_EINVAL);
+    assert_msg("key '' appears twice (entries 20 and 30)");
+}
+
 /* fill(Tensor x, Dict attrs) -> Tensor: a float32 vector of attrs["n"]
  * items (read by the shape function), each x[0] * scale + sum(offsets). */
 static const char k_compute[] =
@@ -212,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_typed_lookups),
         cmocka_unit_test(test_lookup_errors_name_key_and_kinds),
         cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_validate_many_keys),
         cmocka_unit_test(test_host_call_with_a_dict),
     };
     return oc_test_run("dict", tests, NULL, NULL);

@@ -222,6 +222,43 @@ static void test_bad_grids_are_errors(void **state)
                  "oc_program_id(3): the axis must be 0, 1 or 2");
 }
 
+/* A bad .grid in oc_def is refused when the library loads, naming the
+ * library, the op and the axis, as a bad grid from a shape function or
+ * the caller is refused per call. */
+static void test_bad_grid_option_refused_at_load(void **state)
+{
+    (void)state;
+    static const char *grids[][2] = {
+        {"{-2, 2}", "axis 0 is -2: every axis needs at least 1 program"},
+        {"{2, -1}", "axis 1 is -1: every axis needs at least 1 program"},
+        {"{2, 0, 3}", "axis 2 is 3: an axis after a 0"},
+        {"{1 << 20, 1 << 20}", "more than 2^31 - 1 program instances"},
+    };
+    const char *compute = "#include <opcore/kernel.h>\n"
+                          "oc_tensor *k(const oc_tensor *x) { (void)x; return oc_dst_tensor(); }\n";
+    for (int i = 0; i < 4; i++) {
+        char shape[512], name[32];
+        snprintf(name, sizeof name, "badgrid%d", i);
+        snprintf(shape, sizeof shape,
+                 "#include <opcore/library.h>\n"
+                 "static oc_tensor *same(const oc_tensor *x) { return oc_empty_like(x); }\n"
+                 "OC_LIBRARY(%s, m) { oc_def(m, \"g(Tensor x) -> Tensor\", same, \"k\", .grid = %s); }\n",
+                 name, grids[i][0]);
+        oc_status st;
+        const char *path = test_build(name, compute, shape, (test_lib_options){0}, &st);
+        if (path) { /* the build ran the block too: else it refused it already */
+            oc_library *bad = NULL;
+            assert_int_equal(oc_library_load(path, &bad), OC_EINVAL);
+            assert_null(bad);
+        }
+        char op[64];
+        snprintf(op, sizeof op, "library '%s', op 'g': .grid = {", name);
+        test_assert_contains(oc_errmsg(), op);
+        test_assert_contains(oc_errmsg(), grids[i][1]);
+    }
+    check_marks(NULL, 2, (int64_t[]){2, 2}); /* the loaded library still works */
+}
+
 /* A failing instance fails the call; the rest of the grid is skipped. */
 static void test_failing_instance_fails_the_launch(void **state)
 {
@@ -241,6 +278,7 @@ int main(void)
         cmocka_unit_test(test_multicore_op_is_a_grid_of_cores),
         cmocka_unit_test(test_collectives_refused_in_a_grid),
         cmocka_unit_test(test_bad_grids_are_errors),
+        cmocka_unit_test(test_bad_grid_option_refused_at_load),
         cmocka_unit_test(test_failing_instance_fails_the_launch),
     };
     return oc_test_run("grid", tests, setup, teardown);

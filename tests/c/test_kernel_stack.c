@@ -10,9 +10,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -44,6 +46,9 @@ static const char shape[] =
     "OC_LIBRARY(kstack, m) {\n"
     "    oc_def(m, \"where(Tensor x) -> Tensor\", one, \"where\");\n"
     "    oc_def(m, \"deep(Tensor x, int n) -> Tensor\", one_n, \"deep\");\n"
+    "    oc_def(m, \"huge(Tensor x) -> Tensor\", one, \"where\", .stack_size = (size_t)1 << 30);\n"
+    "    oc_def(m, \"huge_mc(Tensor x) -> Tensor\", one, \"where\", .stack_size = (size_t)1 << 30,\n"
+    "           .multicore = true);\n"
     "}\n";
 
 static oc_library *lib;
@@ -105,6 +110,14 @@ static bool overflow_ok(bool on_this_thread)
     return !on_this_thread || (getrlimit(RLIMIT_STACK, &r) == 0 && r.rlim_cur != RLIM_INFINITY);
 }
 
+/* What `deep` computes for n: pad[0] is (char)n at every level. */
+static int64_t deep_sum(int64_t n)
+{
+    int64_t s = 0;
+    for (int64_t k = n; k >= 0; k--) s += (char)k;
+    return s;
+}
+
 static oc_status deep(int64_t n)
 {
     float one = 1;
@@ -150,6 +163,49 @@ static void test_small_thread_stacks_use_the_engines(void **state)
     assert_true((intptr_t)ok);
 }
 
+/* A thread with a 64 KiB stack (Python's threading.stack_size(64 * 1024)
+ * makes such threads; libopcore's thread-local data takes about 22 KiB of
+ * it): its calls run the call path (binding, the shape function, messages)
+ * on a spare stack and the kernel on the engine's; errors come back as
+ * usual, and the next call works. */
+static void *on_tiny_thread(void *unused)
+{
+    (void)unused;
+    bool ok = true;
+    for (int i = 0; i < 3; i++) ok = ok && !kernel_ran_here() && deep(10) == OC_OK;
+    /* an error comes back as usual, and the next call works */
+    float one = 1;
+    int64_t got = 0;
+    oc_tensor x, out, meta;
+    oc_tensor_init(&x, &one, OC_FLOAT32, 1, (int64_t[]){1});
+    oc_tensor_init(&out, &got, OC_INT64, 1, (int64_t[]){1});
+    oc_value args[] = {oc_value_tensor(&x), oc_value_int(10)};
+    ok = ok && oc_op_call(test_op("kstack::deep"), args, 1, &out) == OC_EINVAL &&
+         strstr(oc_errmsg(), "kstack::deep") != NULL;
+    ok = ok && oc_op_infer(test_op("kstack::deep"), args, 2, &meta) == OC_OK && meta.dtype == OC_INT64;
+    oc_call *call = NULL;
+    ok = ok && oc_call_prepare(test_op("kstack::deep"), args, 2, &out, NULL, &call) == OC_OK;
+    ok = ok && oc_call_run(call, (void *[]){&one, &got}) == OC_OK && got == deep_sum(10);
+    oc_call_free(call);
+    return (void *)(intptr_t)(ok && deep(10) == OC_OK);
+}
+
+static void test_tiny_thread_stacks(void **state)
+{
+    (void)state;
+    for (size_t kib = 64; kib <= 128; kib *= 2) {
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setstacksize(&a, kib * 1024);
+        pthread_t t;
+        void *ok;
+        assert_int_equal(pthread_create(&t, &a, on_tiny_thread, NULL), 0);
+        pthread_attr_destroy(&a);
+        assert_int_equal(pthread_join(t, &ok), 0);
+        if (!(intptr_t)ok) fail_msg("a thread with a %zu KiB stack: %s", kib, oc_errmsg());
+    }
+}
+
 static void test_engine_stack_when_asked(void **state)
 {
     (void)state;
@@ -175,11 +231,47 @@ static void test_overflow_on_the_calling_threads_stack(void **state)
     assert_true(kernel_ran_here() || !in_place_expected());
 }
 
+/* An op whose stack cannot be mapped (here: an address-space limit below
+ * its 1 GiB) fails naming the op and the stack; its kernel never ran, so
+ * there is no result to hand back. The next call works. */
+static void test_unmappable_stack_fails_the_call(void **state)
+{
+    (void)state;
+    if (getenv("OC_UNDER_VALGRIND")) skip(); /* valgrind keeps its own address-space limits */
+    assert_int_equal(deep(10), OC_OK);
+    struct rlimit r;
+    assert_int_equal(getrlimit(RLIMIT_AS, &r), 0);
+    r.rlim_cur = (rlim_t)768 << 20; /* leaves room for the rest, not for 1 GiB */
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%lu", &pages), 1);
+    fclose(f);
+    r.rlim_cur += (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE);
+    assert_int_equal(setrlimit(RLIMIT_AS, &r), 0);
+    const char *ops[] = {"kstack::huge", "kstack::huge_mc"};
+    for (int i = 0; i < 2; i++) {
+        float one = 1;
+        int64_t got = -1;
+        oc_tensor x, out;
+        oc_tensor_init(&x, &one, OC_FLOAT32, 1, (int64_t[]){1});
+        oc_tensor_init(&out, &got, OC_INT64, 1, (int64_t[]){1});
+        oc_value args[] = {oc_value_tensor(&x)};
+        assert_int_equal(oc_op_call(test_op(ops[i]), args, 1, &out), OC_ENOMEM);
+        assert_non_null(strstr(oc_errmsg(), ops[i]));
+        assert_non_null(strstr(oc_errmsg(), "cannot map a kernel stack"));
+        assert_int_equal(got, -1);
+        assert_int_equal(deep(10), OC_OK);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_on_the_calling_threads_stack),
         cmocka_unit_test(test_small_thread_stacks_use_the_engines),
+        cmocka_unit_test(test_tiny_thread_stacks),
+        cmocka_unit_test(test_unmappable_stack_fails_the_call),
         cmocka_unit_test(test_engine_stack_when_asked),
         cmocka_unit_test(test_overflow_on_the_calling_threads_stack),
     };

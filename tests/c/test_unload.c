@@ -44,6 +44,7 @@ typedef struct caller {
     int wrong;          /* wrong answers (must stay 0) */
     oc_status end;      /* the status that stopped it */
     atomic_bool done;   /* it stopped */
+    bool prepared;      /* calls through oc_call_prepare / oc_call_run (torch.ops' route) */
     char msg[512];
 } caller;
 
@@ -56,11 +57,15 @@ static void *call_until_refused(void *arg)
     oc_tensor_init(&xt, x, OC_FLOAT32, 1, (int64_t[]){N});
     oc_tensor_init(&yt, y, OC_FLOAT32, 1, (int64_t[]){N});
     oc_value args[] = {oc_value_tensor(&xt)};
+    oc_call *call = NULL;
+    if (c->prepared && oc_call_prepare(c->op, args, 1, &yt, NULL, &call) != OC_OK) call = NULL;
     for (;;) {
-        oc_status st = oc_op_call(c->op, args, 1, &yt);
+        oc_status st = c->prepared && !call ? oc_errcode()
+                       : call ? oc_call_run(call, (void *[]){x, y}) : oc_op_call(c->op, args, 1, &yt);
         if (st != OC_OK) {
             c->end = st;
             snprintf(c->msg, sizeof c->msg, "%s", oc_errmsg());
+            oc_call_free(call);
             atomic_store(&c->done, true);
             return NULL;
         }
@@ -77,7 +82,7 @@ static void nap_ms(long ms)
 
 /* THREADS callers on one op; unload (or forget) once each has had right
  * answers; every caller must then stop with the unloaded error. */
-static void race(bool multicore, oc_status (*unload)(oc_library *))
+static void race_with(bool multicore, bool prepared, oc_status (*unload)(oc_library *))
 {
     oc_library *lib = test_build_and_load("unloadme", compute_src, shape_src,
                                           (test_lib_options){.multicore = multicore});
@@ -87,6 +92,7 @@ static void race(bool multicore, oc_status (*unload)(oc_library *))
     memset(callers, 0, sizeof callers);
     for (int t = 0; t < THREADS; t++) {
         callers[t].op = op;
+        callers[t].prepared = prepared;
         assert_int_equal(pthread_create(&callers[t].thread, NULL, call_until_refused, &callers[t]), 0);
     }
     for (int t = 0; t < THREADS; t++) {
@@ -102,6 +108,8 @@ static void race(bool multicore, oc_status (*unload)(oc_library *))
     }
     assert_null(oc_op_find("unloadme::slow_inc"));
 }
+
+static void race(bool multicore, oc_status (*unload)(oc_library *)) { race_with(multicore, false, unload); }
 
 static void test_unload_while_calls_run(void **state)
 {
@@ -119,6 +127,15 @@ static void test_forget_while_calls_run(void **state)
 {
     (void)state;
     race(false, oc_library_forget);
+}
+
+/* Prepared calls (the route torch.ops takes) stop the same way: the
+ * prepared call outlives its library and reports it unloaded. */
+static void test_unload_while_prepared_calls_run(void **state)
+{
+    (void)state;
+    race_with(false, true, oc_library_unload);
+    race_with(true, true, oc_library_unload);
 }
 
 /* Load, race, unload, many times over: each round's calls see only their
@@ -164,6 +181,7 @@ int main(void)
         cmocka_unit_test(test_unload_while_multicore_calls_run),
         cmocka_unit_test(test_forget_while_calls_run),
         cmocka_unit_test(test_load_unload_rounds_while_calls_run),
+        cmocka_unit_test(test_unload_while_prepared_calls_run),
         cmocka_unit_test(test_infer_after_unload_names_the_op),
         cmocka_unit_test(test_unload_twice_says_it_is_not_loaded),
     };
