@@ -246,6 +246,21 @@ static T2 void i8_avx2(float *y, int64_t yrs, const int8_t *x, int64_t xrs, cons
     for (; j < j1; j++) i8_rows_avx2(y, yrs, x, xrs, xs, m, w, wrb, ws, k, j, 1);
 }
 
+/* One 64-byte step of an mr x nr block: (x + 128) as u8 times w as s8. */
+#define I8_STEP(LOADW, LOADX)                                                                      \
+    do {                                                                                           \
+        __m512i wv[4], xv[4];                                                                      \
+        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) wv[r] = LOADW(wr[r] + p);             \
+        _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++) xv[a] =                               \
+            _mm512_xor_si512(LOADX(x + (i + a) * xrs + p), flip);                                  \
+        _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++)                                       \
+            _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) acc[a][r] =                       \
+                _mm512_dpbusd_epi32(acc[a][r], xv[a], wv[r]);                                      \
+    } while (0)
+
+#define LOAD_FULL(q) _mm512_loadu_si512((const void *)(q))
+#define LOAD_TAIL(q) _mm512_maskz_loadu_epi8(mk, (q))
+
 /* mr rows of x from i against nr rows of w from j: (x + 128) as u8 times w
  * as s8 (vpdpbusd, no intermediate saturation), minus 128 sum(w). */
 static INL T5 void i8_block512(float *y, int64_t yrs, const int8_t *x, int64_t xrs, const float *xs,
@@ -253,20 +268,17 @@ static INL T5 void i8_block512(float *y, int64_t yrs, const int8_t *x, int64_t x
                                int64_t k, int64_t i, int64_t j, int mr, int nr)
 {
     __m512i acc[4][4];
-    for (int a = 0; a < mr; a++)
-        for (int r = 0; r < nr; r++) acc[a][r] = _mm512_setzero_si512();
+    _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++)
+        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) acc[a][r] = _mm512_setzero_si512();
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    for (int64_t p = 0; p < k; p += 64) {
-        __mmask64 mk = k - p >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (k - p)) - 1);
-        __m512i wv[4], xv[4];
-        for (int r = 0; r < nr; r++) wv[r] = _mm512_maskz_loadu_epi8(mk, wr[r] + p);
-        for (int a = 0; a < mr; a++)
-            xv[a] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mk, x + (i + a) * xrs + p), flip);
-        for (int a = 0; a < mr; a++)
-            for (int r = 0; r < nr; r++) acc[a][r] = _mm512_dpbusd_epi32(acc[a][r], xv[a], wv[r]);
+    int64_t p = 0;
+    for (; p + 64 <= k; p += 64) I8_STEP(LOAD_FULL, LOAD_FULL);
+    if (p < k) {
+        __mmask64 mk = ((__mmask64)1 << (k - p)) - 1;
+        I8_STEP(LOAD_TAIL, LOAD_TAIL);
     }
-    for (int a = 0; a < mr; a++)
-        for (int r = 0; r < nr; r++) {
+    _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++)
+        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) {
             int32_t s = _mm512_reduce_add_epi32(acc[a][r]) - 128 * wsum[r];
             y[(i + a) * yrs + j + r] = ((float)s * xs[i + a]) * ws[j + r];
         }
