@@ -18,6 +18,9 @@
 
 /* m up to this runs the skinny kernels for float weights; BLIS above. */
 #define SKINNY_M 32
+/* m from which int8 x int8 packs w into column panels (where the CPU's
+ * kernel set has that form) */
+#define I8_PACK_M 32
 /* k bound for an exact int32 sum of int8 x int8 (128 * 127 * k < 2^31) */
 #define I8_MAX_K 131072
 
@@ -174,7 +177,7 @@ static bool weights_ok(const char *fn, const oc_weights *w)
 static _Thread_local struct {
     void *p;
     size_t n;
-} scratch[3];
+} scratch[4];
 
 static void *scratch_get(int slot, size_t bytes, const char *fn)
 {
@@ -564,7 +567,8 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
                  "int8 weights: int8 x int8 -> int32, opcore's %s kernel (%s), split along n", isa,
                  ks == &portable        ? "scalar int32 sums"
                  : ks == &oc__lowp_avx2 ? "vpmaddubsw + vpmaddwd, 4 rows of w at a time"
-                                        : "u8 x s8 vpdpbusd on 512-bit registers, 4 x 4 blocks");
+                 : m >= I8_PACK_M ? "u8 x s8 vpdpbusd, w packed in 64-column panels, 6 x 64 blocks"
+                                  : "u8 x s8 vpdpbusd on 512-bit registers, 4 x 4 blocks");
         break;
     default: snprintf(buf, sizeof buf, "weight type %d: no path", (int)type); break;
     }

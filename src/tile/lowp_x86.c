@@ -247,15 +247,15 @@ static T2 void i8_avx2(float *y, int64_t yrs, const int8_t *x, int64_t xrs, cons
 }
 
 /* One 64-byte step of an mr x nr block: (x + 128) as u8 times w as s8. */
-#define I8_STEP(LOADW, LOADX)                                                                      \
-    do {                                                                                           \
-        __m512i wv[4], xv[4];                                                                      \
-        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) wv[r] = LOADW(wr[r] + p);             \
-        _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++) xv[a] =                               \
-            _mm512_xor_si512(LOADX(x + (i + a) * xrs + p), flip);                                  \
-        _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++)                                       \
-            _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) acc[a][r] =                       \
-                _mm512_dpbusd_epi32(acc[a][r], xv[a], wv[r]);                                      \
+#define I8_STEP(LOADW, LOADX)                                                          \
+    do {                                                                               \
+        __m512i wv[4], xv[4];                                                          \
+        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) wv[r] = LOADW(wr[r] + p); \
+        _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++) xv[a] =                   \
+            _mm512_xor_si512(LOADX(x + (i + a) * xrs + p), flip);                      \
+        _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++)                           \
+            _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) acc[a][r] =           \
+                _mm512_dpbusd_epi32(acc[a][r], xv[a], wv[r]);                          \
     } while (0)
 
 #define LOAD_FULL(q) _mm512_loadu_si512((const void *)(q))
@@ -278,10 +278,11 @@ static INL T5 void i8_block512(float *y, int64_t yrs, const int8_t *x, int64_t x
         I8_STEP(LOAD_TAIL, LOAD_TAIL);
     }
     _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++)
-        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) {
-            int32_t s = _mm512_reduce_add_epi32(acc[a][r]) - 128 * wsum[r];
-            y[(i + a) * yrs + j + r] = ((float)s * xs[i + a]) * ws[j + r];
-        }
+        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++)
+    {
+        int32_t s = _mm512_reduce_add_epi32(acc[a][r]) - 128 * wsum[r];
+        y[(i + a) * yrs + j + r] = ((float)s * xs[i + a]) * ws[j + r];
+    }
 }
 
 static INL T5 int32_t wsum512(const int8_t *w, int64_t k)
@@ -328,10 +329,107 @@ static T5 void i8_avx512(float *y, int64_t yrs, const int8_t *x, int64_t xrs, co
     }
 }
 
-const oc__lowp_kernels oc__lowp_avx2 = {"avx2", fdot_avx2, qdot_avx2, i8_avx2, true};
-const oc__lowp_kernels oc__lowp_avx512 = {"avx512-vnni", fdot_avx2, qdot_vnni, i8_avx512, false};
+/* ---- int8 x int8, many rows: packed column panels ----------------------------
+ *
+ * For m >= 32 rows of x the dot-product form above re-reads x for every 4
+ * rows of w and reduces each accumulator across lanes. Here each 64-column
+ * panel of w^T is packed (4 consecutive k of one column in each int32,
+ * 16 columns a register) and a 6 x 64 block of y accumulates lane-wise:
+ * vpdpbusd of x's 4 bytes, broadcast, with 4 registers of the panel. */
+#define PANEL 64
+#define MR 6
+
+/* Columns [j, j + nc) of w^T into pack (kp / 4 groups of 64 int32) and
+ * their sums over k after them; columns past nc are zero. */
+static T5 void pack_panel(int32_t *pack, const int8_t *w, int64_t wrb, int64_t k, int64_t kp,
+                          int64_t j, int nc)
+{
+    int64_t nq = kp / 4;
+    int32_t *sum = pack + nq * PANEL;
+    for (int c = 0; c < PANEL; c++) {
+        if (c >= nc) {
+            for (int64_t q = 0; q < nq; q++) pack[q * PANEL + c] = 0;
+            sum[c] = 0;
+            continue;
+        }
+        const int8_t *row = w + (j + c) * wrb;
+        int64_t q = 0;
+        for (; q < k / 4; q++) memcpy(&pack[q * PANEL + c], row + 4 * q, 4);
+        if (q < nq) {
+            int8_t last[4] = {0, 0, 0, 0};
+            memcpy(last, row + 4 * q, (size_t)(k - 4 * q));
+            memcpy(&pack[q * PANEL + c], last, 4);
+        }
+        sum[c] = wsum512(row, k);
+    }
+}
+
+static INL T5 void i8p_block(float *y, int64_t yrs, const uint8_t *xu, int64_t kp, const float *xs,
+                             const int32_t *pack, const float *ws, int64_t i, int64_t j, int nc,
+                             int mr)
+{
+    __m512i acc[MR][4];
+    _Pragma("GCC unroll 6") for (int a = 0; a < mr; a++)
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) acc[a][r] = _mm512_setzero_si512();
+    int64_t nq = kp / 4;
+    const uint8_t *xr = xu + i * kp;
+    for (int64_t q = 0; q < nq; q++) {
+        const int32_t *pq = pack + q * PANEL;
+        __m512i b0 = _mm512_load_si512(pq), b1 = _mm512_load_si512(pq + 16);
+        __m512i b2 = _mm512_load_si512(pq + 32), b3 = _mm512_load_si512(pq + 48);
+        _Pragma("GCC unroll 6") for (int a = 0; a < mr; a++)
+        {
+            int32_t xv;
+            memcpy(&xv, xr + a * kp + 4 * q, 4);
+            __m512i bx = _mm512_set1_epi32(xv);
+            acc[a][0] = _mm512_dpbusd_epi32(acc[a][0], bx, b0);
+            acc[a][1] = _mm512_dpbusd_epi32(acc[a][1], bx, b1);
+            acc[a][2] = _mm512_dpbusd_epi32(acc[a][2], bx, b2);
+            acc[a][3] = _mm512_dpbusd_epi32(acc[a][3], bx, b3);
+        }
+    }
+    const int32_t *sum = pack + nq * PANEL;
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+    {
+        int left = nc - 16 * r;
+        if (left <= 0) break;
+        __mmask16 mk = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+        __m512i corr = _mm512_slli_epi32(_mm512_load_si512(sum + 16 * r), 7); /* 128 sum(w) */
+        __m512 wsv = _mm512_maskz_loadu_ps(mk, ws + j + 16 * r);
+        _Pragma("GCC unroll 6") for (int a = 0; a < mr; a++)
+        {
+            __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[a][r], corr));
+            v = _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(xs[i + a])), wsv);
+            _mm512_mask_storeu_ps(y + (i + a) * yrs + j + 16 * r, mk, v);
+        }
+    }
+}
+
+static T5 void i8p_avx512(float *y, int64_t yrs, const uint8_t *xu, int64_t kp, const float *xs,
+                          int64_t m, const int8_t *w, int64_t wrb, const float *ws, int64_t k,
+                          int64_t j0, int64_t j1, void *pack)
+{
+    for (int64_t j = j0; j < j1; j += PANEL) {
+        int nc = j1 - j >= PANEL ? PANEL : (int)(j1 - j);
+        pack_panel(pack, w, wrb, k, kp, j, nc);
+        int64_t i = 0;
+        for (; i + MR <= m; i += MR) i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, MR);
+        switch (m - i) {
+        case 5: i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 5); break;
+        case 4: i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 4); break;
+        case 3: i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 3); break;
+        case 2: i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 2); break;
+        case 1: i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 1); break;
+        default: break;
+        }
+    }
+}
+
+const oc__lowp_kernels oc__lowp_avx2 = {"avx2", fdot_avx2, qdot_avx2, i8_avx2, NULL, true};
+const oc__lowp_kernels oc__lowp_avx512 = {"avx512-vnni", fdot_avx2,  qdot_vnni,
+                                          i8_avx512,     i8p_avx512, false};
 
 #else /* not x86-64 with GCC or clang: the portable set only */
-const oc__lowp_kernels oc__lowp_avx2 = {"avx2", 0, 0, 0, false};
-const oc__lowp_kernels oc__lowp_avx512 = {"avx512-vnni", 0, 0, 0, false};
+const oc__lowp_kernels oc__lowp_avx2 = {"avx2", 0, 0, 0, 0, false};
+const oc__lowp_kernels oc__lowp_avx512 = {"avx512-vnni", 0, 0, 0, 0, false};
 #endif
