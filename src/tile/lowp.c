@@ -422,6 +422,19 @@ static void run_i8(oc_tile *y, const int8_t *xq, int64_t xrs, const float *xs, i
                    const oc_weights *w, int64_t j0, int64_t j1)
 {
     const oc__lowp_kernels *ks = kernels();
+    if (ks->i8p && m >= I8_PACK_M) {
+        int64_t k = w->k, kp = (k + 3) / 4 * 4;
+        uint8_t *xu = scratch_get(2, (size_t)(m * kp), "oc_tile_linear_i8");
+        void *pack = scratch_get(3, oc__LOWP_PACK_BYTES(kp, m), "oc_tile_linear_i8");
+        if (!xu || !pack) return;
+        for (int64_t i = 0; i < m; i++) {
+            for (int64_t p = 0; p < k; p++) xu[i * kp + p] = (uint8_t)(xq[i * xrs + p] ^ 0x80);
+            for (int64_t p = k; p < kp; p++) xu[i * kp + p] = 0;
+        }
+        ks->i8p(y->data, yrs_of(y), xu, kp, xs, m, w->data, w->row_bytes, w->scale, k, j0, j1,
+                pack);
+        return;
+    }
     if (ks->i8_needs_no_min && has_min_i8(xq, xrs, m, w->k)) ks = &portable;
     ks->i8(y->data, yrs_of(y), xq, xrs, xs, m, w->data, w->row_bytes, w->scale, w->k, j0, j1);
 }

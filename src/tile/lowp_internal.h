@@ -27,12 +27,12 @@ typedef void (*oc__lowp_i8_fn)(float *y, int64_t yrs, const int8_t *x, int64_t x
 
 /* int8 x int8 for many rows of x: xu is x + 128 as u8 (m rows of kp
  * bytes, k rounded up to 4, zero padded), pack a workspace of
- * oc__LOWP_PACK_BYTES(kp) bytes (64-byte aligned); the same result as
+ * oc__LOWP_PACK_BYTES(kp, m) bytes (64-byte aligned); the same result as
  * oc__lowp_i8_fn. */
 typedef void (*oc__lowp_i8p_fn)(float *y, int64_t yrs, const uint8_t *xu, int64_t kp,
                                 const float *xs, int64_t m, const int8_t *w, int64_t wrb,
                                 const float *ws, int64_t k, int64_t j0, int64_t j1, void *pack);
-#define oc__LOWP_PACK_BYTES(kp) ((size_t)(kp) * 64 + 64 * sizeof(int32_t))
+#define oc__LOWP_PACK_BYTES(kp, m) (((size_t)(kp) * 64 + 64 * sizeof(int32_t)) + (size_t)(m) * 256)
 
 typedef struct oc__lowp_kernels {
     const char *isa; /* "avx512-vnni", "avx2", "portable" */

@@ -13,6 +13,7 @@
  * the partial sum tile.h names, so both sets give the portable loop's
  * bits. Built with target attributes: the rest of libopcore stays at the
  * baseline, and these run only where lowp.c found the features. */
+#include <stdbool.h>
 #include <string.h>
 
 #include "opcore/tile.h"
@@ -425,16 +426,20 @@ static T5 void pack_panel(int32_t *pack, const int8_t *w, int64_t wrb, int64_t k
     }
 }
 
+/* Quads [q0, q1) of k for rows [i, i + mr) of x against the packed panel,
+ * into y's 6 x 64 block: the sums start at 0 (first) or from part (mr x
+ * 64 int32, the earlier quads), and go to y scaled (last) or back to
+ * part. Blocks of k keep the panel's chunk in L1 while x's rows pass. */
 static INL T5 void i8p_block(float *y, int64_t yrs, const uint8_t *xu, int64_t kp, const float *xs,
                              const int32_t *pack, const float *ws, int64_t i, int64_t j, int nc,
-                             int mr)
+                             int mr, int64_t q0, int64_t q1, int32_t *part, bool first, bool last)
 {
     __m512i acc[MR][4];
     _Pragma("GCC unroll 6") for (int a = 0; a < mr; a++)
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) acc[a][r] = _mm512_setzero_si512();
-    int64_t nq = kp / 4;
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) acc[a][r] =
+            first ? _mm512_setzero_si512() : _mm512_load_si512(part + a * PANEL + 16 * r);
     const uint8_t *xr = xu + i * kp;
-    for (int64_t q = 0; q < nq; q++) {
+    for (int64_t q = q0; q < q1; q++) {
         const int32_t *pq = pack + q * PANEL;
         __m512i b0 = _mm512_load_si512(pq), b1 = _mm512_load_si512(pq + 16);
         __m512i b2 = _mm512_load_si512(pq + 32), b3 = _mm512_load_si512(pq + 48);
@@ -449,7 +454,13 @@ static INL T5 void i8p_block(float *y, int64_t yrs, const uint8_t *xu, int64_t k
             acc[a][3] = _mm512_dpbusd_epi32(acc[a][3], bx, b3);
         }
     }
-    const int32_t *sum = pack + nq * PANEL;
+    if (!last) {
+        _Pragma("GCC unroll 6") for (int a = 0; a < mr; a++)
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+                _mm512_store_si512(part + a * PANEL + 16 * r, acc[a][r]);
+        return;
+    }
+    const int32_t *sum = pack + kp / 4 * PANEL;
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
     {
         int left = nc - 16 * r;
@@ -466,22 +477,44 @@ static INL T5 void i8p_block(float *y, int64_t yrs, const uint8_t *xu, int64_t k
     }
 }
 
+/* quads of k per block: 128 x 256 bytes of panel, 32 KiB (L1) */
+#define KQ 128
+
 static T5 void i8p_avx512(float *y, int64_t yrs, const uint8_t *xu, int64_t kp, const float *xs,
                           int64_t m, const int8_t *w, int64_t wrb, const float *ws, int64_t k,
                           int64_t j0, int64_t j1, void *pack)
 {
+    int64_t nq = kp / 4;
+    int32_t *part = (int32_t *)pack + nq * PANEL + PANEL; /* after the panel and its sums */
     for (int64_t j = j0; j < j1; j += PANEL) {
         int nc = j1 - j >= PANEL ? PANEL : (int)(j1 - j);
         pack_panel(pack, w, wrb, k, kp, j, nc);
-        int64_t i = 0;
-        for (; i + MR <= m; i += MR) i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, MR);
-        switch (m - i) {
-        case 5: i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 5); break;
-        case 4: i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 4); break;
-        case 3: i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 3); break;
-        case 2: i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 2); break;
-        case 1: i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 1); break;
-        default: break;
+        for (int64_t q0 = 0; q0 < nq; q0 += KQ) {
+            int64_t q1 = nq - q0 > KQ ? q0 + KQ : nq;
+            bool first = q0 == 0, last = q1 == nq;
+            int64_t i = 0;
+            for (; i + MR <= m; i += MR)
+                i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, MR, q0, q1, part + i * PANEL,
+                          first, last);
+            int32_t *pt = part + i * PANEL;
+            switch (m - i) {
+            case 5:
+                i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 5, q0, q1, pt, first, last);
+                break;
+            case 4:
+                i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 4, q0, q1, pt, first, last);
+                break;
+            case 3:
+                i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 3, q0, q1, pt, first, last);
+                break;
+            case 2:
+                i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 2, q0, q1, pt, first, last);
+                break;
+            case 1:
+                i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 1, q0, q1, pt, first, last);
+                break;
+            default: break;
+            }
         }
     }
 }

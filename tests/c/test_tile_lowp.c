@@ -249,8 +249,8 @@ static void test_i8_linear(void **state)
 {
     (void)state;
     enum { N = 37 };
-    const int64_t ks[] = {200, 608};
-    for (int ki = 0; ki < 2; ki++) {
+    const int64_t ks[] = {200, 608, 1102}; /* 1102: k blocks of the packed form, k % 4 = 2 */
+    for (int ki = 0; ki < 3; ki++) {
         int64_t k = ks[ki];
         int8_t *w = malloc((size_t)(N * k)), *xq = malloc((size_t)(33 * k));
         float ws[N], xs[33], *y = malloc(sizeof(float) * 33 * N),
