@@ -18,9 +18,6 @@
 
 /* m up to this runs the skinny kernels for float weights; BLIS above. */
 #define SKINNY_M 32
-/* m from which int8 x int8 packs w into column panels (where the CPU's
- * kernel set has that form) */
-#define I8_PACK_M 32
 /* k bound for an exact int32 sum of int8 x int8 (128 * 127 * k < 2^31) */
 #define I8_MAX_K 131072
 
@@ -282,8 +279,8 @@ static void i8_portable(float *y, int64_t yrs, const int8_t *x, int64_t xrs, con
     }
 }
 
-static const oc__lowp_kernels portable = {"portable", fdot_portable, qdot_portable, i8_portable,
-                                          false};
+static const oc__lowp_kernels portable = {"portable",  fdot_portable,   qdot_portable,  i8_portable,
+                                          .i8p = NULL, .i8p_kalign = 1, .i8p_malign = 1};
 
 /* ---- choosing the kernels ------------------------------------------------------- */
 
@@ -310,20 +307,24 @@ static bool cpu_avx512(void)
 #endif
 }
 
-/* The best set the CPU runs, capped by OC_TILE_ISA (avx512, avx2 or
- * portable: a lower path for tests; a higher one than the CPU has is
- * not taken). */
+/* The best set the CPU runs (AMX for int8 x int8 from 32 rows where
+ * Linux grants its tile data, else AVX-512 VNNI, AVX2, portable), capped
+ * by OC_TILE_ISA (avx512, avx2 or portable: a lower path for tests; a
+ * higher one than the CPU has is never taken). */
 static void kern_init(void)
 {
     const char *cap = getenv("OC_TILE_ISA");
-    int lim = 2;
+    int lim = 3;
     if (cap && !strcasecmp(cap, "portable"))
         lim = 0;
     else if (cap && !strcasecmp(cap, "avx2"))
         lim = 1;
+    else if (cap && !strcasecmp(cap, "avx512"))
+        lim = 2;
     kern = &portable;
     if (lim >= 1 && cpu_avx2() && oc__lowp_avx2.fdot) kern = &oc__lowp_avx2;
     if (lim >= 2 && cpu_avx512() && oc__lowp_avx512.fdot) kern = &oc__lowp_avx512;
+    if (lim >= 3 && kern == &oc__lowp_avx512 && oc__lowp_amx_usable()) kern = &oc__lowp_amx;
 }
 
 static const oc__lowp_kernels *kernels(void)
@@ -422,15 +423,17 @@ static void run_i8(oc_tile *y, const int8_t *xq, int64_t xrs, const float *xs, i
                    const oc_weights *w, int64_t j0, int64_t j1)
 {
     const oc__lowp_kernels *ks = kernels();
-    if (ks->i8p && m >= I8_PACK_M) {
-        int64_t k = w->k, kp = (k + 3) / 4 * 4;
-        uint8_t *xu = scratch_get(2, (size_t)(m * kp), "oc_tile_linear_i8");
-        void *pack = scratch_get(3, oc__LOWP_PACK_BYTES(kp, m), "oc_tile_linear_i8");
+    if (ks->i8p && m >= ks->i8p_min_m) {
+        int64_t k = w->k, ka = ks->i8p_kalign, kp = (k + ka - 1) / ka * ka;
+        int64_t mp = (m + ks->i8p_malign - 1) / ks->i8p_malign * ks->i8p_malign;
+        uint8_t *xu = scratch_get(2, (size_t)(mp * kp), "oc_tile_linear_i8");
+        void *pack = scratch_get(3, oc__LOWP_PACK_BYTES(kp, mp), "oc_tile_linear_i8");
         if (!xu || !pack) return;
         for (int64_t i = 0; i < m; i++) {
             for (int64_t p = 0; p < k; p++) xu[i * kp + p] = (uint8_t)(xq[i * xrs + p] ^ 0x80);
-            for (int64_t p = k; p < kp; p++) xu[i * kp + p] = 0;
+            memset(xu + i * kp + k, 0, (size_t)(kp - k));
         }
+        memset(xu + m * kp, 0, (size_t)((mp - m) * kp));
         ks->i8p(y->data, yrs_of(y), xu, kp, xs, m, w->data, w->row_bytes, w->scale, k, j0, j1,
                 pack);
         return;
@@ -580,8 +583,11 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
                  "int8 weights: int8 x int8 -> int32, opcore's %s kernel (%s), split along n", isa,
                  ks == &portable        ? "scalar int32 sums"
                  : ks == &oc__lowp_avx2 ? "vpmaddubsw + vpmaddwd, 4 rows of w at a time"
-                 : m >= I8_PACK_M ? "u8 x s8 vpdpbusd, w packed in 64-column panels, 6 x 64 blocks"
-                                  : "u8 x s8 vpdpbusd on 512-bit registers, 4 x 4 blocks");
+                 : m >= ks->i8p_min_m && ks == &oc__lowp_amx
+                     ? "AMX tdpbusd on w packed in 64-column panels, 16 x 64 blocks"
+                 : m >= ks->i8p_min_m
+                     ? "u8 x s8 vpdpbusd, w packed in 64-column panels, 6 x 64 blocks"
+                     : "u8 x s8 vpdpbusd on 512-bit registers, 4 x 4 blocks");
         break;
     default: snprintf(buf, sizeof buf, "weight type %d: no path", (int)type); break;
     }

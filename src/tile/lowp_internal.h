@@ -4,6 +4,7 @@
 #ifndef OPCORE_TILE_LOWP_INTERNAL_H
 #define OPCORE_TILE_LOWP_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "opcore/tile.h"
@@ -39,7 +40,9 @@ typedef struct oc__lowp_kernels {
     oc__lowp_fdot_fn fdot;
     oc__lowp_qdot_fn qdot;
     oc__lowp_i8_fn i8;
-    oc__lowp_i8p_fn i8p; /* NULL: i8 for every m */
+    oc__lowp_i8p_fn i8p;        /* NULL: i8 for every m */
+    int i8p_kalign, i8p_malign; /* i8p's xu: k padded to a multiple of kalign, rows of malign */
+    int i8p_min_m;              /* i8p from this many rows of x */
     /* int8 kernel exact only for x without -128 (AVX2's sign trick) */
     bool i8_needs_no_min;
 } oc__lowp_kernels;
@@ -54,6 +57,9 @@ static inline float oc__lowp_sum8(const float s[8])
 int32_t oc__lowp_block_isum(const char *blk, oc_wtype type, const int8_t *xq);
 
 /* The x86 kernel sets (lowp_x86.c); NULL members where not built. */
-extern const oc__lowp_kernels oc__lowp_avx2, oc__lowp_avx512;
+extern const oc__lowp_kernels oc__lowp_avx2, oc__lowp_avx512, oc__lowp_amx;
+
+/* The CPU has AMX-INT8 and Linux lets this process use its tile data. */
+bool oc__lowp_amx_usable(void);
 
 #endif

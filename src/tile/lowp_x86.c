@@ -15,6 +15,8 @@
  * baseline, and these run only where lowp.c found the features. */
 #include <stdbool.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "opcore/tile.h"
 #include "tile/lowp_internal.h"
@@ -406,24 +408,37 @@ static T5 void i8_avx512(float *y, int64_t yrs, const int8_t *x, int64_t xrs, co
 static T5 void pack_panel(int32_t *pack, const int8_t *w, int64_t wrb, int64_t k, int64_t kp,
                           int64_t j, int nc)
 {
-    int64_t nq = kp / 4;
+    int64_t nq = kp / 4, full = k / 4;
     int32_t *sum = pack + nq * PANEL;
-    for (int c = 0; c < PANEL; c++) {
-        if (c >= nc) {
-            for (int64_t q = 0; q < nq; q++) pack[q * PANEL + c] = 0;
-            sum[c] = 0;
-            continue;
+    const int8_t *base = w + j * wrb;
+    /* quads outer, columns inner: the panel is written in order and each
+     * row of w read forward (64 streams), not the panel 64 times over */
+    if (nc == PANEL && wrb * PANEL < ((int64_t)1 << 31)) {
+        __m512i off = _mm512_mullo_epi32(
+            _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+            _mm512_set1_epi32((int)wrb));
+        __m512i step = _mm512_set1_epi32((int)(16 * wrb));
+        for (int64_t q = 0; q < full; q++) {
+            __m512i o = off;
+            for (int g = 0; g < 4; g++, o = _mm512_add_epi32(o, step))
+                _mm512_store_si512(pack + q * PANEL + 16 * g,
+                                   _mm512_i32gather_epi32(o, (const void *)(base + 4 * q), 1));
         }
-        const int8_t *row = w + (j + c) * wrb;
-        int64_t q = 0;
-        for (; q < k / 4; q++) memcpy(&pack[q * PANEL + c], row + 4 * q, 4);
-        if (q < nq) {
+    } else {
+        for (int64_t q = 0; q < full; q++)
+            for (int c = 0; c < PANEL; c++) {
+                int32_t v = 0;
+                if (c < nc) memcpy(&v, base + c * wrb + 4 * q, 4);
+                pack[q * PANEL + c] = v;
+            }
+    }
+    for (int64_t q = full; q < nq; q++) /* the last partial quad, then AMX's padding */
+        for (int c = 0; c < PANEL; c++) {
             int8_t last[4] = {0, 0, 0, 0};
-            memcpy(last, row + 4 * q, (size_t)(k - 4 * q));
+            if (c < nc && q == full) memcpy(last, base + c * wrb + 4 * q, (size_t)(k - 4 * q));
             memcpy(&pack[q * PANEL + c], last, 4);
         }
-        sum[c] = wsum512(row, k);
-    }
+    for (int c = 0; c < PANEL; c++) sum[c] = c < nc ? wsum512(base + c * wrb, k) : 0;
 }
 
 /* Quads [q0, q1) of k for rows [i, i + mr) of x against the packed panel,
@@ -519,11 +534,93 @@ static T5 void i8p_avx512(float *y, int64_t yrs, const uint8_t *xu, int64_t kp, 
     }
 }
 
-const oc__lowp_kernels oc__lowp_avx2 = {"avx2", fdot_avx2, qdot_avx2, i8_avx2, NULL, true};
-const oc__lowp_kernels oc__lowp_avx512 = {"avx512-vnni", fdot_avx512, qdot_vnni,
-                                          i8_avx512,     i8p_avx512,  false};
+/* ---- int8 x int8, many rows, on AMX (Sapphire Rapids on) -----------------------
+ *
+ * The same packed panels are AMX's B layout (rows of 4 k x 16 columns):
+ * per 16 rows of x + 128 (the A tile, 64 k) and 64 k of the panel, four
+ * tdpbusd into four 16 x 16 int32 tiles. x's rows are padded to 16 and k
+ * to 64 with zeros (lowp.c); the int32 sums are exact, so the result is
+ * the same bits as the other forms. */
+#define TA                                                                                   \
+    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,amx-tile,amx-" \
+                          "int8")))
+
+struct amx_cfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+
+static TA void i8p_amx(float *y, int64_t yrs, const uint8_t *xu, int64_t kp, const float *xs,
+                       int64_t m, const int8_t *w, int64_t wrb, const float *ws, int64_t k,
+                       int64_t j0, int64_t j1, void *pack)
+{
+    struct amx_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 6; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+    _tile_loadconfig(&cfg);
+    int64_t nq = kp / 4;
+    int32_t *pk = pack, *cbuf = pk + nq * PANEL + PANEL, *sum = pk + nq * PANEL;
+    for (int64_t j = j0; j < j1; j += PANEL) {
+        int nc = j1 - j >= PANEL ? PANEL : (int)(j1 - j);
+        pack_panel(pk, w, wrb, k, kp, j, nc);
+        for (int64_t i = 0; i < m; i += 16) {
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (int64_t q = 0; q < nq; q += 16) {
+                _tile_loadd(4, xu + i * kp + 4 * q, kp);
+                _tile_loadd(5, pk + q * PANEL, PANEL * 4);
+                _tile_dpbusd(0, 4, 5);
+                _tile_loadd(5, pk + q * PANEL + 16, PANEL * 4);
+                _tile_dpbusd(1, 4, 5);
+                _tile_loadd(5, pk + q * PANEL + 32, PANEL * 4);
+                _tile_dpbusd(2, 4, 5);
+                _tile_loadd(5, pk + q * PANEL + 48, PANEL * 4);
+                _tile_dpbusd(3, 4, 5);
+            }
+            _tile_stored(0, cbuf, PANEL * 4);
+            _tile_stored(1, cbuf + 16, PANEL * 4);
+            _tile_stored(2, cbuf + 32, PANEL * 4);
+            _tile_stored(3, cbuf + 48, PANEL * 4);
+            int mr = m - i >= 16 ? 16 : (int)(m - i);
+            for (int r = 0; r < 4 && nc - 16 * r > 0; r++) {
+                int left = nc - 16 * r;
+                __mmask16 mk = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+                __m512i corr = _mm512_slli_epi32(_mm512_load_si512(sum + 16 * r), 7);
+                __m512 wsv = _mm512_maskz_loadu_ps(mk, ws + j + 16 * r);
+                for (int a = 0; a < mr; a++) {
+                    __m512i acc = _mm512_load_si512(cbuf + a * PANEL + 16 * r);
+                    __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc, corr));
+                    v = _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(xs[i + a])), wsv);
+                    _mm512_mask_storeu_ps(y + (i + a) * yrs + j + 16 * r, mk, v);
+                }
+            }
+        }
+    }
+    _tile_release();
+}
+
+const oc__lowp_kernels oc__lowp_avx2 = {"avx2", fdot_avx2, qdot_avx2, i8_avx2, NULL, 1, 1, 0, true};
+const oc__lowp_kernels oc__lowp_avx512 = {
+    "avx512-vnni", fdot_avx512, qdot_vnni, i8_avx512, i8p_avx512, 4, 1, 32, false};
+const oc__lowp_kernels oc__lowp_amx = {
+    "avx512-vnni+amx", fdot_avx512, qdot_vnni, i8_avx512, i8p_amx, 64, 16, 32, false};
+
+/* AMX's tile data needs the kernel's leave (once per process): Linux 5.16 on. */
+bool oc__lowp_amx_usable(void)
+{
+    unsigned a, b, c, d;
+    __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+    if (!(d & (1u << 24)) || !(d & (1u << 25))) return false; /* AMX-TILE, AMX-INT8 */
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+}
 
 #else /* not x86-64 with GCC or clang: the portable set only */
-const oc__lowp_kernels oc__lowp_avx2 = {"avx2", 0, 0, 0, 0, false};
-const oc__lowp_kernels oc__lowp_avx512 = {"avx512-vnni", 0, 0, 0, 0, false};
+const oc__lowp_kernels oc__lowp_avx2 = {"avx2", 0, 0, 0, 0, 1, 1, 0, false};
+const oc__lowp_kernels oc__lowp_avx512 = {"avx512-vnni", 0, 0, 0, 0, 1, 1, 0, false};
+const oc__lowp_kernels oc__lowp_amx = {"amx", 0, 0, 0, 0, 1, 1, 0, false};
+bool oc__lowp_amx_usable(void) { return false; }
 #endif

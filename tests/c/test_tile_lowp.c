@@ -3,7 +3,8 @@
  * against scalar references written here: the integer paths bit for bit,
  * the float ones within float32 rounding. main() runs every test once per
  * instruction set, each in a child process with OC_TILE_ISA set (the
- * kernels are chosen once per process): the CPU's best, avx2, portable. */
+ * kernels are chosen once per process): the CPU's best (AMX for int8 from
+ * 32 rows where there is AMX), avx512, avx2, portable. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -248,7 +249,7 @@ static void test_q_linear(void **state)
 static void test_i8_linear(void **state)
 {
     (void)state;
-    enum { N = 37 };
+    enum { N = 70 };                       /* a whole 64-column panel and a part */
     const int64_t ks[] = {200, 608, 1102}; /* 1102: k blocks of the packed form, k % 4 = 2 */
     for (int ki = 0; ki < 3; ki++) {
         int64_t k = ks[ki];
@@ -541,9 +542,9 @@ static int run_group(void)
 int main(void)
 {
     if (getenv("OC_TILE_ISA")) return run_group(); /* one path asked for */
-    const char *isas[] = {NULL, "avx2", "portable"};
+    const char *isas[] = {NULL, "avx512", "avx2", "portable"};
     int rc = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         printf("== OC_TILE_ISA=%s\n", isas[i] ? isas[i] : "(the CPU's best)");
         fflush(stdout);
         pid_t pid = fork();
