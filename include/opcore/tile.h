@@ -277,10 +277,10 @@ OC_API const char *oc_tile_matmul_path(oc_dtype dtype);
  * passes 0, 1. No barrier is needed after it unless y is read by another
  * core.
  *
- * The micro-kernels are chosen at run time from the CPU's features
- * (AVX-512 VNNI / BF16 / FP16 where present, AVX2 + FMA + F16C, a portable
- * C loop elsewhere); OC_TILE_ISA=avx2 or portable in the environment
- * forces a lower path. Integer paths give the same bits on every path
+ * The micro-kernels are chosen at run time from the CPU's features (AMX
+ * for int8 x int8 from 32 rows of x, AVX-512 VNNI, AVX2 + FMA + F16C, a
+ * portable C loop elsewhere); OC_TILE_ISA=avx512, avx2 or portable in the
+ * environment forces a lower path. Integer paths give the same bits on every path
  * (each sum is defined below); float paths accumulate in float32 in an
  * order that depends on the path (within float32 rounding of each other).
  * oc_tile_linear_path names the path a weight type and m take.
