@@ -250,8 +250,9 @@ int32_t oc__lowp_block_isum(const char *blk, oc_wtype type, const int8_t *xq)
 }
 
 static float qdot_portable(const char *wrow, oc_wtype type, const int8_t *xq, const float *xd,
-                           int64_t nb)
+                           const int32_t *xsum8, int64_t nb)
 {
+    (void)xsum8; /* the plain signed sum */
     size_t bb = block_bytes(type);
     float s[8] = {0};
     for (int64_t b = 0; b < nb; b++) {
@@ -487,14 +488,21 @@ void oc_tile_linear(oc_tile *y, const oc_tile *x, const oc_weights *w, int ith, 
         int64_t nb = k / OC_QK;
         int8_t *xq = scratch_get(0, (size_t)(m * k), fn);
         float *xd = scratch_get(1, (size_t)(m * nb) * sizeof(float), fn);
-        if (!xq || !xd) return;
+        int32_t *xsum8 = scratch_get(2, (size_t)(m * nb) * sizeof(int32_t), fn);
+        if (!xq || !xd || !xsum8) return;
         quantize_blocks32(xq, xd, x->data, xrs, m, k);
+        for (int64_t b = 0; b < m * nb; b++) { /* Q4_0's kernels take unsigned nibbles */
+            int32_t t = 0;
+            for (int l = 0; l < OC_QK; l++) t += xq[b * OC_QK + l];
+            xsum8[b] = 8 * t;
+        }
         float *py = y->data;
         int64_t yrs = yrs_of(y);
         for (int64_t j = j0; j < j1; j++) {
             const char *wr = (const char *)w->data + j * w->row_bytes;
             for (int64_t i = 0; i < m; i++)
-                py[i * yrs + j] = ks->qdot(wr, w->type, xq + i * k, xd + i * nb, nb);
+                py[i * yrs + j] =
+                    ks->qdot(wr, w->type, xq + i * k, xd + i * nb, xsum8 + i * nb, nb);
         }
         return;
     }

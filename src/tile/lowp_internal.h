@@ -16,10 +16,11 @@ typedef void (*oc__lowp_fdot_fn)(float *y, int64_t yrs, const float *x, int64_t 
                                  int64_t j1);
 
 /* Q8_0 / Q4_0 weights: one row of w (nb blocks) against one row of x
- * quantised to int8 blocks (xq: nb * 32 values, xd: nb float32 scales);
+ * quantised to int8 blocks (xq: nb * 32 values, xd: nb float32 scales,
+ * xsum8: 8 times each block's sum of xq, for Q4_0's unsigned nibbles);
  * the sum in the order tile.h defines (8 partial sums by block % 8). */
 typedef float (*oc__lowp_qdot_fn)(const char *wrow, oc_wtype type, const int8_t *xq,
-                                  const float *xd, int64_t nb);
+                                  const float *xd, const int32_t *xsum8, int64_t nb);
 
 /* int8 x int8: y[i][j] = ((float)isum * xs[i]) * ws[j], isum exact. */
 typedef void (*oc__lowp_i8_fn)(float *y, int64_t yrs, const int8_t *x, int64_t xrs, const float *xs,

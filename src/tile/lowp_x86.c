@@ -171,25 +171,33 @@ static T5 void fdot_avx512(float *y, int64_t yrs, const float *x, int64_t xrs, i
 
 /* A block's 32 weights as int8 (Q4_0: nibble - 8, elements 0..15 from the
  * low nibbles, 16..31 from the high ones). */
+/* A block's 32 weights as int8: Q8_0's as they are; Q4_0's as unsigned
+ * nibbles 0..15 (elements 0..15 from the low nibbles, 16..31 from the
+ * high ones), the - 8 applied to the sum instead: sum((q - 8) x) =
+ * sum(q x) - 8 sum(x), with 8 sum(x) per block computed once per call. */
 static INL T2 __m256i block_w(const char *blk, oc_wtype t)
 {
     if (t == OC_W_Q8_0) return _mm256_loadu_si256((const __m256i *)(blk + 2));
     __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2)), f = _mm_set1_epi8(15);
-    __m256i w = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), f), _mm_and_si128(v, f));
-    return _mm256_sub_epi8(w, _mm256_set1_epi8(8));
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), f), _mm_and_si128(v, f));
 }
 
-/* 8 int32 lanes summing to the block's exact product with x (|x| <= 127). */
+/* 8 int32 lanes summing to the block's product with x (|x| <= 127):
+ * exact, and for Q4_0 before the - 8 sum(x). Q8_0: |w| times x signed
+ * by w; Q4_0: the nibbles are already unsigned. */
 static INL T2 __m256i bsum_avx2(const char *blk, oc_wtype t, const int8_t *xq)
 {
     __m256i w = block_w(blk, t), x = _mm256_loadu_si256((const __m256i *)xq);
-    __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    __m256i p = t == OC_W_Q8_0
+                    ? _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w))
+                    : _mm256_maddubs_epi16(w, x);
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
 static INL T5 __m256i bsum_vnni(const char *blk, oc_wtype t, const int8_t *xq)
 {
     __m256i w = block_w(blk, t), x = _mm256_loadu_si256((const __m256i *)xq);
+    if (t == OC_W_Q4_0) return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x);
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w),
                                _mm256_sign_epi8(x, w));
 }
@@ -232,42 +240,40 @@ static INL T2 float half1(const char *blk)
         }                                                                                          \
         __m256 d = _mm256_mul_ps(_mm256_loadu_ps(xd + b),                                          \
                                  _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hd)));           \
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(totals8(s)), d, acc);                             \
+        __m256i tot = totals8(s);                                                                  \
+        if (t == OC_W_Q4_0)                                                                        \
+            tot = _mm256_sub_epi32(tot, _mm256_loadu_si256((const __m256i *)(xsum8 + b)));         \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), d, acc);                                    \
     }                                                                                              \
     float part[8];                                                                                 \
     _mm256_storeu_ps(part, acc);                                                                   \
     for (; b < nb; b++) {                                                                          \
         const char *blk = wrow + b * bb;                                                           \
         float d = xd[b] * half1(blk);                                                              \
-        part[b % 8] =                                                                              \
-            __builtin_fmaf((float)hsum_i32(BSUM(blk, t, xq + b * OC_QK)), d, part[b % 8]);         \
+        part[b % 8] = __builtin_fmaf(                                                              \
+            (float)(hsum_i32(BSUM(blk, t, xq + b * OC_QK)) - (t == OC_W_Q4_0 ? xsum8[b] : 0)), d,  \
+            part[b % 8]);                                                                          \
     }                                                                                              \
     return oc__lowp_sum8(part);
 
-static INL T2 float qdot_avx2_t(const char *wrow, oc_wtype t, const int8_t *xq, const float *xd,
-                                int64_t nb)
+#define QARGS                                                                              \
+    const char *wrow, oc_wtype t, const int8_t *xq, const float *xd, const int32_t *xsum8, \
+        int64_t nb
+
+static INL T2 float qdot_avx2_t(QARGS) { QDOT_BODY(bsum_avx2) }
+
+static T2 float qdot_avx2(QARGS)
 {
-    QDOT_BODY(bsum_avx2)
+    return t == OC_W_Q8_0 ? qdot_avx2_t(wrow, OC_W_Q8_0, xq, xd, xsum8, nb)
+                          : qdot_avx2_t(wrow, OC_W_Q4_0, xq, xd, xsum8, nb);
 }
 
-static T2 float qdot_avx2(const char *wrow, oc_wtype t, const int8_t *xq, const float *xd,
-                          int64_t nb)
-{
-    return t == OC_W_Q8_0 ? qdot_avx2_t(wrow, OC_W_Q8_0, xq, xd, nb)
-                          : qdot_avx2_t(wrow, OC_W_Q4_0, xq, xd, nb);
-}
+static INL T5 float qdot_vnni_t(QARGS) { QDOT_BODY(bsum_vnni) }
 
-static INL T5 float qdot_vnni_t(const char *wrow, oc_wtype t, const int8_t *xq, const float *xd,
-                                int64_t nb)
+static T5 float qdot_vnni(QARGS)
 {
-    QDOT_BODY(bsum_vnni)
-}
-
-static T5 float qdot_vnni(const char *wrow, oc_wtype t, const int8_t *xq, const float *xd,
-                          int64_t nb)
-{
-    return t == OC_W_Q8_0 ? qdot_vnni_t(wrow, OC_W_Q8_0, xq, xd, nb)
-                          : qdot_vnni_t(wrow, OC_W_Q4_0, xq, xd, nb);
+    return t == OC_W_Q8_0 ? qdot_vnni_t(wrow, OC_W_Q8_0, xq, xd, xsum8, nb)
+                          : qdot_vnni_t(wrow, OC_W_Q4_0, xq, xd, xsum8, nb);
 }
 
 /* ---- int8 x int8 ------------------------------------------------------------ */
