@@ -60,6 +60,11 @@ bool oc__env_on(const char *name);
 size_t oc__env_size(const char *name, size_t fallback);
 size_t oc__env_size_or_off(const char *name, size_t fallback);
 
+/* The size in bytes of cpu0's cache `index` as Linux's sysfs says (index0
+ * L1d, index2 L2 on x86), 0 when unknown. The one source of cache sizes:
+ * glibc's sysconf asks CPUID, which valgrind answers with other sizes. */
+size_t oc__cpu_cache_bytes(int index);
+
 #include <stdbool.h>
 #include "opcore/tensor.h"
 /* oc_is_contiguous, inline: the call path tests every tensor of a call

@@ -132,8 +132,7 @@ size_t oc__engine_default_tcm(void)
         /* The core's private L2, at least 1 MiB: tiles of NKI's sizes (two
          * float32 128 x 512 = 512 KiB, plus headers and a third) must fit
          * where L2 is 512 KiB (Zen 3); the excess lives in L3. */
-        long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-        size_t dflt = l2 > 0 ? (size_t)l2 : 0;
+        size_t dflt = oc__cpu_cache_bytes(2);
         if (dflt < 1024 * 1024) dflt = 1024 * 1024;
         tcm = oc__env_size("OC_TCM_SIZE", dflt);
         if (tcm < 4096) tcm = 4096;

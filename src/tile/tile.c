@@ -166,19 +166,7 @@ void oc_tile_set(oc_tile *t, int64_t i, int64_t j, float v)
 
 static size_t cache_bytes(int index, size_t floor_bytes)
 {
-    char path[96], buf[32];
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", index);
-    FILE *f = fopen(path, "r");
-    size_t n = 0;
-    if (f) {
-        if (fgets(buf, sizeof buf, f)) {
-            char *end;
-            n = strtoull(buf, &end, 10);
-            if (*end == 'K') n *= 1024;
-            else if (*end == 'M') n *= 1024 * 1024;
-        }
-        fclose(f);
-    }
+    size_t n = oc__cpu_cache_bytes(index);
     return n >= floor_bytes ? n : floor_bytes;
 }
 
