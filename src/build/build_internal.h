@@ -110,7 +110,7 @@ oc_status oc__check_deps(const char *lib, const char *src, const oc__argv *deps,
  * threads or processes); returns its descriptor, or -1 with the error set.
  * Waits for the holder, saying so on stderr with its pid after a second;
  * takes the lock over when its holder is dead; gives up after
- * $OPCORE_BUILD_LOCK_TIMEOUT seconds (default 600) naming the holder. */
+ * $OPCORE_BUILD_LOCK_TIMEOUT seconds (default 60) naming the holder. */
 int oc__build_lock(const char *out_dir, const char *name);
 
 /* ---- errors that teach (hints.c) ------------------------------------------ */
