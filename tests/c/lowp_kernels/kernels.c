@@ -16,13 +16,20 @@
 #include <opcore/kernel.h>
 #include <opcore/tile.h>
 
+/* Every argument viewed as a tile, except block bytes (uint8: no tile
+ * dtype, and oc_tile_of_tensor refuses them): those cases read the tensor. */
+static oc_tile view(const oc_tensor *t)
+{
+    oc_tile v = {0};
+    if (t->dtype != OC_UINT8) v = oc_tile_of_tensor(t, 0);
+    return v;
+}
+
 void lcase(oc_tensor *y, oc_tensor *z, const oc_tensor *x, const oc_tensor *w, const oc_tensor *ws,
            int64_t which, int64_t type)
 {
     int ith = (int)oc_cpu_id(), nth = (int)oc_cpu_count();
-    oc_tile ty = oc_tile_of_tensor(y, 0), tz = oc_tile_of_tensor(z, 0),
-            tx = oc_tile_of_tensor(x, 0);
-    oc_tile tw = oc_tile_of_tensor(w, 0), ts = oc_tile_of_tensor(ws, 0);
+    oc_tile ty = view(y), tz = view(z), tx = view(x), tw = view(w), ts = view(ws);
     if (which == 0 || which == 2) {
         oc_wtype t = which == 2 ? OC_W_Q4_0 : (oc_wtype)type;
         oc_weights wt = oc_weights_of_tensor(w, t, t == OC_W_I8 ? ws : NULL);
