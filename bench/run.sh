@@ -35,6 +35,8 @@ echo "== broadcast add with the iterator vs torch.add"
 $PYTHON bench/iter_bench.py
 echo "== tile layer (examples/tiles): matmul, flash attention, norms vs torch"
 $PYTHON bench/tiles_bench.py
+echo "== low-precision linear layers (int8, Q8_0, Q4_0, bf16, f16 weights) vs torch"
+$PYTHON bench/lowp_bench.py
 echo "== MLP training and inference"
 $PYTHON bench/mlp_bench.py --no-report "$@"
 $PYTHON bench/report.py --readme README.md

@@ -261,6 +261,149 @@ OC_API void oc_tile_matmul_to(oc_tile *c, const oc_tile *a, const oc_tile *b, un
  * whether the CPU's VNNI instructions or the portable fallback run. */
 OC_API const char *oc_tile_matmul_path(oc_dtype dtype);
 
+/* ---- low-precision linear layers and skinny products ------------------------------
+ *
+ * y = x w^T with the weights in torch Linear's (and GGUF's) layout: w is
+ * n x k, one row per output, k contiguous. The weights may be float32,
+ * bfloat16, float16, GGML's Q8_0 or Q4_0 blocks (used as llama.cpp stores
+ * them), or int8 with one float scale per output (dynamic quantisation).
+ * Accumulation is float32 (exact int32 inside an integer block).
+ *
+ * Work is split along n, ggml style: every core of a multicore op calls
+ * the same function with ith = oc_cpu_id(), nth = oc_cpu_count(), and
+ * writes only its part of y's columns (n split into nth near-equal parts
+ * of whole 16-column groups), so the weights are read once, each byte by
+ * one core, at memory speed, even when m is 1. A single-core caller
+ * passes 0, 1. No barrier is needed after it unless y is read by another
+ * core.
+ *
+ * The micro-kernels are chosen at run time from the CPU's features
+ * (AVX-512 VNNI / BF16 / FP16 where present, AVX2 + FMA + F16C, a portable
+ * C loop elsewhere); OC_TILE_ISA=avx2 or portable in the environment
+ * forces a lower path. Integer paths give the same bits on every path
+ * (each sum is defined below); float paths accumulate in float32 in an
+ * order that depends on the path (within float32 rounding of each other).
+ * oc_tile_linear_path names the path a weight type and m take.
+ */
+
+/* GGML's blocks, byte for byte (llama.cpp's block_q8_0 and block_q4_0):
+ * 32 weights along k per block, d a float16 scale.
+ * Q8_0: w = qs[i] * d. Q4_0: byte i holds element i in its low nibble and
+ * element i + 16 in its high nibble, w = (nibble - 8) * d. */
+enum { OC_QK = 32 };
+typedef struct oc_block_q8_0 {
+    oc_half d;
+    int8_t qs[OC_QK];
+} oc_block_q8_0; /* 34 bytes */
+typedef struct oc_block_q4_0 {
+    oc_half d;
+    uint8_t qs[OC_QK / 2];
+} oc_block_q4_0; /* 18 bytes */
+
+typedef enum oc_wtype {
+    OC_W_F32,  /* float32 weights */
+    OC_W_BF16, /* bfloat16 weights, widened exactly in registers */
+    OC_W_F16,  /* float16 weights, widened exactly in registers (F16C) */
+    OC_W_Q8_0, /* GGML Q8_0 blocks along k (k a multiple of 32) */
+    OC_W_Q4_0, /* GGML Q4_0 blocks along k (k a multiple of 32) */
+    OC_W_I8    /* int8, one float32 scale per output row: w[j][p] * scale[j] */
+} oc_wtype;
+
+/* A weight matrix: n rows (outputs) of k inputs. Row j starts at
+ * data + j * row_bytes; within a row, k elements (float types, int8) or
+ * k / 32 blocks (Q8_0, Q4_0) are contiguous. scale: OC_W_I8's n scales
+ * (NULL otherwise). Fill it by hand or with oc_weights_of_tensor. */
+typedef struct oc_weights {
+    const void *data;
+    int64_t n, k;
+    int64_t row_bytes;
+    oc_wtype type;
+    const float *scale;
+} oc_weights;
+
+/* Name ("q4_0") / bytes of one row of k inputs of `type` (0 when k does
+ * not fit the type: not a multiple of 32 for the block types). */
+OC_API const char *oc_wtype_name(oc_wtype type);
+OC_API size_t oc_wtype_row_bytes(oc_wtype type, int64_t k);
+
+/* The weights held by tensor w (2-D, rows may be strided, each row
+ * contiguous): float32 / bfloat16 / float16 for those types, n x k; int8
+ * n x k with `scale` a float32 tensor of n elements for OC_W_I8; uint8 (or
+ * int8) n x (k / 32 * 34) for Q8_0 and n x (k / 32 * 18) for Q4_0 (GGUF's
+ * bytes, one row per output). scale must be NULL for the other types. A
+ * mismatch fails the kernel naming the type, shapes and dtypes; the
+ * result then has data NULL. */
+OC_API oc_weights oc_weights_of_tensor(const oc_tensor *w, oc_wtype type, const oc_tensor *scale);
+
+/* y (m x n, float32) = x (m x k, float32) w^T, the columns of part ith of
+ * nth (see above); any row strides, unit column strides for x and y.
+ *   float weights: m <= 32 run opcore's skinny kernels (each output a dot
+ *     product over k, 4 rows of w at a time sharing x's loads); larger m
+ *     the tile matmul (BLIS) on this part's rows of w.
+ *   Q8_0 / Q4_0: x is quantised to int8 blocks of 32 (per block d =
+ *     absmax / 127 as float32, q = x / d rounded to nearest even), each
+ *     block's product is exact in int32, and y[i][j] = the sum over
+ *     blocks b of (float)isum_b * (dx_b * dw_b), block b going to float32
+ *     partial sum b % 8 with fmaf, the 8 partial sums added as
+ *     ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)): the same bits on
+ *     every path.
+ *   OC_W_I8: each row of x quantised as oc_tile_quantize_rows does (one
+ *     scale per row), then oc_tile_linear_i8: torch's dynamic quantised
+ *     Linear. */
+OC_API void oc_tile_linear(oc_tile *y, const oc_tile *x, const oc_weights *w, int ith, int nth);
+
+/* Dynamic quantisation's product: y (m x n, float32) =
+ * ((float)(sum_p xq[i][p] * w[j][p]) * xscale[i]) * w->scale[j], the sum
+ * exact in int32 (k < 2^17): xq is m x k int8, xscale m x 1 float32, w
+ * OC_W_I8. The same bits on every path (x holding -128 is exact too;
+ * on AVX2 such a call runs the portable loop). */
+OC_API void oc_tile_linear_i8(oc_tile *y, const oc_tile *xq, const oc_tile *xscale,
+                              const oc_weights *w, int ith, int nth);
+
+/* A sentence naming the kernel a weight type takes for m rows of x on
+ * this CPU (instruction set; skinny or blocked; library). */
+OC_API const char *oc_tile_linear_path(oc_wtype type, int64_t m);
+
+/* ---- quantising helpers -------------------------------------------------------- */
+
+/* dst (rows x 1, float32) = max |a[i][j]| over each row (NaN propagates). */
+OC_API void oc_tile_absmax_rows(oc_tile *dst, const oc_tile *a);
+
+/* Symmetric int8 quantisation of float32 x into int8 q (same shape), per
+ * group of `group` columns along each row (group 0: the whole row):
+ * scale (rows x cols / group, float32) = absmax / 127, q = x / scale
+ * computed as x * (1 / scale), rounded to nearest even (0 where the scale
+ * is 0); q is within [-127, 127]. cols must be a multiple of group. */
+OC_API void oc_tile_quantize_rows(oc_tile *q, oc_tile *scale, const oc_tile *x, int64_t group);
+
+/* x (float32) = q (int8) * scale, per group as above. */
+OC_API void oc_tile_dequantize_rows(oc_tile *x, const oc_tile *q, const oc_tile *scale,
+                                    int64_t group);
+
+/* Rows of float32 x into GGML blocks of `type` (OC_W_Q8_0 or OC_W_Q4_0):
+ * row i at (char *)blocks + i * oc_wtype_row_bytes(type, x->cols), as
+ * ggml's quantize_row_q8_0 / q4_0 reference functions do (Q8_0: d =
+ * absmax / 127, q = x / d rounded to nearest even; Q4_0: d = the element
+ * of largest magnitude / -8, q = min(15, (int)(x / d + 8.5))); d stored as
+ * float16 (nearest even). x->cols a multiple of 32. */
+OC_API void oc_tile_quantize_blocks(void *blocks, oc_wtype type, const oc_tile *x);
+
+/* x (float32, rows x k) = rows r0 .. r0 + x->rows of w dequantised (any
+ * oc_wtype; OC_W_I8 times its scales). */
+OC_API void oc_tile_dequantize_weights(oc_tile *x, const oc_weights *w, int64_t r0);
+
+/* dst[i] (rows x 1, float32) = a[i][idx[i]], idx rows x 1 int32 (a
+ * cross-entropy's pick); an index outside [0, cols) fails naming it. */
+OC_API void oc_tile_gather_rows(oc_tile *dst, const oc_tile *a, const oc_tile *idx);
+
+/* dst (rows x 1, float32) = log(sum_j exp(a[i][j])), computed as max +
+ * log(sum exp(a - max)) (an all -inf row gives -inf). */
+OC_API void oc_tile_logsumexp_rows(oc_tile *dst, const oc_tile *a);
+
+/* dst (rows x 1, float32) = sum_j a[i][j] * b[i][j]; b may be one row
+ * (broadcast). Sums in the reductions' order (see the rules above). */
+OC_API void oc_tile_dot_rows(oc_tile *dst, const oc_tile *a, const oc_tile *b);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""Low-precision linear layers (opcore/tile.h's oc_tile_linear) against
+PyTorch at decode and prefill shapes, 1 and 2 threads:
+
+- int8 dynamic quantised linear, M = 1, 16, 256, K = N = 4096, against
+  torch's dynamic quantised Linear (torch.ao, the fbgemm engine);
+- float32 GEMV 1 x 4096 x 4096 against torch.matmul (F.linear) and against
+  a copy of the weight's bytes (torch's copy_, at the same thread count);
+- bfloat16 / float16 weight GEMV against float32 torch.matmul;
+- Q8_0 / Q4_0 GEMV (GGML blocks) against a copy of the quantised bytes.
+
+"Bandwidth" is the weight bytes read over the time; a copy's bandwidth is
+the bytes copied over the time (it reads and writes them). Each thread
+count runs in its own process (OC_NUM_CORES is read when the engine
+starts). Timing: benchlib's interleaved rounds; speed ratios are medians
+of paired ratios (the reference's time over opcore's: above 1 is faster).
+
+Writes bench/results/lowp.json (bench/report.py format).
+
+    python bench/lowp_bench.py [--rounds R] [--quick]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+W = {"float32": 0, "bfloat16": 1, "float16": 2, "q8_0": 3, "q4_0": 4, "int8": 5}
+
+
+def load_ops():
+    import torch
+
+    from opcore import custom_op
+    k = os.path.join(HERE, "kernels")
+    custom_op.loaded_libraries().get("lowp") or custom_op.load(
+        name="lowp", compute_srcs=[os.path.join(k, "lowp_linear.c")],
+        shape_srcs=[os.path.join(k, "lowp_shape.c")],
+        build_directory=os.path.join(REPO, "build", "bench", "lowp"))
+    return torch.ops.lowp
+
+
+def cpu_line():
+    model = "unknown CPU"
+    flags = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model == "unknown CPU":
+                    model = line.split(":", 1)[1].strip()
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    isa = [f for f in ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
+                       "avx_vnni", "amx_int8") if f in flags]
+    return model, isa
+
+
+def child(args):
+    import torch
+    import torch.nn.functional as F
+
+    import benchlib
+    import opcore.torch  # noqa: F401
+
+    torch.set_num_threads(args.threads)
+    T = load_ops()
+    g = torch.Generator().manual_seed(0)
+    K = N = args.kn
+    rows = []
+    load = os.getloadavg()[0]
+    none = torch.zeros(1)
+
+    def run(op, cands, nbytes, refs, rounds, reps):
+        s = benchlib.interleaved(cands, rounds, reps, warmup=2)
+        for name in cands:
+            t = benchlib.median(s[name])
+            row = {"op": op, "threads": args.threads, "implementation": name, "ms": t * 1e3}
+            if nbytes.get(name):
+                row["GB/s"] = nbytes[name] / t / 1e9
+            for r in refs:
+                if r != name:
+                    row[f"vs {r}"] = benchlib.paired_ratio(s, r, name)
+            rows.append(row)
+
+    w = torch.randn(N, K, generator=g) * 0.02
+    x1 = torch.randn(1, K, generator=g)
+    ref1 = F.linear(x1, w)
+    lin = T.lowp_linear
+
+    # float32 GEMV, and a copy of the same bytes
+    wcopy = torch.empty_like(w)
+    y = lin(x1, w, none, W["float32"])
+    torch.testing.assert_close(y, ref1, rtol=1e-4, atol=1e-4)
+    run(f"GEMV float32 1x{K}x{N}",
+        {"opcore float32": lambda: lin(x1, w, none, 0), "torch.matmul": lambda: F.linear(x1, w),
+         "copy of the weight bytes": lambda: wcopy.copy_(w)},
+        {"opcore float32": w.nbytes, "torch.matmul": w.nbytes, "copy of the weight bytes": w.nbytes},
+        ["torch.matmul", "copy of the weight bytes"], args.rounds, args.reps)
+
+    # bfloat16 / float16 weights against float32 torch
+    for dt, name in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16")):
+        wl = w.to(dt)
+        y = lin(x1, wl, none, W[name])
+        torch.testing.assert_close(y, F.linear(x1, wl.float()), rtol=1e-3, atol=1e-3)
+        run(f"GEMV {name} weights 1x{K}x{N}",
+            {f"opcore {name}": lambda wl=wl, name=name: lin(x1, wl, none, W[name]),
+             "torch.matmul float32": lambda: F.linear(x1, w)},
+            {f"opcore {name}": wl.nbytes, "torch.matmul float32": w.nbytes},
+            ["torch.matmul float32"], args.rounds, args.reps)
+
+    # Q8_0 / Q4_0: against a copy of the quantised bytes
+    for name, tol in (("q8_0", 0.02), ("q4_0", 0.15)):
+        wq = T.lowp_quantize(w, W[name])
+        qcopy = torch.empty_like(wq)
+        y = lin(x1, wq, none, W[name])
+        err = ((y - ref1).norm() / ref1.norm()).item()
+        assert err < tol, f"{name} GEMV relative error {err}"
+        run(f"GEMV {name} 1x{K}x{N}",
+            {f"opcore {name}": lambda wq=wq, name=name: lin(x1, wq, none, W[name]),
+             "copy of the quantised bytes": lambda qcopy=qcopy, wq=wq: qcopy.copy_(wq),
+             "torch.matmul float32": lambda: F.linear(x1, w)},
+            {f"opcore {name}": wq.nbytes, "copy of the quantised bytes": wq.nbytes},
+            ["copy of the quantised bytes", "torch.matmul float32"], args.rounds, args.reps)
+
+    # int8 dynamic quantisation against torch.ao's dynamic Linear (fbgemm)
+    torch.backends.quantized.engine = "fbgemm"
+    fl = torch.nn.Linear(K, N, bias=False)
+    with torch.no_grad():
+        fl.weight.copy_(w)
+    qlin = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(fl), {torch.nn.Linear},
+                                                   dtype=torch.qint8)
+    ws = w.abs().amax(1) / 127
+    wi8 = torch.round(w / ws[:, None]).clamp(-127, 127).to(torch.int8)
+    for m in args.int8_m:
+        x = torch.randn(m, K, generator=g)
+        y = lin(x, wi8, ws, W["int8"])
+        ref = F.linear(x, w)
+        err = ((y - ref).norm() / ref.norm()).item()
+        assert err < 0.03, f"int8 linear relative error {err}"
+        with torch.no_grad():
+            run(f"int8 dynamic linear {m}x{K}x{N}",
+                {"opcore int8": lambda x=x: lin(x, wi8, ws, W["int8"]),
+                 "torch.ao dynamic Linear (fbgemm)": lambda x=x: qlin(x),
+                 "torch.matmul float32": lambda x=x: F.linear(x, w)},
+                {}, ["torch.ao dynamic Linear (fbgemm)", "torch.matmul float32"], args.rounds,
+                max(1, args.reps // (4 if m >= 256 else 1)))
+    paths = {}
+    for t, mm in (("float32", 1), ("bfloat16", 1), ("q8_0", 1), ("q4_0", 1), ("int8", 1), ("int8", 256)):
+        paths[f"{t} m={mm}"] = path_of(t, mm)
+    print(json.dumps({"rows": rows, "load": [load, os.getloadavg()[0]], "paths": paths}))
+
+
+def path_of(wtype, m):
+    import ctypes
+
+    import opcore
+    lib = ctypes.CDLL(os.path.join(opcore.lib_dir(), "libopcore.so.0"))  # already loaded: the same one
+    f = lib.oc_tile_linear_path
+    f.restype, f.argtypes = ctypes.c_char_p, [ctypes.c_int, ctypes.c_int64]
+    return f(W[wtype], m).decode()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--quick", action="store_true", help="K = N = 1024 (a smoke run)")
+    p.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--results", default=os.path.join(HERE, "results"))
+    args = p.parse_args()
+    args.kn = 1024 if args.quick else 4096
+    args.int8_m = (1, 16, 256)
+    if args.threads:
+        return child(args)
+    import benchlib
+
+    rows, loads, paths = [], [], {}
+    for threads in (1, 2):
+        cmd = [sys.executable, __file__, "--threads", str(threads), "--rounds", str(args.rounds),
+               "--reps", str(args.reps)] + (["--quick"] if args.quick else [])
+        env = {**os.environ, "OC_NUM_CORES": str(threads)}
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if out.returncode:
+            sys.exit(out.stderr[-3000:])
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+        rows += res["rows"]
+        loads.append((threads, res["load"]))
+        paths = res["paths"] or paths
+
+    def val(op_prefix, threads, impl, col):
+        for r in rows:
+            if r["op"].startswith(op_prefix) and r["threads"] == threads and r["implementation"] == impl:
+                return r.get(col)
+        return None
+
+    K = args.kn
+    targets = []
+    for threads in (1, 2):
+        for m in args.int8_m:
+            v = val(f"int8 dynamic linear {m}x", threads, "opcore int8", "vs torch.ao dynamic Linear (fbgemm)")
+            targets.append({"metric": f"int8 dynamic linear M={m} K=N={K}, {threads} thread(s): speed vs "
+                            "torch.ao dynamic Linear (fbgemm)", "min": 1.0, "value": v, "met": v >= 1.0})
+        v = val("GEMV float32", threads, "opcore float32", "vs torch.matmul")
+        targets.append({"metric": f"float32 GEMV 1x{K}x{K}, {threads} thread(s): speed vs torch.matmul",
+                        "min": 1.0, "value": v, "met": v >= 1.0})
+        bw, cp = (val("GEMV float32", threads, i, "GB/s") for i in ("opcore float32", "copy of the weight bytes"))
+        targets.append({"metric": f"float32 GEMV, {threads} thread(s): weight bytes / time over a copy's "
+                        "bandwidth", "min": 0.8, "value": bw / cp, "met": bw / cp >= 0.8})
+        for name in ("bfloat16", "float16"):
+            v = val(f"GEMV {name}", threads, f"opcore {name}", "vs torch.matmul float32")
+            targets.append({"metric": f"{name} weight GEMV, {threads} thread(s): speed vs float32 "
+                            "torch.matmul", "min": 1.8, "value": v, "met": v >= 1.8,
+                            "ceiling": val("GEMV float32", threads, "copy of the weight bytes",
+                                           "vs torch.matmul") * 2,
+                            "ceiling_what": "twice a float32 weight copy's speed (half the bytes at copy speed)"})
+        for name in ("q8_0", "q4_0"):
+            bw = val(f"GEMV {name}", threads, f"opcore {name}", "GB/s")
+            cp = val(f"GEMV {name}", threads, "copy of the quantised bytes", "GB/s")
+            targets.append({"metric": f"{name} GEMV, {threads} thread(s): quantised bytes / time over a copy's "
+                            "bandwidth", "min": 0.8, "value": bw / cp, "met": bw / cp >= 0.8})
+    model, isa = cpu_line()
+    notes = (f"CPU: {model}; instruction sets: {', '.join(isa)}. Paths taken: "
+             + "; ".join(f"{k}: {v}" for k, v in paths.items())
+             + ". Speed ratios are medians of paired interleaved ratios (reference time / opcore time). "
+             "1-minute load average at the start and end of each process: "
+             + ", ".join(f"{t} thread(s): {a:.1f} -> {b:.1f}" for t, (a, b) in loads)
+             + " (other work shares this machine's cores). A copy's GB/s counts the bytes copied once "
+             "(it reads and writes them); a GEMV only reads its weights.")
+    benchlib.write("lowp.json", results=args.results, obj={
+        "title": "Low-precision linear layers (tile layer) vs PyTorch", "order": 46, "rows": rows,
+        "notes": notes, "columns": ["op", "threads", "implementation", "ms", "GB/s", "vs torch.matmul",
+                                    "vs copy of the weight bytes", "vs torch.matmul float32",
+                                    "vs copy of the quantised bytes", "vs torch.ao dynamic Linear (fbgemm)"],
+        "target": targets})
+    for r in rows:
+        print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()})
+    for t in targets:
+        print(t)
+
+
+if __name__ == "__main__":
+    main()

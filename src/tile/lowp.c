@@ -1,0 +1,829 @@
+/* Low-precision linear layers and skinny products (opcore/tile.h, "low-
+ * precision linear layers"): the weights' formats, argument checks, the
+ * split along n across cores, the portable micro-kernels and the choice
+ * of the x86 ones (lowp_x86.c) from the CPU's features; and the
+ * quantising helpers. docs/gemm_library.md says what runs where. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/alloc.h"
+#include "core/internal.h"
+#include "opcore/tile.h"
+#include "tile/lowp_internal.h"
+#include "tile/tile_internal.h"
+
+/* m up to this runs the skinny kernels for float weights; BLIS above. */
+#define SKINNY_M 32
+/* k bound for an exact int32 sum of int8 x int8 (128 * 127 * k < 2^31) */
+#define I8_MAX_K 131072
+
+/* ---- weights ---------------------------------------------------------------- */
+
+static size_t block_bytes(oc_wtype t)
+{
+    return t == OC_W_Q8_0 ? sizeof(oc_block_q8_0) : t == OC_W_Q4_0 ? sizeof(oc_block_q4_0) : 0;
+}
+
+static bool is_block(oc_wtype t) { return t == OC_W_Q8_0 || t == OC_W_Q4_0; }
+
+const char *oc_wtype_name(oc_wtype type)
+{
+    switch (type) {
+    case OC_W_F32: return "float32";
+    case OC_W_BF16: return "bfloat16";
+    case OC_W_F16: return "float16";
+    case OC_W_Q8_0: return "q8_0";
+    case OC_W_Q4_0: return "q4_0";
+    case OC_W_I8: return "int8";
+    }
+    return "unknown";
+}
+
+static bool wtype_ok(oc_wtype t) { return (unsigned)t <= (unsigned)OC_W_I8; }
+
+size_t oc_wtype_row_bytes(oc_wtype type, int64_t k)
+{
+    if (k < 0 || !wtype_ok(type)) return 0;
+    if (is_block(type)) return k % OC_QK ? 0 : (size_t)(k / OC_QK) * block_bytes(type);
+    size_t es = type == OC_W_F32 ? 4 : type == OC_W_I8 ? 1 : 2;
+    return (size_t)k * es;
+}
+
+static oc_dtype wtype_dtype(oc_wtype t)
+{
+    return t == OC_W_F32    ? OC_FLOAT32
+           : t == OC_W_BF16 ? OC_BFLOAT16
+           : t == OC_W_F16  ? OC_FLOAT16
+                            : OC_INT8;
+}
+
+oc_weights oc_weights_of_tensor(const oc_tensor *w, oc_wtype type, const oc_tensor *scale)
+{
+    const char *fn = "oc_weights_of_tensor";
+    oc_weights r = {0};
+    if (!oc__require_data(w, fn, "w")) return r;
+    if (!wtype_ok(type)) {
+        oc__raise(OC_EINVAL, "%s: weight type %d is not an oc_wtype", fn, (int)type);
+        return r;
+    }
+    const char *tn = oc_wtype_name(type);
+    if (w->ndim != 2) {
+        oc__raise(OC_EINVAL, "%s: %s weights must be a 2-D tensor (n outputs x row), got %d dims",
+                  fn, tn, w->ndim);
+        return r;
+    }
+    int64_t n = w->sizes[0], cols = w->sizes[1];
+    bool byte_dt = w->dtype == OC_UINT8 || w->dtype == OC_INT8;
+    if (is_block(type) ? !byte_dt : w->dtype != wtype_dtype(type)) {
+        oc__raise(OC_EINVAL, "%s: %s weights in a %s tensor (want %s)", fn, tn,
+                  oc_dtype_name(w->dtype),
+                  is_block(type) ? "uint8 or int8 bytes" : oc_dtype_name(wtype_dtype(type)));
+        return r;
+    }
+    if (cols > 1 && w->strides[1] != 1) {
+        oc__raise(OC_EINVAL,
+                  "%s: %s weights [%lld, %lld] with column stride %lld (each row must be "
+                  "contiguous)",
+                  fn, tn, (long long)n, (long long)cols, (long long)w->strides[1]);
+        return r;
+    }
+    int64_t k = cols;
+    if (is_block(type)) {
+        int64_t bb = (int64_t)block_bytes(type);
+        if (cols % bb) {
+            oc__raise(OC_EINVAL,
+                      "%s: %s weights [%lld, %lld]: a row of %lld bytes is not whole %lld-byte "
+                      "blocks (GGML's block_%s)",
+                      fn, tn, (long long)n, (long long)cols, (long long)cols, (long long)bb, tn);
+            return r;
+        }
+        k = cols / bb * OC_QK;
+    }
+    if (type == OC_W_I8) {
+        if (!scale || !oc__require_data(scale, fn, "scale")) {
+            if (!scale)
+                oc__raise(OC_EINVAL,
+                          "%s: int8 weights [%lld, %lld] need a float32 scale of %lld "
+                          "elements, got none",
+                          fn, (long long)n, (long long)k, (long long)n);
+            return r;
+        }
+        if (scale->dtype != OC_FLOAT32 || oc_numel(scale) != n || !oc_is_contiguous(scale)) {
+            oc__raise(OC_EINVAL,
+                      "%s: int8 weights [%lld, %lld] need a contiguous float32 scale of %lld "
+                      "elements (one per output), got %s with %lld",
+                      fn, (long long)n, (long long)k, (long long)n, oc_dtype_name(scale->dtype),
+                      (long long)oc_numel(scale));
+            return r;
+        }
+        r.scale = scale->data;
+    } else if (scale) {
+        oc__raise(OC_EINVAL, "%s: %s weights take no scale tensor (their scales are %s)", fn, tn,
+                  is_block(type) ? "in the blocks" : "none");
+        return r;
+    }
+    r.data = w->data;
+    r.n = n;
+    r.k = k;
+    r.row_bytes = (n > 1 ? w->strides[0] : cols) * (int64_t)oc_dtype_size(w->dtype);
+    r.type = type;
+    return r;
+}
+
+static bool weights_ok(const char *fn, const oc_weights *w)
+{
+    if (!w || !w->data) {
+        oc__raise(OC_EINVAL, "%s: no weights (w or w->data is NULL)", fn);
+        return false;
+    }
+    if (!wtype_ok(w->type)) {
+        oc__raise(OC_EINVAL, "%s: weight type %d is not an oc_wtype", fn, (int)w->type);
+        return false;
+    }
+    const char *tn = oc_wtype_name(w->type);
+    if (w->n < 0 || w->k < 0) {
+        oc__raise(OC_EINVAL, "%s: %s weights of %lld x %lld", fn, tn, (long long)w->n,
+                  (long long)w->k);
+        return false;
+    }
+    if (is_block(w->type) && w->k % OC_QK) {
+        oc__raise(OC_EINVAL, "%s: %s weights with k = %lld, not a multiple of the block size %d",
+                  fn, tn, (long long)w->k, OC_QK);
+        return false;
+    }
+    size_t rb = oc_wtype_row_bytes(w->type, w->k);
+    if (w->n > 1 && w->row_bytes < (int64_t)rb) {
+        oc__raise(OC_EINVAL, "%s: %s weights of k = %lld need %zu bytes a row, row_bytes is %lld",
+                  fn, tn, (long long)w->k, rb, (long long)w->row_bytes);
+        return false;
+    }
+    if (w->type == OC_W_I8 && !w->scale) {
+        oc__raise(OC_EINVAL, "%s: int8 weights [%lld, %lld] without their %lld scales", fn,
+                  (long long)w->n, (long long)w->k, (long long)w->n);
+        return false;
+    }
+    return true;
+}
+
+/* ---- scratch ---------------------------------------------------------------- */
+
+static _Thread_local struct {
+    void *p;
+    size_t n;
+} scratch[3];
+
+static void *scratch_get(int slot, size_t bytes, const char *fn)
+{
+    if (scratch[slot].n < bytes) {
+        free(scratch[slot].p);
+        scratch[slot].p = NULL;
+        scratch[slot].n = 0;
+        if (posix_memalign(&scratch[slot].p, 64, bytes ? bytes : 64)) {
+            scratch[slot].p = NULL;
+            oc__raise(OC_ENOMEM, "%s: no memory for %zu bytes of scratch", fn, bytes);
+            return NULL;
+        }
+        scratch[slot].n = bytes;
+    }
+    return scratch[slot].p;
+}
+
+/* ---- portable kernels ------------------------------------------------------- */
+
+static inline float wval(const char *w, oc_wtype t, int64_t p)
+{
+    switch (t) {
+    case OC_W_BF16: {
+        oc_bfloat16 h;
+        memcpy(&h, w + 2 * p, 2);
+        return oc_bf16_to_f32(h);
+    }
+    case OC_W_F16: {
+        oc_half h;
+        memcpy(&h, w + 2 * p, 2);
+        return oc_half_to_f32(h);
+    }
+    default: {
+        float f;
+        memcpy(&f, w + 4 * p, 4);
+        return f;
+    }
+    }
+}
+
+static void fdot_portable(float *y, int64_t yrs, const float *x, int64_t xrs, int64_t m,
+                          const char *w, int64_t wrb, oc_wtype t, int64_t k, int64_t j0, int64_t j1)
+{
+    for (int64_t j = j0; j < j1; j++) {
+        const char *wr = w + j * wrb;
+        for (int64_t i = 0; i < m; i++) {
+            const float *xr = x + i * xrs;
+            float s[8] = {0};
+            int64_t p = 0;
+            for (; p + 8 <= k; p += 8)
+                for (int l = 0; l < 8; l++) s[l] += xr[p + l] * wval(wr, t, p + l);
+            float r = oc__lowp_sum8(s);
+            for (; p < k; p++) r += xr[p] * wval(wr, t, p);
+            y[i * yrs + j] = r;
+        }
+    }
+}
+
+int32_t oc__lowp_block_isum(const char *blk, oc_wtype type, const int8_t *xq)
+{
+    int32_t s = 0;
+    if (type == OC_W_Q8_0) {
+        const int8_t *q = (const int8_t *)(blk + 2);
+        for (int l = 0; l < OC_QK; l++) s += (int32_t)q[l] * xq[l];
+    } else {
+        const uint8_t *q = (const uint8_t *)(blk + 2);
+        for (int l = 0; l < OC_QK / 2; l++) {
+            s += ((int32_t)(q[l] & 15) - 8) * xq[l];
+            s += ((int32_t)(q[l] >> 4) - 8) * xq[l + OC_QK / 2];
+        }
+    }
+    return s;
+}
+
+static float qdot_portable(const char *wrow, oc_wtype type, const int8_t *xq, const float *xd,
+                           int64_t nb)
+{
+    size_t bb = block_bytes(type);
+    float s[8] = {0};
+    for (int64_t b = 0; b < nb; b++) {
+        const char *blk = wrow + b * (int64_t)bb;
+        oc_half hd;
+        memcpy(&hd, blk, 2);
+        float d = xd[b] * oc_half_to_f32(hd);
+        s[b % 8] = fmaf((float)oc__lowp_block_isum(blk, type, xq + b * OC_QK), d, s[b % 8]);
+    }
+    return oc__lowp_sum8(s);
+}
+
+static void i8_portable(float *y, int64_t yrs, const int8_t *x, int64_t xrs, const float *xs,
+                        int64_t m, const int8_t *w, int64_t wrb, const float *ws, int64_t k,
+                        int64_t j0, int64_t j1)
+{
+    for (int64_t j = j0; j < j1; j++) {
+        const int8_t *wr = w + j * wrb;
+        for (int64_t i = 0; i < m; i++) {
+            const int8_t *xr = x + i * xrs;
+            int32_t s = 0;
+            for (int64_t p = 0; p < k; p++) s += (int32_t)xr[p] * wr[p];
+            y[i * yrs + j] = ((float)s * xs[i]) * ws[j];
+        }
+    }
+}
+
+static const oc__lowp_kernels portable = {"portable", fdot_portable, qdot_portable, i8_portable,
+                                          false};
+
+/* ---- choosing the kernels ------------------------------------------------------- */
+
+static const oc__lowp_kernels *kern;
+static pthread_once_t kern_once = PTHREAD_ONCE_INIT;
+
+static bool cpu_avx2(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+#else
+    return false;
+#endif
+}
+
+static bool cpu_avx512(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    return cpu_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#else
+    return false;
+#endif
+}
+
+/* The best set the CPU runs, capped by OC_TILE_ISA (avx512, avx2 or
+ * portable: a lower path for tests; a higher one than the CPU has is
+ * not taken). */
+static void kern_init(void)
+{
+    const char *cap = getenv("OC_TILE_ISA");
+    int lim = 2;
+    if (cap && !strcasecmp(cap, "portable"))
+        lim = 0;
+    else if (cap && !strcasecmp(cap, "avx2"))
+        lim = 1;
+    kern = &portable;
+    if (lim >= 1 && cpu_avx2() && oc__lowp_avx2.fdot) kern = &oc__lowp_avx2;
+    if (lim >= 2 && cpu_avx512() && oc__lowp_avx512.fdot) kern = &oc__lowp_avx512;
+}
+
+static const oc__lowp_kernels *kernels(void)
+{
+    pthread_once(&kern_once, kern_init);
+    return kern;
+}
+
+/* ---- the linear layer ----------------------------------------------------------- */
+
+/* Columns [*j0, *j1) of part ith of nth: whole 16-column groups. */
+static void part_of(int64_t n, int ith, int nth, int64_t *j0, int64_t *j1)
+{
+    int64_t groups = (n + 15) / 16;
+    int64_t g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
+    *j0 = g0 * 16 < n ? g0 * 16 : n;
+    *j1 = g1 * 16 < n ? g1 * 16 : n;
+}
+
+static bool part_ok(const char *fn, int ith, int nth)
+{
+    if (nth >= 1 && ith >= 0 && ith < nth) return true;
+    oc__raise(OC_EINVAL,
+              "%s: part ith = %d of nth = %d (want 0 <= ith < nth; oc_cpu_id(), oc_cpu_count())",
+              fn, ith, nth);
+    return false;
+}
+
+static bool unit_cols(const char *fn, const char *arg, const oc_tile *t)
+{
+    if (t->cs == 1 || t->cols <= 1) return true;
+    oc__raise(OC_EINVAL,
+              "%s: argument '%s' (%lld x %lld) has column stride %lld, want 1 (copy it into a "
+              "row-major tile)",
+              fn, arg, (long long)t->rows, (long long)t->cols, (long long)t->cs);
+    return false;
+}
+
+static bool shapes_ok(const char *fn, const oc_tile *y, const oc_tile *x, const oc_weights *w)
+{
+    if (x->cols == w->k && y->rows == x->rows && y->cols == w->n) return true;
+    oc__raise(OC_EINVAL,
+              "%s: y is %lld x %lld, x %lld x %lld, %s w %lld x %lld (want y m x n = x m x k "
+              "times w^T, w n x k)",
+              fn, (long long)y->rows, (long long)y->cols, (long long)x->rows, (long long)x->cols,
+              oc_wtype_name(w->type), (long long)w->n, (long long)w->k);
+    return false;
+}
+
+static int64_t yrs_of(const oc_tile *y) { return y->rows > 1 ? y->rs : y->cols; }
+
+/* Each row of x as int8 blocks of 32: xq (m x k), xd (m x k / 32). */
+static void quantize_blocks32(int8_t *xq, float *xd, const float *x, int64_t xrs, int64_t m,
+                              int64_t k)
+{
+    int64_t nb = k / OC_QK;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t b = 0; b < nb; b++) {
+            const float *v = x + i * xrs + b * OC_QK;
+            float amax = 0.0f;
+            for (int l = 0; l < OC_QK; l++) amax = fmaxf(amax, fabsf(v[l]));
+            float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            for (int l = 0; l < OC_QK; l++) {
+                float q = nearbyintf(v[l] * id);
+                xq[i * k + b * OC_QK + l] = (int8_t)(q > 127.0f    ? 127.0f
+                                                     : q < -127.0f ? -127.0f
+                                                                   : q);
+            }
+            xd[i * nb + b] = d;
+        }
+}
+
+static void quantize_row(int8_t *q, float *scale, const float *x, int64_t n)
+{
+    float amax = 0.0f;
+    for (int64_t p = 0; p < n; p++) amax = fmaxf(amax, fabsf(x[p]));
+    float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int64_t p = 0; p < n; p++) {
+        float v = nearbyintf(x[p] * id);
+        q[p] = (int8_t)(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v);
+    }
+    *scale = d;
+}
+
+static bool has_min_i8(const int8_t *x, int64_t xrs, int64_t m, int64_t k)
+{
+    for (int64_t i = 0; i < m; i++) {
+        int any = 0;
+        for (int64_t p = 0; p < k; p++) any |= x[i * xrs + p] == -128;
+        if (any) return true;
+    }
+    return false;
+}
+
+static void run_i8(oc_tile *y, const int8_t *xq, int64_t xrs, const float *xs, int64_t m,
+                   const oc_weights *w, int64_t j0, int64_t j1)
+{
+    const oc__lowp_kernels *ks = kernels();
+    if (ks->i8_needs_no_min && has_min_i8(xq, xrs, m, w->k)) ks = &portable;
+    ks->i8(y->data, yrs_of(y), xq, xrs, xs, m, w->data, w->row_bytes, w->scale, w->k, j0, j1);
+}
+
+static bool i8_k_ok(const char *fn, const oc_weights *w)
+{
+    if (w->k < I8_MAX_K) return true;
+    oc__raise(OC_EINVAL,
+              "%s: int8 weights with k = %lld (want k < %d so that the int32 sum is exact)", fn,
+              (long long)w->k, I8_MAX_K);
+    return false;
+}
+
+void oc_tile_linear(oc_tile *y, const oc_tile *x, const oc_weights *w, int ith, int nth)
+{
+    const char *fn = "oc_tile_linear";
+    if (!part_ok(fn, ith, nth) || !weights_ok(fn, w) || !oc__tile_want_f32(y, fn, "y") ||
+        !oc__tile_want_f32(x, fn, "x") || !shapes_ok(fn, y, x, w) || !unit_cols(fn, "y", y) ||
+        !unit_cols(fn, "x", x))
+        return;
+    int64_t j0, j1, m = x->rows, k = w->k, xrs = x->rows > 1 ? x->rs : x->cols;
+    part_of(w->n, ith, nth, &j0, &j1);
+    if (j0 >= j1 || m == 0) return;
+    const oc__lowp_kernels *ks = kernels();
+    switch (w->type) {
+    case OC_W_F32:
+    case OC_W_BF16:
+    case OC_W_F16:
+        if (m <= SKINNY_M || k == 0) {
+            ks->fdot(y->data, yrs_of(y), x->data, xrs, m, w->data, w->row_bytes, w->type, k, j0,
+                     j1);
+        } else {
+            int64_t es = (int64_t)oc_dtype_size(wtype_dtype(w->type));
+            oc_tile wt = {(char *)w->data + j0 * w->row_bytes,
+                          j1 - j0,
+                          k,
+                          w->row_bytes / es,
+                          1,
+                          wtype_dtype(w->type),
+                          false};
+            oc_tile yv = oc_tile_view(y, 0, j0, m, j1 - j0);
+            oc_tile_matmul_to(&yv, x, &wt, OC_TILE_TRANS_B);
+        }
+        return;
+    case OC_W_Q8_0:
+    case OC_W_Q4_0: {
+        int64_t nb = k / OC_QK;
+        int8_t *xq = scratch_get(0, (size_t)(m * k), fn);
+        float *xd = scratch_get(1, (size_t)(m * nb) * sizeof(float), fn);
+        if (!xq || !xd) return;
+        quantize_blocks32(xq, xd, x->data, xrs, m, k);
+        float *py = y->data;
+        int64_t yrs = yrs_of(y);
+        for (int64_t j = j0; j < j1; j++) {
+            const char *wr = (const char *)w->data + j * w->row_bytes;
+            for (int64_t i = 0; i < m; i++)
+                py[i * yrs + j] = ks->qdot(wr, w->type, xq + i * k, xd + i * nb, nb);
+        }
+        return;
+    }
+    case OC_W_I8: {
+        if (!i8_k_ok(fn, w)) return;
+        int8_t *xq = scratch_get(0, (size_t)(m * k), fn);
+        float *xs = scratch_get(1, (size_t)m * sizeof(float), fn);
+        if (!xq || !xs) return;
+        for (int64_t i = 0; i < m; i++)
+            quantize_row(xq + i * k, xs + i, (const float *)x->data + i * xrs, k);
+        run_i8(y, xq, k, xs, m, w, j0, j1);
+        return;
+    }
+    }
+}
+
+void oc_tile_linear_i8(oc_tile *y, const oc_tile *xq, const oc_tile *xscale, const oc_weights *w,
+                       int ith, int nth)
+{
+    const char *fn = "oc_tile_linear_i8";
+    if (!part_ok(fn, ith, nth) || !weights_ok(fn, w) || !oc__tile_want_f32(y, fn, "y") ||
+        !oc__tile_want_f32(xscale, fn, "xscale"))
+        return;
+    if (w->type != OC_W_I8 || xq->dtype != OC_INT8) {
+        oc__raise(OC_EINVAL,
+                  "%s: xq is %s and w %s (want int8 xq and OC_W_I8 weights; oc_tile_linear takes "
+                  "float32 x)",
+                  fn, oc_dtype_name(xq->dtype), oc_wtype_name(w->type));
+        return;
+    }
+    if (!shapes_ok(fn, y, xq, w) || !unit_cols(fn, "y", y) || !unit_cols(fn, "xq", xq) ||
+        !i8_k_ok(fn, w))
+        return;
+    if (xscale->rows != xq->rows || xscale->cols != 1) {
+        oc__raise(OC_EINVAL,
+                  "%s: xscale is %lld x %lld, want %lld x 1 (one scale per row of xq %lld x %lld)",
+                  fn, (long long)xscale->rows, (long long)xscale->cols, (long long)xq->rows,
+                  (long long)xq->rows, (long long)xq->cols);
+        return;
+    }
+    int64_t j0, j1, m = xq->rows, xrs = m > 1 ? xq->rs : xq->cols;
+    part_of(w->n, ith, nth, &j0, &j1);
+    if (j0 >= j1 || m == 0) return;
+    const float *xs = xscale->data;
+    float *xsc = NULL;
+    if (m > 1 && xscale->rs != 1) { /* a strided column: gather it */
+        xsc = scratch_get(1, (size_t)m * sizeof(float), fn);
+        if (!xsc) return;
+        for (int64_t i = 0; i < m; i++) xsc[i] = xs[i * xscale->rs];
+        xs = xsc;
+    }
+    run_i8(y, xq->data, xrs, xs, m, w, j0, j1);
+}
+
+const char *oc_tile_linear_path(oc_wtype type, int64_t m)
+{
+    static _Thread_local char buf[512];
+    const oc__lowp_kernels *ks = kernels();
+    const char *isa = ks->isa;
+    switch (type) {
+    case OC_W_F32:
+    case OC_W_BF16:
+    case OC_W_F16:
+        if (m <= SKINNY_M)
+            snprintf(buf, sizeof buf,
+                     "%s weights, m <= %d: opcore's skinny %s kernel (dot products over k, "
+                     "4 rows of w at a time, float32 sums), split along n",
+                     oc_wtype_name(type), SKINNY_M, isa);
+        else
+            snprintf(buf, sizeof buf,
+                     "%s weights, m > %d: the tile matmul on each part's rows of w (%s)",
+                     oc_wtype_name(type), SKINNY_M, oc_tile_matmul_path(wtype_dtype(type)));
+        break;
+    case OC_W_Q8_0:
+    case OC_W_Q4_0:
+        snprintf(buf, sizeof buf,
+                 "%s weights: x quantised to int8 blocks of 32, opcore's %s block-dot kernel "
+                 "(%s), split along n",
+                 oc_wtype_name(type), isa,
+                 ks == &portable        ? "scalar int32 sums"
+                 : ks == &oc__lowp_avx2 ? "vpmaddubsw + vpmaddwd"
+                                        : "vpdpbusd (VNNI)");
+        break;
+    case OC_W_I8:
+        snprintf(buf, sizeof buf,
+                 "int8 weights: int8 x int8 -> int32, opcore's %s kernel (%s), split along n", isa,
+                 ks == &portable        ? "scalar int32 sums"
+                 : ks == &oc__lowp_avx2 ? "vpmaddubsw + vpmaddwd, 4 rows of w at a time"
+                                        : "u8 x s8 vpdpbusd on 512-bit registers, 4 x 4 blocks");
+        break;
+    default: snprintf(buf, sizeof buf, "weight type %d: no path", (int)type); break;
+    }
+    return buf;
+}
+
+/* ---- quantising helpers ------------------------------------------------------- */
+
+static inline float *frow(const oc_tile *t, int64_t i) { return (float *)t->data + i * t->rs; }
+
+static bool column_ok(const char *fn, const char *arg, const oc_tile *t, int64_t rows, oc_dtype dt)
+{
+    if (t->dtype == dt && t->rows == rows && t->cols == 1) return true;
+    oc__raise(OC_EINVAL, "%s: argument '%s' is a %lld x %lld %s tile, want %lld x 1 %s", fn, arg,
+              (long long)t->rows, (long long)t->cols, oc_dtype_name(t->dtype), (long long)rows,
+              oc_dtype_name(dt));
+    return false;
+}
+
+void oc_tile_absmax_rows(oc_tile *dst, const oc_tile *a)
+{
+    const char *fn = "oc_tile_absmax_rows";
+    if (!oc__tile_want_f32(a, fn, "a") || !column_ok(fn, "dst", dst, a->rows, OC_FLOAT32)) return;
+    for (int64_t i = 0; i < a->rows; i++) {
+        const float *r = frow(a, i);
+        float m = 0.0f;
+        bool nan = false;
+        for (int64_t j = 0; j < a->cols; j++) {
+            float v = fabsf(r[j * a->cs]);
+            nan |= v != v;
+            m = v > m ? v : m;
+        }
+        frow(dst, i)[0] = nan ? NAN : m;
+    }
+}
+
+static bool groups_ok(const char *fn, const oc_tile *x, const oc_tile *q, const oc_tile *scale,
+                      int64_t group)
+{
+    if (x->dtype != OC_FLOAT32 || q->dtype != OC_INT8 || scale->dtype != OC_FLOAT32) {
+        oc__raise(OC_EINVAL, "%s: x %s, q %s, scale %s (want float32, int8, float32)", fn,
+                  oc_dtype_name(x->dtype), oc_dtype_name(q->dtype), oc_dtype_name(scale->dtype));
+        return false;
+    }
+    if (q->rows != x->rows || q->cols != x->cols) {
+        oc__raise(OC_EINVAL, "%s: q is %lld x %lld, x %lld x %lld (want the same shape)", fn,
+                  (long long)q->rows, (long long)q->cols, (long long)x->rows, (long long)x->cols);
+        return false;
+    }
+    if (group < 0 || (group > 0 && x->cols % group)) {
+        oc__raise(OC_EINVAL, "%s: group %lld does not divide the %lld columns", fn,
+                  (long long)group, (long long)x->cols);
+        return false;
+    }
+    int64_t ng = group ? x->cols / group : 1;
+    if (scale->rows != x->rows || scale->cols != ng) {
+        oc__raise(OC_EINVAL,
+                  "%s: scale is %lld x %lld, want %lld x %lld (rows x cols / group for %lld x %lld "
+                  "and group %lld)",
+                  fn, (long long)scale->rows, (long long)scale->cols, (long long)x->rows,
+                  (long long)ng, (long long)x->rows, (long long)x->cols, (long long)group);
+        return false;
+    }
+    return true;
+}
+
+void oc_tile_quantize_rows(oc_tile *q, oc_tile *scale, const oc_tile *x, int64_t group)
+{
+    const char *fn = "oc_tile_quantize_rows";
+    if (!groups_ok(fn, x, q, scale, group)) return;
+    int64_t g = group ? group : x->cols;
+    if (g == 0) return;
+    float *tmp = scratch_get(2, (size_t)g * sizeof(float), fn);
+    int8_t *qt = scratch_get(0, (size_t)g, fn);
+    if (!tmp || !qt) return;
+    for (int64_t i = 0; i < x->rows; i++)
+        for (int64_t c0 = 0, gi = 0; c0 < x->cols; c0 += g, gi++) {
+            for (int64_t j = 0; j < g; j++) tmp[j] = frow(x, i)[(c0 + j) * x->cs];
+            quantize_row(qt, frow(scale, i) + gi * scale->cs, tmp, g);
+            int8_t *qr = (int8_t *)q->data + i * q->rs;
+            for (int64_t j = 0; j < g; j++) qr[(c0 + j) * q->cs] = qt[j];
+        }
+}
+
+void oc_tile_dequantize_rows(oc_tile *x, const oc_tile *q, const oc_tile *scale, int64_t group)
+{
+    const char *fn = "oc_tile_dequantize_rows";
+    if (!groups_ok(fn, x, q, scale, group)) return;
+    int64_t g = group ? group : x->cols;
+    for (int64_t i = 0; i < x->rows; i++) {
+        const int8_t *qr = (const int8_t *)q->data + i * q->rs;
+        for (int64_t j = 0; j < x->cols; j++)
+            frow(x, i)[j * x->cs] = (float)qr[j * q->cs] * frow(scale, i)[j / g * scale->cs];
+    }
+}
+
+/* ggml's quantize_row_q8_0 / q4_0 reference, for one block of 32. */
+static void quantize_block(char *blk, oc_wtype type, const float *v)
+{
+    if (type == OC_W_Q8_0) {
+        float amax = 0.0f;
+        for (int l = 0; l < OC_QK; l++) amax = fmaxf(amax, fabsf(v[l]));
+        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        oc_half h = oc_f32_to_half(d);
+        memcpy(blk, &h, 2);
+        for (int l = 0; l < OC_QK; l++) {
+            float q = nearbyintf(v[l] * id);
+            blk[2 + l] = (char)(int8_t)(q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q);
+        }
+    } else {
+        float amax = 0.0f, max = 0.0f;
+        for (int l = 0; l < OC_QK; l++)
+            if (amax < fabsf(v[l])) {
+                amax = fabsf(v[l]);
+                max = v[l];
+            }
+        float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        oc_half h = oc_f32_to_half(d);
+        memcpy(blk, &h, 2);
+        for (int l = 0; l < OC_QK / 2; l++) {
+            int a = (int)(int8_t)(v[l] * id + 8.5f),
+                b = (int)(int8_t)(v[l + OC_QK / 2] * id + 8.5f);
+            a = a < 15 ? a : 15;
+            b = b < 15 ? b : 15;
+            blk[2 + l] = (char)(uint8_t)(a | (b << 4));
+        }
+    }
+}
+
+void oc_tile_quantize_blocks(void *blocks, oc_wtype type, const oc_tile *x)
+{
+    const char *fn = "oc_tile_quantize_blocks";
+    if (!oc__tile_want_f32(x, fn, "x")) return;
+    if (!is_block(type)) {
+        oc__raise(OC_EINVAL, "%s: type %s is not a block type (want OC_W_Q8_0 or OC_W_Q4_0)", fn,
+                  oc_wtype_name(type));
+        return;
+    }
+    if (x->cols % OC_QK) {
+        oc__raise(OC_EINVAL, "%s: x is %lld x %lld, its %lld columns are not whole %s blocks of %d",
+                  fn, (long long)x->rows, (long long)x->cols, (long long)x->cols,
+                  oc_wtype_name(type), OC_QK);
+        return;
+    }
+    size_t rb = oc_wtype_row_bytes(type, x->cols), bb = block_bytes(type);
+    float v[OC_QK];
+    for (int64_t i = 0; i < x->rows; i++)
+        for (int64_t b = 0; b < x->cols / OC_QK; b++) {
+            for (int l = 0; l < OC_QK; l++) v[l] = frow(x, i)[(b * OC_QK + l) * x->cs];
+            quantize_block((char *)blocks + (size_t)i * rb + (size_t)b * bb, type, v);
+        }
+}
+
+void oc_tile_dequantize_weights(oc_tile *x, const oc_weights *w, int64_t r0)
+{
+    const char *fn = "oc_tile_dequantize_weights";
+    if (!weights_ok(fn, w) || !oc__tile_want_f32(x, fn, "x")) return;
+    if (x->cols != w->k || r0 < 0 || r0 + x->rows > w->n) {
+        oc__raise(OC_EINVAL, "%s: x is %lld x %lld for rows [%lld, %lld) of %s weights %lld x %lld",
+                  fn, (long long)x->rows, (long long)x->cols, (long long)r0,
+                  (long long)(r0 + x->rows), oc_wtype_name(w->type), (long long)w->n,
+                  (long long)w->k);
+        return;
+    }
+    for (int64_t i = 0; i < x->rows; i++) {
+        const char *wr = (const char *)w->data + (r0 + i) * w->row_bytes;
+        float *xr = frow(x, i);
+        for (int64_t p = 0; p < w->k; p++) {
+            float v;
+            if (w->type == OC_W_I8) {
+                v = (float)((const int8_t *)wr)[p] * w->scale[r0 + i];
+            } else if (is_block(w->type)) {
+                const char *blk = wr + p / OC_QK * (int64_t)block_bytes(w->type);
+                oc_half h;
+                memcpy(&h, blk, 2);
+                int l = (int)(p % OC_QK), q;
+                if (w->type == OC_W_Q8_0)
+                    q = ((const int8_t *)(blk + 2))[l];
+                else {
+                    uint8_t byte = ((const uint8_t *)(blk + 2))[l % 16];
+                    q = (l < 16 ? byte & 15 : byte >> 4) - 8;
+                }
+                v = (float)q * oc_half_to_f32(h);
+            } else {
+                v = wval(wr, w->type, p);
+            }
+            xr[p * x->cs] = v;
+        }
+    }
+}
+
+void oc_tile_gather_rows(oc_tile *dst, const oc_tile *a, const oc_tile *idx)
+{
+    const char *fn = "oc_tile_gather_rows";
+    if (!oc__tile_want_f32(a, fn, "a") || !column_ok(fn, "dst", dst, a->rows, OC_FLOAT32) ||
+        !column_ok(fn, "idx", idx, a->rows, OC_INT32))
+        return;
+    for (int64_t i = 0; i < a->rows; i++) {
+        int32_t j = ((const int32_t *)idx->data)[i * idx->rs];
+        if (j < 0 || j >= a->cols) {
+            oc__raise(OC_EINVAL, "%s: idx[%lld] = %d is outside [0, %lld) (a is %lld x %lld)", fn,
+                      (long long)i, j, (long long)a->cols, (long long)a->rows, (long long)a->cols);
+            return;
+        }
+        frow(dst, i)[0] = frow(a, i)[j * a->cs];
+    }
+}
+
+void oc_tile_logsumexp_rows(oc_tile *dst, const oc_tile *a)
+{
+    const char *fn = "oc_tile_logsumexp_rows";
+    if (!oc__tile_want_f32(a, fn, "a") || !column_ok(fn, "dst", dst, a->rows, OC_FLOAT32)) return;
+    for (int64_t i = 0; i < a->rows; i++) {
+        const float *r = frow(a, i);
+        float m = -INFINITY;
+        bool nan = false;
+        for (int64_t j = 0; j < a->cols; j++) {
+            nan |= r[j * a->cs] != r[j * a->cs];
+            m = fmaxf(m, r[j * a->cs]);
+        }
+        float out;
+        if (nan)
+            out = NAN;
+        else if (m == -INFINITY || m == INFINITY)
+            out = m;
+        else {
+            float s[8] = {0};
+            int64_t j = 0;
+            for (; j + 8 <= a->cols; j += 8)
+                for (int l = 0; l < 8; l++) s[l] += expf(r[(j + l) * a->cs] - m);
+            float t = oc__lowp_sum8(s);
+            for (; j < a->cols; j++) t += expf(r[j * a->cs] - m);
+            out = m + logf(t);
+        }
+        frow(dst, i)[0] = out;
+    }
+}
+
+void oc_tile_dot_rows(oc_tile *dst, const oc_tile *a, const oc_tile *b)
+{
+    const char *fn = "oc_tile_dot_rows";
+    if (!oc__tile_want_f32(a, fn, "a") || !oc__tile_want_f32(b, fn, "b") ||
+        !column_ok(fn, "dst", dst, a->rows, OC_FLOAT32))
+        return;
+    if (b->cols != a->cols || (b->rows != a->rows && b->rows != 1)) {
+        oc__raise(OC_EINVAL,
+                  "%s: a is %lld x %lld, b %lld x %lld (want b the same shape or 1 x %lld)", fn,
+                  (long long)a->rows, (long long)a->cols, (long long)b->rows, (long long)b->cols,
+                  (long long)a->cols);
+        return;
+    }
+    for (int64_t i = 0; i < a->rows; i++) {
+        const float *ra = frow(a, i), *rb = frow(b, b->rows == 1 ? 0 : i);
+        float s[8] = {0};
+        int64_t j = 0;
+        for (; j + 8 <= a->cols; j += 8)
+            for (int l = 0; l < 8; l++) s[l] += ra[(j + l) * a->cs] * rb[(j + l) * b->cs];
+        float t = oc__lowp_sum8(s);
+        for (; j < a->cols; j++) t += ra[j * a->cs] * rb[j * b->cs];
+        frow(dst, i)[0] = t;
+    }
+}

@@ -1,0 +1,49 @@
+/* src/tile/lowp_internal.h — the low-precision linear layer's micro-kernels,
+ * one set per instruction set (src/tile/lowp.c: portable C and the
+ * dispatch; src/tile/lowp_x86.c: AVX2 and AVX-512). Not public. */
+#ifndef OPCORE_TILE_LOWP_INTERNAL_H
+#define OPCORE_TILE_LOWP_INTERNAL_H
+
+#include <stdint.h>
+
+#include "opcore/tile.h"
+
+/* Float weights: y[i][j] = dot(x row i, w row j) for i < m, j in [j0, j1);
+ * x and y rows at strides xrs, yrs (floats); w rows wrb bytes apart. */
+typedef void (*oc__lowp_fdot_fn)(float *y, int64_t yrs, const float *x, int64_t xrs, int64_t m,
+                                 const char *w, int64_t wrb, oc_wtype type, int64_t k, int64_t j0,
+                                 int64_t j1);
+
+/* Q8_0 / Q4_0 weights: one row of w (nb blocks) against one row of x
+ * quantised to int8 blocks (xq: nb * 32 values, xd: nb float32 scales);
+ * the sum in the order tile.h defines (8 partial sums by block % 8). */
+typedef float (*oc__lowp_qdot_fn)(const char *wrow, oc_wtype type, const int8_t *xq,
+                                  const float *xd, int64_t nb);
+
+/* int8 x int8: y[i][j] = ((float)isum * xs[i]) * ws[j], isum exact. */
+typedef void (*oc__lowp_i8_fn)(float *y, int64_t yrs, const int8_t *x, int64_t xrs, const float *xs,
+                               int64_t m, const int8_t *w, int64_t wrb, const float *ws, int64_t k,
+                               int64_t j0, int64_t j1);
+
+typedef struct oc__lowp_kernels {
+    const char *isa; /* "avx512-vnni", "avx2", "portable" */
+    oc__lowp_fdot_fn fdot;
+    oc__lowp_qdot_fn qdot;
+    oc__lowp_i8_fn i8;
+    /* int8 kernel exact only for x without -128 (AVX2's sign trick) */
+    bool i8_needs_no_min;
+} oc__lowp_kernels;
+
+/* The 8 partial sums of a block dot added in tile.h's order. */
+static inline float oc__lowp_sum8(const float s[8])
+{
+    return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
+/* Exact int32 sum of one Q8_0 / Q4_0 weight block times 32 int8 values. */
+int32_t oc__lowp_block_isum(const char *blk, oc_wtype type, const int8_t *xq);
+
+/* The x86 kernel sets (lowp_x86.c); NULL members where not built. */
+extern const oc__lowp_kernels oc__lowp_avx2, oc__lowp_avx512;
+
+#endif

@@ -1,0 +1,175 @@
+"""Low-precision linear layers (opcore/tile.h's oc_tile_linear) called from
+PyTorch through bench/kernels/lowp_linear.c: GGML's Q8_0 / Q4_0 bytes as
+ggml's reference quantisers make them, each weight type against torch's
+float product, the same bits on every instruction set (each in a process
+of its own, OC_TILE_ISA forcing it), and bad input."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KERNELS = os.path.join(REPO, "bench", "kernels")
+W = {"float32": 0, "bfloat16": 1, "float16": 2, "q8_0": 3, "q4_0": 4, "int8": 5}
+
+
+def load(build_dir):
+    from opcore import custom_op
+
+    custom_op.loaded_libraries().get("lowp") or custom_op.load(
+        name="lowp", compute_srcs=[os.path.join(KERNELS, "lowp_linear.c")],
+        shape_srcs=[os.path.join(KERNELS, "lowp_shape.c")], build_directory=str(build_dir))
+    return torch.ops.lowp
+
+
+@pytest.fixture(scope="module")
+def ops(tmp_path_factory):
+    import opcore.torch  # noqa: F401
+    return load(tmp_path_factory.mktemp("lowp"))
+
+
+def ggml_q8_0(x):
+    """ggml's quantize_row_q8_0 reference (rounding half to even), rows of
+    blocks as bytes."""
+    n, k = x.shape
+    b = x.reshape(n, k // 32, 32).astype(np.float32)
+    amax = np.abs(b).max(-1)
+    d = (amax / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        idv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    q = np.clip(np.rint(b * idv[..., None]), -127, 127).astype(np.int8)
+    out = np.empty((n, k // 32, 34), np.uint8)
+    out[..., :2] = d.astype(np.float16).view(np.uint8).reshape(n, k // 32, 2)
+    out[..., 2:] = q.view(np.uint8)
+    return out.reshape(n, -1)
+
+
+def ggml_q4_0(x):
+    """ggml's quantize_row_q4_0 reference."""
+    n, k = x.shape
+    b = x.reshape(n, k // 32, 32).astype(np.float32)
+    i = np.abs(b).argmax(-1)  # the first of the largest magnitude, as ggml's loop keeps
+    mx = np.take_along_axis(b, i[..., None], -1)[..., 0]
+    d = (mx / np.float32(-8)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        idv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    v = (b * idv[..., None] + np.float32(8.5)).astype(np.float32)
+    q = np.minimum(15, np.trunc(v).astype(np.int8)).astype(np.uint8)
+    out = np.empty((n, k // 32, 18), np.uint8)
+    out[..., :2] = d.astype(np.float16).view(np.uint8).reshape(n, k // 32, 2)
+    out[..., 2:] = q[..., :16] | (q[..., 16:] << 4)
+    return out.reshape(n, -1)
+
+
+def dequant(wq, kind, k):
+    n = wq.shape[0]
+    b = wq.reshape(n, k // 32, -1)
+    d = b[..., :2].copy().view(np.float16).astype(np.float32)
+    if kind == "q8_0":
+        q = b[..., 2:].view(np.int8).astype(np.float32)
+    else:
+        lo, hi = (b[..., 2:] & 15).astype(np.float32) - 8, (b[..., 2:] >> 4).astype(np.float32) - 8
+        q = np.concatenate([lo, hi], -1)
+    return (q * d).reshape(n, k)
+
+
+@pytest.mark.parametrize("kind", ["q8_0", "q4_0"])
+def test_quantise_like_ggml(ops, kind):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(7, 256, generator=g)
+    x[0, :32] = 0  # an all-zero block: d = 0
+    got = ops.lowp_quantize(x, W[kind]).numpy()
+    want = (ggml_q8_0 if kind == "q8_0" else ggml_q4_0)(x.numpy())
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("m", [1, 5, 32, 48])
+@pytest.mark.parametrize("kind", list(W))
+def test_linear_against_torch(ops, kind, m):
+    g = torch.Generator().manual_seed(m)
+    n, k = 70, 256
+    w = torch.randn(n, k, generator=g) * 0.1
+    x = torch.randn(m, k, generator=g)
+    scale = torch.zeros(1)
+    if kind in ("float32", "bfloat16", "float16"):
+        wt = w.to(getattr(torch, kind))
+        ref, tol = F.linear(x, wt.float()), 1e-4
+    elif kind == "int8":
+        scale = w.abs().amax(1) / 127
+        wt = torch.round(w / scale[:, None]).to(torch.int8)
+        ref, tol = F.linear(x, wt.float() * scale[:, None]), 0.02
+    else:
+        wt = ops.lowp_quantize(w, W[kind])
+        ref, tol = F.linear(x, torch.from_numpy(dequant(wt.numpy(), kind, k))), 0.02
+    y = ops.lowp_linear(x, wt, scale, W[kind])
+    assert y.shape == (m, n)
+    err = ((y - ref).norm() / ref.norm()).item()
+    assert err < tol, (kind, m, err)
+
+
+CHILD = r"""
+import os, sys, torch
+sys.path.insert(0, {here!r})
+import opcore.torch
+from test_lowp import load, W
+T = load({build!r})
+g = torch.Generator().manual_seed(3)
+w = torch.randn(67, 512, generator=g) * 0.05
+outs = {{}}
+for m in (1, 9, 40):
+    x = torch.randn(m, 512, generator=g)
+    for kind in ("q8_0", "q4_0"):
+        outs[f"{{kind}} {{m}}"] = T.lowp_linear(x, T.lowp_quantize(w, W[kind]), torch.zeros(1), W[kind])
+    s = w.abs().amax(1) / 127
+    wi = torch.round(w / s[:, None]).to(torch.int8)
+    outs[f"int8 {{m}}"] = T.lowp_linear(x, wi, s, W["int8"])
+torch.save(outs, {out!r})
+"""
+
+
+def test_same_bits_on_every_path(ops, tmp_path):
+    """The integer paths (Q8_0, Q4_0, int8) give the same bits whatever the
+    instruction set, and whatever the number of cores."""
+    build = tmp_path / "lib"
+    results = {}
+    for isa, cores in (("", "2"), ("avx2", "2"), ("portable", "1"), ("portable", "2")):
+        out = tmp_path / f"{isa or 'best'}{cores}.pt"
+        env = {**os.environ, "OC_NUM_CORES": cores}
+        env.pop("OC_TILE_ISA", None)
+        if isa:
+            env["OC_TILE_ISA"] = isa
+        code = CHILD.format(here=os.path.dirname(os.path.abspath(__file__)), build=str(build), out=str(out))
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        results[(isa, cores)] = torch.load(out)
+    base = results[("", "2")]
+    for key, outs in results.items():
+        for name, t in outs.items():
+            assert torch.equal(t.view(torch.int32), base[name].view(torch.int32)), (key, name)
+
+
+def test_bad_input_then_next_call_works(ops):
+    x = torch.randn(2, 64)
+    w = torch.randn(8, 64)
+    q4 = ops.lowp_quantize(w, W["q4_0"])
+    with pytest.raises(RuntimeError, match=r"oc_weights_of_tensor: q4_0 weights \[8, 17\]: a row of 17 "
+                       r"bytes is not whole 18-byte blocks"):
+        ops.lowp_linear(x, q4[:, :17].contiguous(), torch.zeros(1), W["q4_0"])
+    with pytest.raises(RuntimeError, match=r"oc_tile_linear: y is 2 x 8, x 2 x 32, q4_0 w 8 x 64"):
+        ops.lowp_linear(x[:, :32].contiguous(), q4, torch.zeros(1), W["q4_0"])
+    with pytest.raises(RuntimeError, match=r"oc_weights_of_tensor: bfloat16 weights in a float32 tensor"):
+        ops.lowp_linear(x, w, torch.zeros(1), W["bfloat16"])
+    with pytest.raises(RuntimeError, match=r"int8 weights \[8, 64\] need a contiguous float32 scale of 8"):
+        ops.lowp_linear(x, w.to(torch.int8), torch.ones(3), W["int8"])
+    with pytest.raises(RuntimeError, match=r"weight type 9 is not an oc_wtype"):
+        ops.lowp_linear(x, w, torch.zeros(1), 9)
+    with pytest.raises(RuntimeError, match=r"not whole blocks of 32"):
+        ops.lowp_quantize(torch.randn(2, 40), W["q8_0"])
+    y = ops.lowp_linear(x, q4, torch.zeros(1), W["q4_0"])
+    ref = F.linear(x, torch.from_numpy(dequant(q4.numpy(), "q4_0", 64)))
+    assert ((y - ref).norm() / ref.norm()).item() < 0.02
