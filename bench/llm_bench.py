@@ -41,9 +41,11 @@ def machine():
             if line.startswith("flags") and not flags:
                 flags = set(line.split(":", 1)[1].split())
     names = [("avx2", "AVX2"), ("fma", "FMA"), ("f16c", "F16C"), ("avx512f", "AVX-512F"),
-             ("avx512bw", "AVX-512BW"), ("avx512_vnni", "AVX-512VNNI"), ("avx512_bf16", "AVX-512BF16"),
+             ("avx512bw", "AVX-512BW"), ("avx512_vnni", "AVX-512VNNI"),
+             ("avx512_bf16", "AVX-512BF16"),
              ("avx512_fp16", "AVX-512FP16"), ("avx_vnni", "AVX-VNNI"), ("amx_tile", "AMX")]
-    return {"cpu": cpu, "isa": [n for f, n in names if f in flags], "cores": len(os.sched_getaffinity(0))}
+    return {"cpu": cpu, "isa": [n for f, n in names if f in flags],
+            "cores": len(os.sched_getaffinity(0))}
 
 
 def weight_bytes(cfg, fmt):
@@ -60,8 +62,8 @@ def llama_cpp_peer(path, threads, n_ctx, n_batch):
     from llama_cpp import Llama
     import numpy as np
 
-    llm = Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, n_batch=n_batch,
-                n_ubatch=n_batch, verbose=False, logits_all=False)
+    llm = Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
+                n_batch=n_batch, n_ubatch=n_batch, verbose=False, logits_all=False)
 
     class Peer:
         def reset(self):
@@ -108,7 +110,8 @@ def child(args):
         import llama_cpp  # noqa: F401
     except ImportError as e:
         have_llama = False
-        print(f"llama.cpp peer missing ({e}): pip install -r bench/requirements-llm.txt", file=sys.stderr)
+        print(f"llama.cpp peer missing ({e}): pip install -r bench/requirements-llm.txt",
+              file=sys.stderr)
     out = {"threads": args.threads, "groups": []}
     for fmt in args.formats:
         cands = {"opcore": lambda: model.OpcoreLlama(cfg, weights, fmt, max_seq=n_ctx)}
@@ -121,7 +124,8 @@ def child(args):
                     return m
                 cands["torch.compile"] = compiled
         if fmt == "q8_0":
-            cands["torch int8 weight-only"] = lambda: model.TorchLlama(cfg, weights, "int8", max_seq=n_ctx)
+            cands["torch int8 weight-only"] = lambda: model.TorchLlama(cfg, weights, "int8",
+                                                                       max_seq=n_ctx)
         if have_llama and not args.no_llama:
             g = os.path.join(wdir, f"{cfg.name}-seed0-{fmt}.gguf")
             if not os.path.exists(g):
@@ -135,7 +139,8 @@ def child(args):
             except Exception as e:  # a peer that does not run here is reported, not fatal
                 models.pop(name, None)
                 errors[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-                print(f"[{fmt} t={args.threads}] {name} did not run: {errors[name]}", file=sys.stderr)
+                print(f"[{fmt} t={args.threads}] {name} did not run: {errors[name]}",
+                      file=sys.stderr)
         samples = {n: {"prefill": [], "decode": [], "tokens": None} for n in models}
         names = list(models)
         for r in range(args.rounds):
@@ -155,11 +160,12 @@ def child(args):
             cp.append(time.perf_counter() - t0)
         del src, dst
         gbs = nb / statistics.median(cp) / 1e9
-        out["groups"].append({"format": fmt, "samples": samples, "errors": errors, "memcpy_GBps": gbs,
-                              "weight_bytes": weight_bytes(cfg, fmt)})
+        out["groups"].append({"format": fmt, "samples": samples, "errors": errors,
+                              "memcpy_GBps": gbs, "weight_bytes": weight_bytes(cfg, fmt)})
         print(f"[{fmt} t={args.threads}] " + ", ".join(
             f"{n}: decode {args.decode / statistics.median(s['decode']):.1f} tok/s, "
-            f"prefill {args.prompt / statistics.median(s['prefill']):.1f} tok/s" for n, s in samples.items()),
+            f"prefill {args.prompt / statistics.median(s['prefill']):.1f} tok/s"
+            for n, s in samples.items()),
             file=sys.stderr, flush=True)
         del models
     json.dump(out, sys.stdout)
@@ -236,14 +242,16 @@ def main(argv=None):
     for t in [int(x) for x in args.threads.split(",")]:
         env = dict(os.environ, OC_NUM_CORES=str(t), OMP_NUM_THREADS=str(t))
         cmd = [sys.executable, __file__, "--child", "--threads", str(t), "--config", args.config,
-               "--formats", ",".join(args.formats), "--prompt", str(args.prompt), "--decode", str(args.decode),
-               "--rounds", str(args.rounds), "--weights-dir", args.weights_dir]
+               "--formats", ",".join(args.formats), "--prompt", str(args.prompt),
+               "--decode", str(args.decode), "--rounds", str(args.rounds),
+               "--weights-dir", args.weights_dir]
         cmd += ["--no-compile"] * args.no_compile + ["--no-llama"] * args.no_llama
         r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, check=True)
         results.append(json.loads(r.stdout))
     sec = summarise(args, results)
     for row in sec["rows"]:
-        print("  ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
+        print("  ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                        for k, v in row.items()))
     for n in sec["notes"]:
         print("note:", n)
     benchlib.write(args.out, sec)

@@ -25,7 +25,8 @@ def main(argv=None):
     p.add_argument("--prompt", default="1,450,4996,17354,1701,432",
                    help="comma-separated token ids")
     p.add_argument("--tokens", type=int, default=32, help="tokens to generate")
-    p.add_argument("--threads", type=int, default=None, help="engine cores (default: all usable CPUs)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="engine cores and torch threads (default: all usable CPUs)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--weights-dir", default=os.path.join(
         os.environ.get("OPCORE_CACHE_DIR", os.path.expanduser("~/.cache/opcore")), "llm-example"))
@@ -59,7 +60,8 @@ def main(argv=None):
     t2 = time.perf_counter()
     print(f"prompt {prompt}")
     print(f"generated {out}")
-    print(f"prefill {len(prompt) / (t1 - t0):.1f} tokens/s, decode {(args.tokens - 1) / (t2 - t1):.1f} tokens/s "
+    print(f"prefill {len(prompt) / (t1 - t0):.1f} tokens/s, "
+          f"decode {(args.tokens - 1) / (t2 - t1):.1f} tokens/s "
           f"({args.format}, {opcore_cores()} engine cores)")
     if args.check:
         ref = model.TorchLlama(cfg, model.effective_weights(weights, args.format), max_seq=512)

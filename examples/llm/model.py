@@ -65,8 +65,9 @@ def weight_names(cfg):
     names = ["tok_embeddings.weight", "norm.weight", "output.weight"]
     for i in range(cfg.n_layers):
         names += [f"layers.{i}.{n}.weight" for n in
-                  ("attention_norm", "attention.wq", "attention.wk", "attention.wv", "attention.wo",
-                   "ffn_norm", "feed_forward.w1", "feed_forward.w3", "feed_forward.w2")]
+                  ("attention_norm", "attention.wq", "attention.wk", "attention.wv",
+                   "attention.wo", "ffn_norm", "feed_forward.w1", "feed_forward.w3",
+                   "feed_forward.w2")]
     return names
 
 
@@ -86,7 +87,7 @@ def make_weights(cfg, seed=0):
     for name in weight_names(cfg):
         shape = weight_shape(cfg, name)
         if len(shape) == 1:
-            out[name] = (1.0 + 0.1 * rng.standard_normal(shape, dtype=np.float32)).astype(np.float32)
+            out[name] = 1.0 + 0.1 * rng.standard_normal(shape, dtype=np.float32)
         else:
             out[name] = (0.02 * rng.standard_normal(shape, dtype=np.float32)).astype(np.float32)
     return out
@@ -156,7 +157,8 @@ def effective_weights(weights, fmt):
 
 GGUF_NAMES = {"attention_norm": "attn_norm", "attention.wq": "attn_q", "attention.wk": "attn_k",
               "attention.wv": "attn_v", "attention.wo": "attn_output", "ffn_norm": "ffn_norm",
-              "feed_forward.w1": "ffn_gate", "feed_forward.w3": "ffn_up", "feed_forward.w2": "ffn_down"}
+              "feed_forward.w1": "ffn_gate", "feed_forward.w3": "ffn_up",
+              "feed_forward.w2": "ffn_down"}
 
 
 def gguf_name(name):
@@ -283,14 +285,18 @@ class OpcoreLlama:
         for i in range(cfg.n_layers):
             p = f"layers.{i}."
             qkv = np.concatenate([weights[p + f"attention.w{n}.weight"] for n in "qkv"])
-            gu = np.concatenate([weights[p + "feed_forward.w1.weight"], weights[p + "feed_forward.w3.weight"]])
+            gu = np.concatenate([weights[p + "feed_forward.w1.weight"],
+                                 weights[p + "feed_forward.w3.weight"]])
             self.layers.append({
                 "attn_norm": torch.from_numpy(weights[p + "attention_norm.weight"]),
                 "ffn_norm": torch.from_numpy(weights[p + "ffn_norm.weight"]),
-                "qkv": _prepare_matrix(qkv, fmt), "wo": _prepare_matrix(weights[p + "attention.wo.weight"], fmt),
-                "gu": _prepare_matrix(gu, fmt), "w2": _prepare_matrix(weights[p + "feed_forward.w2.weight"], fmt)})
+                "qkv": _prepare_matrix(qkv, fmt),
+                "wo": _prepare_matrix(weights[p + "attention.wo.weight"], fmt),
+                "gu": _prepare_matrix(gu, fmt),
+                "w2": _prepare_matrix(weights[p + "feed_forward.w2.weight"], fmt)})
         self.cos, self.sin = rope_tables(cfg)
-        self.cos, self.sin = self.cos[:self.max_seq].contiguous(), self.sin[:self.max_seq].contiguous()
+        self.cos = self.cos[:self.max_seq].contiguous()
+        self.sin = self.sin[:self.max_seq].contiguous()
         self.reset()
 
     def reset(self):
@@ -314,7 +320,8 @@ class OpcoreLlama:
         x = self.embed[ids]
         for layer, (kc, vc) in zip(self.layers, self.kv):
             h = self._rmsnorm(x, layer["attn_norm"], cfg.eps)
-            a = self._attention(lin(h, layer["qkv"]), kc, vc, self.cos, self.sin, self.pos, cfg.n_heads)
+            a = self._attention(lin(h, layer["qkv"]), kc, vc, self.cos, self.sin, self.pos,
+                                cfg.n_heads)
             x = x + lin(a, layer["wo"])
             h = self._rmsnorm(x, layer["ffn_norm"], cfg.eps)
             x = x + lin(self._swiglu(lin(h, layer["gu"])), layer["w2"])
@@ -344,18 +351,32 @@ def greedy(m, prompt, n_new):
 
 # ---- the PyTorch reference -------------------------------------------------------------
 
+def quantize_blocks(x):
+    """x (float32, last dim a multiple of 32) rounded to int8 blocks of 32
+    and back: d = absmax / 127 per block, q = round(x / d) (nearest even)."""
+    import torch
+
+    b = x.reshape(*x.shape[:-1], -1, QK)
+    d = b.abs().amax(-1, keepdim=True) / 127
+    q = torch.where(d > 0, torch.round(b / torch.where(d > 0, d, 1)), 0)
+    return (q * d).reshape(x.shape)
+
+
 class TorchLlama:
     """The same model in plain PyTorch (the reference the tests compare
     against, and the bench's eager / torch.compile peer): float32 or
     bfloat16 weights and activations, or int8 weight-only linears
     (dtype="int8": torch's _weight_int8pack_mm, per-row scales). The KV cache
     has a fixed size and positions come as a tensor, so one compiled decode
-    step serves every position."""
+    step serves every position. quant_acts: round each linear layer's input
+    to int8 blocks of 32 first (d = absmax / 127, nearest even), as Q8_0 and
+    Q4_0 layers on opcore (and llama.cpp) do: with effective_weights(w,
+    "q8_0") this is the same math as the opcore model in Q8_0."""
 
-    def __init__(self, cfg, weights, dtype="float32", max_seq=None):
+    def __init__(self, cfg, weights, dtype="float32", max_seq=None, quant_acts=False):
         import torch
 
-        self.cfg, self.max_seq = cfg, max_seq or cfg.max_seq
+        self.cfg, self.max_seq, self.quant_acts = cfg, max_seq or cfg.max_seq, quant_acts
         self.int8 = dtype == "int8"
         self.dtype = torch.float32 if self.int8 else getattr(torch, dtype)
         t = {k: torch.from_numpy(v).to(self.dtype) for k, v in weights.items()}
@@ -386,6 +407,8 @@ class TorchLlama:
         if self.int8 and name in self.q:
             w, s = self.q[name]
             return torch.ops.aten._weight_int8pack_mm(x, w, s)
+        if self.quant_acts:
+            x = quantize_blocks(x)
         return torch.nn.functional.linear(x, self.w[name])
 
     def rope(self, x, pos):
@@ -422,10 +445,12 @@ class TorchLlama:
             kc, vc = self.kv[i]
             kc.index_copy_(2, pos, k)
             vc.index_copy_(2, pos, v)
-            a = F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask[None, None], enable_gqa=True)
+            a = F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask[None, None],
+                                               enable_gqa=True)
             x = x + self.linear(a.transpose(1, 2).reshape(1, t, H * hd), p + "attention.wo.weight")
             h = self.rmsnorm(x, self.w[p + "ffn_norm.weight"])
-            g = F.silu(self.linear(h, p + "feed_forward.w1.weight")) * self.linear(h, p + "feed_forward.w3.weight")
+            g = F.silu(self.linear(h, p + "feed_forward.w1.weight"))
+            g = g * self.linear(h, p + "feed_forward.w3.weight")
             x = x + self.linear(g, p + "feed_forward.w2.weight")
         x = self.rmsnorm(x, self.w["norm.weight"])
         return self.linear(x, "output.weight")[0]
