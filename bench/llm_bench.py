@@ -67,12 +67,11 @@ def llama_cpp_peer(path, threads, n_ctx, n_batch):
 
     class Peer:
         def reset(self):
-            llm.reset()
-            llm._ctx.memory_clear(True) if hasattr(llm._ctx, "memory_clear") else None
+            llm.reset()  # the next eval drops the cache past position 0
 
         def forward(self, tokens):
-            llm.eval(list(tokens))
-            return np.asarray(llm.scores[llm.n_tokens - 1])
+            llm.eval(list(tokens))  # the last token's logits (logits_all=False keeps no copy)
+            return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
 
     return Peer()
 
@@ -117,7 +116,7 @@ def child(args):
         cands = {"opcore": lambda: model.OpcoreLlama(cfg, weights, fmt, max_seq=n_ctx)}
         if fmt in ("float32", "bfloat16"):
             cands["torch eager"] = lambda: model.TorchLlama(cfg, weights, fmt, max_seq=n_ctx)
-            if not args.no_compile:
+            if fmt in args.compile_formats:
                 def compiled():
                     m = model.TorchLlama(cfg, weights, fmt, max_seq=n_ctx)
                     m.step_fn = torch.compile(m.step, dynamic=True)
@@ -204,12 +203,35 @@ def summarise(args, results):
             if "opcore" in s and "torch eager" in s and fmt == "float32":
                 same = s["opcore"]["tokens"] == s["torch eager"]["tokens"]
                 notes.append(f"float32, {t} thread(s): greedy tokens equal torch eager's: {same}")
+    targets = []
+    for r in rows:
+        if r["implementation"] != "opcore":
+            continue
+        f, t = r["format"], r["threads"]
+        ceil = next(c for c in rows if c["format"] == f and c["threads"] == t
+                    and c["implementation"].startswith("ceiling"))
+        want = [("decode", "llama.cpp", 1.0)] if f in ("q8_0", "q4_0") else []
+        want += [("prefill", "llama.cpp", 0.9)] if f in ("q8_0", "q4_0") else []
+        want += [("decode", "torch.compile", 1.0)] if f == "bfloat16" else []
+        for what, peer, lo in want:
+            v = r.get(f"{what} vs {peer}")
+            if v is None:
+                continue
+            tg = {"metric": f"{cfg.name} {f}, {t} thread(s): {what} tok/s vs {peer}", "min": lo,
+                  "value": v, "met": v >= lo}
+            peer_row = next(c for c in rows if c["format"] == f and c["threads"] == t
+                            and c["implementation"] == peer)
+            if what == "decode":
+                tg["ceiling"] = ceil["decode tok/s"] / peer_row["decode tok/s"]
+                tg["ceiling_what"] = "memcpy of the weight bytes a decode step reads"
+            targets.append(tg)
     cols = ["model", "format", "threads", "implementation", "decode tok/s", "prefill tok/s",
             "decode vs llama.cpp", "prefill vs llama.cpp", "decode vs torch.compile",
             "prefill vs torch.compile", "decode vs memcpy ceiling"]
     return {"title": f"Llama-architecture decoder (examples/llm, {cfg.name} shapes): "
                      f"{args.prompt}-token prefill, {args.decode} decode steps",
-            "order": 47, "columns": cols, "rows": rows, "notes": notes, "machine": machine()}
+            "order": 47, "columns": cols, "rows": rows, "notes": notes, "target": targets,
+            "machine": machine()}
 
 
 def main(argv=None):
@@ -220,7 +242,8 @@ def main(argv=None):
     p.add_argument("--prompt", type=int, default=64)
     p.add_argument("--decode", type=int, default=32)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    p.add_argument("--compile-formats", default="float32,bfloat16",
+                   help="formats with a torch.compile peer ('' for none: compiling takes minutes)")
     p.add_argument("--no-llama", action="store_true", help="leave llama.cpp out")
     p.add_argument("--weights-dir", default=os.path.join(
         os.environ.get("OPCORE_CACHE_DIR", os.path.expanduser("~/.cache/opcore")), "llm-bench"))
@@ -228,6 +251,7 @@ def main(argv=None):
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.formats = args.formats.split(",")
+    args.compile_formats = [f for f in args.compile_formats.split(",") if f]
     if args.child:
         args.threads = int(args.threads)
         return child(args)
@@ -245,7 +269,8 @@ def main(argv=None):
                "--formats", ",".join(args.formats), "--prompt", str(args.prompt),
                "--decode", str(args.decode), "--rounds", str(args.rounds),
                "--weights-dir", args.weights_dir]
-        cmd += ["--no-compile"] * args.no_compile + ["--no-llama"] * args.no_llama
+        cmd += ["--compile-formats", ",".join(args.compile_formats)]
+        cmd += ["--no-llama"] * args.no_llama
         r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, check=True)
         results.append(json.loads(r.stdout))
     sec = summarise(args, results)

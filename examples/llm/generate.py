@@ -48,7 +48,8 @@ def main(argv=None):
     if args.gguf:
         model.export_gguf(cfg, weights, args.gguf, args.format)
         print(f"wrote {args.gguf} ({args.format})")
-    m = model.OpcoreLlama(cfg, weights, args.format, max_seq=512)
+    max_seq = min(512, cfg.max_seq)
+    m = model.OpcoreLlama(cfg, weights, args.format, max_seq=max_seq)
     prompt = [int(t) for t in args.prompt.split(",")]
     m.reset()
     t0 = time.perf_counter()
@@ -64,7 +65,8 @@ def main(argv=None):
           f"decode {(args.tokens - 1) / (t2 - t1):.1f} tokens/s "
           f"({args.format}, {opcore_cores()} engine cores)")
     if args.check:
-        ref = model.TorchLlama(cfg, model.effective_weights(weights, args.format), max_seq=512)
+        ref = model.TorchLlama(cfg, model.effective_weights(weights, args.format), max_seq=max_seq,
+                               quant_acts=args.format.startswith("q"))
         same = ref.generate(prompt, args.tokens) == out
         print(f"PyTorch reference on the same weights gives the same tokens: {same}")
         return 0 if same else 1

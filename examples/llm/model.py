@@ -272,6 +272,9 @@ class OpcoreLlama:
         load_library()
         self.cfg, self.fmt = cfg, fmt
         self.max_seq = max_seq or cfg.max_seq
+        if not 0 < self.max_seq <= cfg.max_seq:
+            raise ValueError(f"OpcoreLlama: max_seq must be in [1, {cfg.max_seq}] for "
+                             f"{cfg.name}, got {max_seq}")
         ops = torch.ops.llm
         self._linear = {"float32": ops.linear, "bfloat16": ops.linear, "q8_0": ops.linear_q8_0,
                         "q4_0": ops.linear_q4_0}[fmt]
@@ -313,6 +316,12 @@ class OpcoreLlama:
         import torch
 
         ids = torch.as_tensor(tokens, dtype=torch.long)
+        if ids.ndim != 1 or len(ids) == 0:
+            raise ValueError(f"OpcoreLlama.forward: tokens must be a non-empty list of ids, "
+                             f"got shape {tuple(ids.shape)}")
+        if int(ids.min()) < 0 or int(ids.max()) >= self.cfg.vocab:
+            raise ValueError(f"OpcoreLlama.forward: token ids must be in [0, {self.cfg.vocab}), "
+                             f"got {int(ids.min())}..{int(ids.max())}")
         if self.pos + len(ids) > self.max_seq:
             raise ValueError(f"OpcoreLlama.forward: positions up to {self.pos + len(ids)} "
                              f"exceed max_seq {self.max_seq}")
@@ -406,7 +415,8 @@ class TorchLlama:
 
         if self.int8 and name in self.q:
             w, s = self.q[name]
-            return torch.ops.aten._weight_int8pack_mm(x, w, s)
+            y = torch.ops.aten._weight_int8pack_mm(x.reshape(-1, x.shape[-1]), w, s)
+            return y.reshape(*x.shape[:-1], -1)
         if self.quant_acts:
             x = quantize_blocks(x)
         return torch.nn.functional.linear(x, self.w[name])

@@ -164,7 +164,30 @@ def test_bad_input_names_op_and_next_call_works(weights):
     m = model.OpcoreLlama(CFG, weights, "q8_0", max_seq=16)
     with pytest.raises(ValueError, match="OpcoreLlama.forward.*max_seq 16"):
         m.forward(list(range(17)))
+    with pytest.raises(ValueError, match=r"OpcoreLlama.forward: token ids must be in \[0, 512\)"):
+        m.forward([1, 512])
+    with pytest.raises(ValueError, match="OpcoreLlama: max_seq must be"):
+        model.OpcoreLlama(CFG, weights, "q8_0", max_seq=CFG.max_seq + 1)
     w = model._prepare_matrix(np.full((8, 64), 127.0, np.float32), "q8_0")  # scale 1, q 127
     torch.testing.assert_close(torch.ops.llm.linear_q8_0(torch.ones(1, 64), w),
                                torch.full((1, 8), 64.0 * 127))
     assert len(m.generate(PROMPT, 3)) == 3
+
+
+def test_torch_int8_weight_only_peer(weights):
+    """The bench's torch int8 weight-only peer computes the same model."""
+    got, want = run_both(model.TorchLlama(CFG, weights, "int8"), model.TorchLlama(CFG, weights))
+    assert rel(got, want) < TOLERANCE["q8_0"]
+
+
+def test_generate_cli(tmp_path):
+    import subprocess
+
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "llm", "generate.py"),
+                        "--config", "test", "--format", "q4_0", "--tokens", "6", "--check",
+                        "--prompt", "1,5,300,7",
+                        "--weights-dir", str(tmp_path), "--gguf", str(tmp_path / "t.gguf")],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "generated [" in r.stdout and "same tokens: True" in r.stdout
+    assert (tmp_path / "t.gguf").stat().st_size > 0
