@@ -59,8 +59,22 @@ def weight_bytes(cfg, fmt):
 # ---- one process: one thread count ---------------------------------------------------
 
 def llama_cpp_peer(path, threads, n_ctx, n_batch):
-    from llama_cpp import Llama
+    import llama_cpp
     import numpy as np
+    from llama_cpp import Llama
+
+    if os.environ.get("LLM_BENCH_LLAMA_REPACK", "0") != "1":
+        # llama.cpp's weight repacking (extra buffer types) crashed in Q8_0's
+        # decode on this CPU (AVX-512 + AMX): plain ggml-cpu kernels instead
+        default = llama_cpp.llama_model_default_params
+
+        def params():
+            p = default()
+            p.use_extra_bufts = False
+            return p
+        llama_cpp.llama_model_default_params = params
+        import llama_cpp.llama as module
+        module.llama_cpp.llama_model_default_params = params
 
     llm = Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
                 n_batch=n_batch, n_ubatch=n_batch, verbose=False, logits_all=False)
@@ -265,6 +279,8 @@ def main(argv=None):
     results = []
     for t in [int(x) for x in args.threads.split(",")]:
         env = dict(os.environ, OC_NUM_CORES=str(t), OMP_NUM_THREADS=str(t))
+        # torch.compile's own cache: a shared /tmp one can be half-written by another process
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(args.weights_dir, "inductor"))
         cmd = [sys.executable, __file__, "--child", "--threads", str(t), "--config", args.config,
                "--formats", ",".join(args.formats), "--prompt", str(args.prompt),
                "--decode", str(args.decode), "--rounds", str(args.rounds),
