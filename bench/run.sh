@@ -42,6 +42,12 @@ echo "== tile layer (examples/tiles): matmul, flash attention, norms vs torch"
 $PYTHON bench/tiles_bench.py
 echo "== low-precision linear layers (int8, Q8_0, Q4_0, bf16, f16 weights) vs torch"
 $PYTHON bench/lowp_bench.py
+echo "== examples/llm: Llama decoder prefill and decode vs torch and llama.cpp"
+# the llama.cpp peer lives in the bench's environment only (built from source, once)
+$PYTHON -c "import llama_cpp" 2>/dev/null || { $PYTHON -m pip install -q cmake &&
+    CMAKE_ARGS="-DGGML_NATIVE=ON" $PYTHON -m pip install -q --no-binary llama-cpp-python \
+        -r bench/requirements-llm.txt; } || echo "llama.cpp peer not installed: its rows are missing"
+$PYTHON bench/llm_bench.py
 echo "== MLP training and inference"
 $PYTHON bench/mlp_bench.py --no-report "$@"
 # the machine and kernel paths into the files of this run that lack them
