@@ -171,25 +171,11 @@ static bool weights_ok(const char *fn, const oc_weights *w)
 
 /* ---- scratch ---------------------------------------------------------------- */
 
-static _Thread_local struct {
-    void *p;
-    size_t n;
-} scratch[4];
-
+/* Each thread's scratch (tile.c), kept between calls: a decode step calls
+ * every layer's linear with the same sizes. */
 static void *scratch_get(int slot, size_t bytes, const char *fn)
 {
-    if (scratch[slot].n < bytes) {
-        free(scratch[slot].p);
-        scratch[slot].p = NULL;
-        scratch[slot].n = 0;
-        if (posix_memalign(&scratch[slot].p, 64, bytes ? bytes : 64)) {
-            scratch[slot].p = NULL;
-            oc__raise(OC_ENOMEM, "%s: no memory for %zu bytes of scratch", fn, bytes);
-            return NULL;
-        }
-        scratch[slot].n = bytes;
-    }
-    return scratch[slot].p;
+    return oc__tile_scratch(OC__SCRATCH_LOWP + slot, bytes, fn);
 }
 
 /* ---- portable kernels ------------------------------------------------------- */

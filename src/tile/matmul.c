@@ -47,27 +47,9 @@
 #define OC_TILE_FN
 #endif
 
-/* Scratch kept per thread (engine cores are long-lived threads); grown as
- * needed, never shrunk. */
-static _Thread_local struct {
-    void *p;
-    size_t n;
-} scratch[5];
-
 static void *scratch_get(int slot, size_t bytes)
 {
-    if (scratch[slot].n < bytes) {
-        oc__free(scratch[slot].p);
-        scratch[slot].p = NULL;
-        if (posix_memalign(&scratch[slot].p, 64, bytes)) {
-            scratch[slot].p = NULL;
-            scratch[slot].n = 0;
-            oc__raise(OC_ENOMEM, "oc_tile_matmul: no memory for a %zu-byte float32 copy of an operand", bytes);
-            return NULL;
-        }
-        scratch[slot].n = bytes;
-    }
-    return scratch[slot].p;
+    return oc__tile_scratch(OC__SCRATCH_MATMUL + slot, bytes, "oc_tile_matmul");
 }
 
 /* A matrix as BLIS sees it: float data and strides of op(x). */

@@ -1,6 +1,7 @@
 /* Tiles: allocation in the TCM, views, sizes, and moving data between
  * tensors and tiles with dtype conversion and bounds masks. */
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,6 +161,51 @@ void oc_tile_set(oc_tile *t, int64_t i, int64_t j, float v)
     }
     if (!oc__tile_want_convertible(t, "oc_tile_set", "t")) return;
     oc__tile_store1((char *)t->data + (i * t->rs + j * t->cs) * (int64_t)oc_dtype_size(t->dtype), t->dtype, v);
+}
+
+/* ---- scratch ------------------------------------------------------------------ */
+
+/* A pthread key's destructor runs on the exiting thread before its
+ * thread-local storage goes: what an engine worker grew is freed when it
+ * ends (oc_engine_shutdown), not lost. */
+static _Thread_local struct {
+    void *p;
+    size_t n;
+} scratch[OC__SCRATCH_SLOTS];
+static _Thread_local bool scratch_keyed;
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *unused)
+{
+    (void)unused;
+    for (int i = 0; i < OC__SCRATCH_SLOTS; i++) {
+        free(scratch[i].p);
+        scratch[i].p = NULL;
+        scratch[i].n = 0;
+    }
+}
+
+static void scratch_key_make(void) { (void)pthread_key_create(&scratch_key, scratch_free); }
+
+void *oc__tile_scratch(int slot, size_t bytes, const char *fn)
+{
+    if (scratch[slot].n < bytes) {
+        if (!scratch_keyed) {
+            pthread_once(&scratch_once, scratch_key_make);
+            scratch_keyed = pthread_setspecific(scratch_key, &scratch_keyed) == 0;
+        }
+        free(scratch[slot].p);
+        scratch[slot].p = NULL;
+        scratch[slot].n = 0;
+        if (posix_memalign(&scratch[slot].p, 64, bytes ? bytes : 64)) {
+            scratch[slot].p = NULL;
+            oc__raise(OC_ENOMEM, "%s: no memory for %zu bytes of scratch", fn, bytes);
+            return NULL;
+        }
+        scratch[slot].n = bytes;
+    }
+    return scratch[slot].p;
 }
 
 /* ---- sizes -------------------------------------------------------------------- */

@@ -42,4 +42,12 @@ bool oc__tile_want_convertible(const oc_tile *t, const char *fn, const char *arg
  * even the same tile). Tiles whose bytes do not meet cost two comparisons. */
 bool oc__tile_apart(const oc_tile *dst, const oc_tile *src, bool same_ok, const char *fn, const char *src_name);
 
+/* Scratch kept per thread (engine cores are long-lived threads), grown as
+ * needed, never shrunk, freed when the thread ends. Slots: the tile matmul
+ * uses OC__SCRATCH_MATMUL + 0..4, the low-precision linear layers
+ * OC__SCRATCH_LOWP + 0..3 (a linear layer calls the matmul with its own
+ * slots still in use). NULL, with fn's error raised, when out of memory. */
+enum { OC__SCRATCH_MATMUL = 0, OC__SCRATCH_LOWP = 8, OC__SCRATCH_SLOTS = 12 };
+void *oc__tile_scratch(int slot, size_t bytes, const char *fn);
+
 #endif
