@@ -120,17 +120,19 @@ def prepare_native():
     _prepared = True
 
 
-def build_torch_shim(pkg_dir):
+def build_torch_shim(pkg_dir, import_root):
     """The torch kernel shim into pkg_dir/torch_kernels/, when torch is
     importable in this build environment (else the package falls back to
-    the Python route, and says how to build it)."""
+    the Python route, and says how to build it). opcore is imported from
+    import_root, where build_ext has just put opcore._C (a fresh sdist's
+    python/ has none)."""
     if importlib.util.find_spec("torch") is None:
         print("opcore: torch is not importable here: no torch kernel shim in this build", flush=True)
         return
     code = ("import sys; sys.path.insert(0, sys.argv[1]); from opcore import _torch_native as t; "
             "print(t.build_shim(sys.argv[2], sys.argv[3], '$ORIGIN/../lib'))")
     out = os.path.join(pkg_dir, "torch_kernels")
-    subprocess.check_call([sys.executable, "-c", code, os.path.join(ROOT, "python"), out,
+    subprocess.check_call([sys.executable, "-c", code, import_root, out,
                            os.path.join(PKG, "lib", "libopcore.so.0")])
 
 
@@ -138,14 +140,14 @@ class BuildPy(build_py):
     def run(self):
         prepare_native()
         super().run()
-        if not self.editable_mode:
-            build_torch_shim(os.path.join(self.build_lib, "opcore"))
 
 
 class BuildExt(build_ext):
     def run(self):
         prepare_native()
         super().run()
+        if not (self.inplace or getattr(self, "editable_mode", False)):
+            build_torch_shim(os.path.join(self.build_lib, "opcore"), self.build_lib)
 
     def build_extensions(self):
         # One C++ source (src/python/torch_native_throw.cc, see its header

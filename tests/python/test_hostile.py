@@ -12,6 +12,7 @@ a fresh pytest. A hang or a crash fails that one test, never the run.
 import functools
 import os
 import signal
+import re
 import subprocess
 import sys
 import textwrap
@@ -145,6 +146,7 @@ def isolated(test):
     @functools.wraps(test)
     def in_child(*args, **kwargs):
         name = os.environ["PYTEST_CURRENT_TEST"].split("::", 1)[1].rsplit(" ", 1)[0]
+        name = re.sub(r"@[^@\[\]]*$", "", name)  # pytest-xdist's "@group" suffix
         p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{__file__}::{name}"],
                            capture_output=True, text=True, timeout=CASE_TIMEOUT, env=dict(os.environ, **{CHILD: "1"}),
                            cwd=Path(__file__).parent)

@@ -1,6 +1,7 @@
 """examples/llm: the Llama-architecture decoder on opcore ops against a float32
 PyTorch reference of the same model (the small "test" config), its linear
 kernels against the same math in NumPy, GGUF export, and bad input."""
+import importlib.util
 import os
 import sys
 
@@ -12,9 +13,13 @@ pytest.importorskip("safetensors")
 pytest.importorskip("gguf")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "examples", "llm"))
-
-import model  # noqa: E402
+# examples/mlp has a model.py too (tests/python/test_mlp.py, often in the same
+# pytest process): this one is loaded by path under a name of its own.
+_spec = importlib.util.spec_from_file_location(
+    "llm_model", os.path.join(ROOT, "examples", "llm", "model.py"))
+model = importlib.util.module_from_spec(_spec)
+sys.modules["llm_model"] = model
+_spec.loader.exec_module(model)
 import opcore.torch  # noqa: E402,F401
 
 CFG = model.CONFIGS["test"]
