@@ -130,7 +130,7 @@ def build_torch_shim(pkg_dir, import_root):
         print("opcore: torch is not importable here: no torch kernel shim in this build", flush=True)
         return
     code = ("import sys; sys.path.insert(0, sys.argv[1]); from opcore import _torch_native as t; "
-            "print(t.build_shim(sys.argv[2], sys.argv[3], '$ORIGIN/../lib'))")
+            "print(t.build_shim(sys.argv[2], sys.argv[3], '$ORIGIN/../lib', strip=True))")
     out = os.path.join(pkg_dir, "torch_kernels")
     subprocess.check_call([sys.executable, "-c", code, import_root, out,
                            os.path.join(PKG, "lib", "libopcore.so.0")])

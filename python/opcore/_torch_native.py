@@ -64,12 +64,12 @@ def shim_name(srcs=None):
     return f"opcore_torch_shim-torch{torch.__version__}-{h.hexdigest()[:16]}.so"
 
 
-def build_shim(out_dir, libopcore=None, rpath=None):
+def build_shim(out_dir, libopcore=None, rpath=None, strip=False):
     """Compile the shim into out_dir (if not there already) against the
     installed torch and libopcore (default: this package's), finding
     libopcore at run time through `rpath` (default: $ORIGIN/../lib when
-    out_dir is the package's torch_kernels/, else libopcore's folder); its
-    path."""
+    out_dir is the package's torch_kernels/, else libopcore's folder),
+    stripped if `strip` (a wheel's); its path."""
     srcs = _shim_sources()
     out = Path(out_dir) / shim_name(srcs)
     if out.exists():
@@ -86,7 +86,7 @@ def build_shim(out_dir, libopcore=None, rpath=None):
            f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}", "-I", str(inc),
            "-isystem", str(tdir / "include"), "-isystem", str(tdir / "include" / "torch" / "csrc" / "api" / "include"),
            *map(str, srcs), "-o", tmp, str(lib), "-L", str(tdir / "lib"), "-lc10", "-ltorch_cpu",
-           "-Wl,-rpath," + rpath, "-Wl,-rpath," + str(tdir / "lib")]
+           "-Wl,-rpath," + rpath, "-Wl,-rpath," + str(tdir / "lib"), *(["-s"] if strip else [])]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:

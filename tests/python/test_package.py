@@ -330,8 +330,14 @@ def test_package_wheel_is_a_proper_binary_wheel(dist, work):
     # _C's one C++ file (torch_native_throw.cc) needs the C++ runtime, which
     # every manylinux system has (the policy lists both) and torch uses too
     cxx_runtime = {"libstdc++.so.6", "libgcc_s.so.1"}
+    # the torch kernel shim, built for the torch of the build (docs/python.md):
+    # torch's own libraries, loaded by `import torch` before it, and the C++ runtime
+    shims = [n for n in names if n.startswith("opcore/torch_kernels/opcore_torch_shim-")]
+    assert len(shims) == 1, names
+    torch_libs = cxx_runtime | {"libc10.so", "libtorch_cpu.so", "libtorch.so"}
     for f in elves:
         ok = allowed | (cxx_runtime if f.name.startswith("_C.") else set())
+        ok |= torch_libs if f.name.startswith("opcore_torch_shim-") else set()
         extra = {n for n in _elf_needed(f) - ok if not n.startswith("ld-linux")}
         assert not extra, f"{f.name} needs {extra}"
         assert not {".symtab", ".debug_info"} & _elf_sections(f), f"{f.name} is not stripped"

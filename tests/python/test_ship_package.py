@@ -183,15 +183,18 @@ def test_misfit_without_compiler_says_why(venv, shipdemo):
 def test_extension_cpp_port(venv):
     """tests/extension_cpp: pytorch/extension-cpp's package with its ops in
     opcore C, `pip install .` (a copy: the build writes build/ beside it),
-    then its test/test_extension.py from outside the source folder."""
+    then its test/test_extension.py from outside the source folder, on both
+    torch routes."""
     src = venv["work"] / "extension_cpp-src"
     shutil.copytree(REPO / "tests" / "extension_cpp", src, ignore=shutil.ignore_patterns("build", "*.egg-info"))
     run([venv["py"], "-m", "pip", "install", "-q", src], env=venv["env"], cwd=venv["work"], timeout=600)
     tests = venv["work"] / "extension_cpp-test"
     shutil.copytree(src / "test", tests)
-    out = run([venv["py"], "-m", "pytest", "-q", "-p", "no:cacheprovider", tests], env=_no_compiler_env(venv),
-              cwd=venv["work"], timeout=600).stdout
-    assert " passed" in out and "failed" not in out, out
+    # on both torch routes: the native kernel shim, and OPCORE_TORCH_NATIVE=0's Python fallback
+    for route in ({}, {"OPCORE_TORCH_NATIVE": "0"}):
+        out = run([venv["py"], "-m", "pytest", "-q", "-p", "no:cacheprovider", tests],
+                  env={**_no_compiler_env(venv), **route}, cwd=venv["work"], timeout=600).stdout
+        assert " passed" in out and "failed" not in out, (route, out)
 
 
 def test_opcore_command_is_the_c_tool(venv):
