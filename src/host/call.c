@@ -514,13 +514,14 @@ static oc_status run_multi(const struct oc_op *op, oc_exec *e)
     uint64_t t0 = oc__prof_on() ? oc__prof_now() : 0;
     oc_status st = oc__pool_launch(caller, e);
     if (st == OC_OK && atomic_load(&failure.failed)) st = oc_set_error(failure.status, "%s", failure.msg);
-    if (st == OC_OK && atomic_load(&failure.some_dst) && atomic_load(&failure.some_null))
+    if (st == OC_OK && atomic_load(&failure.some_dst) && atomic_load(&failure.some_null)) {
+        const char *unit = e->grid_ndim ? "instance" : "core";
         st = oc_set_error(OC_EKERNEL, "op '%s': kernel '%s' returned oc_dst_tensor() on some %s and NULL on "
                           "%s %u, which may have left its share of the result unwritten: return "
                           "oc_dst_tensor() from every %s (or NULL from every one)", op->qualname,
-                          op->def.kernel_name, e->grid_ndim ? "program instances" : "cores",
-                          e->grid_ndim ? "instance" : "core", atomic_load(&failure.null_share),
-                          e->grid_ndim ? "instance" : "core");
+                          op->def.kernel_name, e->grid_ndim ? "program instances" : "cores", unit,
+                          atomic_load(&failure.null_share), unit);
+    }
     if (t0) oc__prof_host(OC_PROF_DISPATCH, op->qualname, t0, oc__prof_now());
     return st;
 }

@@ -62,11 +62,11 @@ static bool faults_ok(int how)
 /* tests/isolation's library, built as `name` (-DISO_NAME=name). */
 static const char *build_iso(const char *name, bool multicore, bool debug)
 {
-    char define[128], compute[512]; /* (test_repo_path returns one static buffer) */
+    char define[128];
     snprintf(define, sizeof define, "-DISO_NAME=%s", name);
-    snprintf(compute, sizeof compute, "%s", test_repo_path("tests/isolation/kernels.c"));
     oc_status st;
-    const char *path = test_build_files(name, compute, test_repo_path("tests/isolation/shape.c"),
+    const char *path = test_build_files(name, test_repo_path("tests/isolation/kernels.c"),
+                                        test_repo_path("tests/isolation/shape.c"),
                                         (test_lib_options){.multicore = multicore, .debug = debug, .cflag = define},
                                         &st);
     if (!path) fail_msg("building %s: %s", name, oc_errmsg());

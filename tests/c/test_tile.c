@@ -27,9 +27,8 @@ static int setup(void **state)
 {
     (void)state;
     oc_status st;
-    char compute[512]; /* test_repo_path answers in one static buffer */
-    snprintf(compute, sizeof compute, "%s", test_repo_path("tests/c/tile_kernels/kernels.c"));
-    const char *path = test_build_files("tiletest", compute, test_repo_path("tests/c/tile_kernels/shape.c"),
+    const char *path = test_build_files("tiletest", test_repo_path("tests/c/tile_kernels/kernels.c"),
+                                        test_repo_path("tests/c/tile_kernels/shape.c"),
                                         (test_lib_options){0}, &st);
     if (!path) {
         fprintf(stderr, "building tiletest failed: %s\n", oc_errmsg());

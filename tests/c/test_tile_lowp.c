@@ -28,10 +28,9 @@ static int setup(void **state)
 {
     (void)state;
     oc_status st;
-    char compute[512];
-    snprintf(compute, sizeof compute, "%s", test_repo_path("tests/c/lowp_kernels/kernels.c"));
     const char *path =
-        test_build_files("lowptest", compute, test_repo_path("tests/c/lowp_kernels/shape.c"),
+        test_build_files("lowptest", test_repo_path("tests/c/lowp_kernels/kernels.c"),
+                         test_repo_path("tests/c/lowp_kernels/shape.c"),
                          (test_lib_options){.multicore = true}, &st);
     if (!path) {
         fprintf(stderr, "building lowptest failed: %s\n", oc_errmsg());

@@ -26,10 +26,12 @@ const char *test_tmpdir(void)
 
 const char *test_repo_path(const char *rel)
 {
-    static char path[PATH_MAX];
+    static char bufs[4][PATH_MAX]; /* a few alive at once: a call's arguments */
+    static int next;
+    char *b = bufs[next++ % 4];
     /* this file is tests/c/support/oplib.c */
-    snprintf(path, sizeof path, "%s/../../../%s", OPCORE_TEST_SUPPORT_DIR, rel);
-    return path;
+    snprintf(b, sizeof bufs[0], "%s/../../../%s", OPCORE_TEST_SUPPORT_DIR, rel);
+    return b;
 }
 
 const char *test_path(const char *dir, const char *leaf)

@@ -31,7 +31,8 @@ const char *test_build_files(const char *name, const char *compute_path, const c
 /* Load the library at `path`. Fails the test on any error. */
 oc_library *test_load(const char *path);
 
-/* Path of a file in the repository (tests run from anywhere). */
+/* Path of a file in the repository (tests run from anywhere); the last
+ * four answers stay valid. */
 const char *test_repo_path(const char *rel);
 
 /* A scratch directory unique to this test process. */
