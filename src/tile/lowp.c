@@ -363,6 +363,16 @@ static bool shapes_ok(const char *fn, const oc_tile *y, const oc_tile *x, const 
 
 static int64_t yrs_of(const oc_tile *y) { return y->rows > 1 ? y->rs : y->cols; }
 
+/* nearbyintf(v) for |v| < 2^22 in the default rounding mode (to nearest,
+ * ties to even), without the library call and its saving of the
+ * floating-point environment: the sum rounds away v's fraction. NaN stays
+ * NaN. */
+static inline float round_small(float v)
+{
+    const float big = 12582912.0f; /* 1.5 * 2^23 */
+    return (v + big) - big;
+}
+
 /* Each row of x as int8 blocks of 32: xq (m x k), xd (m x k / 32). */
 static void quantize_blocks32(int8_t *xq, float *xd, const float *x, int64_t xrs, int64_t m,
                               int64_t k)
@@ -374,8 +384,8 @@ static void quantize_blocks32(int8_t *xq, float *xd, const float *x, int64_t xrs
             float amax = 0.0f;
             for (int l = 0; l < OC_QK; l++) amax = fmaxf(amax, fabsf(v[l]));
             float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            for (int l = 0; l < OC_QK; l++) {
-                float q = nearbyintf(v[l] * id);
+            for (int l = 0; l < OC_QK; l++) { /* |v id| <= 127: round_small's range */
+                float q = round_small(v[l] * id);
                 xq[i * k + b * OC_QK + l] = (int8_t)(q > 127.0f    ? 127.0f
                                                      : q < -127.0f ? -127.0f
                                                                    : q);
@@ -427,6 +437,16 @@ static void run_i8(oc_tile *y, const int8_t *xq, int64_t xrs, const float *xs, i
     }
     if (ks->i8_needs_no_min && has_min_i8(xq, xrs, m, w->k)) ks = &portable;
     ks->i8(y->data, yrs_of(y), xq, xrs, xs, m, w->data, w->row_bytes, w->scale, w->k, j0, j1);
+}
+
+/* Q8_0 / Q4_0 from this many rows of x: the packed-panel kernel (AVX-512
+ * VNNI), each weight block unpacked once for all rows. */
+#define QGEMM_MIN_M 4
+
+static bool qgemm_for(const oc__lowp_kernels *ks, int64_t m)
+{
+    return m >= QGEMM_MIN_M && oc__lowp_qgemm_avx512 &&
+           (ks == &oc__lowp_avx512 || ks == &oc__lowp_amx);
 }
 
 static bool i8_k_ok(const char *fn, const oc_weights *w)
@@ -484,6 +504,13 @@ void oc_tile_linear(oc_tile *y, const oc_tile *x, const oc_weights *w, int ith, 
         }
         float *py = y->data;
         int64_t yrs = yrs_of(y);
+        if (qgemm_for(ks, m)) {
+            void *sc = scratch_get(3, oc__LOWP_QGEMM_BYTES(k), fn);
+            if (!sc) return;
+            oc__lowp_qgemm_avx512(py, yrs, xq, xd, xsum8, m, w->data, w->row_bytes, w->type, k,
+                                  j0, j1, sc);
+            return;
+        }
         for (int64_t j = j0; j < j1; j++) {
             const char *wr = (const char *)w->data + j * w->row_bytes;
             for (int64_t i = 0; i < m; i++)
@@ -570,7 +597,9 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
                  oc_wtype_name(type), isa,
                  ks == &portable        ? "scalar int32 sums"
                  : ks == &oc__lowp_avx2 ? "vpmaddubsw + vpmaddwd"
-                                        : "vpdpbusd (VNNI)");
+                 : qgemm_for(ks, m)
+                     ? "vpdpbusd (VNNI), 64 rows of w packed per block, 4 x 64 blocks of y"
+                     : "vpdpbusd (VNNI)");
         break;
     case OC_W_I8:
         snprintf(buf, sizeof buf,

@@ -63,4 +63,15 @@ extern const oc__lowp_kernels oc__lowp_avx2, oc__lowp_avx512, oc__lowp_amx;
 /* The CPU has AMX-INT8 and Linux lets this process use its tile data. */
 bool oc__lowp_amx_usable(void);
 
+/* Q8_0 / Q4_0 weights against m rows of x (xq, xd, xsum8 as for
+ * oc__lowp_qdot_fn, row i at i * k, i * k / 32, i * k / 32), into y's
+ * columns [j0, j1): the same bits as the per-pair dot, for many rows.
+ * scratch: oc__LOWP_QGEMM_BYTES(k), 64-byte aligned. NULL where not built
+ * (lowp_x86.c: AVX-512 VNNI). */
+typedef void (*oc__lowp_qgemm_fn)(float *y, int64_t yrs, const int8_t *xq, const float *xd,
+                                  const int32_t *xsum8, int64_t m, const char *w, int64_t wrb,
+                                  oc_wtype type, int64_t k, int64_t j0, int64_t j1, void *scratch);
+#define oc__LOWP_QGEMM_BYTES(k) ((size_t)(k) / 32 * 2304 + 4 * 8 * 64 * sizeof(float))
+extern const oc__lowp_qgemm_fn oc__lowp_qgemm_avx512;
+
 #endif

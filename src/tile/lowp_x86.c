@@ -276,6 +276,149 @@ static T5 float qdot_vnni(QARGS)
                           : qdot_vnni_t(wrow, OC_W_Q4_0, xq, xd, xsum8, nb);
 }
 
+/* ---- Q8_0 / Q4_0 blocks, many rows of x: packed column panels -------------
+ *
+ * Prefill: every row of w meets many rows of x. The per-pair dot above
+ * reduces each block's 8 lanes across the register for every (row of x,
+ * row of w); here 64 rows of w are packed per block into a panel (4
+ * consecutive weights of one row in each int32, 16 rows a register, as
+ * u8: Q8_0's w + 128, Q4_0's nibbles) with their scales as float32, and
+ * a 4 x 64 block of y takes vpdpbusd of x's 4 bytes, broadcast, lane by
+ * lane: each lane ends a block holding the block's exact int32 total for
+ * one (row of x, row of w), less 128 sum(x) (Q8_0) or 8 sum(x) (Q4_0).
+ * Its float32 term goes into partial sum b % 8 in order of b, and the 8
+ * partial sums are added in tile.h's order: the per-pair kernels' bits. */
+#define QP 64                          /* rows of w a panel */
+#define QPB (8 * QP * 4 + QP * 4)      /* panel bytes per block: 8 quads x 64, 64 scales */
+#define QMR 4                          /* rows of x a block of y */
+
+/* Rows [j, j + nc) of w, every block, into pack (QPB bytes a block). */
+static T5 void qpack_panel(char *pack, const char *w, int64_t wrb, oc_wtype t, int64_t nb,
+                           int64_t j, int nc)
+{
+    int64_t bb = t == OC_W_Q8_0 ? (int64_t)sizeof(oc_block_q8_0) : (int64_t)sizeof(oc_block_q4_0);
+    const char *base = w + j * wrb;
+    __m512i off[4];
+    __mmask16 mk[4];
+    for (int g = 0; g < 4; g++) {
+        int left = nc - 16 * g;
+        mk[g] = left >= 16 ? (__mmask16)0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+        off[g] = _mm512_mullo_epi32(
+            _mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                             _mm512_set1_epi32(16 * g)),
+            _mm512_set1_epi32((int)wrb));
+    }
+    const __m512i zero = _mm512_setzero_si512(), flip = _mm512_set1_epi8((char)0x80);
+    const __m512i nib = _mm512_set1_epi8(15);
+    for (int64_t b = 0; b < nb; b++) {
+        const char *blk = base + b * bb;
+        int32_t *pq = (int32_t *)(pack + b * QPB);
+        float *pd = (float *)(pack + b * QPB + 8 * QP * 4);
+        for (int g = 0; g < 4; g++) {
+            __m512i h = _mm512_mask_i32gather_epi32(zero, mk[g], off[g], (const void *)blk, 1);
+            _mm512_storeu_ps(pd + 16 * g, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
+            if (t == OC_W_Q8_0) {
+                for (int q = 0; q < 8; q++) {
+                    __m512i v = _mm512_mask_i32gather_epi32(zero, mk[g], off[g],
+                                                            (const void *)(blk + 2 + 4 * q), 1);
+                    _mm512_storeu_si512(pq + q * QP + 16 * g, _mm512_xor_si512(v, flip));
+                }
+            } else {
+                for (int q = 0; q < 4; q++) {
+                    __m512i v = _mm512_mask_i32gather_epi32(zero, mk[g], off[g],
+                                                            (const void *)(blk + 2 + 4 * q), 1);
+                    _mm512_storeu_si512(pq + q * QP + 16 * g, _mm512_and_si512(v, nib));
+                    _mm512_storeu_si512(pq + (q + 4) * QP + 16 * g,
+                                        _mm512_and_si512(_mm512_srli_epi16(v, 4), nib));
+                }
+            }
+        }
+    }
+}
+
+/* Rows [i, i + mr) of x against the packed panel: part holds mr x 8 x 64
+ * float32 partial sums. */
+static INL T5 void qp_block(float *y, int64_t yrs, const int8_t *xq, const float *xd,
+                            const int32_t *xsum8, int64_t k, const char *pack, oc_wtype t,
+                            int64_t nb, int64_t i, int64_t j, int nc, int mr, float *part)
+{
+    memset(part, 0, sizeof(float) * (size_t)mr * 8 * QP);
+    for (int64_t b = 0; b < nb; b++) {
+        const int32_t *pq = (const int32_t *)(pack + b * QPB);
+        const float *pd = (const float *)(pack + b * QPB + 8 * QP * 4);
+        __m512i acc[QMR][4];
+        _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++)
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) acc[a][r] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++)
+        {
+            __m512i w0 = _mm512_loadu_si512(pq + q * QP), w1 = _mm512_loadu_si512(pq + q * QP + 16);
+            __m512i w2 = _mm512_loadu_si512(pq + q * QP + 32);
+            __m512i w3 = _mm512_loadu_si512(pq + q * QP + 48);
+            _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++)
+            {
+                int32_t xv;
+                memcpy(&xv, xq + (i + a) * k + b * OC_QK + 4 * q, 4);
+                __m512i bx = _mm512_set1_epi32(xv);
+                acc[a][0] = _mm512_dpbusd_epi32(acc[a][0], w0, bx);
+                acc[a][1] = _mm512_dpbusd_epi32(acc[a][1], w1, bx);
+                acc[a][2] = _mm512_dpbusd_epi32(acc[a][2], w2, bx);
+                acc[a][3] = _mm512_dpbusd_epi32(acc[a][3], w3, bx);
+            }
+        }
+        _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++)
+        {
+            int32_t o = xsum8[(i + a) * nb + b] * (t == OC_W_Q8_0 ? 16 : 1);
+            __m512i ov = _mm512_set1_epi32(o);
+            __m512 xdv = _mm512_set1_ps(xd[(i + a) * nb + b]);
+            float *pp = part + (a * 8 + b % 8) * QP;
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+            {
+                __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[a][r], ov));
+                __m512 d = _mm512_mul_ps(xdv, _mm512_loadu_ps(pd + 16 * r));
+                _mm512_storeu_ps(pp + 16 * r, _mm512_fmadd_ps(f, d, _mm512_loadu_ps(pp + 16 * r)));
+            }
+        }
+    }
+    for (int a = 0; a < mr; a++) {
+        const float *s = part + a * 8 * QP;
+        for (int r = 0; r < 4 && nc - 16 * r > 0; r++) {
+            int left = nc - 16 * r;
+            __mmask16 mk = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+#define QPS(l) _mm512_loadu_ps(s + (l) * QP + 16 * r)
+            __m512 v = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(QPS(0), QPS(4)),
+                                                   _mm512_add_ps(QPS(2), QPS(6))),
+                                     _mm512_add_ps(_mm512_add_ps(QPS(1), QPS(5)),
+                                                   _mm512_add_ps(QPS(3), QPS(7))));
+#undef QPS
+            _mm512_mask_storeu_ps(y + (i + a) * yrs + j + 16 * r, mk, v);
+        }
+    }
+}
+
+static T5 void qgemm_avx512(float *y, int64_t yrs, const int8_t *xq, const float *xd,
+                            const int32_t *xsum8, int64_t m, const char *w, int64_t wrb,
+                            oc_wtype t, int64_t k, int64_t j0, int64_t j1, void *scratch)
+{
+    int64_t nb = k / OC_QK;
+    char *pack = scratch;
+    float *part = (float *)(pack + nb * QPB);
+    for (int64_t j = j0; j < j1; j += QP) {
+        int nc = j1 - j >= QP ? QP : (int)(j1 - j);
+        qpack_panel(pack, w, wrb, t, nb, j, nc);
+        int64_t i = 0;
+        for (; i + QMR <= m; i += QMR)
+            qp_block(y, yrs, xq, xd, xsum8, k, pack, t, nb, i, j, nc, QMR, part);
+        switch (m - i) {
+        case 3: qp_block(y, yrs, xq, xd, xsum8, k, pack, t, nb, i, j, nc, 3, part); break;
+        case 2: qp_block(y, yrs, xq, xd, xsum8, k, pack, t, nb, i, j, nc, 2, part); break;
+        case 1: qp_block(y, yrs, xq, xd, xsum8, k, pack, t, nb, i, j, nc, 1, part); break;
+        default: break;
+        }
+    }
+}
+
+const oc__lowp_qgemm_fn oc__lowp_qgemm_avx512 = qgemm_avx512;
+
 /* ---- int8 x int8 ------------------------------------------------------------ */
 
 static INL T2 void i8_rows_avx2(float *y, int64_t yrs, const int8_t *x, int64_t xrs,
@@ -629,4 +772,5 @@ const oc__lowp_kernels oc__lowp_avx2 = {"avx2", 0, 0, 0, 0, 1, 1, 0, false};
 const oc__lowp_kernels oc__lowp_avx512 = {"avx512-vnni", 0, 0, 0, 0, 1, 1, 0, false};
 const oc__lowp_kernels oc__lowp_amx = {"amx", 0, 0, 0, 0, 1, 1, 0, false};
 bool oc__lowp_amx_usable(void) { return false; }
+const oc__lowp_qgemm_fn oc__lowp_qgemm_avx512 = 0;
 #endif

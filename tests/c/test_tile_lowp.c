@@ -200,12 +200,13 @@ static void expect_bits(const float *got, const float *want, int64_t n, const ch
 
 /* ---- tests ---------------------------------------------------------------- */
 
-static const int64_t MS[] = {1, 3, 17, 33};
+static const int64_t MS[] = {1, 3, 4, 7, 17, 33};
 
-static void test_q_linear(void **state)
+/* n x k of w: the rows of x from MS run the per-pair kernels (1, 3) and
+ * the packed panels (4 on: 64 rows of w a panel, 4 rows of x a block,
+ * the last 1-3 alone); n = 133 makes panels of 64, 64 and 5 rows. */
+static void q_linear_k(int64_t N, int64_t K)
 {
-    (void)state;
-    enum { N = 37, K = 32 * 19 };
     for (int tt = 0; tt < 2; tt++) {
         oc_wtype t = tt ? OC_W_Q4_0 : OC_W_Q8_0;
         float *wf = malloc(sizeof(float) * N * K), *x = malloc(sizeof(float) * 33 * K);
@@ -243,6 +244,13 @@ static void test_q_linear(void **state)
         }
         free(wf), free(x), free(y), free(want), free(w);
     }
+}
+
+static void test_q_linear(void **state)
+{
+    (void)state;
+    q_linear_k(37, 32 * 19);
+    q_linear_k(133, 32 * 5);
 }
 
 static void test_i8_linear(void **state)
