@@ -7,6 +7,8 @@
  * read once, by one core, whatever m is. Decoding (m <= 32) runs its
  * skinny kernels at memory speed; Q8_0 / Q4_0 quantise x to int8 blocks
  * of 32 as llama.cpp does; oc_tile_linear_path says which kernel runs. */
+#include <stdlib.h>
+
 #include <opcore/kernel.h>
 #include <opcore/tile.h>
 
@@ -16,8 +18,18 @@ static oc_tensor *linear_as(const oc_tensor *x, const oc_tensor *w, oc_wtype typ
     if (oc_numel(out) == 0) return out;
     oc_weights wt = oc_weights_of_tensor(w, type, NULL);
     if (!wt.data) return out; /* the kernel has failed, naming the mismatch */
-    oc_tile X = oc_tile_of_tensor(x, 0), Y = oc_tile_of_tensor(out, 0);
-    oc_tile_linear(&Y, &X, &wt, (int)oc_cpu_id(), (int)oc_cpu_count());
+    oc_tile X = oc_tile_of_tensor(x, 0), Y = oc_tile_of_tensor(out, 0), C = X;
+    /* x's rows must be rows of floats: a transposed or expanded x is
+     * copied (each core its own copy) */
+    if (X.cols > 1 && (X.cs != 1 || (X.rows > 1 && X.rs < X.cols))) {
+        C.rs = C.cols, C.cs = 1;
+        C.data = malloc((size_t)(C.rows * C.cols) * sizeof(float));
+        OC_CHECK(C.data, "linear: no memory for a copy of x (%lld x %lld)", (long long)C.rows,
+                 (long long)C.cols);
+        oc_tile_copy(&C, &X);
+    }
+    oc_tile_linear(&Y, &C, &wt, (int)oc_cpu_id(), (int)oc_cpu_count());
+    if (C.data != X.data) free(C.data);
     return out;
 }
 

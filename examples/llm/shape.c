@@ -4,16 +4,22 @@
 
 #include <opcore/tile.h>
 
-static void f32_matrix(const oc_tensor *t, const char *name)
+/* A float32 matrix in any layout (strided: transposed, expanded, sliced). */
+static void f32_any(const oc_tensor *t, const char *name)
 {
     OC_CHECK(t->dtype == OC_FLOAT32, "%s must be float32, got %s", name, oc_dtype_name(t->dtype));
     OC_CHECK(t->ndim == 2, "%s must be 2-D, got %d-D", name, t->ndim);
+}
+
+static void f32_matrix(const oc_tensor *t, const char *name)
+{
+    f32_any(t, name);
     OC_CHECK(oc_is_contiguous(t), "%s must be contiguous", name);
 }
 
 static oc_tensor *linear_out(const oc_tensor *x, const oc_tensor *w, int64_t k_per_row)
 {
-    f32_matrix(x, "x");
+    f32_any(x, "x");
     OC_CHECK(w->ndim == 2 && oc_is_contiguous(w), "w must be a contiguous 2-D tensor, got %d-D",
              w->ndim);
     OC_CHECK(w->sizes[1] == k_per_row,
@@ -32,7 +38,7 @@ static oc_tensor *linear_shape(const oc_tensor *x, const oc_tensor *w)
 static oc_tensor *block_linear(const oc_tensor *x, const oc_tensor *w, oc_wtype type)
 {
     const char *fmt = type == OC_W_Q8_0 ? "Q8_0" : "Q4_0";
-    f32_matrix(x, "x");
+    f32_any(x, "x");
     OC_CHECK(w->dtype == OC_UINT8, "w must be uint8 (%s blocks), got %s", fmt,
              oc_dtype_name(w->dtype));
     bool whole = x->sizes[1] % OC_QK == 0; /* (OC_CHECK prints its condition: no % in it) */
@@ -81,7 +87,7 @@ static oc_tensor *attention_shape(const oc_tensor *qkv, oc_tensor *k_cache, oc_t
 
 static oc_tensor *swiglu_shape(const oc_tensor *gu)
 {
-    f32_matrix(gu, "gu");
+    f32_any(gu, "gu");
     bool even = gu->sizes[1] % 2 == 0;
     OC_CHECK(even, "gu's columns (gate, then up) must be even, got %lld",
              (long long)gu->sizes[1]);

@@ -216,3 +216,91 @@ def test_every_core_split_gives_the_same_logits(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=600, cwd=os.path.join(ROOT, "examples", "llm"))
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
+
+
+# ---- torch.library.opcheck: schema, fake tensors, autograd registration, AOT dispatch ----
+
+def _strided(x):
+    """x (2-D) as three other layouts of the same values: transposed storage,
+    every other column of a wider tensor, and (for one row) expanded."""
+    t = x.t().contiguous().t()
+    wide = torch.zeros(x.shape[0], 2 * x.shape[1])
+    wide[:, ::2] = x
+    out = [t, wide[:, ::2]]
+    if x.shape[0] == 1:
+        out.append(x.expand(3, x.shape[1]))
+    return out
+
+
+OPCHECK_WARN = "ignore:.*an autograd kernel was not registered:UserWarning"
+
+
+@pytest.mark.filterwarnings(OPCHECK_WARN)
+@pytest.mark.parametrize("fmt", model.FORMATS)
+def test_opcheck_linear(fmt):
+    """Each linear op under opcheck, x contiguous, requiring grad, strided and
+    expanded; the strided ones give the contiguous x's bits."""
+    model.load_library()
+    ops = torch.ops.llm
+    op = {"q8_0": ops.linear_q8_0, "q4_0": ops.linear_q4_0}.get(fmt, ops.linear)
+    rng = np.random.default_rng(3)
+    w = model._prepare_matrix(rng.standard_normal((40, 64), dtype=np.float32), fmt)
+    for m in (1, 5, 37):  # the decoding kernels, the packed / blocked ones
+        x = torch.from_numpy(rng.standard_normal((m, 64), dtype=np.float32))
+        want = op(x, w)
+        torch.library.opcheck(op.default, (x, w))
+        torch.library.opcheck(op.default, (x.clone().requires_grad_(), w))
+        for xs in _strided(x):
+            assert not xs.is_contiguous() or m == 1  # one row: contiguous either way
+            torch.library.opcheck(op.default, (xs, w))
+            got = op(xs, w)
+            assert torch.equal(got, want.expand_as(got)), (fmt, m, xs.stride())
+
+
+@pytest.mark.filterwarnings(OPCHECK_WARN)
+def test_opcheck_rmsnorm_swiglu_attention():
+    model.load_library()
+    ops = torch.ops.llm
+    x, w = torch.randn(3, 32), torch.randn(32) + 1
+    torch.library.opcheck(ops.rmsnorm.default, (x, w, 1e-5))
+    torch.library.opcheck(ops.rmsnorm.default,
+                          (x.clone().requires_grad_(), w.clone().requires_grad_(), 1e-5))
+    gu = torch.randn(3, 64)
+    want = ops.swiglu(gu)
+    torch.library.opcheck(ops.swiglu.default, (gu,))
+    torch.library.opcheck(ops.swiglu.default, (gu.clone().requires_grad_(),))
+    for g in _strided(gu) + [gu[:1].expand(3, 64)]:
+        torch.library.opcheck(ops.swiglu.default, (g,))
+        assert torch.equal(ops.swiglu(g), ops.swiglu(g.contiguous()))
+    assert torch.equal(ops.swiglu(_strided(gu)[0]), want)
+    # attention writes its caches in place (Tensor(a!) in its schema): opcheck
+    # checks that it says so, and that fake tensors get the right result
+    cos, sin = model.rope_tables(model.Config("t", 128, 1, 4, 2, 64, 16, max_seq=16))
+    for t, pos in ((3, 0), (1, 5)):
+        kc, vc = torch.randn(2, 16, 32), torch.randn(2, 16, 32)
+        qkv = torch.randn(t, 8 * 32)
+        torch.library.opcheck(ops.attention.default, (qkv, kc, vc, cos, sin, pos, 4))
+        torch.library.opcheck(ops.attention.default,
+                              (qkv.clone().requires_grad_(), kc, vc, cos, sin, pos, 4))
+
+
+@pytest.mark.filterwarnings(OPCHECK_WARN)
+def test_opcheck_bench_lowp_linear():
+    """bench/kernels/lowp_linear.c's op (bench/lowp_bench.py), Q8_0 and Q4_0."""
+    spec = importlib.util.spec_from_file_location(
+        "lowp_bench_for_llm", os.path.join(ROOT, "bench", "lowp_bench.py"))
+    lb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lb)
+    ops = lb.load_ops()
+    rng = np.random.default_rng(4)
+    none = torch.zeros(1)
+    for fmt in ("q8_0", "q4_0"):
+        w = model._prepare_matrix(rng.standard_normal((24, 64), dtype=np.float32), fmt)
+        for m in (1, 6):
+            x = torch.from_numpy(rng.standard_normal((m, 64), dtype=np.float32))
+            torch.library.opcheck(ops.lowp_linear.default, (x, w, none, lb.W[fmt]))
+            torch.library.opcheck(ops.lowp_linear.default,
+                                  (x.clone().requires_grad_(), w, none, lb.W[fmt]))
+            torch.testing.assert_close(ops.lowp_linear(x, w, none, lb.W[fmt]),
+                                       torch.ops.llm.linear_q8_0(x, w) if fmt == "q8_0"
+                                       else torch.ops.llm.linear_q4_0(x, w), rtol=0, atol=0)
