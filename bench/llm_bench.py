@@ -4,7 +4,9 @@ torch's int8 weight-only linear and llama.cpp (llama-cpp-python) on the same
 weights in GGUF, at 1 and 2 threads, in the same run.
 
     python bench/llm_bench.py                          # SmolLM-135M's shapes
-    python bench/llm_bench.py --config tinyllama-1.1b  # TinyLlama-1.1B's shapes (~4.4 GB float32)
+    python bench/llm_bench.py --config tinyllama-1.1b  # TinyLlama-1.1B's shapes, Q8_0 and Q4_0
+    python bench/llm_bench.py --quick                  # fewer tokens and rounds, no
+                                                       # torch.compile / int8 peers
 
 Each thread count runs in its own process (opcore's engine cores and torch's
 threads are set before the first op). Within it, the candidates of one weight
@@ -136,7 +138,7 @@ def child(args):
                     m.step_fn = torch.compile(m.step, dynamic=True)
                     return m
                 cands["torch.compile"] = compiled
-        if fmt == "q8_0":
+        if fmt == "q8_0" and not args.quick:
             cands["torch int8 weight-only"] = lambda: model.TorchLlama(cfg, weights, "int8",
                                                                        max_seq=n_ctx)
         if have_llama and not args.no_llama:
@@ -244,31 +246,50 @@ def summarise(args, results):
             "prefill vs torch.compile", "decode vs memcpy ceiling"]
     return {"title": f"Llama-architecture decoder (examples/llm, {cfg.name} shapes): "
                      f"{args.prompt}-token prefill, {args.decode} decode steps",
-            "order": 47, "columns": cols, "rows": rows, "notes": notes, "target": targets,
-            "machine": machine()}
+            "order": 48 if cfg.name == "tinyllama-1.1b" else 47, "columns": cols, "rows": rows,
+            "notes": notes, "target": targets, "machine": machine()}
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="smollm-135m")
     p.add_argument("--threads", default="1,2")
-    p.add_argument("--formats", default="float32,bfloat16,q8_0,q4_0")
-    p.add_argument("--prompt", type=int, default=64)
-    p.add_argument("--decode", type=int, default=32)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--compile-formats", default="float32,bfloat16",
-                   help="formats with a torch.compile peer ('' for none: compiling takes minutes)")
+    p.add_argument("--formats", default=None,
+                   help="default: float32,bfloat16,q8_0,q4_0 (SmolLM-135M), q8_0,q4_0 "
+                        "(TinyLlama-1.1B: its float32 weights alone are 4.4 GB)")
+    p.add_argument("--prompt", type=int, default=None, help="prompt tokens (64; quick: 32)")
+    p.add_argument("--decode", type=int, default=None, help="decode steps (32; quick: 8)")
+    p.add_argument("--rounds", type=int, default=None, help="interleaved rounds (3; quick: 2)")
+    p.add_argument("--compile-formats", default=None,
+                   help="formats with a torch.compile peer (float32,bfloat16; '' for none: "
+                        "compiling takes minutes; quick: none)")
+    p.add_argument("--quick", action="store_true",
+                   default=os.environ.get("LLM_BENCH_QUICK", "0") == "1",
+                   help="fewer tokens and rounds, no torch.compile or torch int8 peer "
+                        "(LLM_BENCH_QUICK=1)")
     p.add_argument("--no-llama", action="store_true", help="leave llama.cpp out")
     p.add_argument("--weights-dir", default=os.path.join(
         os.environ.get("OPCORE_CACHE_DIR", os.path.expanduser("~/.cache/opcore")), "llm-bench"))
-    p.add_argument("--out", default="llm.json")
+    p.add_argument("--out", default=None,
+                   help="results file (llm.json; llm_tinyllama.json for TinyLlama-1.1B)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    q = args.quick
+    if args.formats is None:
+        args.formats = "q8_0,q4_0" if args.config == "tinyllama-1.1b" else \
+            "float32,bfloat16,q8_0,q4_0"
+    args.prompt = args.prompt or (32 if q else 64)
+    args.decode = args.decode or (8 if q else 32)
+    args.rounds = args.rounds or (2 if q else 3)
+    if args.compile_formats is None:
+        args.compile_formats = "" if q else "float32,bfloat16"
     args.formats = args.formats.split(",")
+    args.out = args.out or ("llm_tinyllama.json" if args.config == "tinyllama-1.1b" else "llm.json")
     args.compile_formats = [f for f in args.compile_formats.split(",") if f]
     if args.child:
         args.threads = int(args.threads)
         return child(args)
+    t0, load0 = time.time(), os.getloadavg()[0]
     m = machine()
     print(f"machine: {m['cpu']}; {' '.join(m['isa'])}; {m['cores']} usable cores")
     print(f"opcore kernels: -march=native ({' '.join(m['isa'])}); load: {os.getloadavg()[0]:.1f}")
@@ -286,10 +307,13 @@ def main(argv=None):
                "--decode", str(args.decode), "--rounds", str(args.rounds),
                "--weights-dir", args.weights_dir]
         cmd += ["--compile-formats", ",".join(args.compile_formats)]
-        cmd += ["--no-llama"] * args.no_llama
+        cmd += ["--no-llama"] * args.no_llama + ["--quick"] * args.quick
         r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, check=True)
         results.append(json.loads(r.stdout))
     sec = summarise(args, results)
+    sec["notes"].append(f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the "
+                        f"end; {time.time() - t0:.0f} s in all"
+                        + (" (--quick)" if args.quick else ""))
     for row in sec["rows"]:
         print("  ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                         for k, v in row.items()))
