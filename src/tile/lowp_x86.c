@@ -226,6 +226,13 @@ static INL T2 float half1(const char *blk)
     return _cvtsh_ss(h);
 }
 
+/* Bytes ahead of the blocks in use that the block dots prefetch: the
+ * weights stream from memory once per token, and a core's own requests
+ * keep more of them in flight than the hardware prefetcher alone. */
+#ifndef QPF
+#define QPF 2048
+#endif
+
 #define QDOT_BODY(BSUM)                                                                            \
     int64_t bb = t == OC_W_Q8_0 ? (int64_t)sizeof(oc_block_q8_0) : (int64_t)sizeof(oc_block_q4_0); \
     __m256 acc = _mm256_setzero_ps();                                                              \
@@ -233,6 +240,8 @@ static INL T2 float half1(const char *blk)
     for (; b + 8 <= nb; b += 8) {                                                                  \
         __m256i s[8];                                                                              \
         uint16_t hd[8];                                                                            \
+        for (int64_t o = 0; o < 8 * bb; o += 64)                                                   \
+            _mm_prefetch(wrow + b * bb + QPF + o, _MM_HINT_T0);                                    \
         for (int l = 0; l < 8; l++) {                                                              \
             const char *blk = wrow + (b + l) * bb;                                                 \
             s[l] = BSUM(blk, t, xq + (b + l) * OC_QK);                                             \
