@@ -244,9 +244,15 @@ def summarise(args, results):
     cols = ["model", "format", "threads", "implementation", "decode tok/s", "prefill tok/s",
             "decode vs llama.cpp", "prefill vs llama.cpp", "decode vs torch.compile",
             "prefill vs torch.compile", "decode vs memcpy ceiling"]
-    return {"title": f"Llama-architecture decoder (examples/llm, {cfg.name} shapes): "
-                     f"{args.prompt}-token prefill, {args.decode} decode steps",
-            "order": 48 if cfg.name == "tinyllama-1.1b" else 47, "columns": cols, "rows": rows,
+    title = (f"Llama-architecture decoder (examples/llm, {cfg.name} shapes): "
+             f"{args.prompt}-token prefill, {args.decode} decode steps")
+    if len(args.formats) == 1:
+        title += f" \u2014 {args.formats[0]}"
+        if args.compile_formats:
+            title += " with the torch.compile peer"
+    return {"title": title,
+            "order": 49 if cfg.name == "tinyllama-1.1b" else 48 if " with" in title else 47,
+            "columns": cols, "rows": rows,
             "notes": notes, "target": targets, "machine": machine()}
 
 
