@@ -39,17 +39,22 @@ const char *oc_wtype_name(oc_wtype type)
     case OC_W_Q8_0: return "q8_0";
     case OC_W_Q4_0: return "q4_0";
     case OC_W_I8: return "int8";
+    case OC_W_I8G: return "int8-group";
+    case OC_W_U4G: return "uint4-group";
     }
     return "unknown";
 }
 
-static bool wtype_ok(oc_wtype t) { return (unsigned)t <= (unsigned)OC_W_I8; }
+static bool wtype_ok(oc_wtype t) { return (unsigned)t <= (unsigned)OC_W_U4G; }
+
+static bool is_group(oc_wtype t) { return t == OC_W_I8G || t == OC_W_U4G; }
 
 size_t oc_wtype_row_bytes(oc_wtype type, int64_t k)
 {
     if (k < 0 || !wtype_ok(type)) return 0;
     if (is_block(type)) return k % OC_QK ? 0 : (size_t)(k / OC_QK) * block_bytes(type);
-    size_t es = type == OC_W_F32 ? 4 : type == OC_W_I8 ? 1 : 2;
+    if (type == OC_W_U4G) return k % 2 ? 0 : (size_t)k / 2;
+    size_t es = type == OC_W_F32 ? 4 : type == OC_W_I8 || type == OC_W_I8G ? 1 : 2;
     return (size_t)k * es;
 }
 
@@ -58,6 +63,7 @@ static oc_dtype wtype_dtype(oc_wtype t)
     return t == OC_W_F32    ? OC_FLOAT32
            : t == OC_W_BF16 ? OC_BFLOAT16
            : t == OC_W_F16  ? OC_FLOAT16
+           : t == OC_W_U4G  ? OC_UINT8
                             : OC_INT8;
 }
 
@@ -71,6 +77,13 @@ oc_weights oc_weights_of_tensor(const oc_tensor *w, oc_wtype type, const oc_tens
         return r;
     }
     const char *tn = oc_wtype_name(type);
+    if (is_group(type)) {
+        oc__raise(OC_EINVAL,
+                  "%s: %s weights carry a group size and per-group scales: use "
+                  "oc_weights_grouped",
+                  fn, tn);
+        return r;
+    }
     if (w->ndim != 2) {
         oc__raise(OC_EINVAL, "%s: %s weights must be a 2-D tensor (n outputs x row), got %d dims",
                   fn, tn, w->ndim);
@@ -134,6 +147,90 @@ oc_weights oc_weights_of_tensor(const oc_tensor *w, oc_wtype type, const oc_tens
     return r;
 }
 
+/* scale or zero of group-wise weights: contiguous float32 [n, ng]. */
+static bool group_arr_ok(const char *fn, const char *arg, const oc_tensor *a, oc_wtype type,
+                         int64_t n, int64_t k, int64_t ng)
+{
+    if (!a) {
+        oc__raise(OC_EINVAL,
+                  "%s: %s weights [%lld, %lld] need a float32 %s of [%lld, %lld], got none", fn,
+                  oc_wtype_name(type), (long long)n, (long long)k, arg, (long long)n,
+                  (long long)ng);
+        return false;
+    }
+    if (!oc__require_data(a, fn, arg)) return false;
+    if (a->dtype == OC_FLOAT32 && a->ndim == 2 && a->sizes[0] == n && a->sizes[1] == ng &&
+        oc_is_contiguous(a))
+        return true;
+    char shape[96] = "";
+    int at = 0;
+    for (int d = 0; d < a->ndim && at < (int)sizeof shape - 24; d++)
+        at += snprintf(shape + at, sizeof shape - (size_t)at, "%s%lld", d ? ", " : "",
+                       (long long)a->sizes[d]);
+    oc__raise(OC_EINVAL,
+              "%s: %s weights [%lld, %lld] in groups of %lld need a contiguous float32 %s of "
+              "[%lld, %lld], got %s%s [%s]",
+              fn, oc_wtype_name(type), (long long)n, (long long)k, (long long)(k / ng), arg,
+              (long long)n, (long long)ng, oc_is_contiguous(a) ? "" : "non-contiguous ",
+              oc_dtype_name(a->dtype), shape);
+    return false;
+}
+
+oc_weights oc_weights_grouped(const oc_tensor *w, oc_wtype type, int64_t group,
+                              const oc_tensor *scale, const oc_tensor *zero)
+{
+    const char *fn = "oc_weights_grouped";
+    oc_weights r = {0};
+    if (!oc__require_data(w, fn, "w")) return r;
+    if (!is_group(type)) {
+        oc__raise(OC_EINVAL, "%s: type %s is not a group type (want OC_W_I8G or OC_W_U4G)", fn,
+                  wtype_ok(type) ? oc_wtype_name(type) : "(not an oc_wtype)");
+        return r;
+    }
+    const char *tn = oc_wtype_name(type);
+    oc_dtype want = type == OC_W_U4G ? OC_UINT8 : OC_INT8;
+    if (w->ndim != 2 || w->dtype != want) {
+        oc__raise(OC_EINVAL, "%s: %s weights must be a 2-D %s tensor, got %d-D %s", fn, tn,
+                  oc_dtype_name(want), w->ndim, oc_dtype_name(w->dtype));
+        return r;
+    }
+    int64_t n = w->sizes[0], cols = w->sizes[1], k = type == OC_W_U4G ? 2 * cols : cols;
+    if (cols > 1 && w->strides[1] != 1) {
+        oc__raise(OC_EINVAL, "%s: %s weights [%lld, %lld] with column stride %lld (want 1)", fn,
+                  tn, (long long)n, (long long)cols, (long long)w->strides[1]);
+        return r;
+    }
+    if (group != 32 && group != 64 && group != 128) {
+        oc__raise(OC_EINVAL, "%s: %s weights [%lld, %lld] with group %lld (want 32, 64 or 128)",
+                  fn, tn, (long long)n, (long long)cols, (long long)group);
+        return r;
+    }
+    if (k % group) {
+        oc__raise(OC_EINVAL,
+                  "%s: %s weights [%lld, %lld] hold k = %lld inputs, not a multiple of the group "
+                  "%lld",
+                  fn, tn, (long long)n, (long long)cols, (long long)k, (long long)group);
+        return r;
+    }
+    int64_t ng = k / group;
+    if (!group_arr_ok(fn, "scale", scale, type, n, k, ng)) return r;
+    if (type == OC_W_U4G) {
+        if (!group_arr_ok(fn, "zero", zero, type, n, k, ng)) return r;
+    } else if (zero) {
+        oc__raise(OC_EINVAL, "%s: int8-group weights are symmetric: zero must be NULL", fn);
+        return r;
+    }
+    r.data = w->data;
+    r.n = n;
+    r.k = k;
+    r.row_bytes = n > 1 ? w->strides[0] : cols;
+    r.type = type;
+    r.scale = scale->data;
+    r.group = group;
+    r.zero = type == OC_W_U4G ? zero->data : NULL;
+    return r;
+}
+
 static bool weights_ok(const char *fn, const oc_weights *w)
 {
     if (!w || !w->data) {
@@ -159,6 +256,30 @@ static bool weights_ok(const char *fn, const oc_weights *w)
     if (w->n > 1 && w->row_bytes < (int64_t)rb) {
         oc__raise(OC_EINVAL, "%s: %s weights of k = %lld need %zu bytes a row, row_bytes is %lld",
                   fn, tn, (long long)w->k, rb, (long long)w->row_bytes);
+        return false;
+    }
+    if (is_group(w->type)) {
+        if (w->group != 32 && w->group != 64 && w->group != 128) {
+            oc__raise(OC_EINVAL, "%s: %s weights %lld x %lld with group %lld (want 32, 64 or 128)",
+                      fn, tn, (long long)w->n, (long long)w->k, (long long)w->group);
+            return false;
+        }
+        if (w->k % w->group) {
+            oc__raise(OC_EINVAL,
+                      "%s: %s weights with k = %lld, not a multiple of the group %lld", fn, tn,
+                      (long long)w->k, (long long)w->group);
+            return false;
+        }
+        if (!w->scale || (w->type == OC_W_U4G) != (w->zero != NULL)) {
+            oc__raise(OC_EINVAL, "%s: %s weights %lld x %lld: scale %s, zero %s (want %s)", fn,
+                      tn, (long long)w->n, (long long)w->k, w->scale ? "given" : "NULL",
+                      w->zero ? "given" : "NULL",
+                      w->type == OC_W_U4G ? "both" : "a scale and no zero");
+            return false;
+        }
+    } else if (w->group || w->zero) {
+        oc__raise(OC_EINVAL, "%s: %s weights with group %lld and %s zero points (want 0 and NULL)",
+                  fn, tn, (long long)w->group, w->zero ? "some" : "no");
         return false;
     }
     if (w->type == OC_W_I8 && !w->scale) {
@@ -406,7 +527,7 @@ static bool has_min_i8(const int8_t *x, int64_t xrs, int64_t m, int64_t k)
     return false;
 }
 
-static void run_i8(oc_tile *y, const int8_t *xq, int64_t xrs, const float *xs, int64_t m,
+static bool run_i8(oc_tile *y, const int8_t *xq, int64_t xrs, const float *xs, int64_t m,
                    const oc_weights *w, int64_t j0, int64_t j1)
 {
     const oc__lowp_kernels *ks = kernels();
@@ -415,7 +536,7 @@ static void run_i8(oc_tile *y, const int8_t *xq, int64_t xrs, const float *xs, i
         int64_t mp = (m + ks->i8p_malign - 1) / ks->i8p_malign * ks->i8p_malign;
         uint8_t *xu = scratch_get(2, (size_t)(mp * kp), "oc_tile_linear_i8");
         void *pack = scratch_get(3, oc__LOWP_PACK_BYTES(kp, mp), "oc_tile_linear_i8");
-        if (!xu || !pack) return;
+        if (!xu || !pack) return false;
         for (int64_t i = 0; i < m; i++) {
             for (int64_t p = 0; p < k; p++) xu[i * kp + p] = (uint8_t)(xq[i * xrs + p] ^ 0x80);
             memset(xu + i * kp + k, 0, (size_t)(kp - k));
@@ -423,10 +544,11 @@ static void run_i8(oc_tile *y, const int8_t *xq, int64_t xrs, const float *xs, i
         memset(xu + m * kp, 0, (size_t)((mp - m) * kp));
         ks->i8p(y->data, yrs_of(y), xu, kp, xs, m, w->data, w->row_bytes, w->scale, k, j0, j1,
                 pack);
-        return;
+        return true;
     }
     if (ks->i8_needs_no_min && has_min_i8(xq, xrs, m, w->k)) ks = &portable;
     ks->i8(y->data, yrs_of(y), xq, xrs, xs, m, w->data, w->row_bytes, w->scale, w->k, j0, j1);
+    return true;
 }
 
 static bool i8_k_ok(const char *fn, const oc_weights *w)
@@ -438,18 +560,84 @@ static bool i8_k_ok(const char *fn, const oc_weights *w)
     return false;
 }
 
+static oc__lowp_gdot_fn gdot_of(const oc__lowp_kernels *ks)
+{
+    if (ks == &portable) return oc__lowp_gdot_portable;
+    return ks == &oc__lowp_avx2 ? oc__lowp_gdot_avx2 : oc__lowp_gdot_avx512;
+}
+
+/* Rows of group-wise weights dequantised this many at a time for the
+ * tile matmul (m > SKINNY_M). */
+#define GROUP_CHUNK 64
+
+static bool linear_group(oc_tile *y, const oc_tile *x, int64_t xrs, const oc_weights *w,
+                         int64_t j0, int64_t j1, const char *fn)
+{
+    int64_t m = x->rows, k = w->k;
+    if (m <= SKINNY_M) {
+        float *wbuf = scratch_get(4, (size_t)(4 * k) * sizeof(float), fn);
+        if (!wbuf) return false;
+        gdot_of(kernels())(y->data, yrs_of(y), x->data, xrs, m, w, j0, j1, wbuf);
+        return true;
+    }
+    float *wf = scratch_get(4, (size_t)(GROUP_CHUNK * k) * sizeof(float), fn);
+    if (!wf) return false;
+    for (int64_t j = j0; j < j1; j += GROUP_CHUNK) {
+        int64_t nc = j1 - j < GROUP_CHUNK ? j1 - j : GROUP_CHUNK;
+        for (int64_t r = 0; r < nc; r++) oc__lowp_gdeq_row(wf + r * k, w, j + r);
+        oc_tile wt = {wf, nc, k, k, 1, OC_FLOAT32, false};
+        oc_tile yv = oc_tile_view(y, 0, j, m, nc);
+        oc_tile_matmul_to(&yv, x, &wt, OC_TILE_TRANS_B);
+    }
+    return true;
+}
+
+static bool linear_f32(oc_tile *y, const oc_tile *x, const oc_weights *w, int64_t j0, int64_t j1);
+
+/* x and y float32 or bfloat16 (dtype pairs and shapes checked here). */
 void oc_tile_linear(oc_tile *y, const oc_tile *x, const oc_weights *w, int ith, int nth)
 {
     const char *fn = "oc_tile_linear";
-    if (!part_ok(fn, ith, nth) || !weights_ok(fn, w) || !oc__tile_want_f32(y, fn, "y") ||
-        !oc__tile_want_f32(x, fn, "x") || !shapes_ok(fn, y, x, w) || !unit_cols(fn, "y", y) ||
-        !unit_cols(fn, "x", x))
+    if (!part_ok(fn, ith, nth) || !weights_ok(fn, w)) return;
+    bool xb = x->dtype == OC_BFLOAT16, yb = y->dtype == OC_BFLOAT16;
+    if ((!xb && x->dtype != OC_FLOAT32) || (!yb && y->dtype != OC_FLOAT32)) {
+        oc__raise(OC_EINVAL,
+                  "%s: x is %s, y %s, w %s (want x and y float32 or bfloat16; int8 x: "
+                  "oc_tile_linear_i8)",
+                  fn, oc_dtype_name(x->dtype), oc_dtype_name(y->dtype), oc_wtype_name(w->type));
         return;
-    int64_t j0, j1, m = x->rows, k = w->k, xrs = x->rows > 1 ? x->rs : x->cols;
+    }
+    if (!shapes_ok(fn, y, x, w) || !unit_cols(fn, "y", y) || !unit_cols(fn, "x", x)) return;
+    int64_t j0, j1, m = x->rows, k = w->k;
     part_of(w->n, ith, nth, &j0, &j1);
     if (j0 >= j1 || m == 0) return;
+    oc_tile xf = *x, yf = *y;
+    if (xb) { /* widened exactly, once per call */
+        float *buf = scratch_get(5, (size_t)(m * k) * sizeof(float), fn);
+        if (!buf) return;
+        xf = (oc_tile){buf, m, k, k, 1, OC_FLOAT32, false};
+        oc_tile_copy(&xf, x);
+    }
+    if (yb) {
+        float *buf = scratch_get(6, (size_t)(m * w->n) * sizeof(float), fn);
+        if (!buf) return;
+        yf = (oc_tile){buf, m, w->n, w->n, 1, OC_FLOAT32, false};
+    }
+    if (linear_f32(&yf, &xf, w, j0, j1) && yb) {
+        oc_tile src = oc_tile_view(&yf, 0, j0, m, j1 - j0),
+                dst = oc_tile_view(y, 0, j0, m, j1 - j0);
+        oc_tile_copy(&dst, &src);
+    }
+}
+
+static bool linear_f32(oc_tile *y, const oc_tile *x, const oc_weights *w, int64_t j0, int64_t j1)
+{
+    const char *fn = "oc_tile_linear";
+    int64_t m = x->rows, k = w->k, xrs = x->rows > 1 ? x->rs : x->cols;
     const oc__lowp_kernels *ks = kernels();
     switch (w->type) {
+    case OC_W_I8G:
+    case OC_W_U4G: return linear_group(y, x, xrs, w, j0, j1, fn);
     case OC_W_F32:
     case OC_W_BF16:
     case OC_W_F16:
@@ -468,14 +656,14 @@ void oc_tile_linear(oc_tile *y, const oc_tile *x, const oc_weights *w, int ith, 
             oc_tile yv = oc_tile_view(y, 0, j0, m, j1 - j0);
             oc_tile_matmul_to(&yv, x, &wt, OC_TILE_TRANS_B);
         }
-        return;
+        return true;
     case OC_W_Q8_0:
     case OC_W_Q4_0: {
         int64_t nb = k / OC_QK;
         int8_t *xq = scratch_get(0, (size_t)(m * k), fn);
         float *xd = scratch_get(1, (size_t)(m * nb) * sizeof(float), fn);
         int32_t *xsum8 = scratch_get(2, (size_t)(m * nb) * sizeof(int32_t), fn);
-        if (!xq || !xd || !xsum8) return;
+        if (!xq || !xd || !xsum8) return false;
         quantize_blocks32(xq, xd, x->data, xrs, m, k);
         for (int64_t b = 0; b < m * nb; b++) { /* Q4_0's kernels take unsigned nibbles */
             int32_t t = 0;
@@ -490,19 +678,19 @@ void oc_tile_linear(oc_tile *y, const oc_tile *x, const oc_weights *w, int ith, 
                 py[i * yrs + j] =
                     ks->qdot(wr, w->type, xq + i * k, xd + i * nb, xsum8 + i * nb, nb);
         }
-        return;
+        return true;
     }
     case OC_W_I8: {
-        if (!i8_k_ok(fn, w)) return;
+        if (!i8_k_ok(fn, w)) return false;
         int8_t *xq = scratch_get(0, (size_t)(m * k), fn);
         float *xs = scratch_get(1, (size_t)m * sizeof(float), fn);
-        if (!xq || !xs) return;
+        if (!xq || !xs) return false;
         for (int64_t i = 0; i < m; i++)
             quantize_row(xq + i * k, xs + i, (const float *)x->data + i * xrs, k);
-        run_i8(y, xq, k, xs, m, w, j0, j1);
-        return;
+        return run_i8(y, xq, k, xs, m, w, j0, j1);
     }
     }
+    return false;
 }
 
 void oc_tile_linear_i8(oc_tile *y, const oc_tile *xq, const oc_tile *xscale, const oc_weights *w,
@@ -540,7 +728,7 @@ void oc_tile_linear_i8(oc_tile *y, const oc_tile *xq, const oc_tile *xscale, con
         for (int64_t i = 0; i < m; i++) xsc[i] = xs[i * xscale->rs];
         xs = xsc;
     }
-    run_i8(y, xq->data, xrs, xs, m, w, j0, j1);
+    (void)run_i8(y, xq->data, xrs, xs, m, w, j0, j1);
 }
 
 const char *oc_tile_linear_path(oc_wtype type, int64_t m)
@@ -582,6 +770,21 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
                  : m >= ks->i8p_min_m
                      ? "u8 x s8 vpdpbusd, w packed in 64-column panels, 6 x 64 blocks"
                      : "u8 x s8 vpdpbusd on 512-bit registers, 4 x 4 blocks");
+        break;
+    case OC_W_I8G:
+    case OC_W_U4G:
+        if (m <= SKINNY_M)
+            snprintf(buf, sizeof buf,
+                     "%s weights, m <= %d: opcore's %s kernel, weights dequantised in "
+                     "registers (%s), float32 sums in 16 lanes, split along n",
+                     oc_wtype_name(type), SKINNY_M, isa,
+                     m <= 2 ? "for each row of x" : "4 rows of w at a time, then each row of x");
+        else
+            snprintf(buf, sizeof buf,
+                     "%s weights, m > %d: %d rows of w at a time dequantised to float32, then "
+                     "the tile matmul (%s)",
+                     oc_wtype_name(type), SKINNY_M, GROUP_CHUNK,
+                     oc_tile_matmul_path(OC_FLOAT32));
         break;
     default: snprintf(buf, sizeof buf, "weight type %d: no path", (int)type); break;
     }
@@ -735,6 +938,65 @@ void oc_tile_quantize_blocks(void *blocks, oc_wtype type, const oc_tile *x)
         }
 }
 
+/* GPTQ's asymmetric quantiser for one group of g values (tile.h). */
+static void quantize_u4_group(uint8_t *q, float *scale, float *zero, const float *v, int64_t g)
+{
+    float lo = 0.0f, hi = 0.0f;
+    for (int64_t p = 0; p < g; p++) {
+        lo = fminf(lo, v[p]);
+        hi = fmaxf(hi, v[p]);
+    }
+    if (lo == 0.0f && hi == 0.0f) lo = -1.0f, hi = 1.0f;
+    float s = (hi - lo) / 15.0f, z = nearbyintf(-lo / s);
+    for (int64_t p = 0; p < g; p++) {
+        float t = nearbyintf(v[p] / s) + z;
+        q[p] = (uint8_t)(t < 0.0f ? 0.0f : t > 15.0f ? 15.0f : t);
+    }
+    *scale = s;
+    *zero = z;
+}
+
+void oc_tile_quantize_u4(void *packed, oc_tile *scale, oc_tile *zero, const oc_tile *x,
+                         int64_t group)
+{
+    const char *fn = "oc_tile_quantize_u4";
+    if (!oc__tile_want_f32(x, fn, "x")) return;
+    if (group != 32 && group != 64 && group != 128) {
+        oc__raise(OC_EINVAL, "%s: group %lld (want 32, 64 or 128)", fn, (long long)group);
+        return;
+    }
+    if (x->cols % group) {
+        oc__raise(OC_EINVAL, "%s: x is %lld x %lld, its %lld columns are not whole groups of %lld",
+                  fn, (long long)x->rows, (long long)x->cols, (long long)x->cols,
+                  (long long)group);
+        return;
+    }
+    int64_t ng = x->cols / group;
+    const oc_tile *st[2] = {scale, zero};
+    for (int a = 0; a < 2; a++)
+        if (st[a]->dtype != OC_FLOAT32 || st[a]->rows != x->rows || st[a]->cols != ng) {
+            oc__raise(OC_EINVAL,
+                      "%s: %s is a %lld x %lld %s tile, want %lld x %lld float32 (x %lld x %lld "
+                      "in groups of %lld)",
+                      fn, a ? "zero" : "scale", (long long)st[a]->rows, (long long)st[a]->cols,
+                      oc_dtype_name(st[a]->dtype), (long long)x->rows, (long long)ng,
+                      (long long)x->rows, (long long)x->cols, (long long)group);
+            return;
+        }
+    float v[128];
+    uint8_t q[128];
+    for (int64_t i = 0; i < x->rows; i++) {
+        uint8_t *row = (uint8_t *)packed + i * (x->cols / 2);
+        for (int64_t g = 0; g < ng; g++) {
+            for (int64_t p = 0; p < group; p++) v[p] = frow(x, i)[(g * group + p) * x->cs];
+            quantize_u4_group(q, frow(scale, i) + g * scale->cs, frow(zero, i) + g * zero->cs, v,
+                              group);
+            for (int64_t p = 0; p < group; p += 2)
+                row[(g * group + p) / 2] = (uint8_t)(q[p] | (q[p + 1] << 4));
+        }
+    }
+}
+
 void oc_tile_dequantize_weights(oc_tile *x, const oc_weights *w, int64_t r0)
 {
     const char *fn = "oc_tile_dequantize_weights";
@@ -744,6 +1006,15 @@ void oc_tile_dequantize_weights(oc_tile *x, const oc_weights *w, int64_t r0)
                   fn, (long long)x->rows, (long long)x->cols, (long long)r0,
                   (long long)(r0 + x->rows), oc_wtype_name(w->type), (long long)w->n,
                   (long long)w->k);
+        return;
+    }
+    if (is_group(w->type)) {
+        float *buf = scratch_get(4, (size_t)w->k * sizeof(float), fn);
+        if (!buf) return;
+        for (int64_t i = 0; i < x->rows; i++) {
+            oc__lowp_gdeq_row(buf, w, r0 + i);
+            for (int64_t p = 0; p < w->k; p++) frow(x, i)[p * x->cs] = buf[p];
+        }
         return;
     }
     for (int64_t i = 0; i < x->rows; i++) {

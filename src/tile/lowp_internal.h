@@ -48,6 +48,16 @@ typedef struct oc__lowp_kernels {
     bool i8_needs_no_min;
 } oc__lowp_kernels;
 
+/* Group-wise weights (OC_W_I8G / OC_W_U4G, lowp_group.c): y[i][j] for i <
+ * m, j in [j0, j1), tile.h's 16-lane order (the same bits on every set);
+ * wbuf 4 * k floats (64-byte aligned) of scratch. */
+typedef void (*oc__lowp_gdot_fn)(float *y, int64_t yrs, const float *x, int64_t xrs, int64_t m,
+                                 const oc_weights *w, int64_t j0, int64_t j1, float *wbuf);
+extern const oc__lowp_gdot_fn oc__lowp_gdot_portable, oc__lowp_gdot_avx2, oc__lowp_gdot_avx512;
+
+/* Row j of group-wise weights dequantised into dst (k floats). */
+void oc__lowp_gdeq_row(float *dst, const oc_weights *w, int64_t j);
+
 /* The 8 partial sums of a block dot added in tile.h's order. */
 static inline float oc__lowp_sum8(const float s[8])
 {
