@@ -5,7 +5,6 @@ the quantiser byte for byte against a numpy port of GPTQ's, the product
 against torch's on the dequantised weights, bfloat16 activations, the same
 bits on every instruction set and core count, and bad input."""
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -15,7 +14,7 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_lowp import load  # noqa: E402
+from test_lowp import load, results_per_path  # noqa: E402
 
 I8G, U4G = 6, 7
 
@@ -144,27 +143,8 @@ torch.save(outs, {out!r})
 def test_same_bits_on_every_path(ops, tmp_path):
     """Group-wise weights give the same bits whatever the instruction set,
     and whatever the number of cores."""
-    build = tmp_path / "lib"
-    results = {}
-    for isa, cores in (("", "2"), ("avx512", "3"), ("avx2", "2"), ("portable", "1"),
-                       ("portable", "3")):
-        out = tmp_path / f"{isa or 'best'}{cores}.pt"
-        env = {**os.environ, "OC_NUM_CORES": cores}
-        env.pop("OC_TILE_ISA", None)
-        if isa:
-            env["OC_TILE_ISA"] = isa
-        code = CHILD.format(here=os.path.dirname(os.path.abspath(__file__)), build=str(build),
-                            out=str(out))
-        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                           timeout=600)
-        assert r.returncode == 0, r.stderr[-3000:]
-        results[(isa, cores)] = torch.load(out)
-    base = results[("", "2")]
-    for key, outs in results.items():
-        for name, t in outs.items():
-            assert torch.equal(t.view(torch.int16 if t.dtype == torch.bfloat16 else torch.int32),
-                               base[name].view(torch.int16 if t.dtype == torch.bfloat16
-                                               else torch.int32)), (key, name)
+    results_per_path(CHILD, tmp_path, [("", "2"), ("avx512", "3"), ("avx2", "2"),
+                                       ("portable", "1"), ("portable", "3")])
 
 
 def test_bad_input_then_next_call_works(ops):
