@@ -370,13 +370,14 @@ OC_API oc_weights oc_weights_grouped(const oc_tensor *w, oc_wtype type, int64_t 
  *   OC_W_I8: each row of x quantised as oc_tile_quantize_rows does (one
  *     scale per row), then oc_tile_linear_i8: torch's dynamic quantised
  *     Linear. */
-/*   OC_W_I8G / OC_W_U4G (m <= 32): dequantised in registers, each weight
- *     w_p = (float)q * scale (int8) or ((float)q - zero) * scale (uint4),
- *     and y[i][j] = the 16 lane sums acc[p % 16] = fmaf(x_p, w_p, acc)
- *     taken in order of p, added as halves (lane l + lane l + 8, then l
- *     + 4, l + 2, l + 1): the same bits on every path and core count.
- *     Larger m: the part's rows of w dequantised 64 at a time into
- *     float32 and the tile matmul (float32 rounding of the above). */
+/*   OC_W_I8G / OC_W_U4G (m <= 32): widened in registers to q'_p =
+ *     (float)q (int8) or (float)q - zero (uint4); per group, 16 lane sums
+ *     t[p % 16] = fmaf(x_p, q'_p, t[p % 16]) in order of p (from 0), then
+ *     acc[l] = fmaf(t[l], scale, acc[l]); y[i][j] = acc's lanes added as
+ *     halves (lane l + lane l + 8, then l + 4, l + 2, l + 1): the same
+ *     bits on every path and core count. Larger m: the part's rows of w
+ *     dequantised ((float)q - zero) * scale, 64 rows at a time, and the
+ *     tile matmul (within float32 rounding of the above). */
 OC_API void oc_tile_linear(oc_tile *y, const oc_tile *x, const oc_weights *w, int ith, int nth);
 
 /* Dynamic quantisation's product: y (m x n, float32) =

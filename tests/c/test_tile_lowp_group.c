@@ -1,7 +1,7 @@
 /* Group-wise weights of the low-precision linear layer (opcore/tile.h:
  * OC_W_I8G, OC_W_U4G; float32 and bfloat16 x and y), run inside a real
  * multicore kernel (tests/c/lowp_group_kernels) and checked bit for bit
- * against a scalar reference of tile.h's 16-lane order written here.
+ * against a scalar reference of tile.h's order written here.
  * main() runs every test in a child process per instruction set
  * (OC_TILE_ISA unset, avx512, avx2, portable) and per engine size (1, 2
  * and 3 cores): the kernels are chosen, and the engine sized, once per
@@ -106,14 +106,29 @@ static float ref_w(const void *w, int t, int64_t k, int64_t group, const float *
     return ((float)q - z[g]) * s[g];
 }
 
+/* q' = (float)q or (float)q - zero: the weight before its group's scale */
+static float ref_q(const void *w, int t, int64_t k, int64_t group, const float *z, int64_t j,
+                   int64_t p)
+{
+    if (t == OC_W_I8G) return (float)((const int8_t *)w)[j * k + p];
+    uint8_t b = ((const uint8_t *)w)[j * (k / 2) + p / 2];
+    return (float)(p % 2 ? b >> 4 : b & 15) - z[j * (k / group) + p / group];
+}
+
 static void ref_linear(float *y, const float *x, const void *w, int t, int64_t m, int64_t n,
                        int64_t k, int64_t group, const float *s, const float *z)
 {
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) {
             float acc[16] = {0}, h8[8], h4[4];
-            for (int64_t p = 0; p < k; p++)
-                acc[p % 16] = fmaf(x[i * k + p], ref_w(w, t, k, group, s, z, j, p), acc[p % 16]);
+            for (int64_t g = 0; g < k / group; g++) {
+                float part[16] = {0};
+                for (int64_t p = g * group; p < (g + 1) * group; p++)
+                    part[p % 16] =
+                        fmaf(x[i * k + p], ref_q(w, t, k, group, z, j, p), part[p % 16]);
+                for (int l = 0; l < 16; l++)
+                    acc[l] = fmaf(part[l], s[j * (k / group) + g], acc[l]);
+            }
             for (int l = 0; l < 8; l++) h8[l] = acc[l] + acc[l + 8];
             for (int l = 0; l < 4; l++) h4[l] = h8[l] + h8[l + 4];
             y[i * n + j] = (h4[0] + h4[2]) + (h4[1] + h4[3]);
