@@ -405,6 +405,15 @@ static bool cpu_avx2(void)
 #endif
 }
 
+static bool cpu_avxvnni(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    return cpu_avx2() && __builtin_cpu_supports("avxvnni");
+#else
+    return false;
+#endif
+}
+
 static bool cpu_avx512(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -416,23 +425,26 @@ static bool cpu_avx512(void)
 }
 
 /* The best set the CPU runs (AMX for int8 x int8 from 32 rows where
- * Linux grants its tile data, else AVX-512 VNNI, AVX2, portable), capped
- * by OC_TILE_ISA (avx512, avx2 or portable: a lower path for tests; a
- * higher one than the CPU has is never taken). */
+ * Linux grants its tile data, else AVX-512 VNNI, AVX-VNNI, AVX2,
+ * portable), capped by OC_TILE_ISA (avx512, avxvnni, avx2 or portable: a
+ * lower path for tests; a higher one than the CPU has is never taken). */
 static void kern_init(void)
 {
     const char *cap = getenv("OC_TILE_ISA");
-    int lim = 3;
+    int lim = 4;
     if (cap && !strcasecmp(cap, "portable"))
         lim = 0;
     else if (cap && !strcasecmp(cap, "avx2"))
         lim = 1;
-    else if (cap && !strcasecmp(cap, "avx512"))
+    else if (cap && !strcasecmp(cap, "avxvnni"))
         lim = 2;
+    else if (cap && !strcasecmp(cap, "avx512"))
+        lim = 3;
     kern = &portable;
     if (lim >= 1 && cpu_avx2() && oc__lowp_avx2.fdot) kern = &oc__lowp_avx2;
-    if (lim >= 2 && cpu_avx512() && oc__lowp_avx512.fdot) kern = &oc__lowp_avx512;
-    if (lim >= 3 && kern == &oc__lowp_avx512 && oc__lowp_amx_usable()) kern = &oc__lowp_amx;
+    if (lim >= 2 && cpu_avxvnni() && oc__lowp_avxvnni.fdot) kern = &oc__lowp_avxvnni;
+    if (lim >= 3 && cpu_avx512() && oc__lowp_avx512.fdot) kern = &oc__lowp_avx512;
+    if (lim >= 4 && kern == &oc__lowp_avx512 && oc__lowp_amx_usable()) kern = &oc__lowp_amx;
 }
 
 static const oc__lowp_kernels *kernels(void)
@@ -563,7 +575,8 @@ static bool i8_k_ok(const char *fn, const oc_weights *w)
 static oc__lowp_gdot_fn gdot_of(const oc__lowp_kernels *ks)
 {
     if (ks == &portable) return oc__lowp_gdot_portable;
-    return ks == &oc__lowp_avx2 ? oc__lowp_gdot_avx2 : oc__lowp_gdot_avx512;
+    return ks == &oc__lowp_avx2 || ks == &oc__lowp_avxvnni ? oc__lowp_gdot_avx2
+                                                            : oc__lowp_gdot_avx512;
 }
 
 /* Rows of group-wise weights dequantised this many at a time for the
@@ -756,15 +769,17 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
                  "%s weights: x quantised to int8 blocks of 32, opcore's %s block-dot kernel "
                  "(%s), split along n",
                  oc_wtype_name(type), isa,
-                 ks == &portable        ? "scalar int32 sums"
-                 : ks == &oc__lowp_avx2 ? "vpmaddubsw + vpmaddwd"
-                                        : "vpdpbusd (VNNI)");
+                 ks == &portable ? "scalar int32 sums"
+                 : ks == &oc__lowp_avx2 || ks == &oc__lowp_avxvnni ? "vpmaddubsw + vpmaddwd"
+                                                                   : "vpdpbusd (VNNI)");
         break;
     case OC_W_I8:
         snprintf(buf, sizeof buf,
                  "int8 weights: int8 x int8 -> int32, opcore's %s kernel (%s), split along n", isa,
                  ks == &portable        ? "scalar int32 sums"
                  : ks == &oc__lowp_avx2 ? "vpmaddubsw + vpmaddwd, 4 rows of w at a time"
+                 : ks == &oc__lowp_avxvnni ? "VEX vpdpbusd on 256-bit registers, 4 rows of w at a "
+                                             "time"
                  : m >= ks->i8p_min_m && ks == &oc__lowp_amx
                      ? "AMX tdpbusd on w packed in 64-column panels, 16 x 64 blocks"
                  : m >= ks->i8p_min_m

@@ -37,7 +37,7 @@ typedef void (*oc__lowp_i8p_fn)(float *y, int64_t yrs, const uint8_t *xu, int64_
 #define oc__LOWP_PACK_BYTES(kp, m) (((size_t)(kp) * 64 + 64 * sizeof(int32_t)) + (size_t)(m) * 256)
 
 typedef struct oc__lowp_kernels {
-    const char *isa; /* "avx512-vnni", "avx2", "portable" */
+    const char *isa; /* "avx512-vnni", "avx-vnni", "avx2", "portable" */
     oc__lowp_fdot_fn fdot;
     oc__lowp_qdot_fn qdot;
     oc__lowp_i8_fn i8;
@@ -68,7 +68,7 @@ static inline float oc__lowp_sum8(const float s[8])
 int32_t oc__lowp_block_isum(const char *blk, oc_wtype type, const int8_t *xq);
 
 /* The x86 kernel sets (lowp_x86.c); NULL members where not built. */
-extern const oc__lowp_kernels oc__lowp_avx2, oc__lowp_avx512, oc__lowp_amx;
+extern const oc__lowp_kernels oc__lowp_avx2, oc__lowp_avxvnni, oc__lowp_avx512, oc__lowp_amx;
 
 /* The CPU has AMX-INT8 and Linux lets this process use its tile data. */
 bool oc__lowp_amx_usable(void);

@@ -4,7 +4,7 @@
  * the float ones within float32 rounding. main() runs every test once per
  * instruction set, each in a child process with OC_TILE_ISA set (the
  * kernels are chosen once per process): the CPU's best (AMX for int8 from
- * 32 rows where there is AMX), avx512, avx2, portable. */
+ * 32 rows where there is AMX), avx512, avxvnni, avx2, portable. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -515,7 +515,11 @@ static void test_path_names(void **state)
         test_assert_contains(p, "portable");
     else if (isa && !strcmp(isa, "avx2") && __builtin_cpu_supports("avx2"))
         test_assert_contains(p, "avx2");
-    else if (!isa && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
+    else if (isa && !strcmp(isa, "avxvnni") && __builtin_cpu_supports("avxvnni") &&
+             __builtin_cpu_supports("avx2")) {
+        test_assert_contains(p, "avx-vnni");
+        test_assert_contains(oc_tile_linear_path(OC_W_I8, 1), "VEX vpdpbusd");
+    } else if (!isa && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
         test_assert_contains(p, "avx512-vnni");
     test_assert_contains(oc_tile_linear_path(OC_W_F32, 64), "m > 32: the tile matmul");
     test_assert_contains(oc_tile_linear_path(OC_W_F16, 32), "m <= 32: opcore's skinny");
@@ -541,9 +545,9 @@ static int run_group(void)
 int main(void)
 {
     if (getenv("OC_TILE_ISA")) return run_group(); /* one path asked for */
-    const char *isas[] = {NULL, "avx512", "avx2", "portable"};
+    const char *isas[] = {NULL, "avx512", "avxvnni", "avx2", "portable"};
     int rc = 0;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         printf("== OC_TILE_ISA=%s\n", isas[i] ? isas[i] : "(the CPU's best)");
         fflush(stdout);
         pid_t pid = fork();

@@ -3,7 +3,7 @@
  * multicore kernel (tests/c/lowp_group_kernels) and checked bit for bit
  * against a scalar reference of tile.h's order written here.
  * main() runs every test in a child process per instruction set
- * (OC_TILE_ISA unset, avx512, avx2, portable) and per engine size (1, 2
+ * (OC_TILE_ISA unset, avx512, avxvnni, avx2, portable) and per engine size (1, 2
  * and 3 cores): the kernels are chosen, and the engine sized, once per
  * process. */
 #include <math.h>
@@ -428,9 +428,9 @@ static int run_group(void)
 int main(void)
 {
     if (getenv("OC_TILE_ISA")) return run_group(); /* one path asked for */
-    const char *isas[] = {NULL, "avx512", "avx2", "portable"};
+    const char *isas[] = {NULL, "avx512", "avxvnni", "avx2", "portable"};
     int rc = 0;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         for (unsigned cores = 1; cores <= 3; cores++) {
             printf("== OC_TILE_ISA=%s, %u cores\n", isas[i] ? isas[i] : "(the CPU's best)",
                    cores);

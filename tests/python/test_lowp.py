@@ -160,8 +160,8 @@ def results_per_path(child, tmp_path, configs):
 def test_same_bits_on_every_path(ops, tmp_path):
     """The integer paths (Q8_0, Q4_0, int8) give the same bits whatever the
     instruction set, and whatever the number of cores."""
-    results_per_path(CHILD, tmp_path, [("", "2"), ("avx2", "2"), ("portable", "1"),
-                                       ("portable", "2")])
+    results_per_path(CHILD, tmp_path, [("", "2"), ("avxvnni", "2"), ("avx2", "2"),
+                                       ("portable", "1"), ("portable", "2")])
 
 
 def test_bad_input_then_next_call_works(ops):
