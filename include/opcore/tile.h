@@ -249,8 +249,11 @@ enum {
  * an int32 c. Products with m, n, k <= 256 and a row-major c run libxsmm's
  * JIT kernels (an operand that is not row-major, e.g. a transposed view,
  * is copied first), others BLIS's single-threaded micro-kernels (each core
- * its own call; OC_TILE_XSMM=0 in the environment: BLIS for all);
- * `oc_tile_matmul_path` says which path a dtype takes. */
+ * its own call; OC_TILE_XSMM=0 in the environment: BLIS for all); a
+ * float32 a and c with at most 32 rows against a larger b run opcore's
+ * skinny kernels, which read b once (a decode step's GEMV);
+ * `oc_tile_matmul_path` says which path a dtype takes,
+ * `oc_tile_matmul_path_shape` which one a shape takes. */
 OC_API void oc_tile_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags);
 
 /* c = op(a) x op(b) into a c of any float dtype: computed in float32 and
@@ -260,6 +263,14 @@ OC_API void oc_tile_matmul_to(oc_tile *c, const oc_tile *a, const oc_tile *b, un
 /* A sentence naming the library, its kernel configuration and, for int8,
  * whether the CPU's VNNI instructions or the portable fallback run. */
 OC_API const char *oc_tile_matmul_path(oc_dtype dtype);
+
+/* The same for one shape class: c (m x n, float32) = a (m x k, float32)
+ * op(b) with b of `dtype`. m <= 32 with n or k above 256 (and unit column
+ * strides) runs opcore's skinny kernels, which read b once (b transposed,
+ * n x k: the linear layer's dot products; b k x n: a row-update loop);
+ * other shapes as oc_tile_matmul_path says. */
+OC_API const char *oc_tile_matmul_path_shape(oc_dtype dtype, int64_t m, int64_t n, int64_t k,
+                                             unsigned flags);
 
 /* ---- low-precision linear layers and skinny products ------------------------------
  *

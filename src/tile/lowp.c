@@ -1,14 +1,11 @@
-/* Low-precision linear layers and skinny products (opcore/tile.h, "low-
- * precision linear layers"): the weights' formats, argument checks, the
- * split along n across cores, the portable micro-kernels and the choice
- * of the x86 ones (lowp_x86.c) from the CPU's features; and the
- * quantising helpers. docs/gemm_library.md says what runs where. */
+/* Low-precision linear layers (opcore/tile.h, "low-precision linear
+ * layers"): the weights' formats, argument checks, the split along n
+ * across cores and the call of the kernel set lowp_kernels.c chose; and
+ * the quantising helpers. docs/gemm_library.md says what runs where. */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "core/alloc.h"
 #include "core/internal.h"
@@ -16,8 +13,15 @@
 #include "tile/lowp_internal.h"
 #include "tile/tile_internal.h"
 
-/* m up to this runs the skinny kernels for float weights; BLIS above. */
+/* m up to this runs the skinny kernels for bfloat16 / float16 weights
+ * (BLIS above, after widening), F32_SKINNY_M for float32 ones: the dot
+ * kernels re-read each group of 4 rows of w (from L2) for each row of x,
+ * BLIS packs them once; measured even at m = 4, 0.77x BLIS at m = 8
+ * (docs/gemm_library.md). */
 #define SKINNY_M 32
+#define F32_SKINNY_M 4
+
+static int64_t skinny_m(oc_wtype t) { return t == OC_W_F32 ? F32_SKINNY_M : SKINNY_M; }
 /* k bound for an exact int32 sum of int8 x int8 (128 * 127 * k < 2^31) */
 #define I8_MAX_K 131072
 
@@ -299,160 +303,6 @@ static void *scratch_get(int slot, size_t bytes, const char *fn)
     return oc__tile_scratch(OC__SCRATCH_LOWP + slot, bytes, fn);
 }
 
-/* ---- portable kernels ------------------------------------------------------- */
-
-static inline float wval(const char *w, oc_wtype t, int64_t p)
-{
-    switch (t) {
-    case OC_W_BF16: {
-        oc_bfloat16 h;
-        memcpy(&h, w + 2 * p, 2);
-        return oc_bf16_to_f32(h);
-    }
-    case OC_W_F16: {
-        oc_half h;
-        memcpy(&h, w + 2 * p, 2);
-        return oc_half_to_f32(h);
-    }
-    default: {
-        float f;
-        memcpy(&f, w + 4 * p, 4);
-        return f;
-    }
-    }
-}
-
-static void fdot_portable(float *y, int64_t yrs, const float *x, int64_t xrs, int64_t m,
-                          const char *w, int64_t wrb, oc_wtype t, int64_t k, int64_t j0, int64_t j1)
-{
-    for (int64_t j = j0; j < j1; j++) {
-        const char *wr = w + j * wrb;
-        for (int64_t i = 0; i < m; i++) {
-            const float *xr = x + i * xrs;
-            float s[8] = {0};
-            int64_t p = 0;
-            for (; p + 8 <= k; p += 8)
-                for (int l = 0; l < 8; l++) s[l] += xr[p + l] * wval(wr, t, p + l);
-            float r = oc__lowp_sum8(s);
-            for (; p < k; p++) r += xr[p] * wval(wr, t, p);
-            y[i * yrs + j] = r;
-        }
-    }
-}
-
-int32_t oc__lowp_block_isum(const char *blk, oc_wtype type, const int8_t *xq)
-{
-    int32_t s = 0;
-    if (type == OC_W_Q8_0) {
-        const int8_t *q = (const int8_t *)(blk + 2);
-        for (int l = 0; l < OC_QK; l++) s += (int32_t)q[l] * xq[l];
-    } else {
-        const uint8_t *q = (const uint8_t *)(blk + 2);
-        for (int l = 0; l < OC_QK / 2; l++) {
-            s += ((int32_t)(q[l] & 15) - 8) * xq[l];
-            s += ((int32_t)(q[l] >> 4) - 8) * xq[l + OC_QK / 2];
-        }
-    }
-    return s;
-}
-
-static float qdot_portable(const char *wrow, oc_wtype type, const int8_t *xq, const float *xd,
-                           const int32_t *xsum8, int64_t nb)
-{
-    (void)xsum8; /* the plain signed sum */
-    size_t bb = block_bytes(type);
-    float s[8] = {0};
-    for (int64_t b = 0; b < nb; b++) {
-        const char *blk = wrow + b * (int64_t)bb;
-        oc_half hd;
-        memcpy(&hd, blk, 2);
-        float d = xd[b] * oc_half_to_f32(hd);
-        s[b % 8] = fmaf((float)oc__lowp_block_isum(blk, type, xq + b * OC_QK), d, s[b % 8]);
-    }
-    return oc__lowp_sum8(s);
-}
-
-static void i8_portable(float *y, int64_t yrs, const int8_t *x, int64_t xrs, const float *xs,
-                        int64_t m, const int8_t *w, int64_t wrb, const float *ws, int64_t k,
-                        int64_t j0, int64_t j1)
-{
-    for (int64_t j = j0; j < j1; j++) {
-        const int8_t *wr = w + j * wrb;
-        for (int64_t i = 0; i < m; i++) {
-            const int8_t *xr = x + i * xrs;
-            int32_t s = 0;
-            for (int64_t p = 0; p < k; p++) s += (int32_t)xr[p] * wr[p];
-            y[i * yrs + j] = ((float)s * xs[i]) * ws[j];
-        }
-    }
-}
-
-static const oc__lowp_kernels portable = {"portable",  fdot_portable,   qdot_portable,  i8_portable,
-                                          .i8p = NULL, .i8p_kalign = 1, .i8p_malign = 1};
-
-/* ---- choosing the kernels ------------------------------------------------------- */
-
-static const oc__lowp_kernels *kern;
-static pthread_once_t kern_once = PTHREAD_ONCE_INIT;
-
-static bool cpu_avx2(void)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
-#else
-    return false;
-#endif
-}
-
-static bool cpu_avxvnni(void)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    return cpu_avx2() && __builtin_cpu_supports("avxvnni");
-#else
-    return false;
-#endif
-}
-
-static bool cpu_avx512(void)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    return cpu_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-#else
-    return false;
-#endif
-}
-
-/* The best set the CPU runs (AMX for int8 x int8 from 32 rows where
- * Linux grants its tile data, else AVX-512 VNNI, AVX-VNNI, AVX2,
- * portable), capped by OC_TILE_ISA (avx512, avxvnni, avx2 or portable: a
- * lower path for tests; a higher one than the CPU has is never taken). */
-static void kern_init(void)
-{
-    const char *cap = getenv("OC_TILE_ISA");
-    int lim = 4;
-    if (cap && !strcasecmp(cap, "portable"))
-        lim = 0;
-    else if (cap && !strcasecmp(cap, "avx2"))
-        lim = 1;
-    else if (cap && !strcasecmp(cap, "avxvnni"))
-        lim = 2;
-    else if (cap && !strcasecmp(cap, "avx512"))
-        lim = 3;
-    kern = &portable;
-    if (lim >= 1 && cpu_avx2() && oc__lowp_avx2.fdot) kern = &oc__lowp_avx2;
-    if (lim >= 2 && cpu_avxvnni() && oc__lowp_avxvnni.fdot) kern = &oc__lowp_avxvnni;
-    if (lim >= 3 && cpu_avx512() && oc__lowp_avx512.fdot) kern = &oc__lowp_avx512;
-    if (lim >= 4 && kern == &oc__lowp_avx512 && oc__lowp_amx_usable()) kern = &oc__lowp_amx;
-}
-
-static const oc__lowp_kernels *kernels(void)
-{
-    pthread_once(&kern_once, kern_init);
-    return kern;
-}
-
 /* ---- the linear layer ----------------------------------------------------------- */
 
 /* Columns [*j0, *j1) of part ith of nth: whole 16-column groups. */
@@ -542,7 +392,7 @@ static bool has_min_i8(const int8_t *x, int64_t xrs, int64_t m, int64_t k)
 static bool run_i8(oc_tile *y, const int8_t *xq, int64_t xrs, const float *xs, int64_t m,
                    const oc_weights *w, int64_t j0, int64_t j1)
 {
-    const oc__lowp_kernels *ks = kernels();
+    const oc__lowp_kernels *ks = oc__lowp_kernels_get();
     if (ks->i8p && m >= ks->i8p_min_m) {
         int64_t k = w->k, ka = ks->i8p_kalign, kp = (k + ka - 1) / ka * ka;
         int64_t mp = (m + ks->i8p_malign - 1) / ks->i8p_malign * ks->i8p_malign;
@@ -558,7 +408,7 @@ static bool run_i8(oc_tile *y, const int8_t *xq, int64_t xrs, const float *xs, i
                 pack);
         return true;
     }
-    if (ks->i8_needs_no_min && has_min_i8(xq, xrs, m, w->k)) ks = &portable;
+    if (ks->i8_needs_no_min && has_min_i8(xq, xrs, m, w->k)) ks = &oc__lowp_portable;
     ks->i8(y->data, yrs_of(y), xq, xrs, xs, m, w->data, w->row_bytes, w->scale, w->k, j0, j1);
     return true;
 }
@@ -574,7 +424,7 @@ static bool i8_k_ok(const char *fn, const oc_weights *w)
 
 static oc__lowp_gdot_fn gdot_of(const oc__lowp_kernels *ks)
 {
-    if (ks == &portable) return oc__lowp_gdot_portable;
+    if (ks == &oc__lowp_portable) return oc__lowp_gdot_portable;
     return ks == &oc__lowp_avx2 || ks == &oc__lowp_avxvnni ? oc__lowp_gdot_avx2
                                                             : oc__lowp_gdot_avx512;
 }
@@ -590,7 +440,7 @@ static bool linear_group(oc_tile *y, const oc_tile *x, int64_t xrs, const oc_wei
     if (m <= SKINNY_M) {
         float *wbuf = scratch_get(4, (size_t)(4 * k) * sizeof(float), fn);
         if (!wbuf) return false;
-        gdot_of(kernels())(y->data, yrs_of(y), x->data, xrs, m, w, j0, j1, wbuf);
+        gdot_of(oc__lowp_kernels_get())(y->data, yrs_of(y), x->data, xrs, m, w, j0, j1, wbuf);
         return true;
     }
     float *wf = scratch_get(4, (size_t)(GROUP_CHUNK * k) * sizeof(float), fn);
@@ -647,14 +497,14 @@ static bool linear_f32(oc_tile *y, const oc_tile *x, const oc_weights *w, int64_
 {
     const char *fn = "oc_tile_linear";
     int64_t m = x->rows, k = w->k, xrs = x->rows > 1 ? x->rs : x->cols;
-    const oc__lowp_kernels *ks = kernels();
+    const oc__lowp_kernels *ks = oc__lowp_kernels_get();
     switch (w->type) {
     case OC_W_I8G:
     case OC_W_U4G: return linear_group(y, x, xrs, w, j0, j1, fn);
     case OC_W_F32:
     case OC_W_BF16:
     case OC_W_F16:
-        if (m <= SKINNY_M || k == 0) {
+        if (m <= skinny_m(w->type) || k == 0) {
             ks->fdot(y->data, yrs_of(y), x->data, xrs, m, w->data, w->row_bytes, w->type, k, j0,
                      j1);
         } else {
@@ -747,21 +597,22 @@ void oc_tile_linear_i8(oc_tile *y, const oc_tile *xq, const oc_tile *xscale, con
 const char *oc_tile_linear_path(oc_wtype type, int64_t m)
 {
     static _Thread_local char buf[512];
-    const oc__lowp_kernels *ks = kernels();
+    const oc__lowp_kernels *ks = oc__lowp_kernels_get();
     const char *isa = ks->isa;
     switch (type) {
     case OC_W_F32:
     case OC_W_BF16:
     case OC_W_F16:
-        if (m <= SKINNY_M)
+        if (m <= skinny_m(type))
             snprintf(buf, sizeof buf,
                      "%s weights, m <= %d: opcore's skinny %s kernel (dot products over k, "
                      "4 rows of w at a time, float32 sums), split along n",
-                     oc_wtype_name(type), SKINNY_M, isa);
+                     oc_wtype_name(type), (int)skinny_m(type), isa);
         else
             snprintf(buf, sizeof buf,
                      "%s weights, m > %d: the tile matmul on each part's rows of w (%s)",
-                     oc_wtype_name(type), SKINNY_M, oc_tile_matmul_path(wtype_dtype(type)));
+                     oc_wtype_name(type), (int)skinny_m(type),
+                     oc_tile_matmul_path(wtype_dtype(type)));
         break;
     case OC_W_Q8_0:
     case OC_W_Q4_0:
@@ -769,14 +620,14 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
                  "%s weights: x quantised to int8 blocks of 32, opcore's %s block-dot kernel "
                  "(%s), split along n",
                  oc_wtype_name(type), isa,
-                 ks == &portable ? "scalar int32 sums"
+                 ks == &oc__lowp_portable ? "scalar int32 sums"
                  : ks == &oc__lowp_avx2 || ks == &oc__lowp_avxvnni ? "vpmaddubsw + vpmaddwd"
                                                                    : "vpdpbusd (VNNI)");
         break;
     case OC_W_I8:
         snprintf(buf, sizeof buf,
                  "int8 weights: int8 x int8 -> int32, opcore's %s kernel (%s), split along n", isa,
-                 ks == &portable        ? "scalar int32 sums"
+                 ks == &oc__lowp_portable        ? "scalar int32 sums"
                  : ks == &oc__lowp_avx2 ? "vpmaddubsw + vpmaddwd, 4 rows of w at a time"
                  : ks == &oc__lowp_avxvnni ? "VEX vpdpbusd on 256-bit registers, 4 rows of w at a "
                                              "time"
@@ -1052,7 +903,7 @@ void oc_tile_dequantize_weights(oc_tile *x, const oc_weights *w, int64_t r0)
                 }
                 v = (float)q * oc_half_to_f32(h);
             } else {
-                v = wval(wr, w->type, p);
+                v = oc__lowp_wval(wr, w->type, p);
             }
             xr[p * x->cs] = v;
         }

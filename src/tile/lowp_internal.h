@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "opcore/tile.h"
 
@@ -57,6 +58,43 @@ extern const oc__lowp_gdot_fn oc__lowp_gdot_portable, oc__lowp_gdot_avx2, oc__lo
 
 /* Row j of group-wise weights dequantised into dst (k floats). */
 void oc__lowp_gdeq_row(float *dst, const oc_weights *w, int64_t j);
+
+/* The kernel set for this CPU (and OC_TILE_ISA), chosen once
+ * (lowp_kernels.c); the portable set. */
+const oc__lowp_kernels *oc__lowp_kernels_get(void);
+extern const oc__lowp_kernels oc__lowp_portable;
+
+/* Element p of a row of float weights (float32, bfloat16 or float16). */
+static inline float oc__lowp_wval(const char *w, oc_wtype t, int64_t p)
+{
+    switch (t) {
+    case OC_W_BF16: {
+        oc_bfloat16 h;
+        memcpy(&h, w + 2 * p, 2);
+        return oc_bf16_to_f32(h);
+    }
+    case OC_W_F16: {
+        oc_half h;
+        memcpy(&h, w + 2 * p, 2);
+        return oc_half_to_f32(h);
+    }
+    default: {
+        float f;
+        memcpy(&f, w + 4 * p, 4);
+        return f;
+    }
+    }
+}
+
+
+/* oc_tile_matmul's skinny products (lowp_skinny.c): whether c = a op(b)
+ * is one (float32 a and c, m <= 32, not all of m, n, k small), and the
+ * product, into c (accumulate: c +=). Shapes and dtypes checked before. */
+bool oc__lowp_skinny_takes(const oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags);
+void oc__lowp_skinny_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags,
+                            bool accumulate, const char *fn);
+/* The sentence for oc_tile_matmul_path_shape; NULL: not a skinny product. */
+const char *oc__lowp_skinny_path(oc_dtype dtype, int64_t m, int64_t n, int64_t k, unsigned flags);
 
 /* The 8 partial sums of a block dot added in tile.h's order. */
 static inline float oc__lowp_sum8(const float s[8])

@@ -302,7 +302,7 @@ static void test_float_linear(void **state)
     uint16_t *wh = malloc(2 * N * K);
     fill(wf, N * K, 21);
     fill(x, 40 * K, 22);
-    const int64_t ms[] = {1, 3, 32, 40}; /* 40: the tile matmul (BLIS) */
+    const int64_t ms[] = {1, 3, 5, 32, 40}; /* float32 from 5, the others from 33: BLIS */
     for (int t = OC_W_F32; t <= OC_W_F16; t++) {
         for (int64_t i = 0; i < N * K; i++) {
             if (t == OC_W_BF16) {
@@ -315,7 +315,7 @@ static void test_float_linear(void **state)
         }
         oc_tensor tw = t == OC_W_F32 ? mk(wf, OC_FLOAT32, N, K)
                                      : mk(wh, t == OC_W_BF16 ? OC_BFLOAT16 : OC_FLOAT16, N, K);
-        for (int mi = 0; mi < 4; mi++) {
+        for (int mi = 0; mi < 5; mi++) {
             int64_t m = ms[mi];
             oc_tensor tx = mk(x, OC_FLOAT32, m, K), ty = mk(y, OC_FLOAT32, m, N);
             memset(y, 0xff, sizeof(float) * m * N);
@@ -521,7 +521,8 @@ static void test_path_names(void **state)
         test_assert_contains(oc_tile_linear_path(OC_W_I8, 1), "VEX vpdpbusd");
     } else if (!isa && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
         test_assert_contains(p, "avx512-vnni");
-    test_assert_contains(oc_tile_linear_path(OC_W_F32, 64), "m > 32: the tile matmul");
+    test_assert_contains(oc_tile_linear_path(OC_W_F32, 64), "m > 4: the tile matmul");
+    test_assert_contains(oc_tile_linear_path(OC_W_F32, 4), "m <= 4: opcore's skinny");
     test_assert_contains(oc_tile_linear_path(OC_W_F16, 32), "m <= 32: opcore's skinny");
     assert_int_equal(oc_wtype_row_bytes(OC_W_Q4_0, 4096), 4096 / 32 * 18);
     assert_int_equal(oc_wtype_row_bytes(OC_W_Q8_0, 40), 0);

@@ -397,6 +397,66 @@ static void test_bad_input(void **state)
     expect_bits(y, want, 2 * NB, "after the errors");
 }
 
+/* oc_tile_matmul's skinny products (b transposed, m <= 3: the dot
+ * kernels) and the BLIS products beside them, within float32 rounding of
+ * a double sum, into c (matmul_to) and added to it (matmul). */
+static void test_skinny_matmul(void **state)
+{
+    (void)state;
+    enum { KS = 300, NS = 270, MS2 = 40 };
+    float *a = malloc(sizeof(float) * MS2 * KS), *b = malloc(sizeof(float) * KS * NS),
+          *c = malloc(sizeof(float) * MS2 * NS), *c0 = malloc(sizeof(float) * MS2 * NS);
+    uint16_t *bh = malloc(2 * KS * NS);
+    float s[1] = {0}, z[1] = {0};
+    oc_tensor ts = mk(s, OC_FLOAT32, 1, 1), tz = mk(z, OC_FLOAT32, 1, 1);
+    fill(a, MS2 * KS, 41);
+    fill(b, KS * NS, 42);
+    fill(c0, MS2 * NS, 43);
+    const int64_t ms[] = {1, 3, 4, 33};
+    for (int dt = 0; dt < 3; dt++) {
+        oc_dtype bdt = dt == 0 ? OC_FLOAT32 : dt == 1 ? OC_BFLOAT16 : OC_FLOAT16;
+        for (int64_t e = 0; e < KS * NS; e++) {
+            if (dt == 1) bh[e] = to_bf16(b[e]), b[e] = of_bf16(bh[e]);
+            if (dt == 2) {
+                oc_half h = oc_f32_to_half(b[e]);
+                bh[e] = h, b[e] = oc_half_to_f32(h);
+            }
+        }
+        for (unsigned flags = 0; flags <= OC_TILE_TRANS_B; flags += OC_TILE_TRANS_B)
+            for (int mi = 0; mi < 4; mi++) {
+                int64_t m = ms[mi];
+                bool bt = flags != 0; /* b is NS x KS then */
+                oc_tensor tb = dt ? mk(bh, bdt, bt ? NS : KS, bt ? KS : NS)
+                                  : mk(b, bdt, bt ? NS : KS, bt ? KS : NS);
+                oc_tensor ta = mk(a, OC_FLOAT32, m, KS), tc = mk(c, OC_FLOAT32, m, NS);
+                const char *path = oc_tile_matmul_path_shape(bdt, m, NS, KS, flags);
+                if (bt && m <= 3)
+                    test_assert_contains(path, "skinny");
+                else
+                    test_assert_contains(path, "BLIS");
+                for (int acc = 0; acc < 2; acc++) {
+                    memcpy(c, c0, sizeof(float) * (size_t)(m * NS));
+                    assert_int_equal(run(&tc, &ts, &tz, &ta, &tb, 6 + acc, (int)flags, 0), OC_OK);
+                    for (int64_t i = 0; i < m; i++)
+                        for (int64_t j = 0; j < NS; j++) {
+                            double d = 0, mag = 0;
+                            for (int64_t p = 0; p < KS; p++) {
+                                float bv = bt ? b[j * KS + p] : b[p * NS + j];
+                                d += (double)a[i * KS + p] * bv, mag += fabs(a[i * KS + p] * bv);
+                            }
+                            float got = c[i * NS + j], base = acc ? c0[i * NS + j] : 0;
+                            if (fabs(got - (base + d)) > 1e-5 * (mag + fabs(base)))
+                                fail_msg("%s %s m %lld acc %d: c[%lld][%lld] = %.9g, want %.9g",
+                                         bt ? "b^T" : "b", oc_dtype_name(bdt), (long long)m, acc,
+                                         (long long)i, (long long)j, got, base + d);
+                        }
+                }
+            }
+    }
+    test_assert_contains(oc_tile_matmul_path_shape(OC_FLOAT32, 4, 64, 64, 0), "float32:");
+    free(a), free(b), free(c), free(c0), free(bh);
+}
+
 static void test_path_names(void **state)
 {
     (void)state;
@@ -418,7 +478,7 @@ static int run_group(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_group_linear), cmocka_unit_test(test_bf16_activations),
         cmocka_unit_test(test_quantize_u4),  cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_path_names),
+        cmocka_unit_test(test_skinny_matmul), cmocka_unit_test(test_path_names),
     };
     int rc = cmocka_run_group_tests_name("tile_lowp_group", tests, setup, teardown);
     oc_engine_shutdown();

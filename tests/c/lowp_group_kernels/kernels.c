@@ -6,6 +6,9 @@
  *   2  y (uint8, packed) , s, z = oc_tile_quantize_u4(x, group), core 0
  *   3  y = oc_tile_dequantize_weights(the weights of case 0), rows 0..
  *   4  case 0 with z given whatever the type (int8-group refuses it)
+ *   6  y = oc_tile_matmul_to(x, w, flags `type`) on core 0 (w float32,
+ *      bfloat16 or float16: the skinny products for m <= 32)
+ *   7  y += oc_tile_matmul(x, w, flags `type`) on core 0
  *   5  case 0 with the oc_weights filled by hand: k = x's columns, group
  *      unchecked (weights_ok's checks); float32 weights without scales */
 #include <opcore/kernel.h>
@@ -21,6 +24,16 @@ void gcase(oc_tensor *y, oc_tensor *s, oc_tensor *z, const oc_tensor *x, const o
         oc_tile ts = oc_tile_of_tensor(s, 0), tz = oc_tile_of_tensor(z, 0),
                 tx = oc_tile_of_tensor(x, 0);
         oc_tile_quantize_u4(y->data, &ts, &tz, &tx, group);
+        return;
+    }
+    if (which == 6 || which == 7) {
+        if (ith) return;
+        oc_tile ty = oc_tile_of_tensor(y, 0), tx = oc_tile_of_tensor(x, 0),
+                tw = oc_tile_of_tensor(w, 0);
+        if (which == 6)
+            oc_tile_matmul_to(&ty, &tx, &tw, (unsigned)type);
+        else
+            oc_tile_matmul(&ty, &tx, &tw, (unsigned)type);
         return;
     }
     oc_weights wt;
