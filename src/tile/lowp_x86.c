@@ -345,25 +345,28 @@ static TV void i8_avxvnni(I8ARGS, int64_t j0, int64_t j1)
     for (; j < j1; j++) i8_rows_vnni(y, yrs, x, xrs, xs, m, w, wrb, ws, k, j, 1);
 }
 
-/* One 64-byte step of an mr x nr block: (x + 128) as u8 times w as s8. */
+/* One 64-byte step of an mr x nr block: (w + 128) as u8 times x as s8. */
 #define I8_STEP(LOADW, LOADX)                                                          \
     do {                                                                               \
         __m512i wv[4], xv[4];                                                          \
-        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) wv[r] = LOADW(wr[r] + p); \
+        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) wv[r] =                   \
+            _mm512_xor_si512(LOADW(wr[r] + p), flip);                                  \
         _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++) xv[a] =                   \
-            _mm512_xor_si512(LOADX(x + (i + a) * xrs + p), flip);                      \
+            LOADX(x + (i + a) * xrs + p);                                              \
         _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++)                           \
             _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) acc[a][r] =           \
-                _mm512_dpbusd_epi32(acc[a][r], xv[a], wv[r]);                          \
+                _mm512_dpbusd_epi32(acc[a][r], wv[r], xv[a]);                          \
     } while (0)
 
 #define LOAD_FULL(q) _mm512_loadu_si512((const void *)(q))
 #define LOAD_TAIL(q) _mm512_maskz_loadu_epi8(mk, (q))
 
-/* mr rows of x from i against nr rows of w from j: (x + 128) as u8 times w
- * as s8 (vpdpbusd, no intermediate saturation), minus 128 sum(w). */
+/* mr rows of x from i against nr rows of w from j: (w + 128) as u8 times x
+ * as s8 (vpdpbusd, no intermediate saturation), minus 128 sum(x): x's sums
+ * come once per call (xsum, by row of x), where w's would cost a second
+ * pass over every row of w. */
 static INL T5 void i8_block512(float *y, int64_t yrs, const int8_t *x, int64_t xrs, const float *xs,
-                               const int8_t *const wr[4], const int32_t wsum[4], const float *ws,
+                               const int8_t *const wr[4], const int32_t *xsum, const float *ws,
                                int64_t k, int64_t i, int64_t j, int mr, int nr)
 {
     __m512i acc[4][4];
@@ -379,7 +382,7 @@ static INL T5 void i8_block512(float *y, int64_t yrs, const int8_t *x, int64_t x
     _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++)
         _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++)
     {
-        int32_t s = _mm512_reduce_add_epi32(acc[a][r]) - 128 * wsum[r];
+        int32_t s = _mm512_reduce_add_epi32(acc[a][r]) - 128 * xsum[i + a];
         y[(i + a) * yrs + j + r] = ((float)s * xs[i + a]) * ws[j + r];
     }
 }
@@ -395,35 +398,49 @@ static INL T5 int32_t wsum512(const int8_t *w, int64_t k)
     return _mm512_reduce_add_epi32(acc);
 }
 
-#define I8_NR(NR)                                                                                 \
-    do {                                                                                          \
-        int64_t i = 0;                                                                            \
-        for (; i + 4 <= m; i += 4) i8_block512(y, yrs, x, xrs, xs, wr, wsum, ws, k, i, j, 4, NR); \
-        switch (m - i) {                                                                          \
-        case 3: i8_block512(y, yrs, x, xrs, xs, wr, wsum, ws, k, i, j, 3, NR); break;             \
-        case 2: i8_block512(y, yrs, x, xrs, xs, wr, wsum, ws, k, i, j, 2, NR); break;             \
-        case 1: i8_block512(y, yrs, x, xrs, xs, wr, wsum, ws, k, i, j, 1, NR); break;             \
-        default: break;                                                                           \
-        }                                                                                         \
+#define I8_NR(NR, Y, X, XS, M)                                                              \
+    do {                                                                                    \
+        int64_t i = 0;                                                                      \
+        for (; i + 4 <= (M); i += 4)                                                        \
+            i8_block512(Y, yrs, X, xrs, XS, wr, xsum, ws, k, i, j, 4, NR);                  \
+        switch ((M) - i) {                                                                  \
+        case 3: i8_block512(Y, yrs, X, xrs, XS, wr, xsum, ws, k, i, j, 3, NR); break;       \
+        case 2: i8_block512(Y, yrs, X, xrs, XS, wr, xsum, ws, k, i, j, 2, NR); break;       \
+        case 1: i8_block512(Y, yrs, X, xrs, XS, wr, xsum, ws, k, i, j, 1, NR); break;       \
+        default: break;                                                                     \
+        }                                                                                   \
     } while (0)
 
 static T5 void i8_avx512(float *y, int64_t yrs, const int8_t *x, int64_t xrs, const float *xs,
                          int64_t m, const int8_t *w, int64_t wrb, const float *ws, int64_t k,
                          int64_t j0, int64_t j1)
 {
-    for (int64_t j = j0; j < j1; j += 4) {
-        int nr = j1 - j >= 4 ? 4 : (int)(j1 - j);
-        const int8_t *wr[4];
-        int32_t wsum[4];
-        for (int r = 0; r < nr; r++) {
-            wr[r] = w + (j + r) * wrb;
-            wsum[r] = wsum512(wr[r], k);
+    for (int64_t i0 = 0; i0 < m; i0 += 32) { /* x's rows 32 at a time (lowp.c: m < 32) */
+        int64_t mc = m - i0 < 32 ? m - i0 : 32;
+        int32_t xsum[32];
+        const __m512i ones = _mm512_set1_epi8(1);
+        for (int64_t i = 0; i < mc; i++) {
+            __m512i acc = _mm512_setzero_si512();
+            for (int64_t p = 0; p < k; p += 64) {
+                __mmask64 mk = k - p >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (k - p)) - 1);
+                acc = _mm512_dpbusd_epi32(acc, ones,
+                                          _mm512_maskz_loadu_epi8(mk, x + (i0 + i) * xrs + p));
+            }
+            xsum[i] = _mm512_reduce_add_epi32(acc);
         }
-        switch (nr) {
-        case 4: I8_NR(4); break;
-        case 3: I8_NR(3); break;
-        case 2: I8_NR(2); break;
-        default: I8_NR(1); break;
+        const int8_t *xc = x + i0 * xrs;
+        float *yc = y + i0 * yrs;
+        const float *xsc = xs + i0;
+        for (int64_t j = j0; j < j1; j += 4) {
+            int nr = j1 - j >= 4 ? 4 : (int)(j1 - j);
+            const int8_t *wr[4];
+            for (int r = 0; r < nr; r++) wr[r] = w + (j + r) * wrb;
+            switch (nr) {
+            case 4: I8_NR(4, yc, xc, xsc, mc); break;
+            case 3: I8_NR(3, yc, xc, xsc, mc); break;
+            case 2: I8_NR(2, yc, xc, xsc, mc); break;
+            default: I8_NR(1, yc, xc, xsc, mc); break;
+            }
         }
     }
 }
