@@ -9,7 +9,7 @@
  *           x; int8 blocks with vpmaddubsw + vpmaddwd on |w| and x signed
  *           by w (exact: x within [-127, 127], which lowp.c ensures).
  *   avx512  (AVX-512 F/BW/VL + VNNI): the block dots with vpdpbusd; int8 x
- *           int8 as u8 x s8 on 512-bit registers, (x + 128) w - 128 sum(w),
+ *           int8 as u8 x s8 on 512-bit registers, (w + 128) x - 128 sum(x),
  *           4 x 4 blocks of (rows of x) x (rows of w); float weights as avx2.
  *
  * Integer sums are exact, and each block's float32 contribution goes into
