@@ -329,9 +329,10 @@ typedef enum oc_wtype {
  * bytes (OC_W_U4G) or k / 32 blocks (Q8_0, Q4_0) are contiguous. scale:
  * OC_W_I8's n scales; for the group types n x (k / group) scales, row j's
  * at scale + j * (k / group), and OC_W_U4G's zero points laid out the
- * same (NULL otherwise). group: 32, 64 or 128 for the group types (0
- * otherwise), k a multiple of it. Fill it by hand or with
- * oc_weights_of_tensor / oc_weights_grouped. */
+ * same. group: 32, 64 or 128, k a multiple of it. group and zero are
+ * read for the group types only (and come last, so a struct filled by a
+ * kernel built against an older tile.h still works). Fill it by hand or
+ * with oc_weights_of_tensor / oc_weights_grouped. */
 typedef struct oc_weights {
     const void *data;
     int64_t n, k;
