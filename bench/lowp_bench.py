@@ -7,7 +7,10 @@ PyTorch at decode and prefill shapes, 1 and 2 threads:
 - float32 GEMV 1 x 4096 x 4096 against torch.matmul (F.linear) and against
   a copy of the weight's bytes (torch's copy_, at the same thread count);
 - bfloat16 / float16 weight GEMV against float32 torch.matmul;
-- Q8_0 / Q4_0 GEMV (GGML blocks) against a copy of the quantised bytes.
+- Q8_0 / Q4_0 GEMV (GGML blocks) against a copy of the quantised bytes;
+- group-wise int8 and uint4 (scale and zero point per group of 32 / 128)
+  GEMV against a copy of the quantised bytes (with their scales and zero
+  points) and float32 torch.matmul.
 
 "Bandwidth" is the weight bytes read over the time; a copy's bandwidth is
 the bytes copied over the time (it reads and writes them). Each thread
@@ -17,7 +20,10 @@ of paired ratios (the reference's time over opcore's: above 1 is faster).
 
 Writes bench/results/lowp.json (bench/report.py format).
 
-    python bench/lowp_bench.py [--rounds R] [--quick]
+    python bench/lowp_bench.py [--rounds R] [--quick] [--only float,half,q,group,int8]
+
+The full run took under a minute here at load 5 (--rounds 5; the default
+7 rounds a little longer); --only picks sections, for a shorter run.
 """
 import argparse
 import json
@@ -28,7 +34,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-W = {"float32": 0, "bfloat16": 1, "float16": 2, "q8_0": 3, "q4_0": 4, "int8": 5}
+W = {"float32": 0, "bfloat16": 1, "float16": 2, "q8_0": 3, "q4_0": 4, "int8": 5, "int8-group": 6,
+     "uint4-group": 7}
 
 
 def load_ops():
@@ -92,18 +99,21 @@ def child(args):
     ref1 = F.linear(x1, w)
     lin = T.lowp_linear
 
+    def want(section):
+        return not args.only or section in args.only.split(",")
+
     # float32 GEMV, and a copy of the same bytes
     wcopy = torch.empty_like(w)
     y = lin(x1, w, none, W["float32"])
     torch.testing.assert_close(y, ref1, rtol=1e-4, atol=1e-4)
-    run(f"GEMV float32 1x{K}x{N}",
+    want("float") and run(f"GEMV float32 1x{K}x{N}",
         {"opcore float32": lambda: lin(x1, w, none, 0), "torch.matmul": lambda: F.linear(x1, w),
          "copy of the weight bytes": lambda: wcopy.copy_(w)},
         {"opcore float32": w.nbytes, "torch.matmul": w.nbytes, "copy of the weight bytes": w.nbytes},
         ["torch.matmul", "copy of the weight bytes"], args.rounds, args.reps)
 
     # bfloat16 / float16 weights against float32 torch
-    for dt, name in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16")):
+    for dt, name in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16"))[:2 * want("half")]:
         wl = w.to(dt)
         y = lin(x1, wl, none, W[name])
         torch.testing.assert_close(y, F.linear(x1, wl.float()), rtol=1e-3, atol=1e-3)
@@ -114,7 +124,7 @@ def child(args):
             ["torch.matmul float32"], args.rounds, args.reps)
 
     # Q8_0 / Q4_0: against a copy of the quantised bytes
-    for name, tol in (("q8_0", 0.02), ("q4_0", 0.15)):
+    for name, tol in (("q8_0", 0.02), ("q4_0", 0.15))[:2 * want("q")]:
         wq = T.lowp_quantize(w, W[name])
         qcopy = torch.empty_like(wq)
         y = lin(x1, wq, none, W[name])
@@ -127,6 +137,36 @@ def child(args):
             {f"opcore {name}": wq.nbytes, "copy of the quantised bytes": wq.nbytes},
             ["copy of the quantised bytes", "torch.matmul float32"], args.rounds, args.reps)
 
+    # group-wise int8 / uint4 weights: against a copy of their bytes (scales, zeros included)
+    groups = (("uint4", 32), ("uint4", 128), ("int8", 32), ("int8", 128))
+    for name, group in groups[:4 * want("group")]:
+        if name == "uint4":
+            wq, ws_, wz = T.lowp_quantize_u4(w, group)
+            kind, tol = 7, 0.15
+        else:
+            b = w.reshape(N, K // group, group)
+            ws_ = (b.abs().amax(-1) / 127).contiguous()
+            wq = torch.round(b / ws_[..., None]).to(torch.int8).reshape(N, K)
+            wz, kind, tol = none, 6, 0.02
+        y = T.lowp_linear_g(x1, wq, ws_, wz, kind, group)
+        err = ((y - ref1).norm() / ref1.norm()).item()
+        assert err < tol, f"{name} group {group} GEMV relative error {err}"
+        parts = [wq, ws_] + ([wz] if kind == 7 else [])
+        copies = [torch.empty_like(t) for t in parts]
+        nbytes = sum(t.nbytes for t in parts)
+
+        def copy_all(copies=copies, parts=parts):
+            for c, t in zip(copies, parts):
+                c.copy_(t)
+        run(f"GEMV {name} group {group} 1x{K}x{N}",
+            {f"opcore {name} group {group}":
+             lambda wq=wq, ws_=ws_, wz=wz, kind=kind, group=group:
+             T.lowp_linear_g(x1, wq, ws_, wz, kind, group),
+             "copy of the quantised bytes": copy_all,
+             "torch.matmul float32": lambda: F.linear(x1, w)},
+            {f"opcore {name} group {group}": nbytes, "copy of the quantised bytes": nbytes},
+            ["copy of the quantised bytes", "torch.matmul float32"], args.rounds, args.reps)
+
     # int8 dynamic quantisation against torch.ao's dynamic Linear (fbgemm)
     torch.backends.quantized.engine = "fbgemm"
     fl = torch.nn.Linear(K, N, bias=False)
@@ -136,7 +176,7 @@ def child(args):
                                                    dtype=torch.qint8)
     ws = w.abs().amax(1) / 127
     wi8 = torch.round(w / ws[:, None]).clamp(-127, 127).to(torch.int8)
-    for m in args.int8_m:
+    for m in args.int8_m[:3 * want("int8")]:
         x = torch.randn(m, K, generator=g)
         y = lin(x, wi8, ws, W["int8"])
         ref = F.linear(x, w)
@@ -150,7 +190,8 @@ def child(args):
                 {}, ["torch.ao dynamic Linear (fbgemm)", "torch.matmul float32"], args.rounds,
                 max(1, args.reps // (4 if m >= 256 else 1)))
     paths = {}
-    for t, mm in (("float32", 1), ("bfloat16", 1), ("q8_0", 1), ("q4_0", 1), ("int8", 1), ("int8", 256)):
+    for t, mm in (("float32", 1), ("bfloat16", 1), ("q8_0", 1), ("q4_0", 1), ("int8", 1),
+                  ("int8", 256), ("uint4-group", 1), ("int8-group", 1)):
         paths[f"{t} m={mm}"] = path_of(t, mm)
     print(json.dumps({"rows": rows, "load": [load, os.getloadavg()[0]], "paths": paths}))
 
@@ -170,6 +211,8 @@ def main():
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--quick", action="store_true", help="K = N = 1024 (a smoke run)")
+    p.add_argument("--only", default="",
+                   help="comma-separated sections: float, half, q, group, int8")
     p.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--results", default=os.path.join(HERE, "results"))
     args = p.parse_args()
@@ -182,7 +225,7 @@ def main():
     rows, loads, paths = [], [], {}
     for threads in (1, 2):
         cmd = [sys.executable, __file__, "--threads", str(threads), "--rounds", str(args.rounds),
-               "--reps", str(args.reps)] + (["--quick"] if args.quick else [])
+               "--reps", str(args.reps), "--only", args.only] + (["--quick"] if args.quick else [])
         env = {**os.environ, "OC_NUM_CORES": str(threads)}
         out = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if out.returncode:
@@ -200,29 +243,39 @@ def main():
 
     K = args.kn
     targets = []
+
+    def target(metric, lo, v, **more):
+        if v is not None:  # None: a section left out with --only
+            targets.append({"metric": metric, "min": lo, "value": v, "met": v >= lo, **more})
+
+    def over(a, b):
+        return a / b if a is not None and b else None
+
     for threads in (1, 2):
         for m in args.int8_m:
-            v = val(f"int8 dynamic linear {m}x", threads, "opcore int8", "vs torch.ao dynamic Linear (fbgemm)")
-            targets.append({"metric": f"int8 dynamic linear M={m} K=N={K}, {threads} thread(s): speed vs "
-                            "torch.ao dynamic Linear (fbgemm)", "min": 1.0, "value": v, "met": v >= 1.0})
+            v = val(f"int8 dynamic linear {m}x", threads, "opcore int8",
+                    "vs torch.ao dynamic Linear (fbgemm)")
+            target(f"int8 dynamic linear M={m} K=N={K}, {threads} thread(s): speed vs "
+                   "torch.ao dynamic Linear (fbgemm)", 1.0, v)
         v = val("GEMV float32", threads, "opcore float32", "vs torch.matmul")
-        targets.append({"metric": f"float32 GEMV 1x{K}x{K}, {threads} thread(s): speed vs torch.matmul",
-                        "min": 1.0, "value": v, "met": v >= 1.0})
-        bw, cp = (val("GEMV float32", threads, i, "GB/s") for i in ("opcore float32", "copy of the weight bytes"))
-        targets.append({"metric": f"float32 GEMV, {threads} thread(s): weight bytes / time over a copy's "
-                        "bandwidth", "min": 0.8, "value": bw / cp, "met": bw / cp >= 0.8})
+        target(f"float32 GEMV 1x{K}x{K}, {threads} thread(s): speed vs torch.matmul", 1.0, v)
+        bw, cp = (val("GEMV float32", threads, i, "GB/s")
+                  for i in ("opcore float32", "copy of the weight bytes"))
+        target(f"float32 GEMV, {threads} thread(s): weight bytes / time over a copy's bandwidth",
+               0.8, over(bw, cp))
         for name in ("bfloat16", "float16"):
             v = val(f"GEMV {name}", threads, f"opcore {name}", "vs torch.matmul float32")
-            targets.append({"metric": f"{name} weight GEMV, {threads} thread(s): speed vs float32 "
-                            "torch.matmul", "min": 1.8, "value": v, "met": v >= 1.8,
-                            "ceiling": val("GEMV float32", threads, "copy of the weight bytes",
-                                           "vs torch.matmul") * 2,
-                            "ceiling_what": "twice a float32 weight copy's speed (half the bytes at copy speed)"})
-        for name in ("q8_0", "q4_0"):
+            c = val("GEMV float32", threads, "copy of the weight bytes", "vs torch.matmul")
+            target(f"{name} weight GEMV, {threads} thread(s): speed vs float32 torch.matmul", 1.8,
+                   v, ceiling=c * 2 if c else None,
+                   ceiling_what="twice a float32 weight copy's speed (half the bytes at copy "
+                   "speed)")
+        for name in ("q8_0", "q4_0", "uint4 group 32", "uint4 group 128", "int8 group 32",
+                     "int8 group 128"):
             bw = val(f"GEMV {name}", threads, f"opcore {name}", "GB/s")
             cp = val(f"GEMV {name}", threads, "copy of the quantised bytes", "GB/s")
-            targets.append({"metric": f"{name} GEMV, {threads} thread(s): quantised bytes / time over a copy's "
-                            "bandwidth", "min": 0.8, "value": bw / cp, "met": bw / cp >= 0.8})
+            target(f"{name} GEMV, {threads} thread(s): quantised bytes / time over a copy's "
+                   "bandwidth", 0.8, over(bw, cp))
     model, isa = cpu_line()
     notes = (f"CPU: {model}; instruction sets: {', '.join(isa)}. Paths taken: "
              + "; ".join(f"{k}: {v}" for k, v in paths.items())

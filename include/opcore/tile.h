@@ -249,8 +249,11 @@ enum {
  * an int32 c. Products with m, n, k <= 256 and a row-major c run libxsmm's
  * JIT kernels (an operand that is not row-major, e.g. a transposed view,
  * is copied first), others BLIS's single-threaded micro-kernels (each core
- * its own call; OC_TILE_XSMM=0 in the environment: BLIS for all);
- * `oc_tile_matmul_path` says which path a dtype takes. */
+ * its own call; OC_TILE_XSMM=0 in the environment: BLIS for all); a
+ * float32 a and c with at most 32 rows against a larger b run opcore's
+ * skinny kernels, which read b once (a decode step's GEMV);
+ * `oc_tile_matmul_path` says which path a dtype takes,
+ * `oc_tile_matmul_path_shape` which one a shape takes. */
 OC_API void oc_tile_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags);
 
 /* c = op(a) x op(b) into a c of any float dtype: computed in float32 and
@@ -260,6 +263,14 @@ OC_API void oc_tile_matmul_to(oc_tile *c, const oc_tile *a, const oc_tile *b, un
 /* A sentence naming the library, its kernel configuration and, for int8,
  * whether the CPU's VNNI instructions or the portable fallback run. */
 OC_API const char *oc_tile_matmul_path(oc_dtype dtype);
+
+/* The same for one shape class: c (m x n, float32) = a (m x k, float32)
+ * op(b) with b of `dtype`. m <= 32 with n or k above 256 (and unit column
+ * strides) runs opcore's skinny kernels, which read b once (b transposed,
+ * n x k: the linear layer's dot products; b k x n: a row-update loop);
+ * other shapes as oc_tile_matmul_path says. */
+OC_API const char *oc_tile_matmul_path_shape(oc_dtype dtype, int64_t m, int64_t n, int64_t k,
+                                             unsigned flags);
 
 /* ---- low-precision linear layers and skinny products ------------------------------
  *
@@ -306,19 +317,30 @@ typedef enum oc_wtype {
     OC_W_F16,  /* float16 weights, widened exactly in registers (F16C) */
     OC_W_Q8_0, /* GGML Q8_0 blocks along k (k a multiple of 32) */
     OC_W_Q4_0, /* GGML Q4_0 blocks along k (k a multiple of 32) */
-    OC_W_I8    /* int8, one float32 scale per output row: w[j][p] * scale[j] */
+    OC_W_I8,   /* int8, one float32 scale per output row: w[j][p] * scale[j] */
+    OC_W_I8G,  /* int8, one float32 scale per group of `group` along k: q * scale */
+    OC_W_U4G   /* uint4, two per byte (element 2i in the low nibble of byte i,
+                * 2i + 1 in the high one), a float32 scale and zero point per
+                * group along k: w = (q - zero) * scale (GPTQ / AWQ / torchao) */
 } oc_wtype;
 
 /* A weight matrix: n rows (outputs) of k inputs. Row j starts at
- * data + j * row_bytes; within a row, k elements (float types, int8) or
- * k / 32 blocks (Q8_0, Q4_0) are contiguous. scale: OC_W_I8's n scales
- * (NULL otherwise). Fill it by hand or with oc_weights_of_tensor. */
+ * data + j * row_bytes; within a row, k elements (float types, int8), k / 2
+ * bytes (OC_W_U4G) or k / 32 blocks (Q8_0, Q4_0) are contiguous. scale:
+ * OC_W_I8's n scales; for the group types n x (k / group) scales, row j's
+ * at scale + j * (k / group), and OC_W_U4G's zero points laid out the
+ * same. group: 32, 64 or 128, k a multiple of it. group and zero are
+ * read for the group types only (and come last, so a struct filled by a
+ * kernel built against an older tile.h still works). Fill it by hand or
+ * with oc_weights_of_tensor / oc_weights_grouped. */
 typedef struct oc_weights {
     const void *data;
     int64_t n, k;
     int64_t row_bytes;
     oc_wtype type;
     const float *scale;
+    int64_t group;
+    const float *zero;
 } oc_weights;
 
 /* Name ("q4_0") / bytes of one row of k inputs of `type` (0 when k does
@@ -335,8 +357,18 @@ OC_API size_t oc_wtype_row_bytes(oc_wtype type, int64_t k);
  * result then has data NULL. */
 OC_API oc_weights oc_weights_of_tensor(const oc_tensor *w, oc_wtype type, const oc_tensor *scale);
 
-/* y (m x n, float32) = x (m x k, float32) w^T, the columns of part ith of
- * nth (see above); any row strides, unit column strides for x and y.
+/* Group-wise weights: OC_W_I8G, w int8 n x k; OC_W_U4G, w uint8 n x k / 2
+ * (two elements a byte, as above); scale (and for OC_W_U4G zero) float32
+ * n x (k / group), contiguous; group 32, 64 or 128 dividing k. zero must be
+ * NULL for OC_W_I8G. A mismatch fails the kernel naming the shapes; the
+ * result then has data NULL. */
+OC_API oc_weights oc_weights_grouped(const oc_tensor *w, oc_wtype type, int64_t group,
+                                     const oc_tensor *scale, const oc_tensor *zero);
+
+/* y (m x n) = x (m x k) w^T, the columns of part ith of nth (see above);
+ * any row strides, unit column strides for x and y. x and y are float32
+ * or bfloat16 (a bfloat16 x is widened exactly and runs the float32 x
+ * path; a bfloat16 y is the float32 result rounded to nearest even).
  *   float weights: m <= 32 run opcore's skinny kernels (each output a dot
  *     product over k, 4 rows of w at a time sharing x's loads); larger m
  *     the tile matmul (BLIS) on this part's rows of w.
@@ -350,6 +382,14 @@ OC_API oc_weights oc_weights_of_tensor(const oc_tensor *w, oc_wtype type, const 
  *   OC_W_I8: each row of x quantised as oc_tile_quantize_rows does (one
  *     scale per row), then oc_tile_linear_i8: torch's dynamic quantised
  *     Linear. */
+/*   OC_W_I8G / OC_W_U4G (m <= 32): widened in registers to q'_p =
+ *     (float)q (int8) or (float)q - zero (uint4); per group, 16 lane sums
+ *     t[p % 16] = fmaf(x_p, q'_p, t[p % 16]) in order of p (from 0), then
+ *     acc[l] = fmaf(t[l], scale, acc[l]); y[i][j] = acc's lanes added as
+ *     halves (lane l + lane l + 8, then l + 4, l + 2, l + 1): the same
+ *     bits on every path and core count. Larger m: the part's rows of w
+ *     dequantised ((float)q - zero) * scale, 64 rows at a time, and the
+ *     tile matmul (within float32 rounding of the above). */
 OC_API void oc_tile_linear(oc_tile *y, const oc_tile *x, const oc_weights *w, int ith, int nth);
 
 /* Dynamic quantisation's product: y (m x n, float32) =
@@ -387,6 +427,15 @@ OC_API void oc_tile_dequantize_rows(oc_tile *x, const oc_tile *q, const oc_tile 
  * of largest magnitude / -8, q = min(15, (int)(x / d + 8.5))); d stored as
  * float16 (nearest even). x->cols a multiple of 32. */
 OC_API void oc_tile_quantize_blocks(void *blocks, oc_wtype type, const oc_tile *x);
+
+/* Asymmetric uint4 quantisation of float32 x (rows x cols) per group of
+ * `group` (32, 64 or 128) columns, GPTQ's quantiser: lo = min(min x, 0),
+ * hi = max(max x, 0) (both 0: -1 and 1), scale = (hi - lo) / 15, zero =
+ * nearbyint(-lo / scale), q = min(15, max(0, nearbyint(x / scale) +
+ * zero)); packed two a byte as OC_W_U4G (row i at (char *)packed + i *
+ * cols / 2); scale and zero rows x cols / group float32. */
+OC_API void oc_tile_quantize_u4(void *packed, oc_tile *scale, oc_tile *zero, const oc_tile *x,
+                                int64_t group);
 
 /* x (float32, rows x k) = rows r0 .. r0 + x->rows of w dequantised (any
  * oc_wtype; OC_W_I8 times its scales). */

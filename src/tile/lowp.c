@@ -1,14 +1,11 @@
-/* Low-precision linear layers and skinny products (opcore/tile.h, "low-
- * precision linear layers"): the weights' formats, argument checks, the
- * split along n across cores, the portable micro-kernels and the choice
- * of the x86 ones (lowp_x86.c) from the CPU's features; and the
- * quantising helpers. docs/gemm_library.md says what runs where. */
+/* Low-precision linear layers (opcore/tile.h, "low-precision linear
+ * layers"): the weights' formats, argument checks, the split along n
+ * across cores and the call of the kernel set lowp_kernels.c chose; and
+ * the quantising helpers. docs/gemm_library.md says what runs where. */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "core/alloc.h"
 #include "core/internal.h"
@@ -16,8 +13,15 @@
 #include "tile/lowp_internal.h"
 #include "tile/tile_internal.h"
 
-/* m up to this runs the skinny kernels for float weights; BLIS above. */
+/* m up to this runs the skinny kernels for bfloat16 / float16 weights
+ * (BLIS above, after widening), F32_SKINNY_M for float32 ones: the dot
+ * kernels re-read each group of 4 rows of w (from L2) for each row of x,
+ * BLIS packs them once; measured even at m = 4, 0.77x BLIS at m = 8
+ * (docs/gemm_library.md). */
 #define SKINNY_M 32
+#define F32_SKINNY_M 4
+
+static int64_t skinny_m(oc_wtype t) { return t == OC_W_F32 ? F32_SKINNY_M : SKINNY_M; }
 /* k bound for an exact int32 sum of int8 x int8 (128 * 127 * k < 2^31) */
 #define I8_MAX_K 131072
 
@@ -39,17 +43,22 @@ const char *oc_wtype_name(oc_wtype type)
     case OC_W_Q8_0: return "q8_0";
     case OC_W_Q4_0: return "q4_0";
     case OC_W_I8: return "int8";
+    case OC_W_I8G: return "int8-group";
+    case OC_W_U4G: return "uint4-group";
     }
     return "unknown";
 }
 
-static bool wtype_ok(oc_wtype t) { return (unsigned)t <= (unsigned)OC_W_I8; }
+static bool wtype_ok(oc_wtype t) { return (unsigned)t <= (unsigned)OC_W_U4G; }
+
+static bool is_group(oc_wtype t) { return t == OC_W_I8G || t == OC_W_U4G; }
 
 size_t oc_wtype_row_bytes(oc_wtype type, int64_t k)
 {
     if (k < 0 || !wtype_ok(type)) return 0;
     if (is_block(type)) return k % OC_QK ? 0 : (size_t)(k / OC_QK) * block_bytes(type);
-    size_t es = type == OC_W_F32 ? 4 : type == OC_W_I8 ? 1 : 2;
+    if (type == OC_W_U4G) return k % 2 ? 0 : (size_t)k / 2;
+    size_t es = type == OC_W_F32 ? 4 : type == OC_W_I8 || type == OC_W_I8G ? 1 : 2;
     return (size_t)k * es;
 }
 
@@ -58,6 +67,7 @@ static oc_dtype wtype_dtype(oc_wtype t)
     return t == OC_W_F32    ? OC_FLOAT32
            : t == OC_W_BF16 ? OC_BFLOAT16
            : t == OC_W_F16  ? OC_FLOAT16
+           : t == OC_W_U4G  ? OC_UINT8
                             : OC_INT8;
 }
 
@@ -71,6 +81,13 @@ oc_weights oc_weights_of_tensor(const oc_tensor *w, oc_wtype type, const oc_tens
         return r;
     }
     const char *tn = oc_wtype_name(type);
+    if (is_group(type)) {
+        oc__raise(OC_EINVAL,
+                  "%s: %s weights carry a group size and per-group scales: use "
+                  "oc_weights_grouped",
+                  fn, tn);
+        return r;
+    }
     if (w->ndim != 2) {
         oc__raise(OC_EINVAL, "%s: %s weights must be a 2-D tensor (n outputs x row), got %d dims",
                   fn, tn, w->ndim);
@@ -134,6 +151,90 @@ oc_weights oc_weights_of_tensor(const oc_tensor *w, oc_wtype type, const oc_tens
     return r;
 }
 
+/* scale or zero of group-wise weights: contiguous float32 [n, ng]. */
+static bool group_arr_ok(const char *fn, const char *arg, const oc_tensor *a, oc_wtype type,
+                         int64_t n, int64_t k, int64_t ng)
+{
+    if (!a) {
+        oc__raise(OC_EINVAL,
+                  "%s: %s weights [%lld, %lld] need a float32 %s of [%lld, %lld], got none", fn,
+                  oc_wtype_name(type), (long long)n, (long long)k, arg, (long long)n,
+                  (long long)ng);
+        return false;
+    }
+    if (!oc__require_data(a, fn, arg)) return false;
+    if (a->dtype == OC_FLOAT32 && a->ndim == 2 && a->sizes[0] == n && a->sizes[1] == ng &&
+        oc_is_contiguous(a))
+        return true;
+    char shape[96] = "";
+    int at = 0;
+    for (int d = 0; d < a->ndim && at < (int)sizeof shape - 24; d++)
+        at += snprintf(shape + at, sizeof shape - (size_t)at, "%s%lld", d ? ", " : "",
+                       (long long)a->sizes[d]);
+    oc__raise(OC_EINVAL,
+              "%s: %s weights [%lld, %lld] in groups of %lld need a contiguous float32 %s of "
+              "[%lld, %lld], got %s%s [%s]",
+              fn, oc_wtype_name(type), (long long)n, (long long)k, (long long)(k / ng), arg,
+              (long long)n, (long long)ng, oc_is_contiguous(a) ? "" : "non-contiguous ",
+              oc_dtype_name(a->dtype), shape);
+    return false;
+}
+
+oc_weights oc_weights_grouped(const oc_tensor *w, oc_wtype type, int64_t group,
+                              const oc_tensor *scale, const oc_tensor *zero)
+{
+    const char *fn = "oc_weights_grouped";
+    oc_weights r = {0};
+    if (!oc__require_data(w, fn, "w")) return r;
+    if (!is_group(type)) {
+        oc__raise(OC_EINVAL, "%s: type %s is not a group type (want OC_W_I8G or OC_W_U4G)", fn,
+                  wtype_ok(type) ? oc_wtype_name(type) : "(not an oc_wtype)");
+        return r;
+    }
+    const char *tn = oc_wtype_name(type);
+    oc_dtype want = type == OC_W_U4G ? OC_UINT8 : OC_INT8;
+    if (w->ndim != 2 || w->dtype != want) {
+        oc__raise(OC_EINVAL, "%s: %s weights must be a 2-D %s tensor, got %d-D %s", fn, tn,
+                  oc_dtype_name(want), w->ndim, oc_dtype_name(w->dtype));
+        return r;
+    }
+    int64_t n = w->sizes[0], cols = w->sizes[1], k = type == OC_W_U4G ? 2 * cols : cols;
+    if (cols > 1 && w->strides[1] != 1) {
+        oc__raise(OC_EINVAL, "%s: %s weights [%lld, %lld] with column stride %lld (want 1)", fn,
+                  tn, (long long)n, (long long)cols, (long long)w->strides[1]);
+        return r;
+    }
+    if (group != 32 && group != 64 && group != 128) {
+        oc__raise(OC_EINVAL, "%s: %s weights [%lld, %lld] with group %lld (want 32, 64 or 128)",
+                  fn, tn, (long long)n, (long long)cols, (long long)group);
+        return r;
+    }
+    if (k % group) {
+        oc__raise(OC_EINVAL,
+                  "%s: %s weights [%lld, %lld] hold k = %lld inputs, not a multiple of the group "
+                  "%lld",
+                  fn, tn, (long long)n, (long long)cols, (long long)k, (long long)group);
+        return r;
+    }
+    int64_t ng = k / group;
+    if (!group_arr_ok(fn, "scale", scale, type, n, k, ng)) return r;
+    if (type == OC_W_U4G) {
+        if (!group_arr_ok(fn, "zero", zero, type, n, k, ng)) return r;
+    } else if (zero) {
+        oc__raise(OC_EINVAL, "%s: int8-group weights are symmetric: zero must be NULL", fn);
+        return r;
+    }
+    r.data = w->data;
+    r.n = n;
+    r.k = k;
+    r.row_bytes = n > 1 ? w->strides[0] : cols;
+    r.type = type;
+    r.scale = scale->data;
+    r.group = group;
+    r.zero = type == OC_W_U4G ? zero->data : NULL;
+    return r;
+}
+
 static bool weights_ok(const char *fn, const oc_weights *w)
 {
     if (!w || !w->data) {
@@ -161,6 +262,26 @@ static bool weights_ok(const char *fn, const oc_weights *w)
                   fn, tn, (long long)w->k, rb, (long long)w->row_bytes);
         return false;
     }
+    if (is_group(w->type)) {
+        if (w->group != 32 && w->group != 64 && w->group != 128) {
+            oc__raise(OC_EINVAL, "%s: %s weights %lld x %lld with group %lld (want 32, 64 or 128)",
+                      fn, tn, (long long)w->n, (long long)w->k, (long long)w->group);
+            return false;
+        }
+        if (w->k % w->group) {
+            oc__raise(OC_EINVAL,
+                      "%s: %s weights with k = %lld, not a multiple of the group %lld", fn, tn,
+                      (long long)w->k, (long long)w->group);
+            return false;
+        }
+        if (!w->scale || (w->type == OC_W_U4G) != (w->zero != NULL)) {
+            oc__raise(OC_EINVAL, "%s: %s weights %lld x %lld: scale %s, zero %s (want %s)", fn,
+                      tn, (long long)w->n, (long long)w->k, w->scale ? "given" : "NULL",
+                      w->zero ? "given" : "NULL",
+                      w->type == OC_W_U4G ? "both" : "a scale and no zero");
+            return false;
+        }
+    } /* other types never read group and zero: a struct from an older tile.h still works */
     if (w->type == OC_W_I8 && !w->scale) {
         oc__raise(OC_EINVAL, "%s: int8 weights [%lld, %lld] without their %lld scales", fn,
                   (long long)w->n, (long long)w->k, (long long)w->n);
@@ -176,148 +297,6 @@ static bool weights_ok(const char *fn, const oc_weights *w)
 static void *scratch_get(int slot, size_t bytes, const char *fn)
 {
     return oc__tile_scratch(OC__SCRATCH_LOWP + slot, bytes, fn);
-}
-
-/* ---- portable kernels ------------------------------------------------------- */
-
-static inline float wval(const char *w, oc_wtype t, int64_t p)
-{
-    switch (t) {
-    case OC_W_BF16: {
-        oc_bfloat16 h;
-        memcpy(&h, w + 2 * p, 2);
-        return oc_bf16_to_f32(h);
-    }
-    case OC_W_F16: {
-        oc_half h;
-        memcpy(&h, w + 2 * p, 2);
-        return oc_half_to_f32(h);
-    }
-    default: {
-        float f;
-        memcpy(&f, w + 4 * p, 4);
-        return f;
-    }
-    }
-}
-
-static void fdot_portable(float *y, int64_t yrs, const float *x, int64_t xrs, int64_t m,
-                          const char *w, int64_t wrb, oc_wtype t, int64_t k, int64_t j0, int64_t j1)
-{
-    for (int64_t j = j0; j < j1; j++) {
-        const char *wr = w + j * wrb;
-        for (int64_t i = 0; i < m; i++) {
-            const float *xr = x + i * xrs;
-            float s[8] = {0};
-            int64_t p = 0;
-            for (; p + 8 <= k; p += 8)
-                for (int l = 0; l < 8; l++) s[l] += xr[p + l] * wval(wr, t, p + l);
-            float r = oc__lowp_sum8(s);
-            for (; p < k; p++) r += xr[p] * wval(wr, t, p);
-            y[i * yrs + j] = r;
-        }
-    }
-}
-
-int32_t oc__lowp_block_isum(const char *blk, oc_wtype type, const int8_t *xq)
-{
-    int32_t s = 0;
-    if (type == OC_W_Q8_0) {
-        const int8_t *q = (const int8_t *)(blk + 2);
-        for (int l = 0; l < OC_QK; l++) s += (int32_t)q[l] * xq[l];
-    } else {
-        const uint8_t *q = (const uint8_t *)(blk + 2);
-        for (int l = 0; l < OC_QK / 2; l++) {
-            s += ((int32_t)(q[l] & 15) - 8) * xq[l];
-            s += ((int32_t)(q[l] >> 4) - 8) * xq[l + OC_QK / 2];
-        }
-    }
-    return s;
-}
-
-static float qdot_portable(const char *wrow, oc_wtype type, const int8_t *xq, const float *xd,
-                           const int32_t *xsum8, int64_t nb)
-{
-    (void)xsum8; /* the plain signed sum */
-    size_t bb = block_bytes(type);
-    float s[8] = {0};
-    for (int64_t b = 0; b < nb; b++) {
-        const char *blk = wrow + b * (int64_t)bb;
-        oc_half hd;
-        memcpy(&hd, blk, 2);
-        float d = xd[b] * oc_half_to_f32(hd);
-        s[b % 8] = fmaf((float)oc__lowp_block_isum(blk, type, xq + b * OC_QK), d, s[b % 8]);
-    }
-    return oc__lowp_sum8(s);
-}
-
-static void i8_portable(float *y, int64_t yrs, const int8_t *x, int64_t xrs, const float *xs,
-                        int64_t m, const int8_t *w, int64_t wrb, const float *ws, int64_t k,
-                        int64_t j0, int64_t j1)
-{
-    for (int64_t j = j0; j < j1; j++) {
-        const int8_t *wr = w + j * wrb;
-        for (int64_t i = 0; i < m; i++) {
-            const int8_t *xr = x + i * xrs;
-            int32_t s = 0;
-            for (int64_t p = 0; p < k; p++) s += (int32_t)xr[p] * wr[p];
-            y[i * yrs + j] = ((float)s * xs[i]) * ws[j];
-        }
-    }
-}
-
-static const oc__lowp_kernels portable = {"portable",  fdot_portable,   qdot_portable,  i8_portable,
-                                          .i8p = NULL, .i8p_kalign = 1, .i8p_malign = 1};
-
-/* ---- choosing the kernels ------------------------------------------------------- */
-
-static const oc__lowp_kernels *kern;
-static pthread_once_t kern_once = PTHREAD_ONCE_INIT;
-
-static bool cpu_avx2(void)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
-#else
-    return false;
-#endif
-}
-
-static bool cpu_avx512(void)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    return cpu_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-#else
-    return false;
-#endif
-}
-
-/* The best set the CPU runs (AMX for int8 x int8 from 32 rows where
- * Linux grants its tile data, else AVX-512 VNNI, AVX2, portable), capped
- * by OC_TILE_ISA (avx512, avx2 or portable: a lower path for tests; a
- * higher one than the CPU has is never taken). */
-static void kern_init(void)
-{
-    const char *cap = getenv("OC_TILE_ISA");
-    int lim = 3;
-    if (cap && !strcasecmp(cap, "portable"))
-        lim = 0;
-    else if (cap && !strcasecmp(cap, "avx2"))
-        lim = 1;
-    else if (cap && !strcasecmp(cap, "avx512"))
-        lim = 2;
-    kern = &portable;
-    if (lim >= 1 && cpu_avx2() && oc__lowp_avx2.fdot) kern = &oc__lowp_avx2;
-    if (lim >= 2 && cpu_avx512() && oc__lowp_avx512.fdot) kern = &oc__lowp_avx512;
-    if (lim >= 3 && kern == &oc__lowp_avx512 && oc__lowp_amx_usable()) kern = &oc__lowp_amx;
-}
-
-static const oc__lowp_kernels *kernels(void)
-{
-    pthread_once(&kern_once, kern_init);
-    return kern;
 }
 
 /* ---- the linear layer ----------------------------------------------------------- */
@@ -416,16 +395,16 @@ static bool has_min_i8(const int8_t *x, int64_t xrs, int64_t m, int64_t k)
     return false;
 }
 
-static void run_i8(oc_tile *y, const int8_t *xq, int64_t xrs, const float *xs, int64_t m,
+static bool run_i8(oc_tile *y, const int8_t *xq, int64_t xrs, const float *xs, int64_t m,
                    const oc_weights *w, int64_t j0, int64_t j1)
 {
-    const oc__lowp_kernels *ks = kernels();
+    const oc__lowp_kernels *ks = oc__lowp_kernels_get();
     if (ks->i8p && m >= ks->i8p_min_m) {
         int64_t k = w->k, ka = ks->i8p_kalign, kp = (k + ka - 1) / ka * ka;
         int64_t mp = (m + ks->i8p_malign - 1) / ks->i8p_malign * ks->i8p_malign;
         uint8_t *xu = scratch_get(2, (size_t)(mp * kp), "oc_tile_linear_i8");
         void *pack = scratch_get(3, oc__LOWP_PACK_BYTES(kp, mp), "oc_tile_linear_i8");
-        if (!xu || !pack) return;
+        if (!xu || !pack) return false;
         for (int64_t i = 0; i < m; i++) {
             for (int64_t p = 0; p < k; p++) xu[i * kp + p] = (uint8_t)(xq[i * xrs + p] ^ 0x80);
             memset(xu + i * kp + k, 0, (size_t)(kp - k));
@@ -433,10 +412,11 @@ static void run_i8(oc_tile *y, const int8_t *xq, int64_t xrs, const float *xs, i
         memset(xu + m * kp, 0, (size_t)((mp - m) * kp));
         ks->i8p(y->data, yrs_of(y), xu, kp, xs, m, w->data, w->row_bytes, w->scale, k, j0, j1,
                 pack);
-        return;
+        return true;
     }
-    if (ks->i8_needs_no_min && has_min_i8(xq, xrs, m, w->k)) ks = &portable;
+    if (ks->i8_needs_no_min && has_min_i8(xq, xrs, m, w->k)) ks = &oc__lowp_portable;
     ks->i8(y->data, yrs_of(y), xq, xrs, xs, m, w->data, w->row_bytes, w->scale, w->k, j0, j1);
+    return true;
 }
 
 /* Q8_0 / Q4_0 from this many rows of x: the packed-panel kernel (AVX-512
@@ -458,22 +438,89 @@ static bool i8_k_ok(const char *fn, const oc_weights *w)
     return false;
 }
 
+static oc__lowp_gdot_fn gdot_of(const oc__lowp_kernels *ks)
+{
+    if (ks == &oc__lowp_portable) return oc__lowp_gdot_portable;
+    return ks == &oc__lowp_avx2 || ks == &oc__lowp_avxvnni ? oc__lowp_gdot_avx2
+                                                            : oc__lowp_gdot_avx512;
+}
+
+/* Rows of group-wise weights dequantised this many at a time for the
+ * tile matmul (m > SKINNY_M). */
+#define GROUP_CHUNK 64
+
+static bool linear_group(oc_tile *y, const oc_tile *x, int64_t xrs, const oc_weights *w,
+                         int64_t j0, int64_t j1, const char *fn)
+{
+    int64_t m = x->rows, k = w->k;
+    if (m <= SKINNY_M) {
+        float *wbuf = scratch_get(4, (size_t)(4 * k) * sizeof(float), fn);
+        if (!wbuf) return false;
+        gdot_of(oc__lowp_kernels_get())(y->data, yrs_of(y), x->data, xrs, m, w, j0, j1, wbuf);
+        return true;
+    }
+    float *wf = scratch_get(4, (size_t)(GROUP_CHUNK * k) * sizeof(float), fn);
+    if (!wf) return false;
+    for (int64_t j = j0; j < j1; j += GROUP_CHUNK) {
+        int64_t nc = j1 - j < GROUP_CHUNK ? j1 - j : GROUP_CHUNK;
+        for (int64_t r = 0; r < nc; r++) oc__lowp_gdeq_row(wf + r * k, w, j + r);
+        oc_tile wt = {wf, nc, k, k, 1, OC_FLOAT32, false};
+        oc_tile yv = oc_tile_view(y, 0, j, m, nc);
+        oc_tile_matmul_to(&yv, x, &wt, OC_TILE_TRANS_B);
+    }
+    return true;
+}
+
+static bool linear_f32(oc_tile *y, const oc_tile *x, const oc_weights *w, int64_t j0, int64_t j1);
+
+/* x and y float32 or bfloat16 (dtype pairs and shapes checked here). */
 void oc_tile_linear(oc_tile *y, const oc_tile *x, const oc_weights *w, int ith, int nth)
 {
     const char *fn = "oc_tile_linear";
-    if (!part_ok(fn, ith, nth) || !weights_ok(fn, w) || !oc__tile_want_f32(y, fn, "y") ||
-        !oc__tile_want_f32(x, fn, "x") || !shapes_ok(fn, y, x, w) || !unit_cols(fn, "y", y) ||
-        !unit_cols(fn, "x", x))
+    if (!part_ok(fn, ith, nth) || !weights_ok(fn, w)) return;
+    bool xb = x->dtype == OC_BFLOAT16, yb = y->dtype == OC_BFLOAT16;
+    if ((!xb && x->dtype != OC_FLOAT32) || (!yb && y->dtype != OC_FLOAT32)) {
+        oc__raise(OC_EINVAL,
+                  "%s: x is %s, y %s, w %s (want x and y float32 or bfloat16; int8 x: "
+                  "oc_tile_linear_i8)",
+                  fn, oc_dtype_name(x->dtype), oc_dtype_name(y->dtype), oc_wtype_name(w->type));
         return;
-    int64_t j0, j1, m = x->rows, k = w->k, xrs = x->rows > 1 ? x->rs : x->cols;
+    }
+    if (!shapes_ok(fn, y, x, w) || !unit_cols(fn, "y", y) || !unit_cols(fn, "x", x)) return;
+    int64_t j0, j1, m = x->rows, k = w->k;
     part_of(w->n, ith, nth, &j0, &j1);
     if (j0 >= j1 || m == 0) return;
-    const oc__lowp_kernels *ks = kernels();
+    oc_tile xf = *x, yf = *y;
+    if (xb) { /* widened exactly, once per call */
+        float *buf = scratch_get(5, (size_t)(m * k) * sizeof(float), fn);
+        if (!buf) return;
+        xf = (oc_tile){buf, m, k, k, 1, OC_FLOAT32, false};
+        oc_tile_copy(&xf, x);
+    }
+    if (yb) {
+        float *buf = scratch_get(6, (size_t)(m * w->n) * sizeof(float), fn);
+        if (!buf) return;
+        yf = (oc_tile){buf, m, w->n, w->n, 1, OC_FLOAT32, false};
+    }
+    if (linear_f32(&yf, &xf, w, j0, j1) && yb) {
+        oc_tile src = oc_tile_view(&yf, 0, j0, m, j1 - j0),
+                dst = oc_tile_view(y, 0, j0, m, j1 - j0);
+        oc_tile_copy(&dst, &src);
+    }
+}
+
+static bool linear_f32(oc_tile *y, const oc_tile *x, const oc_weights *w, int64_t j0, int64_t j1)
+{
+    const char *fn = "oc_tile_linear";
+    int64_t m = x->rows, k = w->k, xrs = x->rows > 1 ? x->rs : x->cols;
+    const oc__lowp_kernels *ks = oc__lowp_kernels_get();
     switch (w->type) {
+    case OC_W_I8G:
+    case OC_W_U4G: return linear_group(y, x, xrs, w, j0, j1, fn);
     case OC_W_F32:
     case OC_W_BF16:
     case OC_W_F16:
-        if (m <= SKINNY_M || k == 0) {
+        if (m <= skinny_m(w->type) || k == 0) {
             ks->fdot(y->data, yrs_of(y), x->data, xrs, m, w->data, w->row_bytes, w->type, k, j0,
                      j1);
         } else {
@@ -488,14 +535,14 @@ void oc_tile_linear(oc_tile *y, const oc_tile *x, const oc_weights *w, int ith, 
             oc_tile yv = oc_tile_view(y, 0, j0, m, j1 - j0);
             oc_tile_matmul_to(&yv, x, &wt, OC_TILE_TRANS_B);
         }
-        return;
+        return true;
     case OC_W_Q8_0:
     case OC_W_Q4_0: {
         int64_t nb = k / OC_QK;
         int8_t *xq = scratch_get(0, (size_t)(m * k), fn);
         float *xd = scratch_get(1, (size_t)(m * nb) * sizeof(float), fn);
         int32_t *xsum8 = scratch_get(2, (size_t)(m * nb) * sizeof(int32_t), fn);
-        if (!xq || !xd || !xsum8) return;
+        if (!xq || !xd || !xsum8) return false;
         quantize_blocks32(xq, xd, x->data, xrs, m, k);
         for (int64_t b = 0; b < m * nb; b++) { /* Q4_0's kernels take unsigned nibbles */
             int32_t t = 0;
@@ -506,10 +553,10 @@ void oc_tile_linear(oc_tile *y, const oc_tile *x, const oc_weights *w, int ith, 
         int64_t yrs = yrs_of(y);
         if (qgemm_for(ks, m)) {
             void *sc = scratch_get(3, oc__LOWP_QGEMM_BYTES(k), fn);
-            if (!sc) return;
+            if (!sc) return false;
             oc__lowp_qgemm_avx512(py, yrs, xq, xd, xsum8, m, w->data, w->row_bytes, w->type, k,
                                   j0, j1, sc);
-            return;
+            return true;
         }
         for (int64_t j = j0; j < j1; j++) {
             const char *wr = (const char *)w->data + j * w->row_bytes;
@@ -517,19 +564,19 @@ void oc_tile_linear(oc_tile *y, const oc_tile *x, const oc_weights *w, int ith, 
                 py[i * yrs + j] =
                     ks->qdot(wr, w->type, xq + i * k, xd + i * nb, xsum8 + i * nb, nb);
         }
-        return;
+        return true;
     }
     case OC_W_I8: {
-        if (!i8_k_ok(fn, w)) return;
+        if (!i8_k_ok(fn, w)) return false;
         int8_t *xq = scratch_get(0, (size_t)(m * k), fn);
         float *xs = scratch_get(1, (size_t)m * sizeof(float), fn);
-        if (!xq || !xs) return;
+        if (!xq || !xs) return false;
         for (int64_t i = 0; i < m; i++)
             quantize_row(xq + i * k, xs + i, (const float *)x->data + i * xrs, k);
-        run_i8(y, xq, k, xs, m, w, j0, j1);
-        return;
+        return run_i8(y, xq, k, xs, m, w, j0, j1);
     }
     }
+    return false;
 }
 
 void oc_tile_linear_i8(oc_tile *y, const oc_tile *xq, const oc_tile *xscale, const oc_weights *w,
@@ -567,27 +614,28 @@ void oc_tile_linear_i8(oc_tile *y, const oc_tile *xq, const oc_tile *xscale, con
         for (int64_t i = 0; i < m; i++) xsc[i] = xs[i * xscale->rs];
         xs = xsc;
     }
-    run_i8(y, xq->data, xrs, xs, m, w, j0, j1);
+    (void)run_i8(y, xq->data, xrs, xs, m, w, j0, j1);
 }
 
 const char *oc_tile_linear_path(oc_wtype type, int64_t m)
 {
     static _Thread_local char buf[512];
-    const oc__lowp_kernels *ks = kernels();
+    const oc__lowp_kernels *ks = oc__lowp_kernels_get();
     const char *isa = ks->isa;
     switch (type) {
     case OC_W_F32:
     case OC_W_BF16:
     case OC_W_F16:
-        if (m <= SKINNY_M)
+        if (m <= skinny_m(type))
             snprintf(buf, sizeof buf,
                      "%s weights, m <= %d: opcore's skinny %s kernel (dot products over k, "
                      "4 rows of w at a time, float32 sums), split along n",
-                     oc_wtype_name(type), SKINNY_M, isa);
+                     oc_wtype_name(type), (int)skinny_m(type), isa);
         else
             snprintf(buf, sizeof buf,
                      "%s weights, m > %d: the tile matmul on each part's rows of w (%s)",
-                     oc_wtype_name(type), SKINNY_M, oc_tile_matmul_path(wtype_dtype(type)));
+                     oc_wtype_name(type), (int)skinny_m(type),
+                     oc_tile_matmul_path(wtype_dtype(type)));
         break;
     case OC_W_Q8_0:
     case OC_W_Q4_0:
@@ -595,8 +643,8 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
                  "%s weights: x quantised to int8 blocks of 32, opcore's %s block-dot kernel "
                  "(%s), split along n",
                  oc_wtype_name(type), isa,
-                 ks == &portable        ? "scalar int32 sums"
-                 : ks == &oc__lowp_avx2 ? "vpmaddubsw + vpmaddwd"
+                 ks == &oc__lowp_portable ? "scalar int32 sums"
+                 : ks == &oc__lowp_avx2 || ks == &oc__lowp_avxvnni ? "vpmaddubsw + vpmaddwd"
                  : qgemm_for(ks, m)
                      ? "vpdpbusd (VNNI), 64 rows of w packed per block, 4 x 64 blocks of y"
                      : "vpdpbusd (VNNI)");
@@ -604,13 +652,30 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
     case OC_W_I8:
         snprintf(buf, sizeof buf,
                  "int8 weights: int8 x int8 -> int32, opcore's %s kernel (%s), split along n", isa,
-                 ks == &portable        ? "scalar int32 sums"
+                 ks == &oc__lowp_portable        ? "scalar int32 sums"
                  : ks == &oc__lowp_avx2 ? "vpmaddubsw + vpmaddwd, 4 rows of w at a time"
+                 : ks == &oc__lowp_avxvnni ? "VEX vpdpbusd on 256-bit registers, 4 rows of w at a "
+                                             "time"
                  : m >= ks->i8p_min_m && ks == &oc__lowp_amx
                      ? "AMX tdpbusd on w packed in 64-column panels, 16 x 64 blocks"
                  : m >= ks->i8p_min_m
                      ? "u8 x s8 vpdpbusd, w packed in 64-column panels, 6 x 64 blocks"
                      : "u8 x s8 vpdpbusd on 512-bit registers, 4 x 4 blocks");
+        break;
+    case OC_W_I8G:
+    case OC_W_U4G:
+        if (m <= SKINNY_M)
+            snprintf(buf, sizeof buf,
+                     "%s weights, m <= %d: opcore's %s kernel, weights dequantised in "
+                     "registers (%s), float32 sums in 16 lanes, split along n",
+                     oc_wtype_name(type), SKINNY_M, isa,
+                     m <= 2 ? "for each row of x" : "4 rows of w at a time, then each row of x");
+        else
+            snprintf(buf, sizeof buf,
+                     "%s weights, m > %d: %d rows of w at a time dequantised to float32, then "
+                     "the tile matmul (%s)",
+                     oc_wtype_name(type), SKINNY_M, GROUP_CHUNK,
+                     oc_tile_matmul_path(OC_FLOAT32));
         break;
     default: snprintf(buf, sizeof buf, "weight type %d: no path", (int)type); break;
     }
@@ -764,6 +829,65 @@ void oc_tile_quantize_blocks(void *blocks, oc_wtype type, const oc_tile *x)
         }
 }
 
+/* GPTQ's asymmetric quantiser for one group of g values (tile.h). */
+static void quantize_u4_group(uint8_t *q, float *scale, float *zero, const float *v, int64_t g)
+{
+    float lo = 0.0f, hi = 0.0f;
+    for (int64_t p = 0; p < g; p++) {
+        lo = fminf(lo, v[p]);
+        hi = fmaxf(hi, v[p]);
+    }
+    if (lo == 0.0f && hi == 0.0f) lo = -1.0f, hi = 1.0f;
+    float s = (hi - lo) / 15.0f, z = nearbyintf(-lo / s);
+    for (int64_t p = 0; p < g; p++) {
+        float t = nearbyintf(v[p] / s) + z;
+        q[p] = (uint8_t)(t < 0.0f ? 0.0f : t > 15.0f ? 15.0f : t);
+    }
+    *scale = s;
+    *zero = z;
+}
+
+void oc_tile_quantize_u4(void *packed, oc_tile *scale, oc_tile *zero, const oc_tile *x,
+                         int64_t group)
+{
+    const char *fn = "oc_tile_quantize_u4";
+    if (!oc__tile_want_f32(x, fn, "x")) return;
+    if (group != 32 && group != 64 && group != 128) {
+        oc__raise(OC_EINVAL, "%s: group %lld (want 32, 64 or 128)", fn, (long long)group);
+        return;
+    }
+    if (x->cols % group) {
+        oc__raise(OC_EINVAL, "%s: x is %lld x %lld, its %lld columns are not whole groups of %lld",
+                  fn, (long long)x->rows, (long long)x->cols, (long long)x->cols,
+                  (long long)group);
+        return;
+    }
+    int64_t ng = x->cols / group;
+    const oc_tile *st[2] = {scale, zero};
+    for (int a = 0; a < 2; a++)
+        if (st[a]->dtype != OC_FLOAT32 || st[a]->rows != x->rows || st[a]->cols != ng) {
+            oc__raise(OC_EINVAL,
+                      "%s: %s is a %lld x %lld %s tile, want %lld x %lld float32 (x %lld x %lld "
+                      "in groups of %lld)",
+                      fn, a ? "zero" : "scale", (long long)st[a]->rows, (long long)st[a]->cols,
+                      oc_dtype_name(st[a]->dtype), (long long)x->rows, (long long)ng,
+                      (long long)x->rows, (long long)x->cols, (long long)group);
+            return;
+        }
+    float v[128];
+    uint8_t q[128];
+    for (int64_t i = 0; i < x->rows; i++) {
+        uint8_t *row = (uint8_t *)packed + i * (x->cols / 2);
+        for (int64_t g = 0; g < ng; g++) {
+            for (int64_t p = 0; p < group; p++) v[p] = frow(x, i)[(g * group + p) * x->cs];
+            quantize_u4_group(q, frow(scale, i) + g * scale->cs, frow(zero, i) + g * zero->cs, v,
+                              group);
+            for (int64_t p = 0; p < group; p += 2)
+                row[(g * group + p) / 2] = (uint8_t)(q[p] | (q[p + 1] << 4));
+        }
+    }
+}
+
 void oc_tile_dequantize_weights(oc_tile *x, const oc_weights *w, int64_t r0)
 {
     const char *fn = "oc_tile_dequantize_weights";
@@ -773,6 +897,15 @@ void oc_tile_dequantize_weights(oc_tile *x, const oc_weights *w, int64_t r0)
                   fn, (long long)x->rows, (long long)x->cols, (long long)r0,
                   (long long)(r0 + x->rows), oc_wtype_name(w->type), (long long)w->n,
                   (long long)w->k);
+        return;
+    }
+    if (is_group(w->type)) {
+        float *buf = scratch_get(4, (size_t)w->k * sizeof(float), fn);
+        if (!buf) return;
+        for (int64_t i = 0; i < x->rows; i++) {
+            oc__lowp_gdeq_row(buf, w, r0 + i);
+            for (int64_t p = 0; p < w->k; p++) frow(x, i)[p * x->cs] = buf[p];
+        }
         return;
     }
     for (int64_t i = 0; i < x->rows; i++) {
@@ -795,7 +928,7 @@ void oc_tile_dequantize_weights(oc_tile *x, const oc_weights *w, int64_t r0)
                 }
                 v = (float)q * oc_half_to_f32(h);
             } else {
-                v = wval(wr, w->type, p);
+                v = oc__lowp_wval(wr, w->type, p);
             }
             xr[p * x->cs] = v;
         }

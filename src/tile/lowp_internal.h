@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "opcore/tile.h"
 
@@ -37,7 +38,7 @@ typedef void (*oc__lowp_i8p_fn)(float *y, int64_t yrs, const uint8_t *xu, int64_
 #define oc__LOWP_PACK_BYTES(kp, m) (((size_t)(kp) * 64 + 64 * sizeof(int32_t)) + (size_t)(m) * 256)
 
 typedef struct oc__lowp_kernels {
-    const char *isa; /* "avx512-vnni", "avx2", "portable" */
+    const char *isa; /* "avx512-vnni", "avx-vnni", "avx2", "portable" */
     oc__lowp_fdot_fn fdot;
     oc__lowp_qdot_fn qdot;
     oc__lowp_i8_fn i8;
@@ -47,6 +48,53 @@ typedef struct oc__lowp_kernels {
     /* int8 kernel exact only for x without -128 (AVX2's sign trick) */
     bool i8_needs_no_min;
 } oc__lowp_kernels;
+
+/* Group-wise weights (OC_W_I8G / OC_W_U4G, lowp_group.c): y[i][j] for i <
+ * m, j in [j0, j1), tile.h's 16-lane order (the same bits on every set);
+ * wbuf 4 * k floats (64-byte aligned) of scratch. */
+typedef void (*oc__lowp_gdot_fn)(float *y, int64_t yrs, const float *x, int64_t xrs, int64_t m,
+                                 const oc_weights *w, int64_t j0, int64_t j1, float *wbuf);
+extern const oc__lowp_gdot_fn oc__lowp_gdot_portable, oc__lowp_gdot_avx2, oc__lowp_gdot_avx512;
+
+/* Row j of group-wise weights dequantised into dst (k floats). */
+void oc__lowp_gdeq_row(float *dst, const oc_weights *w, int64_t j);
+
+/* The kernel set for this CPU (and OC_TILE_ISA), chosen once
+ * (lowp_kernels.c); the portable set. */
+const oc__lowp_kernels *oc__lowp_kernels_get(void);
+extern const oc__lowp_kernels oc__lowp_portable;
+
+/* Element p of a row of float weights (float32, bfloat16 or float16). */
+static inline float oc__lowp_wval(const char *w, oc_wtype t, int64_t p)
+{
+    switch (t) {
+    case OC_W_BF16: {
+        oc_bfloat16 h;
+        memcpy(&h, w + 2 * p, 2);
+        return oc_bf16_to_f32(h);
+    }
+    case OC_W_F16: {
+        oc_half h;
+        memcpy(&h, w + 2 * p, 2);
+        return oc_half_to_f32(h);
+    }
+    default: {
+        float f;
+        memcpy(&f, w + 4 * p, 4);
+        return f;
+    }
+    }
+}
+
+
+/* oc_tile_matmul's skinny products (lowp_skinny.c): whether c = a op(b)
+ * is one (float32 a and c, m <= 32, not all of m, n, k small), and the
+ * product, into c (accumulate: c +=). Shapes and dtypes checked before. */
+bool oc__lowp_skinny_takes(const oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags);
+void oc__lowp_skinny_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags,
+                            bool accumulate, const char *fn);
+/* The sentence for oc_tile_matmul_path_shape; NULL: not a skinny product. */
+const char *oc__lowp_skinny_path(oc_dtype dtype, int64_t m, int64_t n, int64_t k, unsigned flags);
 
 /* The 8 partial sums of a block dot added in tile.h's order. */
 static inline float oc__lowp_sum8(const float s[8])
@@ -58,7 +106,7 @@ static inline float oc__lowp_sum8(const float s[8])
 int32_t oc__lowp_block_isum(const char *blk, oc_wtype type, const int8_t *xq);
 
 /* The x86 kernel sets (lowp_x86.c); NULL members where not built. */
-extern const oc__lowp_kernels oc__lowp_avx2, oc__lowp_avx512, oc__lowp_amx;
+extern const oc__lowp_kernels oc__lowp_avx2, oc__lowp_avxvnni, oc__lowp_avx512, oc__lowp_amx;
 
 /* The CPU has AMX-INT8 and Linux lets this process use its tile data. */
 bool oc__lowp_amx_usable(void);

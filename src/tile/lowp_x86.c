@@ -1,12 +1,15 @@
 /* The x86 micro-kernels of the low-precision linear layer (lowp.c picks a
  * set at run time from the CPU's features; OC_TILE_ISA caps it):
  *
+ *   avx-vnni (AVX2 + the VEX vpdpbusd): avx2's set with int8 x int8 by
+ *           vpdpbusd on 256-bit registers (CPUs with AVX-VNNI, with or
+ *           without AVX-512).
  *   avx2    (AVX2 + FMA + F16C): float weights 8 at a time (bfloat16 and
  *           float16 widened in registers), 4 rows of w sharing each load of
  *           x; int8 blocks with vpmaddubsw + vpmaddwd on |w| and x signed
  *           by w (exact: x within [-127, 127], which lowp.c ensures).
  *   avx512  (AVX-512 F/BW/VL + VNNI): the block dots with vpdpbusd; int8 x
- *           int8 as u8 x s8 on 512-bit registers, (x + 128) w - 128 sum(w),
+ *           int8 as u8 x s8 on 512-bit registers, (w + 128) x - 128 sum(x),
  *           4 x 4 blocks of (rows of x) x (rows of w); float weights as avx2.
  *
  * Integer sums are exact, and each block's float32 contribution goes into
@@ -430,63 +433,92 @@ const oc__lowp_qgemm_fn oc__lowp_qgemm_avx512 = qgemm_avx512;
 
 /* ---- int8 x int8 ------------------------------------------------------------ */
 
-static INL T2 void i8_rows_avx2(float *y, int64_t yrs, const int8_t *x, int64_t xrs,
-                                const float *xs, int64_t m, const int8_t *w, int64_t wrb,
-                                const float *ws, int64_t k, int64_t j, int nr)
-{
-    const int8_t *wr[4];
-    for (int r = 0; r < nr; r++) wr[r] = w + (j + r) * wrb;
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t i = 0; i < m; i++) {
-        const int8_t *xr = x + i * xrs;
-        __m256i acc[4];
-        for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_si256();
-        int64_t p = 0;
-        for (; p + 32 <= k; p += 32) {
-            __m256i xv = _mm256_loadu_si256((const __m256i *)(xr + p));
-            for (int r = 0; r < nr; r++) {
-                __m256i wv = _mm256_loadu_si256((const __m256i *)(wr[r] + p));
-                __m256i pr =
-                    _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
-                acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(pr, ones));
-            }
-        }
-        for (int r = 0; r < nr; r++) {
-            int32_t s = hsum_i32(acc[r]);
-            for (int64_t q = p; q < k; q++) s += (int32_t)xr[q] * wr[r][q];
-            y[i * yrs + j + r] = ((float)s * xs[i]) * ws[j + r];
-        }
+/* nr (1 or 4) rows of w from j against every row of x, 32 bytes a step:
+ * |w| times x signed by w (exact for x without -128), DOT32 adding the
+ * 32 products into 8 int32 lanes. */
+#define I8_ROWS_BODY(DOT32)                                                           \
+    const int8_t *wr[4];                                                              \
+    for (int r = 0; r < nr; r++) wr[r] = w + (j + r) * wrb;                           \
+    for (int64_t i = 0; i < m; i++) {                                                 \
+        const int8_t *xr = x + i * xrs;                                               \
+        __m256i acc[4];                                                               \
+        for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_si256();                 \
+        int64_t p = 0;                                                                \
+        for (; p + 32 <= k; p += 32) {                                                \
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(xr + p));               \
+            for (int r = 0; r < nr; r++) {                                            \
+                __m256i wv = _mm256_loadu_si256((const __m256i *)(wr[r] + p));        \
+                acc[r] = DOT32(acc[r], _mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv)); \
+            }                                                                         \
+        }                                                                             \
+        for (int r = 0; r < nr; r++) {                                                \
+            int32_t s = hsum_i32(acc[r]);                                             \
+            for (int64_t q = p; q < k; q++) s += (int32_t)xr[q] * wr[r][q];           \
+            y[i * yrs + j + r] = ((float)s * xs[i]) * ws[j + r];                      \
+        }                                                                             \
     }
+
+#define I8ARGS                                                                              \
+    float *y, int64_t yrs, const int8_t *x, int64_t xrs, const float *xs, int64_t m,        \
+        const int8_t *w, int64_t wrb, const float *ws, int64_t k
+
+/* AVX2: vpmaddubsw (pairs into int16, no saturation: |w| x |x| <= 127^2)
+ * then vpmaddwd by 1. */
+static INL T2 __m256i dot32_avx2(__m256i acc, __m256i uw, __m256i sx)
+{
+    __m256i pr = _mm256_maddubs_epi16(uw, sx);
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pr, _mm256_set1_epi16(1)));
 }
 
-static T2 void i8_avx2(float *y, int64_t yrs, const int8_t *x, int64_t xrs, const float *xs,
-                       int64_t m, const int8_t *w, int64_t wrb, const float *ws, int64_t k,
-                       int64_t j0, int64_t j1)
+static INL T2 void i8_rows_avx2(I8ARGS, int64_t j, int nr) { I8_ROWS_BODY(dot32_avx2) }
+
+static T2 void i8_avx2(I8ARGS, int64_t j0, int64_t j1)
 {
     int64_t j = j0;
     for (; j + 4 <= j1; j += 4) i8_rows_avx2(y, yrs, x, xrs, xs, m, w, wrb, ws, k, j, 4);
     for (; j < j1; j++) i8_rows_avx2(y, yrs, x, xrs, xs, m, w, wrb, ws, k, j, 1);
 }
 
-/* One 64-byte step of an mr x nr block: (x + 128) as u8 times w as s8. */
+/* AVX-VNNI (the VEX form: Alder Lake, Zen 4... without AVX-512 too): one
+ * vpdpbusd for the 32 products. */
+#define TV __attribute__((target("avx2,fma,f16c,avxvnni")))
+
+static INL TV __m256i dot32_vnni(__m256i acc, __m256i uw, __m256i sx)
+{
+    return _mm256_dpbusd_avx_epi32(acc, uw, sx);
+}
+
+static INL TV void i8_rows_vnni(I8ARGS, int64_t j, int nr) { I8_ROWS_BODY(dot32_vnni) }
+
+static TV void i8_avxvnni(I8ARGS, int64_t j0, int64_t j1)
+{
+    int64_t j = j0;
+    for (; j + 4 <= j1; j += 4) i8_rows_vnni(y, yrs, x, xrs, xs, m, w, wrb, ws, k, j, 4);
+    for (; j < j1; j++) i8_rows_vnni(y, yrs, x, xrs, xs, m, w, wrb, ws, k, j, 1);
+}
+
+/* One 64-byte step of an mr x nr block: (w + 128) as u8 times x as s8. */
 #define I8_STEP(LOADW, LOADX)                                                          \
     do {                                                                               \
         __m512i wv[4], xv[4];                                                          \
-        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) wv[r] = LOADW(wr[r] + p); \
+        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) wv[r] =                   \
+            _mm512_xor_si512(LOADW(wr[r] + p), flip);                                  \
         _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++) xv[a] =                   \
-            _mm512_xor_si512(LOADX(x + (i + a) * xrs + p), flip);                      \
+            LOADX(x + (i + a) * xrs + p);                                              \
         _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++)                           \
             _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) acc[a][r] =           \
-                _mm512_dpbusd_epi32(acc[a][r], xv[a], wv[r]);                          \
+                _mm512_dpbusd_epi32(acc[a][r], wv[r], xv[a]);                          \
     } while (0)
 
 #define LOAD_FULL(q) _mm512_loadu_si512((const void *)(q))
 #define LOAD_TAIL(q) _mm512_maskz_loadu_epi8(mk, (q))
 
-/* mr rows of x from i against nr rows of w from j: (x + 128) as u8 times w
- * as s8 (vpdpbusd, no intermediate saturation), minus 128 sum(w). */
+/* mr rows of x from i against nr rows of w from j: (w + 128) as u8 times x
+ * as s8 (vpdpbusd, no intermediate saturation), minus 128 sum(x): x's sums
+ * come once per call (xsum, by row of x), where w's would cost a second
+ * pass over every row of w. */
 static INL T5 void i8_block512(float *y, int64_t yrs, const int8_t *x, int64_t xrs, const float *xs,
-                               const int8_t *const wr[4], const int32_t wsum[4], const float *ws,
+                               const int8_t *const wr[4], const int32_t *xsum, const float *ws,
                                int64_t k, int64_t i, int64_t j, int mr, int nr)
 {
     __m512i acc[4][4];
@@ -502,7 +534,7 @@ static INL T5 void i8_block512(float *y, int64_t yrs, const int8_t *x, int64_t x
     _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++)
         _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++)
     {
-        int32_t s = _mm512_reduce_add_epi32(acc[a][r]) - 128 * wsum[r];
+        int32_t s = _mm512_reduce_add_epi32(acc[a][r]) - 128 * xsum[i + a];
         y[(i + a) * yrs + j + r] = ((float)s * xs[i + a]) * ws[j + r];
     }
 }
@@ -518,35 +550,49 @@ static INL T5 int32_t wsum512(const int8_t *w, int64_t k)
     return _mm512_reduce_add_epi32(acc);
 }
 
-#define I8_NR(NR)                                                                                 \
-    do {                                                                                          \
-        int64_t i = 0;                                                                            \
-        for (; i + 4 <= m; i += 4) i8_block512(y, yrs, x, xrs, xs, wr, wsum, ws, k, i, j, 4, NR); \
-        switch (m - i) {                                                                          \
-        case 3: i8_block512(y, yrs, x, xrs, xs, wr, wsum, ws, k, i, j, 3, NR); break;             \
-        case 2: i8_block512(y, yrs, x, xrs, xs, wr, wsum, ws, k, i, j, 2, NR); break;             \
-        case 1: i8_block512(y, yrs, x, xrs, xs, wr, wsum, ws, k, i, j, 1, NR); break;             \
-        default: break;                                                                           \
-        }                                                                                         \
+#define I8_NR(NR, Y, X, XS, M)                                                              \
+    do {                                                                                    \
+        int64_t i = 0;                                                                      \
+        for (; i + 4 <= (M); i += 4)                                                        \
+            i8_block512(Y, yrs, X, xrs, XS, wr, xsum, ws, k, i, j, 4, NR);                  \
+        switch ((M) - i) {                                                                  \
+        case 3: i8_block512(Y, yrs, X, xrs, XS, wr, xsum, ws, k, i, j, 3, NR); break;       \
+        case 2: i8_block512(Y, yrs, X, xrs, XS, wr, xsum, ws, k, i, j, 2, NR); break;       \
+        case 1: i8_block512(Y, yrs, X, xrs, XS, wr, xsum, ws, k, i, j, 1, NR); break;       \
+        default: break;                                                                     \
+        }                                                                                   \
     } while (0)
 
 static T5 void i8_avx512(float *y, int64_t yrs, const int8_t *x, int64_t xrs, const float *xs,
                          int64_t m, const int8_t *w, int64_t wrb, const float *ws, int64_t k,
                          int64_t j0, int64_t j1)
 {
-    for (int64_t j = j0; j < j1; j += 4) {
-        int nr = j1 - j >= 4 ? 4 : (int)(j1 - j);
-        const int8_t *wr[4];
-        int32_t wsum[4];
-        for (int r = 0; r < nr; r++) {
-            wr[r] = w + (j + r) * wrb;
-            wsum[r] = wsum512(wr[r], k);
+    for (int64_t i0 = 0; i0 < m; i0 += 32) { /* x's rows 32 at a time (lowp.c: m < 32) */
+        int64_t mc = m - i0 < 32 ? m - i0 : 32;
+        int32_t xsum[32];
+        const __m512i ones = _mm512_set1_epi8(1);
+        for (int64_t i = 0; i < mc; i++) {
+            __m512i acc = _mm512_setzero_si512();
+            for (int64_t p = 0; p < k; p += 64) {
+                __mmask64 mk = k - p >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (k - p)) - 1);
+                acc = _mm512_dpbusd_epi32(acc, ones,
+                                          _mm512_maskz_loadu_epi8(mk, x + (i0 + i) * xrs + p));
+            }
+            xsum[i] = _mm512_reduce_add_epi32(acc);
         }
-        switch (nr) {
-        case 4: I8_NR(4); break;
-        case 3: I8_NR(3); break;
-        case 2: I8_NR(2); break;
-        default: I8_NR(1); break;
+        const int8_t *xc = x + i0 * xrs;
+        float *yc = y + i0 * yrs;
+        const float *xsc = xs + i0;
+        for (int64_t j = j0; j < j1; j += 4) {
+            int nr = j1 - j >= 4 ? 4 : (int)(j1 - j);
+            const int8_t *wr[4];
+            for (int r = 0; r < nr; r++) wr[r] = w + (j + r) * wrb;
+            switch (nr) {
+            case 4: I8_NR(4, yc, xc, xsc, mc); break;
+            case 3: I8_NR(3, yc, xc, xsc, mc); break;
+            case 2: I8_NR(2, yc, xc, xsc, mc); break;
+            default: I8_NR(1, yc, xc, xsc, mc); break;
+            }
         }
     }
 }
@@ -762,6 +808,8 @@ static TA void i8p_amx(float *y, int64_t yrs, const uint8_t *xu, int64_t kp, con
 }
 
 const oc__lowp_kernels oc__lowp_avx2 = {"avx2", fdot_avx2, qdot_avx2, i8_avx2, NULL, 1, 1, 0, true};
+const oc__lowp_kernels oc__lowp_avxvnni = {"avx-vnni", fdot_avx2, qdot_avx2, i8_avxvnni, NULL,
+                                           1,          1,         0,         true};
 const oc__lowp_kernels oc__lowp_avx512 = {
     "avx512-vnni", fdot_avx512, qdot_vnni, i8_avx512, i8p_avx512, 4, 1, 32, false};
 const oc__lowp_kernels oc__lowp_amx = {
@@ -778,6 +826,7 @@ bool oc__lowp_amx_usable(void)
 
 #else /* not x86-64 with GCC or clang: the portable set only */
 const oc__lowp_kernels oc__lowp_avx2 = {"avx2", 0, 0, 0, 0, 1, 1, 0, false};
+const oc__lowp_kernels oc__lowp_avxvnni = {"avx-vnni", 0, 0, 0, 0, 1, 1, 0, false};
 const oc__lowp_kernels oc__lowp_avx512 = {"avx512-vnni", 0, 0, 0, 0, 1, 1, 0, false};
 const oc__lowp_kernels oc__lowp_amx = {"amx", 0, 0, 0, 0, 1, 1, 0, false};
 bool oc__lowp_amx_usable(void) { return false; }

@@ -19,6 +19,9 @@
  * way. libblis is the serial build, linked statically into libopcore:
  * each engine core makes its own single-threaded call.
  *
+ * Skinny float32 products (m <= 32 rows of a, n or k above libxsmm's
+ * sizes, float32 a and c) go to lowp_skinny.c, which reads b once.
+ *
  * int8 x int8 -> int32: BLIS has no integer GEMM, and this build has no
  * VNNI kernel, so it is opcore's portable loop (vectorised by the compiler,
  * exact); oc_tile_matmul_path says so. */
@@ -39,6 +42,7 @@
 #include "core/alloc.h"
 #include "core/internal.h"
 #include "opcore/tile.h"
+#include "tile/lowp_internal.h"
 #include "tile/tile_internal.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(OC_TILE_NO_CLONES)
@@ -251,6 +255,10 @@ void oc_tile_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned fla
                   oc_dtype_name(c->dtype));
         return;
     }
+    if (oc__lowp_skinny_takes(c, a, b, flags)) { /* m <= 32: b read once (lowp_skinny.c) */
+        oc__lowp_skinny_matmul(c, a, b, flags, true, fn);
+        return;
+    }
     fmat fa, fb, fc = {c->data, c->rows, c->cols, c->rs, c->cs};
     if (!as_f32(a, flags & OC_TILE_TRANS_A, 0, &fa) || !as_f32(b, flags & OC_TILE_TRANS_B, 1, &fb)) return;
     fix_strides(&fc);
@@ -270,6 +278,10 @@ void oc_tile_matmul_to(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned 
     if (!float_in(c->dtype) || !float_in(a->dtype) || !float_in(b->dtype)) {
         oc__raise(OC_EINVAL, "%s: a %s, b %s, c %s (want float dtypes)", fn, oc_dtype_name(a->dtype),
                   oc_dtype_name(b->dtype), oc_dtype_name(c->dtype));
+        return;
+    }
+    if (oc__lowp_skinny_takes(c, a, b, flags)) {
+        oc__lowp_skinny_matmul(c, a, b, flags, false, fn);
         return;
     }
     fmat fa, fb;
@@ -322,4 +334,11 @@ const char *oc_tile_matmul_path(oc_dtype dtype)
     default: snprintf(buf, sizeof buf, "%s: no matmul path", oc_dtype_name(dtype)); break;
     }
     return buf;
+}
+
+const char *oc_tile_matmul_path_shape(oc_dtype dtype, int64_t m, int64_t n, int64_t k,
+                                      unsigned flags)
+{
+    const char *skinny = oc__lowp_skinny_path(dtype, m, n, k, flags);
+    return skinny ? skinny : oc_tile_matmul_path(dtype);
 }

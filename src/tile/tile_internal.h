@@ -45,9 +45,9 @@ bool oc__tile_apart(const oc_tile *dst, const oc_tile *src, bool same_ok, const 
 /* Scratch kept per thread (engine cores are long-lived threads), grown as
  * needed, never shrunk, freed when the thread ends. Slots: the tile matmul
  * uses OC__SCRATCH_MATMUL + 0..4, the low-precision linear layers
- * OC__SCRATCH_LOWP + 0..3 (a linear layer calls the matmul with its own
+ * OC__SCRATCH_LOWP + 0..7 (a linear layer calls the matmul with its own
  * slots still in use). NULL, with fn's error raised, when out of memory. */
-enum { OC__SCRATCH_MATMUL = 0, OC__SCRATCH_LOWP = 8, OC__SCRATCH_SLOTS = 12 };
+enum { OC__SCRATCH_MATMUL = 0, OC__SCRATCH_LOWP = 8, OC__SCRATCH_SLOTS = 16 };
 void *oc__tile_scratch(int slot, size_t bytes, const char *fn);
 
 #endif

@@ -4,7 +4,7 @@
  * the float ones within float32 rounding. main() runs every test once per
  * instruction set, each in a child process with OC_TILE_ISA set (the
  * kernels are chosen once per process): the CPU's best (AMX for int8 from
- * 32 rows where there is AMX), avx512, avx2, portable. */
+ * 32 rows where there is AMX), avx512, avxvnni, avx2, portable. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -310,7 +310,7 @@ static void test_float_linear(void **state)
     uint16_t *wh = malloc(2 * N * K);
     fill(wf, N * K, 21);
     fill(x, 40 * K, 22);
-    const int64_t ms[] = {1, 3, 32, 40}; /* 40: the tile matmul (BLIS) */
+    const int64_t ms[] = {1, 3, 5, 32, 40}; /* float32 from 5, the others from 33: BLIS */
     for (int t = OC_W_F32; t <= OC_W_F16; t++) {
         for (int64_t i = 0; i < N * K; i++) {
             if (t == OC_W_BF16) {
@@ -323,7 +323,7 @@ static void test_float_linear(void **state)
         }
         oc_tensor tw = t == OC_W_F32 ? mk(wf, OC_FLOAT32, N, K)
                                      : mk(wh, t == OC_W_BF16 ? OC_BFLOAT16 : OC_FLOAT16, N, K);
-        for (int mi = 0; mi < 4; mi++) {
+        for (int mi = 0; mi < 5; mi++) {
             int64_t m = ms[mi];
             oc_tensor tx = mk(x, OC_FLOAT32, m, K), ty = mk(y, OC_FLOAT32, m, N);
             memset(y, 0xff, sizeof(float) * m * N);
@@ -523,9 +523,14 @@ static void test_path_names(void **state)
         test_assert_contains(p, "portable");
     else if (isa && !strcmp(isa, "avx2") && __builtin_cpu_supports("avx2"))
         test_assert_contains(p, "avx2");
-    else if (!isa && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
+    else if (isa && !strcmp(isa, "avxvnni") && __builtin_cpu_supports("avxvnni") &&
+             __builtin_cpu_supports("avx2")) {
+        test_assert_contains(p, "avx-vnni");
+        test_assert_contains(oc_tile_linear_path(OC_W_I8, 1), "VEX vpdpbusd");
+    } else if (!isa && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
         test_assert_contains(p, "avx512-vnni");
-    test_assert_contains(oc_tile_linear_path(OC_W_F32, 64), "m > 32: the tile matmul");
+    test_assert_contains(oc_tile_linear_path(OC_W_F32, 64), "m > 4: the tile matmul");
+    test_assert_contains(oc_tile_linear_path(OC_W_F32, 4), "m <= 4: opcore's skinny");
     test_assert_contains(oc_tile_linear_path(OC_W_F16, 32), "m <= 32: opcore's skinny");
     assert_int_equal(oc_wtype_row_bytes(OC_W_Q4_0, 4096), 4096 / 32 * 18);
     assert_int_equal(oc_wtype_row_bytes(OC_W_Q8_0, 40), 0);
@@ -549,9 +554,9 @@ static int run_group(void)
 int main(void)
 {
     if (getenv("OC_TILE_ISA")) return run_group(); /* one path asked for */
-    const char *isas[] = {NULL, "avx512", "avx2", "portable"};
+    const char *isas[] = {NULL, "avx512", "avxvnni", "avx2", "portable"};
     int rc = 0;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         printf("== OC_TILE_ISA=%s\n", isas[i] ? isas[i] : "(the CPU's best)");
         fflush(stdout);
         pid_t pid = fork();

@@ -132,25 +132,36 @@ torch.save(outs, {out!r})
 """
 
 
-def test_same_bits_on_every_path(ops, tmp_path):
-    """The integer paths (Q8_0, Q4_0, int8) give the same bits whatever the
-    instruction set, and whatever the number of cores."""
+def results_per_path(child, tmp_path, configs):
+    """Runs the `child` program (a format string of here, build, out) once
+    per (OC_TILE_ISA, OC_NUM_CORES) pair, each in a process of its own;
+    asserts every tensor it saved has the same bits as the first pair's."""
     build = tmp_path / "lib"
     results = {}
-    for isa, cores in (("", "2"), ("avx2", "2"), ("portable", "1"), ("portable", "2")):
+    for isa, cores in configs:
         out = tmp_path / f"{isa or 'best'}{cores}.pt"
         env = {**os.environ, "OC_NUM_CORES": cores}
         env.pop("OC_TILE_ISA", None)
         if isa:
             env["OC_TILE_ISA"] = isa
-        code = CHILD.format(here=os.path.dirname(os.path.abspath(__file__)), build=str(build), out=str(out))
-        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+        code = child.format(here=os.path.dirname(os.path.abspath(__file__)), build=str(build),
+                            out=str(out))
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=600)
         assert r.returncode == 0, r.stderr[-3000:]
         results[(isa, cores)] = torch.load(out)
-    base = results[("", "2")]
+    base = results[configs[0]]
     for key, outs in results.items():
         for name, t in outs.items():
-            assert torch.equal(t.view(torch.int32), base[name].view(torch.int32)), (key, name)
+            bits = torch.int16 if t.dtype == torch.bfloat16 else torch.int32
+            assert torch.equal(t.view(bits), base[name].view(bits)), (key, name)
+
+
+def test_same_bits_on_every_path(ops, tmp_path):
+    """The integer paths (Q8_0, Q4_0, int8) give the same bits whatever the
+    instruction set, and whatever the number of cores."""
+    results_per_path(CHILD, tmp_path, [("", "2"), ("avxvnni", "2"), ("avx2", "2"),
+                                       ("portable", "1"), ("portable", "2")])
 
 
 def test_bad_input_then_next_call_works(ops):

@@ -1,0 +1,148 @@
+/* The low-precision linear layer's kernel sets: the portable C kernels,
+ * and the choice, once per process, of the set the CPU runs (lowp_x86.c's
+ * AVX2, AVX-VNNI, AVX-512 VNNI and AMX sets), capped by OC_TILE_ISA.
+ * lowp.c (the linear layer) and lowp_skinny.c (oc_tile_matmul's skinny
+ * products) both ask here. */
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "opcore/tile.h"
+#include "tile/lowp_internal.h"
+
+/* ---- portable kernels ------------------------------------------------------- */
+
+static void fdot_portable(float *y, int64_t yrs, const float *x, int64_t xrs, int64_t m,
+                          const char *w, int64_t wrb, oc_wtype t, int64_t k, int64_t j0, int64_t j1)
+{
+    for (int64_t j = j0; j < j1; j++) {
+        const char *wr = w + j * wrb;
+        for (int64_t i = 0; i < m; i++) {
+            const float *xr = x + i * xrs;
+            float s[8] = {0};
+            int64_t p = 0;
+            for (; p + 8 <= k; p += 8)
+                for (int l = 0; l < 8; l++) s[l] += xr[p + l] * oc__lowp_wval(wr, t, p + l);
+            float r = oc__lowp_sum8(s);
+            for (; p < k; p++) r += xr[p] * oc__lowp_wval(wr, t, p);
+            y[i * yrs + j] = r;
+        }
+    }
+}
+
+int32_t oc__lowp_block_isum(const char *blk, oc_wtype type, const int8_t *xq)
+{
+    int32_t s = 0;
+    if (type == OC_W_Q8_0) {
+        const int8_t *q = (const int8_t *)(blk + 2);
+        for (int l = 0; l < OC_QK; l++) s += (int32_t)q[l] * xq[l];
+    } else {
+        const uint8_t *q = (const uint8_t *)(blk + 2);
+        for (int l = 0; l < OC_QK / 2; l++) {
+            s += ((int32_t)(q[l] & 15) - 8) * xq[l];
+            s += ((int32_t)(q[l] >> 4) - 8) * xq[l + OC_QK / 2];
+        }
+    }
+    return s;
+}
+
+static float qdot_portable(const char *wrow, oc_wtype type, const int8_t *xq, const float *xd,
+                           const int32_t *xsum8, int64_t nb)
+{
+    (void)xsum8; /* the plain signed sum */
+    size_t bb = type == OC_W_Q8_0 ? sizeof(oc_block_q8_0) : sizeof(oc_block_q4_0);
+    float s[8] = {0};
+    for (int64_t b = 0; b < nb; b++) {
+        const char *blk = wrow + b * (int64_t)bb;
+        oc_half hd;
+        memcpy(&hd, blk, 2);
+        float d = xd[b] * oc_half_to_f32(hd);
+        s[b % 8] = fmaf((float)oc__lowp_block_isum(blk, type, xq + b * OC_QK), d, s[b % 8]);
+    }
+    return oc__lowp_sum8(s);
+}
+
+static void i8_portable(float *y, int64_t yrs, const int8_t *x, int64_t xrs, const float *xs,
+                        int64_t m, const int8_t *w, int64_t wrb, const float *ws, int64_t k,
+                        int64_t j0, int64_t j1)
+{
+    for (int64_t j = j0; j < j1; j++) {
+        const int8_t *wr = w + j * wrb;
+        for (int64_t i = 0; i < m; i++) {
+            const int8_t *xr = x + i * xrs;
+            int32_t s = 0;
+            for (int64_t p = 0; p < k; p++) s += (int32_t)xr[p] * wr[p];
+            y[i * yrs + j] = ((float)s * xs[i]) * ws[j];
+        }
+    }
+}
+
+const oc__lowp_kernels oc__lowp_portable = {"portable",  fdot_portable,   qdot_portable,  i8_portable,
+                                          .i8p = NULL, .i8p_kalign = 1, .i8p_malign = 1};
+
+/* ---- choosing the kernels ------------------------------------------------------- */
+
+static const oc__lowp_kernels *kern;
+static pthread_once_t kern_once = PTHREAD_ONCE_INIT;
+
+static bool cpu_avx2(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+#else
+    return false;
+#endif
+}
+
+static bool cpu_avxvnni(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    return cpu_avx2() && __builtin_cpu_supports("avxvnni");
+#else
+    return false;
+#endif
+}
+
+static bool cpu_avx512(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    return cpu_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#else
+    return false;
+#endif
+}
+
+/* The best set the CPU runs (AMX for int8 x int8 from 32 rows where
+ * Linux grants its tile data, else AVX-512 VNNI, AVX-VNNI, AVX2,
+ * portable), capped by OC_TILE_ISA (avx512, avxvnni, avx2 or portable: a
+ * lower path for tests; a higher one than the CPU has is never taken). */
+static void kern_init(void)
+{
+    const char *cap = getenv("OC_TILE_ISA");
+    int lim = 4;
+    if (cap && !strcasecmp(cap, "portable"))
+        lim = 0;
+    else if (cap && !strcasecmp(cap, "avx2"))
+        lim = 1;
+    else if (cap && !strcasecmp(cap, "avxvnni"))
+        lim = 2;
+    else if (cap && !strcasecmp(cap, "avx512"))
+        lim = 3;
+    kern = &oc__lowp_portable;
+    if (lim >= 1 && cpu_avx2() && oc__lowp_avx2.fdot) kern = &oc__lowp_avx2;
+    if (lim >= 2 && cpu_avxvnni() && oc__lowp_avxvnni.fdot) kern = &oc__lowp_avxvnni;
+    if (lim >= 3 && cpu_avx512() && oc__lowp_avx512.fdot) kern = &oc__lowp_avx512;
+    if (lim >= 4 && kern == &oc__lowp_avx512 && oc__lowp_amx_usable()) kern = &oc__lowp_amx;
+}
+
+const oc__lowp_kernels *oc__lowp_kernels_get(void)
+{
+    pthread_once(&kern_once, kern_init);
+    return kern;
+}
