@@ -7,6 +7,13 @@
  * Usage: call_cost [results.json]         (from the repository root)
  *        call_cost --calls N              (N calls after a warm-up, no
  *                                          output: what --syscalls traces)
+ *        call_cost --quick                (41 rounds instead of 201, no
+ *                                          syscall count, no results file:
+ *                                          one run of an interleaved A/B
+ *                                          comparison of two libopcores)
+ *        call_cost --calls N --single     (the single-core op only: what
+ *                                          callgrind counts per call, with
+ *                                          no other thread running)
  *
  * The syscall count runs this program twice under `strace -f -c` (warm-up
  * only, then warm-up + N calls) and divides the difference by N, so the
@@ -163,9 +170,12 @@ static long traced_syscalls(const char *self, long n)
 int main(int argc, char **argv)
 {
     long calls_only = -1;
+    int single_only = 0, quick = 0;
     const char *json_path = "bench/results/call_cost.json";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--calls") == 0 && i + 1 < argc) calls_only = atol(argv[++i]);
+        else if (strcmp(argv[i], "--single") == 0) single_only = 1;
+        else if (strcmp(argv[i], "--quick") == 0) quick = 1;
         else json_path = argv[i];
     }
     char dir[] = "/tmp/opcore-call-cost-XXXXXX";
@@ -186,24 +196,26 @@ int main(int argc, char **argv)
     if (calls_only >= 0) {
         for (int i = 0; i < 2000; i++) {
             call_once(&single);
-            call_once(&multi);
+            if (!single_only) call_once(&multi);
         }
         for (long i = 0; i < calls_only; i++) call_once(&single);
-        for (long i = 0; i < calls_only; i++) call_once(&multi);
+        for (long i = 0; i < calls_only && !single_only; i++) call_once(&multi);
         oc_library_unload(lib);
         oc_engine_shutdown();
         return 0;
     }
 
     double t_single, t_multi, ratio, t_single2, t_grid, grid_ratio;
-    measure(&single, &multi, 201, 2000, &t_single, &t_multi, &ratio);
-    measure(&single, &grid1, 201, 2000, &t_single2, &t_grid, &grid_ratio);
+    int rounds = quick ? 41 : 201;
+    measure(&single, &multi, rounds, 2000, &t_single, &t_multi, &ratio);
+    measure(&single, &grid1, rounds, 2000, &t_single2, &t_grid, &grid_ratio);
     printf("1x1 float32 ReLU through oc_op_call, %u cores in the pool\n", oc_engine_num_cores());
     printf("  single-core:  %8.1f ns per call (median; target <= 250 ns)\n", t_single);
     printf("  multicore op: %8.1f ns per call (median; %.2fx single-core: a 1-element op runs on one core)\n",
            t_multi, ratio);
     printf("  grid [1] op:  %8.1f ns per call (median; %.2fx single-core, paired; target <= 1.05x)\n", t_grid,
            grid_ratio);
+    if (quick) return 0;
 
     long n = 20000;
     long base = traced_syscalls(argv[0], 0), traced = traced_syscalls(argv[0], n);

@@ -154,7 +154,21 @@ def register(op, torch_name=None, fresh_only=False):
     return available() and _C._torch_native_impl(op.qualname, torch_name, fresh_only)
 
 
-def unregister(library_name):
-    """Take out the native kernels of a library's ops (before unloading it)."""
+def unregister(library_name, op_name=None):
+    """Take out the native kernels of a library's ops, or of its op op_name."""
     if _loaded:
-        _C._torch_native_drop(library_name)
+        _C._torch_native_drop(library_name, op_name)
+
+
+def retire(library_name, op_name):
+    """Its library was reloaded without op op_name: its native kernels raise
+    OpError saying so."""
+    if _loaded:
+        _C._torch_native_retire(library_name, op_name)
+
+
+def swap(op):
+    """Make the native kernels registered for op's name call `op` (a reload
+    of its library with the schema unchanged): the number swapped, -1 if
+    the schema differs (nothing swapped)."""
+    return _C._torch_native_swap(op.qualname) if _loaded else 0

@@ -233,9 +233,9 @@ def load(name, compute_srcs, shape_srcs, build_directory=None, multicore=False, 
 
 def _frameworks_forget(name, torch_ops=True):
     """Drop the frameworks' registrations of library `name` (torch's only
-    with `torch_ops`) and reset torch.compile's caches, so compiled graphs
-    re-trace (only what is already imported: this never imports torch or
-    jax)."""
+    with `torch_ops`: a reload keeps them, its ops take them over) and
+    reset torch.compile's caches, so compiled graphs re-trace (only what is
+    already imported: this never imports torch or jax)."""
     import sys
 
     if torch_ops and "opcore.torch" in sys.modules:
@@ -259,16 +259,20 @@ def load_library(path):
     with _lock:
         info = _C.load_library(path)
         lib = _libraries.get(info["name"])
+        # A rebuilt file replaced it, or it is loaded again after an unload:
+        # its torch registrations stay, and call the new ops from now on
+        # (opcore.torch.register_op), so threads calling them meanwhile are
+        # safe.
+        replaced = (lib is not None and lib.handle != info["handle"]) or info["name"] in _unloaded
         if lib is not None and lib.handle != info["handle"]:
-            _frameworks_forget(lib.name)  # a rebuilt file replaced it
             lib = None
-        if info["name"] in _unloaded:  # the unloaded one's torch ops make way
-            _frameworks_forget(info["name"])
-            _unloaded.discard(info["name"])
+        _unloaded.discard(info["name"])
         if lib is None:
             lib = Library(info)
             _libraries[lib.name] = lib
         _torch_follow(lib)
+        if replaced:
+            _frameworks_forget(lib.name, torch_ops=False)
         return lib
 
 

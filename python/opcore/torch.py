@@ -49,8 +49,24 @@ _C._set_torch(torch.Tensor, torch.empty, _DTYPES)
 _NAME_TO_DTYPE = dict(zip(_C.dtype_names(), _DTYPES))
 
 _lock = threading.RLock()
-_torch_libs = {}    # namespace -> torch.library.Library("ns", "FRAGMENT")
-_registered = {}    # qualname -> opcore._C.Op
+
+
+class _Entry:
+    """One op's registration in torch, kept across reloads of its library:
+    the torch.library fragment defining it (and holding its Python
+    kernels), whether its CPU kernel is the shim's, and the slot -- `op`,
+    the opcore op its kernels call now, and `fake`, its fake kernel. A
+    reload with the schema unchanged replaces the slot (_swap): torch's
+    dispatcher keeps the same kernels, so threads calling the op meanwhile
+    are safe."""
+    __slots__ = ("op", "fake", "tlib", "native")
+
+    def __init__(self, op):
+        self.op, self.fake = op, _make_fake(op)
+        self.tlib, self.native = None, False
+
+
+_entries = {}  # qualname -> _Entry
 
 
 def to_torch_dtype(name):
@@ -61,7 +77,7 @@ def to_torch_dtype(name):
 def registered_ops():
     """{qualname: opcore._C.Op} of the ops registered with torch."""
     with _lock:
-        return dict(_registered)
+        return {q: e.op for q, e in _entries.items()}
 
 
 # ---------------------------------------------------------------------------
@@ -216,9 +232,65 @@ def _internal_schema(op):
     return f"_oc_{head.strip()} -> {rets}"
 
 
+def _swap(entry, op):
+    """Point a registration at `op`, a reloaded op of the same schema."""
+    if entry.native and _torch_native.swap(op) < 0:
+        raise RuntimeError(f"opcore: the native kernel of {op.qualname} refused the reloaded op: "
+                           "its schema differs from the registered one")
+    entry.fake = _make_fake(op)
+    entry.op = op
+
+
+class _Gone:
+    """Stands in, in a registration's slot, for an op its reloaded library
+    no longer defines: calls raise OpError saying so."""
+
+    def __init__(self, op):
+        self._op = op
+
+    def __getattr__(self, name):
+        return getattr(self._op, name)
+
+    def __call__(self, *args, **kwargs):
+        op = self._op
+        raise _C.OpError(f"op '{op.qualname}': its library '{op.library}' was unloaded and loaded "
+                         "again without it (the build loaded now does not define it); torch keeps "
+                         "the name until the process ends")
+
+
+def _retire(qualname):
+    entry = _entries[qualname]
+    if isinstance(entry.op, _Gone):
+        return
+    if entry.native:
+        _torch_native.retire(*qualname.split("::", 1))
+    entry.op = _Gone(entry.op)
+
+
+def _drop(qualname):
+    """Take op `qualname` out of torch: its registration and the
+    register_autograd pairings it is part of."""
+    entry = _entries.pop(qualname)
+    ns, name = qualname.split("::", 1)
+    paired = [f for f, (_, bwd) in _autograd_libs.items()
+              if qualname in (f.split(".")[0], bwd.split(".")[0])]
+    for fname in paired:
+        _autograd_libs.pop(fname)[0]._destroy()
+    if entry.native:
+        _torch_native.unregister(ns, name)
+    entry.tlib._destroy()  # no public counterpart
+
+
 def register_op(op):
     """Define `op` (an opcore._C.Op) in torch.library: schema, CPU kernel
-    (the C op), fake implementation (the C shape function). Idempotent."""
+    (the C op), fake implementation (the C shape function). Idempotent.
+
+    An op of that name registered before (its library reloaded, or loaded
+    again after an unload) keeps its registration when the schema is the
+    same: its kernels call `op` from now on. A changed schema replaces the
+    registration (and drops the op's register_autograd pairings): torch
+    cannot change a definition in place, and taking one out is safe only
+    while no other thread calls the op (docs/python.md)."""
     if _takes_dict(op):
         raise TypeError(
             f"opcore: op {op.qualname} takes a Dict argument, which torch.library cannot define: torch's "
@@ -227,13 +299,18 @@ def register_op(op):
             f"(opcore.custom_op.load(...).{op.name}(x, attrs={{...}})), or give it typed arguments "
             "(int, float[], ...) to use it through torch.ops")
     with _lock:
-        if op.qualname in _registered:
-            return getattr(getattr(torch.ops, op.library), op.name)
         ns = op.library
-        tlib = _torch_libs.get(ns)
-        if tlib is None:
-            tlib = torch.library.Library(ns, "FRAGMENT")
-            _torch_libs[ns] = tlib
+        entry = _entries.get(op.qualname)
+        if entry is not None:
+            if entry.op is op:  # (a _Gone never is)
+                return getattr(getattr(torch.ops, ns), op.name)
+            if entry.op.schema == op.schema:
+                _swap(entry, op)
+                return getattr(getattr(torch.ops, ns), op.name)
+            _drop(op.qualname)
+        entry = _Entry(op)
+        # a fragment per op: one op can be taken out alone
+        entry.tlib = tlib = torch.library.Library(ns, "FRAGMENT")
         aliased = any(alias is not None for _, alias in op.results)
         tags = (torch.Tag.pt2_compliant_tag,)
         try:
@@ -241,6 +318,7 @@ def register_op(op):
             if aliased:
                 tlib.define(_internal_schema(op), tags=tags)
         except RuntimeError as e:
+            tlib._destroy()
             raise RuntimeError(f"opcore: cannot define {op.qualname} in torch ({e}); is an op of that name "
                                "already registered by another extension?") from e
         # In-place ops run as a C++ op of the same schema does: torch's
@@ -249,10 +327,19 @@ def register_op(op):
         # C++ op), and the native kernel bumps the version counter of what
         # it writes, so a backward that saved it raises instead of using the
         # new values.
+        # Every kernel reads the op from the entry (the slot) at each call.
+        def kernel(*args, **kwargs):
+            return entry.op(*args, **kwargs)
+
+        def fake(*args, **kwargs):
+            return entry.fake(*args, **kwargs)
+
+        kernel.__name__, fake.__name__ = op.name, f"{op.name}_fake"
         if not aliased:
-            if not _torch_native.register(op):  # the C kernel without Python
-                tlib.impl(op.name, op, "CPU")
-            torch.library.register_fake(op.qualname, _make_fake(op), lib=tlib)
+            entry.native = _torch_native.register(op)  # the C kernel without Python
+            if not entry.native:
+                tlib.impl(op.name, kernel, "CPU")
+            torch.library.register_fake(op.qualname, fake, lib=tlib)
         else:
             # torch functionalizes the internal `-> ()` op; the public one
             # decomposes into it and returns the mutated arguments.
@@ -272,15 +359,18 @@ def register_op(op):
             def composite(*args, **kwargs):
                 made = impl_op(*args, **kwargs)
                 made = iter(made if isinstance(made, tuple) else (made,) if made is not None else ())
-                vals = op.bind(args, kwargs)
-                outs = tuple(vals[alias] if alias is not None else next(made) for _, alias in op.results)
+                now = entry.op
+                vals = now.bind(args, kwargs)
+                outs = tuple(vals[alias] if alias is not None else next(made)
+                             for _, alias in now.results)
                 return outs[0] if len(outs) == 1 else outs
 
-            if not _torch_native.register(op, internal, fresh_only=True):
-                tlib.impl(internal, fresh_only(op), "CPU")
-            torch.library.register_fake(f"{ns}::{internal}", fresh_only(_make_fake(op)), lib=tlib)
+            entry.native = _torch_native.register(op, internal, fresh_only=True)
+            if not entry.native:
+                tlib.impl(internal, fresh_only(kernel), "CPU")
+            torch.library.register_fake(f"{ns}::{internal}", fresh_only(fake), lib=tlib)
             tlib.impl(op.name, composite, "CompositeImplicitAutograd")
-        _registered[op.qualname] = op
+        _entries[op.qualname] = entry
         return getattr(getattr(torch.ops, ns), op.name)
 
 
@@ -290,22 +380,27 @@ def _takes_dict(op):
 
 def register_library(lib):
     """Register every op of a loaded opcore Library with torch, but those
-    taking a Dict (see register_op): they are called directly."""
+    taking a Dict (see register_op): they are called directly. A reloaded
+    library's ops take over their registrations (register_op); an op the
+    new build no longer defines keeps its registration, which raises
+    OpError saying its library was unloaded."""
     for op in lib.ops.values():
         if not _takes_dict(op):
             register_op(op)
+    with _lock:
+        for qualname in [q for q in _entries if q.split("::", 1)[0] == lib.name and
+                         q.split("::", 1)[1] not in lib.ops]:
+            _retire(qualname)
 
 
 def unregister_library(name):
-    """Remove every op of library `name` from torch (before a reload or on
-    unload): the torch.library fragment that defined them is destroyed."""
+    """Remove every op of library `name` from torch: the torch.library
+    fragments that defined them are destroyed. Safe only while no thread
+    calls them: a reload or an unload does not need it (register_op)."""
     with _lock:
+        for qualname in [q for q in _entries if q.split("::", 1)[0] == name]:
+            _drop(qualname)
         _torch_native.unregister(name)
-        tlib = _torch_libs.pop(name, None)
-        if tlib is not None:
-            tlib._destroy()  # no public counterpart
-        for qualname in [q for q in _registered if q.split("::", 1)[0] == name]:
-            del _registered[qualname]
 
 
 def _resolve(op):
@@ -565,7 +660,9 @@ class _Pairing:
         return out
 
 
-_autograd_libs = {}  # qualname -> the torch.library.Library (or _NativeAutograd) holding its Autograd kernel
+# forward qualname -> (the torch.library.Library or _NativeAutograd holding
+# its Autograd kernel, the backward's qualname)
+_autograd_libs = {}
 
 
 class _NativeAutograd:
@@ -643,7 +740,7 @@ def register_autograd(forward, backward, *, positional=False):
     with _lock:
         old = _autograd_libs.pop(fname, None)
         if old is not None:
-            old._destroy()
+            old[0]._destroy()
         ns, name = fname.split("::", 1)
         feed = _native_feed(pairing)
         if feed is not None:
@@ -663,7 +760,7 @@ def register_autograd(forward, backward, *, positional=False):
 
             backward_fn.__name__ = f"{fname.split('::')[-1]}_backward_fn"
             torch.library.register_autograd(fname, backward_fn, setup_context=setup_context, lib=lib)
-        _autograd_libs[fname] = lib
+        _autograd_libs[fname] = (lib, pairing.bwd.name() if pairing.is_op else "")
     # An earlier trace (torch.compile) may have cached "no autograd kernel"
     # in the op's Python-dispatcher cache (torch.library.register_autograd
     # does not clear it either): forget it.

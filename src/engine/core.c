@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
@@ -434,69 +433,53 @@ static bool run_in_place(oc_core *c, const oc_exec *e)
  * kept for the next), entered with swapcontext. Threads with room pay one
  * comparison. A stack opcore cannot place (a coroutine's, a fiber's) is
  * trusted. */
-/* The check costs a few instructions and no thread-local access (which in
- * a shared library is a call to __tls_get_addr): a direct-mapped table
- * keyed by the thread pointer (glibc places a thread's control block at
- * the top of its stack) holds, per thread, the distance from the thread
- * pointer down to the lowest usable byte of its stack: one 64-bit word,
- * bits 12-43 of the thread pointer above the distance, read and written
- * whole. A thread whose stack lies elsewhere (the main thread's control
- * block is not on its stack) gets NO_LO, and the main thread is compared
- * against its own bound. A thread's slot is cleared when it exits (its
- * core's destructor); two threads sharing a slot only take the slow path
- * more often. */
-#define ROOM_SLOTS 256
-#define NO_LO UINT32_MAX
-static struct {
-    _Alignas(64) _Atomic uintptr_t main_tp; /* the main thread's pointer, once seen */
-    const char *_Atomic main_lo;            /* the lowest usable byte of its stack */
-    _Alignas(64) _Atomic uint64_t table[ROOM_SLOTS];
-} room; /* cache lines of their own: read by every call, written once per thread */
+/* The check is inline (core.h) and costs a few instructions and no
+ * thread-local access (which in a shared library is a call to
+ * __tls_get_addr, and an initial-exec variable would need libopcore's
+ * whole TLS in the static block, which a dlopen cannot get): a
+ * direct-mapped table keyed by the thread pointer holds, per thread, the
+ * bottom of its short band -- the lowest usable byte of its stack, or for
+ * a stack smaller than the band, its top less the band's width -- and the
+ * thread pointer it is for. A slot is written by its thread only: the
+ * pointer cleared, the bottom, the pointer (release); a reader reads the
+ * bottom (acquire), then the pointer, and trusts the bottom only if the
+ * pointer is its own. A thread's slot is cleared when it exits (its core's
+ * destructor); two threads sharing a slot only take the slow path more
+ * often. A pointer on another stack that falls in the band (memory just
+ * below a small stack) takes the spare stack too, which is harmless:
+ * oc__run_on_spare_stack runs in place when the spare stack is in use. */
+oc_room_slot oc__room[OC_ROOM_SLOTS];
 
-static inline size_t room_slot(uintptr_t tp) { return (size_t)((uint32_t)(tp >> 12) * 2654435761u >> 24); }
-
-/* sp on the stack whose lowest usable byte is lo, with less than the call
- * path's room left (another stack: no) */
-static inline bool short_above(const char *sp, const char *lo)
+__attribute__((noinline)) bool oc__call_stack_short(void)
 {
-    return sp >= lo && (size_t)(sp - lo) < OC_CALL_PATH_ROOM;
-}
-
-__attribute__((noinline)) static bool read_room(const char *sp, uintptr_t tp)
-{
+    if (!oc__call_stack_maybe_short()) return false;
+    uintptr_t sp = oc__stack_pointer(), tp = (uintptr_t)__builtin_thread_pointer();
+    oc_room_slot *r = &oc__room[oc__room_slot(tp)];
+    uintptr_t lo = atomic_load_explicit(&r->lo, memory_order_acquire);
+    if (atomic_load_explicit(&r->tp, memory_order_relaxed) == tp)
+        return sp - lo < OC_CALL_PATH_ROOM;
     oc_core *c = oc__thread_core();
     if (!c) return false;
     if (!c->host_known) host_bounds(c);
-    if (!c->host_lo) return false; /* unknown: trusted */
-    uintptr_t d = tp - (uintptr_t)c->host_lo;
-    bool near = tp > (uintptr_t)c->host_lo && d < NO_LO;
-    if (!near && getpid() == (pid_t)syscall(SYS_gettid)) { /* the main thread */
-        atomic_store(&room.main_lo, c->host_lo);
-        atomic_store(&room.main_tp, tp);
+    lo = 0; /* unknown: trusted */
+    if (c->host_lo) {
+        lo = (uintptr_t)c->host_lo;
+        if ((size_t)(c->host_hi - c->host_lo) < OC_CALL_PATH_ROOM)
+            lo = (uintptr_t)c->host_hi - OC_CALL_PATH_ROOM; /* the whole stack is short */
     }
-    atomic_store_explicit(&room.table[room_slot(tp)], (uint64_t)(uint32_t)(tp >> 12) << 32 | (near ? d : NO_LO),
-                          memory_order_relaxed);
-    return sp < c->host_hi && short_above(sp, c->host_lo);
+    atomic_store_explicit(&r->tp, 0, memory_order_relaxed);
+    atomic_store_explicit(&r->lo, lo, memory_order_release);
+    atomic_store_explicit(&r->tp, tp, memory_order_release);
+    return sp - lo < OC_CALL_PATH_ROOM;
 }
 
 /* A thread's slot goes with it (another thread may get its pointer). */
 static void room_forget(void)
 {
     uintptr_t tp = (uintptr_t)__builtin_thread_pointer();
-    _Atomic uint64_t *slot = &room.table[room_slot(tp)];
-    uint64_t w = atomic_load(slot);
-    if ((uint32_t)(w >> 32) == (uint32_t)(tp >> 12)) atomic_compare_exchange_strong(slot, &w, 0);
-}
-
-bool oc__call_stack_short(void)
-{
-    const char *sp = __builtin_frame_address(0);
-    uintptr_t tp = (uintptr_t)__builtin_thread_pointer();
-    uint64_t w = atomic_load_explicit(&room.table[room_slot(tp)], memory_order_relaxed);
-    if (__builtin_expect(!w || (uint32_t)(w >> 32) != (uint32_t)(tp >> 12), 0)) return read_room(sp, tp);
-    if ((uint32_t)w != NO_LO) return short_above(sp, (const char *)(tp - (uint32_t)w));
-    return tp == atomic_load_explicit(&room.main_tp, memory_order_relaxed) &&
-           short_above(sp, atomic_load_explicit(&room.main_lo, memory_order_relaxed));
+    oc_room_slot *r = &oc__room[oc__room_slot(tp)];
+    uintptr_t mine = tp;
+    atomic_compare_exchange_strong(&r->tp, &mine, 0);
 }
 
 static void spare_main(void)
@@ -526,8 +509,10 @@ oc_status oc__run_on_spare_stack(oc_status (*fn)(void *arg), void *arg)
         c->spare_valgrind = VALGRIND_STACK_REGISTER(map + OC_STACK_GUARD, map + total);
 #endif
     }
+    if (c->spare_busy) return fn(arg); /* on it already, or on a stack above it: room enough */
     c->spare_fn = fn;
     c->spare_arg = arg;
+    c->spare_busy = true;
     ucontext_t back;
     getcontext(&c->spare_ctx);
     c->spare_ctx.uc_stack.ss_sp = c->spare_map + OC_STACK_GUARD;
@@ -538,6 +523,7 @@ oc_status oc__run_on_spare_stack(oc_status (*fn)(void *arg), void *arg)
     asan_leave(&fake, c->spare_map + OC_STACK_GUARD, OC_SPARE_STACK);
     swapcontext(&back, &c->spare_ctx);
     asan_arrive(fake, NULL, NULL);
+    c->spare_busy = false;
     return c->spare_status;
 }
 

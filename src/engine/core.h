@@ -174,6 +174,7 @@ typedef struct oc_core {
     oc_status (*spare_fn)(void *arg);
     void *spare_arg;
     oc_status spare_status;
+    bool spare_busy;          /* a call runs on the spare stack (or above it) */
     const void *spare_back_bottom; /* the thread's own stack, for ASan */
     size_t spare_back_size;
 } oc_core;
@@ -235,9 +236,56 @@ void oc__direct_load(const oc_exec *e, oc_direct_regs *regs);
  * their messages) may take on the calling thread before a kernel runs. */
 #define OC_CALL_PATH_ROOM ((size_t)128 * 1024)
 
+/* Per thread, the bottom of its short band (core.c): a direct-mapped
+ * table keyed by the thread pointer. */
+#define OC_ROOM_SLOTS 256
+typedef struct oc_room_slot {
+    _Alignas(16) _Atomic uintptr_t lo; /* the band's bottom (0: a stack opcore cannot place) */
+    _Atomic uintptr_t tp;              /* the thread it is for */
+} oc_room_slot;
+extern oc_room_slot oc__room[OC_ROOM_SLOTS] __attribute__((visibility("hidden")));
+static inline size_t oc__room_slot(uintptr_t tp)
+{
+    return (size_t)(tp >> 12) & (OC_ROOM_SLOTS - 1);
+}
+
+/* The stack pointer, without forcing a frame pointer on the caller. */
+static inline uintptr_t oc__stack_pointer(void)
+{
+    uintptr_t sp;
+#if defined(__x86_64__)
+    __asm__("mov %%rsp, %0" : "=r"(sp));
+#elif defined(__aarch64__)
+    __asm__("mov %0, sp" : "=r"(sp));
+#else
+    sp = (uintptr_t)__builtin_frame_address(0);
+#endif
+    return sp;
+}
+
+/* False when the calling thread surely has OC_CALL_PATH_ROOM of stack left
+ * below here (or is on a stack opcore cannot place): two loads, two
+ * comparisons, no call. True: ask oc__call_stack_short. A call site keeps
+ * its fast path free of calls by taking a noinline slow path on true
+ * (host/call.c). */
+static inline bool oc__call_stack_maybe_short(void)
+{
+    uintptr_t sp = oc__stack_pointer(), tp = (uintptr_t)__builtin_thread_pointer();
+    oc_room_slot *r = &oc__room[oc__room_slot(tp)];
+    uintptr_t lo = atomic_load_explicit(&r->lo, memory_order_acquire);
+    if (__builtin_expect(atomic_load_explicit(&r->tp, memory_order_relaxed) != tp, 0)) return true;
+    return sp - lo < OC_CALL_PATH_ROOM; /* lo 0: never (sp is above 128 KiB) */
+}
+
 /* Whether the calling thread's stack has less than OC_CALL_PATH_ROOM left
- * below here (a stack opcore cannot place: no). Creates the thread's core. */
+ * below here (a stack opcore cannot place: no). Writes the thread's slot
+ * the first time; creates the thread's core. */
 bool oc__call_stack_short(void);
+
+/* The check as call sites write it: the inline test, the call only when it
+ * is not sure. */
+#define OC_CALL_STACK_SHORT() \
+    (__builtin_expect(oc__call_stack_maybe_short(), 0) && oc__call_stack_short())
 
 /* Run fn(arg) on a spare stack of the calling thread's core (1 MiB, mapped
  * at the first use) and come back with what it returned: the call path of

@@ -705,7 +705,7 @@ static oc_status infer_spare(void *p)
 oc_status oc_op_infer(const oc_op *op, const oc_value *args, int nargs, oc_tensor *out_meta)
 {
     if (!op) return oc_set_error(OC_EINVAL, "oc_op_infer: op is required");
-    if (__builtin_expect(oc__call_stack_short(), 0))
+    if (OC_CALL_STACK_SHORT())
         return oc__run_on_spare_stack(infer_spare,
                                       &(spare_call){.op = op, .args = args, .nargs = nargs, .outs = out_meta});
     return infer_here(op, args, nargs, out_meta);
@@ -781,12 +781,28 @@ static oc_status call_op_spare(void *p)
     return call_op_here(a->op, a->args, a->nargs, a->alloc, a->alloc_ctx, a->outs, a->grid, a->api);
 }
 
-static oc_status call_op(const oc_op *op, const oc_value *args, int nargs, oc_alloc_fn alloc, void *alloc_ctx,
-                         oc_tensor *outs, const oc_grid *grid, const char *api)
+/* The check's slow path, out of line: call_op's fast path then has no
+ * frame of its own (two tail calls). */
+__attribute__((noinline)) static oc_status call_op_checked(const oc_op *op, const oc_value *args,
+                                                           int nargs, oc_alloc_fn alloc,
+                                                           void *alloc_ctx, oc_tensor *outs,
+                                                           const oc_grid *grid, const char *api)
 {
-    if (__builtin_expect(oc__call_stack_short(), 0))
+    if (oc__call_stack_short())
         return oc__run_on_spare_stack(call_op_spare,
                                       &(spare_call){op, args, nargs, alloc, alloc_ctx, outs, grid, api});
+    return call_op_here(op, args, nargs, alloc, alloc_ctx, outs, grid, api);
+}
+
+/* Inline in each entry point: one call from there to the call path. */
+__attribute__((always_inline)) static inline oc_status call_op(const oc_op *op,
+                                                               const oc_value *args, int nargs,
+                                                               oc_alloc_fn alloc, void *alloc_ctx,
+                                                               oc_tensor *outs, const oc_grid *grid,
+                                                               const char *api)
+{
+    if (__builtin_expect(oc__call_stack_maybe_short(), 0))
+        return call_op_checked(op, args, nargs, alloc, alloc_ctx, outs, grid, api);
     return call_op_here(op, args, nargs, alloc, alloc_ctx, outs, grid, api);
 }
 
@@ -833,13 +849,23 @@ static oc_status prechecked_spare(void *p)
     return prechecked_here(a->op, a->args, a->nargs, a->outs, a->grid);
 }
 
+__attribute__((noinline)) static oc_status prechecked_checked(const oc_op *op,
+                                                              const oc_value *args, int nargs,
+                                                              oc_tensor *outs, const oc_grid *grid)
+{
+    if (oc__call_stack_short())
+        return oc__run_on_spare_stack(prechecked_spare,
+                                      &(spare_call){.op = op, .args = args, .nargs = nargs,
+                                                    .outs = outs, .grid = grid});
+    return prechecked_here(op, args, nargs, outs, grid);
+}
+
 oc_status oc_op_call_prechecked(const oc_op *op, const oc_value *args, int nargs, oc_tensor *outs,
                                 const oc_grid *grid)
 {
     if (!op) return oc_set_error(OC_EINVAL, "oc_op_call_prechecked: op is required");
-    if (__builtin_expect(oc__call_stack_short(), 0))
-        return oc__run_on_spare_stack(prechecked_spare, &(spare_call){.op = op, .args = args, .nargs = nargs,
-                                                                      .outs = outs, .grid = grid});
+    if (__builtin_expect(oc__call_stack_maybe_short(), 0))
+        return prechecked_checked(op, args, nargs, outs, grid);
     return prechecked_here(op, args, nargs, outs, grid);
 }
 

@@ -49,6 +49,16 @@ typedef struct memo {
 
 static _Thread_local memo thread_memo;
 
+/* This thread's memo, its address computed once per use: GCC would
+ * otherwise recompute it (a call to __tls_get_addr, in a shared library)
+ * at each reference across a call, three times per lookup. */
+static inline memo *my_memo(void)
+{
+    memo *m = &thread_memo;
+    __asm__("" : "+r"(m)); /* opaque: kept in a register, not recomputed */
+    return m;
+}
+
 static bool memo_enabled(void)
 {
     static atomic_int enabled = -1; /* read once */
@@ -117,7 +127,7 @@ bool oc__infer_memo_get(const struct oc_op *op, call_frame *f, oc_tensor *metas,
     k->usable = memo_usable(op, log) && make_key(op, f, k->words, &k->n);
     if (!k->usable) return false;
     uint64_t gen = oc_registry_generation();
-    memo *m = &thread_memo;
+    memo *m = my_memo();
     for (int j = 0; j < MEMO_ENTRIES; j++) {
         const memo_entry *e = &m->entries[j];
         if (e->op != op || e->generation != gen || e->nkey != k->n ||
@@ -146,7 +156,7 @@ void oc__infer_memo_put(const struct oc_op *op, const call_frame *f, const oc_te
     if (!k->usable) return;
     for (int r = 0; r < op->num_results; r++)
         if (op->def.schema.results[r].alias_arg < 0 && metas[r].ndim > MEMO_DIMS) return;
-    memo *m = &thread_memo;
+    memo *m = my_memo();
     memo_entry *e = &m->entries[m->next++ % MEMO_ENTRIES];
     e->op = op;
     e->generation = oc_registry_generation();

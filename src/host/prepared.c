@@ -172,7 +172,7 @@ static oc_status prepare_spare(void *p)
 oc_status oc_call_prepare(const oc_op *op, const oc_value *args, int nargs, const oc_tensor *outs,
                           const oc_grid *grid, oc_call **out)
 {
-    if (__builtin_expect(oc__call_stack_short(), 0))
+    if (OC_CALL_STACK_SHORT())
         return oc__run_on_spare_stack(prepare_spare, &(spare_prepare){op, args, nargs, outs, grid, out});
     return prepare_here(op, args, nargs, outs, grid, out);
 }
@@ -257,9 +257,16 @@ static oc_status run_spare(void *p)
     return run_here(a[0], a[1]);
 }
 
+__attribute__((noinline)) static oc_status run_checked(oc_call *c, void *const *data)
+{
+    if (oc__call_stack_short())
+        return oc__run_on_spare_stack(run_spare, (void *[]){c, (void *)data});
+    return run_here(c, data);
+}
+
 oc_status oc_call_run(oc_call *c, void *const *data)
 {
-    if (__builtin_expect(oc__call_stack_short(), 0))
-        return oc__run_on_spare_stack(run_spare, (void *[]){c, (void *)data});
+    if (__builtin_expect(oc__call_stack_maybe_short(), 0))
+        return run_checked(c, data); /* out of line: no frame here */
     return run_here(c, data);
 }

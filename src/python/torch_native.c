@@ -44,6 +44,8 @@ static struct {
     int (*impl)(const oc_op *op, const char *ns, const char *name, int fresh_only, void **reg, char *err,
                 size_t errlen);
     void (*drop)(void *reg);
+    int (*swap)(void *reg, const oc_op *op);
+    void (*retire)(void *reg);
     uint64_t (*prepared)(void);
     int (*autograd)(const char *forward, const char *backward, const int32_t *feed_kind, const int32_t *feed_index,
                     int nfeed, const int32_t *targets, int ntargets, void **reg, char *err, size_t errlen);
@@ -136,10 +138,13 @@ static PyObject *py_use_shim(PyObject *self, PyObject *arg)
     void (*init)(const ocpy_torch_host *) = (void (*)(const ocpy_torch_host *))dlsym(h, "oc_torch_shim_init");
     *(void **)&S.impl = dlsym(h, "oc_torch_shim_impl");
     *(void **)&S.drop = dlsym(h, "oc_torch_shim_drop");
+    *(void **)&S.swap = dlsym(h, "oc_torch_shim_swap");
+    *(void **)&S.retire = dlsym(h, "oc_torch_shim_retire");
     *(void **)&S.prepared = dlsym(h, "oc_torch_shim_prepared");
     *(void **)&S.autograd = dlsym(h, "oc_torch_shim_autograd");
     *(void **)&S.autograd_drop = dlsym(h, "oc_torch_shim_autograd_drop");
-    if (!version || version() != OCPY_TORCH_SHIM_VERSION || !init || !S.impl || !S.drop || !S.prepared ||
+    if (!version || version() != OCPY_TORCH_SHIM_VERSION || !init || !S.impl || !S.drop || !S.swap ||
+        !S.retire || !S.prepared ||
         !S.autograd || !S.autograd_drop) {
         S.impl = NULL;
         return PyErr_Format(PyExc_OSError, "opcore: the torch kernel shim is not this opcore's (interface %d, "
@@ -156,6 +161,7 @@ static PyObject *py_use_shim(PyObject *self, PyObject *arg)
 typedef struct native_reg {
     struct native_reg *next;
     char library[256]; /* the op's library, for _torch_native_drop */
+    char op[256];      /* the op's name in it (not the torch name: `_oc_<op>` for some) */
     void *reg;         /* the shim's registration */
 } native_reg;
 
@@ -181,6 +187,7 @@ static PyObject *py_native_impl(PyObject *self, PyObject *args, PyObject *kwargs
     native_reg *n = calloc(1, sizeof *n);
     if (!n) return PyErr_NoMemory();
     snprintf(n->library, sizeof n->library, "%s", oc_library_name(oc_op_library(op)));
+    snprintf(n->op, sizeof n->op, "%s", oc_op_name(op));
     char err[512] = "";
     int r = S.impl(op, n->library, torch_name ? torch_name : oc_op_name(op), fresh_only, &n->reg, err, sizeof err);
     if (r <= 0) {
@@ -195,19 +202,20 @@ static PyObject *py_native_impl(PyObject *self, PyObject *args, PyObject *kwargs
     Py_RETURN_TRUE;
 }
 
-/* _torch_native_drop(library_name): take out the native kernels of every op
- * of that library (after oc_library_forget: calls running then have
- * returned, later ones fail naming the op). */
-static PyObject *py_native_drop(PyObject *self, PyObject *arg)
+/* _torch_native_drop(library_name, op_name=None): take out the native
+ * kernels of every op of that library, or of its op op_name (after
+ * oc_library_forget: calls running then have returned, later ones fail
+ * naming the op). */
+static PyObject *py_native_drop(PyObject *self, PyObject *args)
 {
     (void)self;
-    const char *lib = PyUnicode_AsUTF8(arg);
-    if (!lib) return NULL;
+    const char *lib, *name = NULL;
+    if (!PyArg_ParseTuple(args, "s|z:_torch_native_drop", &lib, &name)) return NULL;
     int count = 0;
     pthread_mutex_lock(&registry_lock);
     for (native_reg **p = &registry; *p;) {
         native_reg *n = *p;
-        if (strcmp(n->library, lib) != 0) {
+        if (strcmp(n->library, lib) != 0 || (name && strcmp(n->op, name) != 0)) {
             p = &n->next;
             continue;
         }
@@ -216,6 +224,48 @@ static PyObject *py_native_drop(PyObject *self, PyObject *arg)
         free(n);
         count++;
     }
+    pthread_mutex_unlock(&registry_lock);
+    return PyLong_FromLong(count);
+}
+
+/* _torch_native_swap(qualname) -> int: the native kernels registered for
+ * op qualname call the op of that name loaded now (a reload); the number
+ * swapped, or -1 (none swapped) when the loaded op's schema differs from a
+ * registered one's. */
+static PyObject *py_native_swap(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *qualname = PyUnicode_AsUTF8(arg);
+    if (!qualname) return NULL;
+    const oc_op *op = oc_op_find(qualname);
+    if (!op) {
+        PyErr_SetString(PyExc_KeyError, oc_errmsg());
+        return NULL;
+    }
+    const char *lib = oc_library_name(oc_op_library(op)), *name = oc_op_name(op);
+    int count = 0;
+    pthread_mutex_lock(&registry_lock);
+    for (native_reg *n = registry; n && count >= 0; n = n->next)
+        if (!strcmp(n->library, lib) && !strcmp(n->op, name))
+            count = S.swap(n->reg, op) ? count + 1 : -1;
+    pthread_mutex_unlock(&registry_lock);
+    return PyLong_FromLong(count);
+}
+
+/* _torch_native_retire(library_name, op_name) -> int: its library was
+ * reloaded without the op: its native kernels raise OpError saying so. */
+static PyObject *py_native_retire(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *lib, *name;
+    if (!PyArg_ParseTuple(args, "ss:_torch_native_retire", &lib, &name)) return NULL;
+    int count = 0;
+    pthread_mutex_lock(&registry_lock);
+    for (native_reg *n = registry; n; n = n->next)
+        if (!strcmp(n->library, lib) && !strcmp(n->op, name)) {
+            S.retire(n->reg);
+            count++;
+        }
     pthread_mutex_unlock(&registry_lock);
     return PyLong_FromLong(count);
 }
@@ -311,7 +361,13 @@ PyMethodDef ocpy_torch_native_methods[] = {
      "_torch_native_impl('lib::op', torch_name=None, fresh_only=False) -> bool: register the op's CPU kernel "
      "through the shim, as torch op lib::<torch_name> (default: the op's name), returning every result or only "
      "the fresh ones (not the Tensor(a!) arguments); False: no shim, or an argument kind it does not carry"},
-    {"_torch_native_drop", py_native_drop, METH_O,
-     "_torch_native_drop(library_name) -> int: take out the native kernels of that library's ops (after "
-     "forgetting it: a call still entering one fails naming the op)"},
+    {"_torch_native_drop", py_native_drop, METH_VARARGS,
+     "_torch_native_drop(library_name, op_name=None) -> int: take out the native kernels of that library's ops "
+     "(or of its op op_name) (after forgetting it: a call still entering one fails naming the op)"},
+    {"_torch_native_retire", py_native_retire, METH_VARARGS,
+     "_torch_native_retire(library_name, op_name) -> int: its library was reloaded without the op: its native "
+     "kernels raise OpError saying so (until _torch_native_swap)"},
+    {"_torch_native_swap", py_native_swap, METH_O,
+     "_torch_native_swap('lib::op') -> int: the op's native kernels call the op of that name loaded now (same "
+     "schema); the number swapped, -1 (none) if the loaded op's schema differs"},
     {NULL, NULL, 0, NULL}};

@@ -18,6 +18,14 @@
 // OC_INFER_MEMO=0 have none. A running call takes it for itself (threads
 // calling the op at once take the usual path meanwhile).
 //
+// Reloading: a registration outlives its op's library. Each call reads the
+// op it runs from the registration's slot (Site::op), which a reload of a
+// build with the same schema replaces atomically
+// (oc_torch_shim_swap): torch's dispatcher keeps the same kernel, calls in
+// flight finish on the op they read, later ones run the new one. An op
+// whose library was unloaded stays in the slot and fails as libopcore says
+// ("its library ... was unloaded"); its record is never freed.
+//
 // A C++ program with no Python registers a library's ops through it too
 // (oc_torch_shim_register_library, below), and runs AOTInductor packages
 // that call them.
@@ -119,6 +127,7 @@ bool memo_off()
 }
 
 struct Prepared {
+    const oc_op *op = nullptr; // the op it was made for
     oc_call *call = nullptr;
     oc_tensor metas[OC_MAX_RESULTS];
     std::vector<int64_t> key;
@@ -128,13 +137,16 @@ struct Prepared {
 // One registered op. Never freed: torch may still be entering its kernel on
 // another thread when the registration is dropped (the op's record stays in
 // libopcore, and such a call fails as the op's library was unloaded).
+// Everything but the slot follows from the schema, which a swap keeps.
 struct Site {
-    const oc_op *op;
+    std::atomic<const oc_op *> op; // the slot: the op calls run now
     int nargs, nres, nret = 0;
     oc_arg_type type[kMaxArgs];
     bool optional[kMaxArgs], bump[kMaxArgs];
     int alias[OC_MAX_RESULTS], ret_index[OC_MAX_RESULTS];
-    bool eligible; // for prepared calls
+    bool keyed_args;                 // every argument can key a prepared call
+    std::atomic<bool> eligible;      // for prepared calls (not for --debug libraries)
+    std::atomic<bool> gone{false};   // its library was reloaded without it (oc_torch_shim_retire)
     std::atomic<Prepared *> ready{nullptr};
     std::mutex lock; // guards missed
     std::unique_ptr<Prepared> missed;
@@ -157,11 +169,11 @@ struct Reg {
     Site *site;
 };
 
-[[noreturn]] void fail_arg(const Site &s, int i, const std::string &what)
+[[noreturn]] void fail_arg(const oc_op *op, int i, const std::string &what)
 {
-    oc_set_error(OC_EINVAL, "op '%s': argument %d '%s' %s", oc_op_qualname(s.op), i + 1,
-                 oc_op_arg_name(s.op, i), what.c_str());
-    raise(s.op, OC_EINVAL);
+    oc_set_error(OC_EINVAL, "op '%s': argument %d '%s' %s", oc_op_qualname(op), i + 1,
+                 oc_op_arg_name(op, i), what.c_str());
+    raise(op, OC_EINVAL);
 }
 
 int64_t to_int(const c10::IValue &v)
@@ -171,15 +183,17 @@ int64_t to_int(const c10::IValue &v)
 
 // What one call owns until it ends.
 struct Call {
-    explicit Call(Site &site) : s(site) {} // the arrays are filled as needed
+    // the arrays are filled as needed
+    explicit Call(Site &site) : s(site), op(site.op.load(std::memory_order_acquire)) {}
     Site &s;
+    const oc_op *op; // read once from the slot: the whole call runs this op
     oc_value vals[kMaxArgs];
     oc_tensor tensors[kMaxArgs];
     std::vector<std::unique_ptr<char[]>> heap; // list items
     at::Tensor results[OC_MAX_RESULTS];
 };
 
-void view(const Site &s, int i, const at::Tensor &t, oc_tensor *out)
+void view(const oc_op *s, int i, const at::Tensor &t, oc_tensor *out)
 {
     if (!t.defined()) fail_arg(s, i, "is an undefined tensor");
     if (t.device().type() != c10::DeviceType::CPU)
@@ -217,7 +231,7 @@ oc_value convert(Call &c, int i, const c10::IValue &v)
     if (s.optional[i] && v.isNone()) return oc_value_none();
     switch (s.type[i]) {
     case OC_ARG_TENSOR:
-        view(s, i, v.toTensor(), &c.tensors[i]);
+        view(c.op, i, v.toTensor(), &c.tensors[i]);
         return oc_value_tensor(&c.tensors[i]);
     case OC_ARG_INT: return oc_value_int(to_int(v));
     case OC_ARG_FLOAT: return oc_value_float(v.toDouble());
@@ -225,7 +239,7 @@ oc_value convert(Call &c, int i, const c10::IValue &v)
     case OC_ARG_DTYPE: {
         int d = oc_dtype_of[static_cast<int>(v.toScalarType())];
         if (d < 0)
-            fail_arg(s, i, "is " + octorch::dtype_name(v.toScalarType()) +
+            fail_arg(c.op, i, "is " + octorch::dtype_name(v.toScalarType()) +
                                ", a dtype opcore does not support");
         return oc_value_dtype(static_cast<oc_dtype>(d));
     }
@@ -233,7 +247,7 @@ oc_value convert(Call &c, int i, const c10::IValue &v)
         const std::string &str = v.toStringRef();
         size_t nul = str.find('\0');
         if (nul != std::string::npos) // the kernel gets a C string: it would end at the NUL
-            fail_arg(s, i, "(a str) holds a NUL character at index " + std::to_string(nul) +
+            fail_arg(c.op, i, "(a str) holds a NUL character at index " + std::to_string(nul) +
                                "; a kernel receives a str as a C string, which would end there "
                                "(pass the data as a tensor instead)");
         return oc_value_str(str.c_str());
@@ -241,7 +255,7 @@ oc_value convert(Call &c, int i, const c10::IValue &v)
     case OC_ARG_TENSOR_LIST: {
         c10::ArrayRef<c10::IValue> l = v.toListRef();
         oc_tensor *t = items<oc_tensor>(c, l.size());
-        for (size_t k = 0; k < l.size(); k++) view(s, i, l[k].toTensor(), &t[k]);
+        for (size_t k = 0; k < l.size(); k++) view(c.op, i, l[k].toTensor(), &t[k]);
         return oc_value_tensors(t, static_cast<int64_t>(l.size()));
     }
     case OC_ARG_INT_LIST: {
@@ -259,8 +273,8 @@ oc_value convert(Call &c, int i, const c10::IValue &v)
     default: break; // not registered (oc_torch_shim_impl)
     }
     oc_set_error(OC_EINVAL, "op '%s': argument %d has a type the native kernel does not carry",
-                 oc_op_qualname(s.op), i + 1);
-    raise(s.op, OC_EINVAL);
+                 oc_op_qualname(c.op), i + 1);
+    raise(c.op, OC_EINVAL);
 }
 
 oc_status alloc_result(void *ctx, int index, const oc_tensor *meta, oc_tensor *out)
@@ -272,7 +286,7 @@ oc_status alloc_result(void *ctx, int index, const oc_tensor *meta, oc_tensor *o
                                                  std::nullopt);
     } catch (const std::exception &e) {
         return oc_set_error(OC_ENOMEM, "op '%s': torch could not allocate result %d: %s",
-                            oc_op_qualname(c.s.op), index, e.what());
+                            oc_op_qualname(c.op), index, e.what());
     }
     return oc_tensor_init(out, c.results[index].data_ptr(), meta->dtype, meta->ndim, meta->sizes);
 }
@@ -297,7 +311,7 @@ struct Key {
 // This call's key, or false.
 bool make_key(const Site &s, const c10::IValue *args, Key &key)
 {
-    if (!s.eligible || oc_profiler_enabled()) return false;
+    if (!s.eligible.load(std::memory_order_relaxed) || oc_profiler_enabled()) return false;
     for (int i = 0; i < s.nargs; i++) {
         const c10::IValue &v = args[i];
         bool ok = true;
@@ -328,10 +342,14 @@ bool make_key(const Site &s, const c10::IValue *args, Key &key)
     return true;
 }
 
-Prepared *take(Site &s, const Key &key)
+Prepared *take(Site &s, const oc_op *op, const Key &key)
 {
     if (!s.ready.load(std::memory_order_relaxed)) return nullptr;
     Prepared *p = s.ready.exchange(nullptr, std::memory_order_acquire);
+    if (p && p->op != op) { // made for the op a swap replaced
+        delete p;
+        return nullptr;
+    }
     if (!p || key == p->key) return p;
     s.put(p);
     return nullptr;
@@ -339,20 +357,21 @@ Prepared *take(Site &s, const Key &key)
 
 // After a call that missed and succeeded: remember its key; when the last
 // miss had the same one, prepare a call for it.
-void learn(Site &s, const Key &key, const oc_value *args, const oc_tensor *outs)
+void learn(Site &s, const oc_op *op, const Key &key, const oc_value *args, const oc_tensor *outs)
 {
     std::unique_ptr<Prepared> m;
     {
         std::lock_guard<std::mutex> g(s.lock);
-        if (!s.missed || !(key == s.missed->key)) {
+        if (!s.missed || s.missed->op != op || !(key == s.missed->key)) {
             if (!s.missed) s.missed = std::make_unique<Prepared>();
+            s.missed->op = op;
             s.missed->key.assign(key.v, key.v + key.n);
             return;
         }
         m = std::move(s.missed); // becomes the prepared call
     }
     for (int r = 0; r < s.nres; r++) m->metas[r] = outs[r];
-    if (oc_call_prepare(s.op, args, s.nargs, s.nres ? outs : nullptr, nullptr, &m->call) != OC_OK) {
+    if (oc_call_prepare(op, args, s.nargs, s.nres ? outs : nullptr, nullptr, &m->call) != OC_OK) {
         oc_clear_error(); // nothing lost: calls take the usual path
         return;
     }
@@ -392,6 +411,15 @@ oc_status run_prepared(Call &c, const c10::IValue *args, Prepared *p)
     return st;
 }
 
+[[noreturn]] void raise_gone(const oc_op *op)
+{
+    const oc_library *lib = oc_op_library(op);
+    oc_set_error(OC_ENOTFOUND, "op '%s': its library '%s' was unloaded and loaded again without it (the "
+                 "build loaded now does not define it); torch keeps the name until the process ends",
+                 oc_op_qualname(op), oc_library_name(lib));
+    raise(op, OC_ENOTFOUND);
+}
+
 class Kernel final : public c10::OperatorKernel {
 public:
     explicit Kernel(Site *s) : s_(s) {}
@@ -401,9 +429,10 @@ public:
         Site &s = *s_;
         const c10::IValue *args = stack->data() + (stack->size() - static_cast<size_t>(s.nargs));
         Call c(s);
+        if (__builtin_expect(s.gone.load(std::memory_order_relaxed), 0)) raise_gone(c.op);
         Key key;
         bool keyed = make_key(s, args, key);
-        Prepared *p = keyed ? take(s, key) : nullptr;
+        Prepared *p = keyed ? take(s, c.op, key) : nullptr;
         oc_status st;
         if (p) {
             st = run_prepared(c, args, p);
@@ -412,11 +441,11 @@ public:
             for (int i = 0; i < s.nargs; i++) c.vals[i] = convert(c, i, args[i]);
             oc_tensor outs[OC_MAX_RESULTS];
             bool lent = host.lend_begin();
-            st = oc_op_run(s.op, c.vals, s.nargs, alloc_result, &c, outs);
+            st = oc_op_run(c.op, c.vals, s.nargs, alloc_result, &c, outs);
             host.lend_end(lent);
-            if (!st && keyed) learn(s, key, c.vals, outs);
+            if (!st && keyed) learn(s, c.op, key, c.vals, outs);
         }
-        if (st) raise(s.op, st);
+        if (st) raise(c.op, st);
         for (int i = 0; i < s.nargs; i++) {
             if (!s.bump[i] || args[i].isNone()) continue;
             if (s.type[i] == OC_ARG_TENSOR) bump(args[i].toTensor());
@@ -444,7 +473,7 @@ bool carried(oc_arg_type t)
 
 // The version of this interface (these entry points, autograd_kernel.cc's
 // and struct oc_torch_host): opcore checks it before use.
-OC_SHIM_API int oc_torch_shim_version(void) { return 4; }
+OC_SHIM_API int oc_torch_shim_version(void) { return 5; }
 
 OC_SHIM_API void oc_torch_shim_init(const oc_torch_host *h)
 {
@@ -464,18 +493,19 @@ OC_SHIM_API int oc_torch_shim_impl(const oc_op *op, const char *ns, const char *
     for (int i = 0; i < nargs; i++)
         if (!carried(oc_op_arg_type(op, i))) return 0;
     Site *s = new Site;
-    s->op = op;
+    s->op.store(op);
     s->nargs = nargs;
     s->nres = nres;
-    s->eligible = !memo_off() && !oc_library_debug(oc_op_library(op));
+    s->keyed_args = !memo_off();
     for (int i = 0; i < nargs; i++) {
         oc_arg_type t = s->type[i] = oc_op_arg_type(op, i);
         s->optional[i] = oc_op_arg_optional(op, i);
         s->bump[i] = oc_op_arg_mutable(op, i) && (t == OC_ARG_TENSOR || t == OC_ARG_TENSOR_LIST);
         bool keyed = t == OC_ARG_TENSOR || t == OC_ARG_INT || t == OC_ARG_FLOAT ||
                      t == OC_ARG_BOOL || t == OC_ARG_DTYPE;
-        s->eligible = s->eligible && !s->optional[i] && keyed;
+        s->keyed_args = s->keyed_args && !s->optional[i] && keyed;
     }
+    s->eligible.store(s->keyed_args && !oc_library_debug(oc_op_library(op)));
     for (int r = 0; r < nres; r++) {
         s->alias[r] = oc_op_result_alias(op, r);
         if (!fresh_only || s->alias[r] < 0) s->ret_index[s->nret++] = r;
@@ -500,6 +530,32 @@ OC_SHIM_API void oc_torch_shim_drop(void *reg)
     r->lib.reset();
     r->site->clear(); // its oc_call holds the op's bound arguments
     delete r;
+}
+
+// Make a registration call `op` from now on (a reload of its library): 1
+// swapped, 0 refused because op's schema is not the registered one's
+// (torch's definition cannot change under calls: the caller re-registers).
+// Calls running finish on the op they read; prepared calls made for the
+// old op are dropped as they are met.
+OC_SHIM_API int oc_torch_shim_swap(void *reg, const oc_op *op)
+{
+    Site *s = static_cast<Reg *>(reg)->site;
+    const oc_op *old = s->op.load(std::memory_order_acquire);
+    if (std::strcmp(oc_op_schema(old), oc_op_schema(op)) != 0) return 0;
+    s->eligible.store(s->keyed_args && !oc_library_debug(oc_op_library(op)), std::memory_order_relaxed);
+    s->op.store(op, std::memory_order_release);
+    s->gone.store(false, std::memory_order_relaxed);
+    s->clear(); // a prepared call in use meets the new op when it is taken again
+    return 1;
+}
+
+// Its library was reloaded without the op: calls raise OpError saying so
+// (until a build defining it again swaps it back in).
+OC_SHIM_API void oc_torch_shim_retire(void *reg)
+{
+    Site *s = static_cast<Reg *>(reg)->site;
+    s->gone.store(true, std::memory_order_relaxed);
+    s->clear();
 }
 
 // ---- C++ hosts with no Python ----------------------------------------------------
