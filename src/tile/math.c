@@ -218,48 +218,64 @@ static void exp_special(float *d, const float *x, unsigned special)
         if (special & 1) d[k] = expf(x[k]);
 }
 
+/* y's lanes in `special` again from x's, through the scalar expf (W lanes). */
+#define EXP_SPECIAL(V, W, x, y, special)                        \
+    do {                                                        \
+        if (special) {                                          \
+            float xs_[W], ys_[W];                               \
+            V##_storeu_ps(xs_, x), V##_storeu_ps(ys_, y);       \
+            exp_special(ys_, xs_, special);                     \
+            y = V##_loadu_ps(ys_);                              \
+        }                                                       \
+    } while (0)
+
+/* 8 lanes of exp(a * scale + bias) into d; left < 8: only the first left
+ * (masked loads and stores, nothing touched past them). */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+exp8(float *d, const float *a, __m256 sc, __m256 bi, int64_t left)
+{
+    __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(left < 8 ? (int)left : 8),
+                                      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), sp;
+    __m256 x = left >= 8 ? _mm256_loadu_ps(a) : _mm256_maskload_ps(a, tail), y;
+    x = _mm256_add_ps(_mm256_mul_ps(x, sc), bi);
+    EXP_LANES(_mm256, 256, x, y, sp, _mm256_cmpgt_epi32);
+    unsigned special = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(sp));
+    special &= left >= 8 ? 0xffu : (1u << left) - 1;
+    EXP_SPECIAL(_mm256, 8, x, y, special);
+    if (left >= 8) _mm256_storeu_ps(d, y);
+    else _mm256_maskstore_ps(d, tail, y);
+}
+
 __attribute__((target("avx2,fma"))) static void exp_run8(float *d, const float *a, int64_t n,
                                                          float scale, float bias)
 {
     const __m256 sc = _mm256_set1_ps(scale), bi = _mm256_set1_ps(bias);
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    for (int64_t j = 0; j < n; j += 8) {
-        int64_t left = n - j;
-        __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(left > 8 ? 8 : (int)left), lane), sp;
-        __m256 x = left >= 8 ? _mm256_loadu_ps(a + j) : _mm256_maskload_ps(a + j, tail), y;
-        x = _mm256_add_ps(_mm256_mul_ps(x, sc), bi);
-        EXP_LANES(_mm256, 256, x, y, sp, _mm256_cmpgt_epi32);
-        unsigned special = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(sp));
-        special &= left >= 8 ? 0xffu : (1u << left) - 1;
-        if (special) {
-            float xs[8], ys[8];
-            _mm256_storeu_ps(xs, x), _mm256_storeu_ps(ys, y);
-            exp_special(ys, xs, special);
-            y = _mm256_loadu_ps(ys);
-        }
-        if (left >= 8) _mm256_storeu_ps(d + j, y);
-        else _mm256_maskstore_ps(d + j, tail, y);
-    }
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) exp8(d + j, a + j, sc, bi, 8); /* whole vectors: no masks */
+    if (j < n) exp8(d + j, a + j, sc, bi, n - j);
+}
+
+/* 16 lanes, as exp8. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+exp16(float *d, const float *a, __m512 sc, __m512 bi, int64_t left)
+{
+    __mmask16 tail = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1), sp;
+    __m512 x = left >= 16 ? _mm512_loadu_ps(a) : _mm512_maskz_loadu_ps(tail, a), y;
+    x = _mm512_add_ps(_mm512_mul_ps(x, sc), bi);
+    EXP_LANES(_mm512, 512, x, y, sp, _mm512_cmpgt_epi32_mask);
+    sp &= tail;
+    EXP_SPECIAL(_mm512, 16, x, y, sp);
+    if (left >= 16) _mm512_storeu_ps(d, y);
+    else _mm512_mask_storeu_ps(d, tail, y);
 }
 
 __attribute__((target("avx512f"))) static void exp_run16(float *d, const float *a, int64_t n,
                                                         float scale, float bias)
 {
     const __m512 sc = _mm512_set1_ps(scale), bi = _mm512_set1_ps(bias);
-    for (int64_t j = 0; j < n; j += 16) {
-        int64_t left = n - j;
-        __mmask16 tail = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1), sp;
-        __m512 x = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(tail, a + j), sc), bi), y;
-        EXP_LANES(_mm512, 512, x, y, sp, _mm512_cmpgt_epi32_mask);
-        sp &= tail;
-        if (sp) {
-            float xs[16], ys[16];
-            _mm512_storeu_ps(xs, x), _mm512_storeu_ps(ys, y);
-            exp_special(ys, xs, sp);
-            y = _mm512_loadu_ps(ys);
-        }
-        _mm512_mask_storeu_ps(d + j, tail, y);
-    }
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) exp16(d + j, a + j, sc, bi, 16);
+    if (j < n) exp16(d + j, a + j, sc, bi, n - j);
 }
 #endif
 
