@@ -4,7 +4,11 @@
  * generic fallback (target_clones: the loader picks one per CPU), so the
  * loops vectorise whatever the kernel's flags. -std=c11 keeps FMA
  * contraction off, and reductions use vecmath.h's fixed-order lane sums:
- * both clones give the same bits. */
+ * both clones give the same bits for them. EXP on unit-stride runs is
+ * glibc's AVX2 expf written out (8 or 16 lanes: the same bits) on any CPU
+ * with AVX2; strided runs, and CPUs without AVX2, call libm's expf as the
+ * compiler vectorises it (libmvec's SSE and AVX2 versions differ in the
+ * last bit for some inputs). */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
