@@ -215,27 +215,38 @@ enum {
         y = V##_mul_ps(V##_castsi##I##_ps(e_), p_);                                            \
     } while (0)
 
-/* Lanes in `special` (bit k: lane k) of d again, through the scalar expf. */
-static void exp_special(float *d, const float *x, unsigned special)
+/* The lanes the vector code leaves to the scalar expf (|x| > 87.34, Inf,
+ * NaN), again: d[j] = expf(a[j] * scale + bias) for each of them in the
+ * run. Out of the vector loop, so that loop makes no call (every vector
+ * register is the caller's to save: its constants would live on the stack). */
+static void exp_fix(float *d, const float *a, int64_t n, float scale, float bias)
 {
-    for (int k = 0; special; k++, special >>= 1)
-        if (special & 1) d[k] = expf(x[k]);
+    for (int64_t j = 0; j < n; j++) {
+        float x = a[j] * scale;
+        x = x + bias;
+        uint32_t u;
+        memcpy(&u, &x, sizeof u);
+        if ((int32_t)(u & EXP_ABS) > EXP_BIG) d[j] = expf(x);
+    }
 }
 
-/* y's lanes in `special` again from x's, through the scalar expf (W lanes). */
-#define EXP_SPECIAL(V, W, x, y, special)                        \
-    do {                                                        \
-        if (special) {                                          \
-            float xs_[W], ys_[W];                               \
-            V##_storeu_ps(xs_, x), V##_storeu_ps(ys_, y);       \
-            exp_special(ys_, xs_, special);                     \
-            y = V##_loadu_ps(ys_);                              \
-        }                                                       \
-    } while (0)
+/* `run` on d in place, a block at a time from a copy of it (exp_fix
+ * reads the inputs again after the vector pass wrote d). */
+static void exp_in_place(float *d, int64_t n, float scale, float bias,
+                         void (*run)(float *, const float *, int64_t, float, float))
+{
+    float xs[256];
+    for (int64_t j = 0, w; j < n; j += w) {
+        w = n - j < 256 ? n - j : 256;
+        memcpy(xs, d + j, (size_t)w * sizeof *xs);
+        run(d + j, xs, w, scale, bias);
+    }
+}
 
-/* 8 lanes of exp(a * scale + bias) into d; left < 8: only the first left
- * (masked loads and stores, nothing touched past them). */
-__attribute__((target("avx2,fma"), always_inline)) static inline void
+/* 8 lanes of exp(a * scale + bias) into d, true if a lane needs exp_fix;
+ * left < 8: only the first left (masked loads and stores, nothing touched
+ * past them). */
+__attribute__((target("avx2,fma"), always_inline)) static inline bool
 exp8(float *d, const float *a, __m256 sc, __m256 bi, int64_t left)
 {
     __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(left < 8 ? (int)left : 8),
@@ -243,43 +254,52 @@ exp8(float *d, const float *a, __m256 sc, __m256 bi, int64_t left)
     __m256 x = left >= 8 ? _mm256_loadu_ps(a) : _mm256_maskload_ps(a, tail), y;
     x = _mm256_add_ps(_mm256_mul_ps(x, sc), bi);
     EXP_LANES(_mm256, 256, x, y, sp, _mm256_cmpgt_epi32);
-    unsigned special = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(sp));
-    special &= left >= 8 ? 0xffu : (1u << left) - 1;
-    EXP_SPECIAL(_mm256, 8, x, y, special);
     if (left >= 8) _mm256_storeu_ps(d, y);
-    else _mm256_maskstore_ps(d, tail, y);
+    else _mm256_maskstore_ps(d, tail, y), sp = _mm256_and_si256(sp, tail);
+    return !_mm256_testz_si256(sp, sp);
 }
 
 __attribute__((target("avx2,fma"))) static void exp_run8(float *d, const float *a, int64_t n,
                                                          float scale, float bias)
 {
+    if (d == a) { /* in place: exp_fix needs the inputs */
+        exp_in_place(d, n, scale, bias, exp_run8);
+        return;
+    }
     const __m256 sc = _mm256_set1_ps(scale), bi = _mm256_set1_ps(bias);
+    bool fix = false;
     int64_t j = 0;
-    for (; j + 8 <= n; j += 8) exp8(d + j, a + j, sc, bi, 8); /* whole vectors: no masks */
-    if (j < n) exp8(d + j, a + j, sc, bi, n - j);
+    for (; j + 8 <= n; j += 8) fix |= exp8(d + j, a + j, sc, bi, 8); /* whole vectors: no masks */
+    if (j < n) fix |= exp8(d + j, a + j, sc, bi, n - j);
+    if (fix) exp_fix(d, a, n, scale, bias);
 }
 
 /* 16 lanes, as exp8. */
-__attribute__((target("avx512f"), always_inline)) static inline void
+__attribute__((target("avx512f"), always_inline)) static inline bool
 exp16(float *d, const float *a, __m512 sc, __m512 bi, int64_t left)
 {
     __mmask16 tail = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1), sp;
     __m512 x = left >= 16 ? _mm512_loadu_ps(a) : _mm512_maskz_loadu_ps(tail, a), y;
     x = _mm512_add_ps(_mm512_mul_ps(x, sc), bi);
     EXP_LANES(_mm512, 512, x, y, sp, _mm512_cmpgt_epi32_mask);
-    sp &= tail;
-    EXP_SPECIAL(_mm512, 16, x, y, sp);
     if (left >= 16) _mm512_storeu_ps(d, y);
     else _mm512_mask_storeu_ps(d, tail, y);
+    return (sp & tail) != 0;
 }
 
 __attribute__((target("avx512f"))) static void exp_run16(float *d, const float *a, int64_t n,
                                                         float scale, float bias)
 {
+    if (d == a) {
+        exp_in_place(d, n, scale, bias, exp_run16);
+        return;
+    }
     const __m512 sc = _mm512_set1_ps(scale), bi = _mm512_set1_ps(bias);
+    bool fix = false;
     int64_t j = 0;
-    for (; j + 16 <= n; j += 16) exp16(d + j, a + j, sc, bi, 16);
-    if (j < n) exp16(d + j, a + j, sc, bi, n - j);
+    for (; j + 16 <= n; j += 16) fix |= exp16(d + j, a + j, sc, bi, 16);
+    if (j < n) fix |= exp16(d + j, a + j, sc, bi, n - j);
+    if (fix) exp_fix(d, a, n, scale, bias);
 }
 #endif
 
@@ -616,7 +636,9 @@ OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc
 
 /* One row of oc_tile_activation_reduce's fused path (unit strides): d =
  * f(x * scale + bias), *sum = the sum of d (when sum is given), *next_r =
- * op over row nx (when nx is given). 64 elements of d at a time, then the
+ * op over row nx (when nx is given). 1024 elements of d at a time (4 KiB:
+ * still in L1 for the sum; a call of the exp per 64 cost a quarter of
+ * softmax [32, 4096]'s time), then the
  * reductions as far as they have whole 16-element steps, so the reads of
  * nx from memory overlap the writes of d. The chunk length stays a
  * run-time value: un_row's loop is then the one a whole row runs, and each
@@ -629,7 +651,7 @@ OC_TILE_INLINE void act_row(float *d, const float *x, oc_tile_unop f, float scal
     lanes_init(&ls, OC_TILE_SUM), lanes_init(&ln, op);
     int64_t k = 0; /* reduced up to k */
     for (int64_t j = 0, w; j < n; j += w) {
-        w = n - j < 64 ? n - j : 64;
+        w = n - j < 1024 ? n - j : 1024;
         un_row(d + j, 1, x + j, 1, w, f, scale, bias);
         for (; k + 16 <= j + w; k += 16) {
             if (sum) lanes_add16(&ls, d + k, OC_TILE_SUM, 0.0f);

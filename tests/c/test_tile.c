@@ -615,7 +615,7 @@ __attribute__((target("avx2,fma"))) static void exp_ref(float *d, const float *x
 
 /* The tile EXP's AVX-512 and AVX2 kernels give libmvec's AVX2 expf bit
  * for bit: every float in [-104, 89] on a CPU with AVX-512 (every 4099th
- * elsewhere, and under valgrind), with Inf, NaN and tails of every length. */
+ * elsewhere, and under valgrind), with Inf, NaN, in place and tails of every length. */
 static void test_exp_bits(void **state)
 {
     (void)state;
@@ -668,6 +668,17 @@ static void test_exp_bits(void **state)
             if (memcmp(&got[i], &want[i], 4) && !(isnan(got[i]) && isnan(want[i])))
                 fail_msg("exp path %d: x = %.9g: got %.9g, libmvec %.9g", path, sp[i], got[i],
                          want[i]);
+    }
+    /* in place, Inf/NaN/overflow lanes spread over several of its blocks */
+    for (int i = 0; i < 600; i++) x[i] = sp[i % 16] + (i % 7 ? 0.0f : 0.25f);
+    exp_ref(want, x, 600);
+    for (int path = 1; path <= best; path++) {
+        memcpy(got, x, 600 * 4);
+        oc__tile_exp_run(got, got, 600, path);
+        for (int i = 0; i < 600; i++)
+            if (memcmp(&got[i], &want[i], 4) && !(isnan(got[i]) && isnan(want[i])))
+                fail_msg("exp path %d in place: x = %.9g: got %.9g, libmvec %.9g", path, x[i],
+                         got[i], want[i]);
     }
     fill(x, 48, 3);
     exp_ref(want, x, 48);
