@@ -92,8 +92,12 @@ static void badd_into_shape(const oc_tensor *x, const oc_tensor *y, oc_tensor *o
 }
 
 OC_LIBRARY(iter_bench, m) {
-    oc_def(m, "badd(Tensor x, Tensor y) -> Tensor", badd_shape, "badd");
-    oc_def(m, "badd_into(Tensor x, Tensor y, Tensor(a!) out) -> ()", badd_into_shape, "badd_into");
+    /* .strided: the iterator takes the caller's views as they are (without it, opcore hands
+     * the kernel dense row-major copies of a transposed or sliced tensor, and copies a
+     * strided out back after the kernel) */
+    oc_def(m, "badd(Tensor x, Tensor y) -> Tensor", badd_shape, "badd", .strided = true);
+    oc_def(m, "badd_into(Tensor x, Tensor y, Tensor(a!) out) -> ()", badd_into_shape, "badd_into",
+           .strided = true);
 }
 """
 

@@ -250,6 +250,12 @@ def main(argv=None) -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
     op_rows = op_language_rows(target, turns, args.quick)
+    # every candidate's results are XLA's buffers (the FFI handler writes into them): the same
+    # allocator, the same pages, on both sides of each row
+    for row in rows + op_rows:
+        nbytes = row.get("bytes")
+        benchlib.tag(row, pages={"opcore": benchlib.page_policy("xla", nbytes),
+                                 "jnp": benchlib.page_policy("xla", nbytes)})
 
     result = {
         "title": "opcore op inside jax.jit vs jnp.maximum(x, 0): time per call (float32 ReLU)",
@@ -282,6 +288,8 @@ def main(argv=None) -> int:
         ),
     }
     for path, obj in ((args.out, result), (args.ops_out, ops_result)):
+        obj.setdefault("machine", benchlib.machine())
+        obj.setdefault("paths", benchlib.paths())
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(path, "w") as f:
             json.dump(obj, f, indent=2)

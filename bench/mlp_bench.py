@@ -370,10 +370,24 @@ def main(argv=None):
 
 
 def write(results, name, obj):
+    """results/name with the machine, the kernel paths and each row's
+    page policy: the MLP's tensors (batch 32, at most 784 floats a row)
+    are far below either side's huge-page threshold, both sides 4 KiB
+    unless the kernel's THP mode says otherwise."""
+    import benchlib
+
+    for row in obj.get("rows", []):
+        benchlib.tag(row, pages={"opcore": benchlib.page_policy("opcore", MLP_BYTES),
+                                 "torch": benchlib.page_policy("torch", MLP_BYTES)})
+    obj.setdefault("machine", benchlib.machine())
+    obj.setdefault("paths", benchlib.paths())
     path = os.path.join(results, name)
     with open(path, "w") as f:
         json.dump(obj, f, indent=2)
     print(f"wrote {os.path.relpath(path)}", file=sys.stderr)
+
+
+MLP_BYTES = 32 * 784 * 4  # the largest tensor an MLP step makes: the input batch
 
 
 if __name__ == "__main__":

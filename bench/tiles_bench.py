@@ -12,7 +12,12 @@ The machine's load (1-minute load average) is recorded beside them.
 
 Writes bench/results/tiles.json (bench/report.py format).
 
-    python bench/tiles_bench.py [--rounds R] [--quick]
+    python bench/tiles_bench.py [--rounds R] [--quick] [--norms-only] [--ops softmax,...]
+                                [--counts 1,2]
+
+A short run of the norm and small-shape rows (about 4 minutes on 2 cores):
+    python bench/tiles_bench.py --norms-only --rounds 2
+one op at one thread count: --norms-only --ops softmax --counts 1.
 """
 import argparse
 import ctypes
@@ -139,6 +144,7 @@ def norms(args, T, rnd, run, rows, load):
 
 
 SMALL = [(2, 5), (8, 64)]
+OPS = ("softmax", "rmsnorm", "layer_norm", "matmul")  # --ops narrows the norm and small rows
 
 
 def small(T, rnd, run, rounds):
@@ -155,6 +161,8 @@ def small(T, rnd, run, rounds):
                "layer_norm": (lambda: T.layer_norm(x, w, b, 1e-5), lambda: F.layer_norm(x, [C], w, b, 1e-5)),
                "matmul": (lambda: T.matmul(x, m), lambda: torch.matmul(x, m))}
         for op, (fn, eager) in ops.items():
+            if op not in OPS:
+                continue
             run(f"small: {op} [{R}, {C}]", {f"tiles::{op}": fn, "torch eager": eager}, 0, 0, ["torch eager"],
                 3 * rounds, reps=1000, clock=time.thread_time)
 
@@ -173,6 +181,8 @@ def norm_rows(args, T, rnd, run, R, C, mine, theirs):
         "softmax": (lambda: T.softmax(x), lambda x, w: torch.softmax(x, -1)),
     }
     for op, (fn, eager) in norms.items():
+        if op not in OPS:
+            continue
         comp = torch.compile(eager)
         comp(x, w)
         got = fn()
@@ -191,14 +201,18 @@ def norm_rows(args, T, rnd, run, R, C, mine, theirs):
 
 
 def main():
+    global OPS
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--quick", action="store_true", help="small shapes (a smoke run)")
     p.add_argument("--norms-only", action="store_true", help="only the rmsnorm, layer_norm and softmax rows")
+    p.add_argument("--ops", default=",".join(OPS), help="norm / small-shape ops to run (comma-separated)")
+    p.add_argument("--counts", default="", help="thread counts to run, e.g. 1,2 (default 1, 2 and all)")
     p.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--thp", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--results", default=os.path.join(HERE, "results"))
     args = p.parse_args()
+    OPS = tuple(o for o in args.ops.split(",") if o)
     if args.quick:
         args.mnk, args.bf16_rows, args.attn = (512, 256, 384), 64, (1, 2, 512, 64)
         args.norm_shapes = [(256, 1024), (32, 4096)]
@@ -212,11 +226,14 @@ def main():
     rows, loads = [], []
     cpus = os.cpu_count() or 1
     counts = sorted({t for t in (1, 2, cpus) if t <= cpus})
+    if args.counts:
+        counts = sorted({int(t) for t in args.counts.split(",")})
     for threads, thp in [(t, thp) for t in counts for thp in (False, True)]:
         cmd = [sys.executable, __file__, "--threads", str(threads), "--rounds", str(args.rounds)]
         cmd += ["--quick"] if args.quick else []
         cmd += ["--thp"] if thp else []
         cmd += ["--norms-only"] if args.norms_only else []
+        cmd += ["--ops", args.ops]
         env = {**os.environ, "OC_NUM_CORES": str(threads)}
         if thp:
             env["THP_MEM_ALLOC_ENABLE"] = "1"

@@ -265,12 +265,12 @@ def main():
     ratio_direct = benchlib.paired_ratio(samples, OC_DIRECT, TVM) if tvm is not None else None
     # the same loop as a boxed kernel on the stable C ABI, for comparison
     ceiling_ops = benchlib.paired_ratio(samples, STABLE, CPP)
-    targets = [{"metric": "1x1 op through torch.ops: opcore / C++ extension op (CPU time)", "max": 1.0,
-                "value": ratio_ops, "met": ratio_ops <= 1.0, "ceiling": ceiling_ops,
+    targets = [{"metric": "1x1 op through torch.ops: opcore / C++ extension op (CPU time)", "max": 1.1,
+                "value": ratio_ops, "met": ratio_ops <= 1.1, "ceiling": ceiling_ops,
                 "ceiling_what": "the C++ op's loop as a boxed kernel on torch's stable C ABI"}]
     if ratio_direct is not None:
         targets.append({"metric": "direct call, output allocated: opcore / apache-tvm-ffi (CPU time)",
-                        "max": 1.0, "value": ratio_direct, "met": ratio_direct <= 1.0})
+                        "max": 1.1, "value": ratio_direct, "met": ratio_direct <= 1.1})
     if opcore_builds:
         opcore_build_s = statistics.median(opcore_builds)
         speedup = cpp_build_s / opcore_build_s
@@ -318,8 +318,8 @@ def main():
         "rows": arows,
         "target": [{"metric": "seeds' autograd.Function: around opcore ops / around C++ extension ops",
                     "max": 1.0, "value": r_fn, "met": r_fn <= 1.0},
-                   {"metric": "register_autograd / seeds' autograd.Function around opcore ops", "max": 1.0,
-                    "value": r_reg, "met": r_reg <= 1.0}],
+                   {"metric": "register_autograd / seeds' autograd.Function around opcore ops", "max": 0.85,
+                    "value": r_reg, "met": r_reg <= 0.85}],
         "notes": (f"One step: a fresh leaf x.requires_grad_(), y = relu(x), y.sum().backward(). Medians of "
                   f"{args.rounds} interleaved rounds, ratios paired per round (CPU time of the calling "
                   "thread). The C++ extension ops are the raw-loop ones of the table above; opcore's the same "
@@ -344,8 +344,8 @@ def main():
               f"{r['vs Function around C++ ext']:6.2f}x C++ Function  {r['vs Function around opcore']:6.2f}x "
               "opcore Function")
     for t in targets + [{"metric": "Function opcore/C++", "value": r_fn, "max": 1.0, "met": r_fn <= 1.0},
-                        {"metric": "register_autograd/Function", "value": r_reg, "max": 1.0,
-                         "met": r_reg <= 1.0}]:
+                        {"metric": "register_autograd/Function", "value": r_reg, "max": 0.85,
+                         "met": r_reg <= 0.85}]:
         print(f"target: {t['metric']}: {t['value']:.3f} ({'met' if t['met'] else 'NOT met'})")
 
 

@@ -39,6 +39,15 @@ class Library:
     .stack_size, .cflags, .ops ({op name: opcore._C.Op}); ops are also
     attributes (lib.relu_forward(x) calls the C op directly)."""
 
+    def __new__(cls, info):
+        # One class per library, named after it: a missing op reads
+        # "'Library[tiles]' object has no attribute 'no_such_op'". No
+        # __getattr__: CPython specialises attribute loads only on classes
+        # without one, so `lib.op(x)` costs what a cached `f = lib.op` does.
+        if cls is Library:
+            cls = type(f"Library[{info['name']}]", (Library,), {"__module__": __name__})
+        return super().__new__(cls)
+
     def __init__(self, info):
         self.handle = info["handle"]  # identifies this load: a rebuilt file loads as a new handle
         self.name = info["name"]
@@ -50,17 +59,9 @@ class Library:
         self.build_seconds = None  # set by load(): wall time of the build
         self.cached = None         # set by load(): True if nothing was compiled
         self.vec_report = None     # set by load(vec_report=True): the vectorisation report
-
-    def __getattr__(self, name):
-        # Python calls this only when the normal lookup fails: the op is kept
-        # as an instance attribute, so later `lib.op(x)` calls find it as fast
-        # as a cached `f = lib.op` (a library's ops never change: a rebuilt
-        # file loads as a new Library).
-        ops = self.__dict__.get("ops", {})
-        if name in ops:
-            op = self.__dict__[name] = ops[name]
-            return op
-        raise AttributeError(f"library '{self.__dict__.get('name')}' has no op {name!r}")
+        for name, op in self.ops.items():  # a library's ops never change (a rebuild loads anew)
+            if name not in self.__dict__ and not hasattr(Library, name):  # .path etc. win: lib.ops["path"]
+                setattr(self, name, op)
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self.ops))

@@ -417,15 +417,14 @@ static inline void copy_struct(oc_tensor *dst, const oc_tensor *src)
 oc_status oc__check_out(const struct oc_op *op, int i, const oc_tensor *meta, const oc_tensor *out, bool need_data,
                         const char *who)
 {
-    char want[256], got[256], which[32] = "";
+    bool no_data = !out || (need_data && !out->data && oc_numel(meta) > 0);
+    if (!no_data && out->dtype == meta->dtype && oc_same_shape(out, meta)) return OC_OK;
+    char want[256], got[256], which[32] = ""; /* only on the way to an error: a call's cost */
     if (op->num_results > 1) snprintf(which, sizeof which, " result %d", i);
-    if (!out || (need_data && !out->data && oc_numel(meta) > 0))
-        return oc_set_error(OC_EINVAL, "op '%s': %s%s output has no data", op->qualname, who, which);
-    if (out->dtype != meta->dtype || !oc_same_shape(out, meta))
-        return oc_set_error(OC_ESHAPE, "op '%s': %s%s output is %s %s but the shape function says %s %s",
-                            op->qualname, who, which, oc_dtype_name(out->dtype), oc_shape_str(out, got, sizeof got),
-                            oc_dtype_name(meta->dtype), oc_shape_str(meta, want, sizeof want));
-    return OC_OK;
+    if (no_data) return oc_set_error(OC_EINVAL, "op '%s': %s%s output has no data", op->qualname, who, which);
+    return oc_set_error(OC_ESHAPE, "op '%s': %s%s output is %s %s but the shape function says %s %s",
+                        op->qualname, who, which, oc_dtype_name(out->dtype), oc_shape_str(out, got, sizeof got),
+                        oc_dtype_name(meta->dtype), oc_shape_str(meta, want, sizeof want));
 }
 
 static void record_kernel(oc_core *c, oc_exec *job, uint64_t t0)

@@ -4,9 +4,16 @@
  * generic fallback (target_clones: the loader picks one per CPU), so the
  * loops vectorise whatever the kernel's flags. -std=c11 keeps FMA
  * contraction off, and reductions use vecmath.h's fixed-order lane sums:
- * both clones give the same bits. */
+ * both clones give the same bits for them. EXP on unit-stride runs is
+ * glibc's AVX2 expf written out (8 or 16 lanes: the same bits) on any CPU
+ * with AVX2; strided runs, and CPUs without AVX2, call libm's expf as the
+ * compiler vectorises it (libmvec's SSE and AVX2 versions differ in the
+ * last bit for some inputs). */
 #include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/internal.h"
 #include "opcore/tile.h"
@@ -17,6 +24,10 @@
 #define OC_TILE_FN __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define OC_TILE_FN
+#endif
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define OC_TILE_EXP_X86 1
 #endif
 /* Helpers are inlined into each clone, so they compile for its target. */
 #define OC_TILE_INLINE static inline __attribute__((always_inline))
@@ -165,6 +176,174 @@ OC_TILE_FN void oc_tile_normalize(oc_tile *dst, const oc_tile *x, const oc_tile 
 
 /* ---- unary --------------------------------------------------------------------- */
 
+/* exp on unit-stride rows: glibc's AVX2 expf (libmvec's _ZGVdN8v_expf:
+ * x * log2(e) rounded by a shifter, x - n ln 2 in two parts, a degree-5
+ * polynomial, 2^n from the exponent bits; lanes with |x| > 87.34 or NaN
+ * through the scalar expf) written out with its constants, 8 lanes for
+ * AVX2 and the very same operations 16 lanes wide for AVX-512: both give
+ * the bits of _ZGVdN8v_expf for every input (test_tile checks every float
+ * in [-104, 89]). Row tails run masked through the same operations, so an
+ * element's bits never depend on where it sits in a row, and the AVX-512
+ * and AVX2 paths agree. OC_TILE_ISA=avx2 or portable caps the path
+ * (portable: the plain loop, libmvec and libm as the compiler calls them). */
+#ifdef OC_TILE_EXP_X86
+enum {
+    EXP_LOG2E = 0x3fb8aa3b, EXP_SHIFT = 0x4b400000, EXP_LN2HI = 0x3f317200, EXP_LN2LO = 0x35bfbe8e,
+    EXP_P0 = 0x3f800000, EXP_P1 = 0x3f7ffffe, EXP_P2 = 0x3effff34, EXP_P3 = 0x3e2aacac,
+    EXP_P4 = 0x3d2b8392, EXP_P5 = 0x3c07d9fe, EXP_BIG = 0x42aeac4f, EXP_ABS = 0x7fffffff
+};
+
+/* y = exp(x) on every lane, sp = the lanes for the scalar expf (as an
+ * integer mask vector, or with AVX-512 a mask register when CMPGT is
+ * given one): V is _mm256 or _mm512, I 256 or 512. */
+#define EXP_C(V, I, c) V##_castsi##I##_ps(V##_set1_epi32(c))
+#define EXP_LANES(V, I, x, y, sp, CMPGT)                                                       \
+    do {                                                                                       \
+        __typeof__(x) m_ = V##_fmadd_ps(x, EXP_C(V, I, EXP_LOG2E), EXP_C(V, I, EXP_SHIFT));    \
+        __typeof__(x) n_ = V##_sub_ps(m_, EXP_C(V, I, EXP_SHIFT)), r_, p_;                     \
+        __typeof__(V##_castps_si##I(x)) e_ = V##_castps_si##I(m_);                                 \
+        e_ = V##_slli_epi32(V##_add_epi32(e_, V##_set1_epi32(0x7f)), 23);                      \
+        sp = CMPGT(V##_and_si##I(V##_castps_si##I(x), V##_set1_epi32(EXP_ABS)),                    \
+                   V##_set1_epi32(EXP_BIG));                                                   \
+        r_ = V##_fnmadd_ps(n_, EXP_C(V, I, EXP_LN2HI), x);                                     \
+        r_ = V##_fnmadd_ps(n_, EXP_C(V, I, EXP_LN2LO), r_);                                    \
+        p_ = V##_fmadd_ps(r_, EXP_C(V, I, EXP_P5), EXP_C(V, I, EXP_P4));                       \
+        p_ = V##_fmadd_ps(r_, p_, EXP_C(V, I, EXP_P3));                                        \
+        p_ = V##_fmadd_ps(r_, p_, EXP_C(V, I, EXP_P2));                                        \
+        p_ = V##_fmadd_ps(r_, p_, EXP_C(V, I, EXP_P1));                                        \
+        p_ = V##_fmadd_ps(r_, p_, EXP_C(V, I, EXP_P0));                                        \
+        y = V##_mul_ps(V##_castsi##I##_ps(e_), p_);                                            \
+    } while (0)
+
+/* The lanes the vector code leaves to the scalar expf (|x| > 87.34, Inf,
+ * NaN), again: d[j] = expf(a[j] * scale + bias) for each of them in the
+ * run. Out of the vector loop, so that loop makes no call (every vector
+ * register is the caller's to save: its constants would live on the stack). */
+static void exp_fix(float *d, const float *a, int64_t n, float scale, float bias)
+{
+    for (int64_t j = 0; j < n; j++) {
+        float x = a[j] * scale;
+        x = x + bias;
+        uint32_t u;
+        memcpy(&u, &x, sizeof u);
+        if ((int32_t)(u & EXP_ABS) > EXP_BIG) d[j] = expf(x);
+    }
+}
+
+/* `run` on d in place, a block at a time from a copy of it (exp_fix
+ * reads the inputs again after the vector pass wrote d). */
+static void exp_in_place(float *d, int64_t n, float scale, float bias,
+                         void (*run)(float *, const float *, int64_t, float, float))
+{
+    float xs[256];
+    for (int64_t j = 0, w; j < n; j += w) {
+        w = n - j < 256 ? n - j : 256;
+        memcpy(xs, d + j, (size_t)w * sizeof *xs);
+        run(d + j, xs, w, scale, bias);
+    }
+}
+
+/* 8 lanes of exp(a * scale + bias) into d, true if a lane needs exp_fix;
+ * left < 8: only the first left (masked loads and stores, nothing touched
+ * past them). */
+__attribute__((target("avx2,fma"), always_inline)) static inline bool
+exp8(float *d, const float *a, __m256 sc, __m256 bi, int64_t left)
+{
+    __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(left < 8 ? (int)left : 8),
+                                      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), sp;
+    __m256 x = left >= 8 ? _mm256_loadu_ps(a) : _mm256_maskload_ps(a, tail), y;
+    x = _mm256_add_ps(_mm256_mul_ps(x, sc), bi);
+    EXP_LANES(_mm256, 256, x, y, sp, _mm256_cmpgt_epi32);
+    if (left >= 8) _mm256_storeu_ps(d, y);
+    else _mm256_maskstore_ps(d, tail, y), sp = _mm256_and_si256(sp, tail);
+    return !_mm256_testz_si256(sp, sp);
+}
+
+__attribute__((target("avx2,fma"))) static void exp_run8(float *d, const float *a, int64_t n,
+                                                         float scale, float bias)
+{
+    if (d == a) { /* in place: exp_fix needs the inputs */
+        exp_in_place(d, n, scale, bias, exp_run8);
+        return;
+    }
+    const __m256 sc = _mm256_set1_ps(scale), bi = _mm256_set1_ps(bias);
+    bool fix = false;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) fix |= exp8(d + j, a + j, sc, bi, 8); /* whole vectors: no masks */
+    if (j < n) fix |= exp8(d + j, a + j, sc, bi, n - j);
+    if (fix) exp_fix(d, a, n, scale, bias);
+}
+
+/* 16 lanes, as exp8. */
+__attribute__((target("avx512f"), always_inline)) static inline bool
+exp16(float *d, const float *a, __m512 sc, __m512 bi, int64_t left)
+{
+    __mmask16 tail = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1), sp;
+    __m512 x = left >= 16 ? _mm512_loadu_ps(a) : _mm512_maskz_loadu_ps(tail, a), y;
+    x = _mm512_add_ps(_mm512_mul_ps(x, sc), bi);
+    EXP_LANES(_mm512, 512, x, y, sp, _mm512_cmpgt_epi32_mask);
+    if (left >= 16) _mm512_storeu_ps(d, y);
+    else _mm512_mask_storeu_ps(d, tail, y);
+    return (sp & tail) != 0;
+}
+
+__attribute__((target("avx512f"))) static void exp_run16(float *d, const float *a, int64_t n,
+                                                        float scale, float bias)
+{
+    if (d == a) {
+        exp_in_place(d, n, scale, bias, exp_run16);
+        return;
+    }
+    const __m512 sc = _mm512_set1_ps(scale), bi = _mm512_set1_ps(bias);
+    bool fix = false;
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) fix |= exp16(d + j, a + j, sc, bi, 16);
+    if (j < n) fix |= exp16(d + j, a + j, sc, bi, n - j);
+    if (fix) exp_fix(d, a, n, scale, bias);
+}
+#endif
+
+/* The exp path: 2 AVX-512, 1 AVX2, 0 the plain loop; chosen once from the
+ * CPU's features, capped by OC_TILE_ISA. */
+static int exp_path(void)
+{
+    static atomic_int path = -1;
+    int p = atomic_load_explicit(&path, memory_order_relaxed);
+    if (p >= 0) return p;
+    p = 0;
+#ifdef OC_TILE_EXP_X86
+    const char *cap = getenv("OC_TILE_ISA");
+    int lim = !cap ? 2 : !strcasecmp(cap, "portable") ? 0 : !strcasecmp(cap, "avx2") ? 1 : 2;
+    if (lim >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) p = 1;
+    if (lim >= 2 && p == 1 && __builtin_cpu_supports("avx512f")) p = 2;
+#endif
+    atomic_store_explicit(&path, p, memory_order_relaxed);
+    return p;
+}
+
+/* d = exp(a * scale + bias) over a unit-stride run on `path` (capped by
+ * what exp_path allows); false where that path is the plain loop. */
+static bool exp_fast(float *d, const float *a, int64_t n, float scale, float bias, int path)
+{
+    int most = exp_path();
+    path = path < most ? path : most;
+#ifdef OC_TILE_EXP_X86
+    if (path == 2) exp_run16(d, a, n, scale, bias);
+    else if (path == 1) exp_run8(d, a, n, scale, bias);
+#else
+    (void)d, (void)a, (void)n, (void)scale, (void)bias;
+#endif
+    return path > 0;
+}
+
+int oc__tile_exp_run(float *d, const float *a, int64_t n, int path)
+{
+    int most = exp_path();
+    if (exp_fast(d, a, n, 1.0f, 0.0f, path)) return path < most ? path : most;
+    for (int64_t j = 0; j < n; j++) d[j] = expf(a[j]);
+    return 0;
+}
+
 #define UN_LOOP(EXPR)                                                                          \
     do {                                                                                       \
         if (as == 1 && ds == 1)                                                                \
@@ -178,7 +357,10 @@ OC_TILE_INLINE void un_row(float *d, int64_t ds, const float *a, int64_t as, int
 {
     switch (f) {
     case OC_TILE_IDENTITY: UN_LOOP(x); break;
-    case OC_TILE_EXP: UN_LOOP(expf(x)); break;
+    case OC_TILE_EXP:
+        if (as == 1 && ds == 1 && exp_fast(d, a, n, scale, bias, 2)) break;
+        UN_LOOP(expf(x));
+        break;
     case OC_TILE_LOG: UN_LOOP(logf(x)); break;
     case OC_TILE_TANH: UN_LOOP(tanhf(x)); break;
     case OC_TILE_SIGMOID: UN_LOOP(1.0f / (1.0f + expf(-x))); break;
@@ -454,7 +636,9 @@ OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc
 
 /* One row of oc_tile_activation_reduce's fused path (unit strides): d =
  * f(x * scale + bias), *sum = the sum of d (when sum is given), *next_r =
- * op over row nx (when nx is given). 64 elements of d at a time, then the
+ * op over row nx (when nx is given). 1024 elements of d at a time (4 KiB:
+ * still in L1 for the sum; a call of the exp per 64 cost a quarter of
+ * softmax [32, 4096]'s time), then the
  * reductions as far as they have whole 16-element steps, so the reads of
  * nx from memory overlap the writes of d. The chunk length stays a
  * run-time value: un_row's loop is then the one a whole row runs, and each
@@ -467,7 +651,7 @@ OC_TILE_INLINE void act_row(float *d, const float *x, oc_tile_unop f, float scal
     lanes_init(&ls, OC_TILE_SUM), lanes_init(&ln, op);
     int64_t k = 0; /* reduced up to k */
     for (int64_t j = 0, w; j < n; j += w) {
-        w = n - j < 64 ? n - j : 64;
+        w = n - j < 1024 ? n - j : 1024;
         un_row(d + j, 1, x + j, 1, w, f, scale, bias);
         for (; k + 16 <= j + w; k += 16) {
             if (sum) lanes_add16(&ls, d + k, OC_TILE_SUM, 0.0f);

@@ -50,4 +50,9 @@ bool oc__tile_apart(const oc_tile *dst, const oc_tile *src, bool same_ok, const 
 enum { OC__SCRATCH_MATMUL = 0, OC__SCRATCH_LOWP = 8, OC__SCRATCH_SLOTS = 16 };
 void *oc__tile_scratch(int slot, size_t bytes, const char *fn);
 
+/* exp over n floats on `path` (2 AVX-512, 1 AVX2, 0 the plain loop),
+ * capped by the CPU and OC_TILE_ISA; returns the path taken (for tests:
+ * every path gives the bits of glibc's AVX2 expf). */
+int oc__tile_exp_run(float *d, const float *a, int64_t n, int path);
+
 #endif

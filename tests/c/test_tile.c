@@ -14,6 +14,18 @@
 #include "opcore/host.h"
 #include "opcore/tile.h"
 #include "support/oplib.h"
+#include "tile/tile_internal.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__)
+#include <immintrin.h>
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
+#define EXP_REF 1
+__m256 _ZGVdN8v_expf(__m256 x); /* libmvec's AVX2 expf: the bits the tile EXP keeps */
+#endif
 
 #ifndef OC_TILE_XSMM
 #define OC_TILE_XSMM 0 /* mk/tile.mk: whether libopcore's tile matmul has libxsmm */
@@ -592,6 +604,99 @@ static void test_cache_sizes(void **state)
     }
 }
 
+#ifdef EXP_REF
+/* libmvec's AVX2 expf on x[0..n), n a multiple of 8. */
+__attribute__((target("avx2,fma"))) static void exp_ref(float *d, const float *x, int64_t n)
+{
+    for (int64_t j = 0; j < n; j += 8)
+        _mm256_storeu_ps(d + j, _ZGVdN8v_expf(_mm256_loadu_ps(x + j)));
+}
+#endif
+
+/* The tile EXP's AVX-512 and AVX2 kernels give libmvec's AVX2 expf bit
+ * for bit: every float in [-104, 89] on a CPU with AVX-512 (every 4099th
+ * elsewhere, and under valgrind), with Inf, NaN, in place and tails of every length. */
+static void test_exp_bits(void **state)
+{
+    (void)state;
+#ifdef EXP_REF
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+        assert_int_equal(oc__tile_exp_run(NULL, NULL, 0, 2), 0); /* the plain loop: no reference */
+        return;
+    }
+    const char *cap = getenv("OC_TILE_ISA"); /* avx2 or portable: a lower path */
+    int lim = !cap ? 2 : !strcmp(cap, "portable") ? 0 : !strcmp(cap, "avx2") ? 1 : 2;
+    int best = oc__tile_exp_run(NULL, NULL, 0, 2);
+    assert_int_equal(best, lim < 1 ? 0 : lim < 2 || !__builtin_cpu_supports("avx512f") ? 1 : 2);
+    if (best == 0) return; /* the plain loop: libmvec's and libm's own bits */
+    uint32_t step = best == 2 && !RUNNING_ON_VALGRIND ? 1 : 4099;
+    enum { N = 1 << 16 };
+    static float x[N], want[N], got[N];
+    /* [-104, -0] by bits down from -0, then [0, 89] up from 0 */
+    const uint32_t ends[2][2] = {{0x80000000u, 0xc2d00000u}, {0u, 0x42b20000u}};
+    uint64_t checked = 0;
+    for (int half = 0; half < 2; half++) {
+        for (uint64_t u = ends[half][0]; u <= ends[half][1];) {
+            int64_t n = 0;
+            for (; n < N && u <= ends[half][1]; n++, u += step) {
+                uint32_t b = (uint32_t)u;
+                memcpy(&x[n], &b, 4);
+            }
+            for (; n % 8; n++) x[n] = 0.0f;
+            exp_ref(want, x, n);
+            for (int path = 1; path <= best; path++) {
+                assert_int_equal(oc__tile_exp_run(got, x, n, path), path);
+                if (memcmp(got, want, (size_t)n * 4) == 0) continue;
+                for (int64_t i = 0; i < n; i++)
+                    if (memcmp(&got[i], &want[i], 4))
+                        fail_msg("exp path %d: x = %.9g: got %.9g, libmvec %.9g", path, x[i],
+                                 got[i], want[i]);
+            }
+            checked += (uint64_t)n;
+        }
+    }
+    print_message("exp: %llu inputs, paths 1..%d, bit for bit\n", (unsigned long long)checked,
+                  best);
+    /* Inf, NaN, overflow and underflow lanes (the scalar expf), and row
+     * tails of 1..40 elements at odd offsets: each element as in whole rows */
+    float sp[16] = {INFINITY, -INFINITY, NAN, 88.8f, -103.9f, 89.5f, -150.0f, 0.0f,
+                    -0.0f, 1e-30f, -87.5f, 87.3f, 87.4f, -87.34f, 1.0f, -1.0f};
+    exp_ref(want, sp, 16);
+    for (int path = 1; path <= best; path++) {
+        oc__tile_exp_run(got, sp, 16, path);
+        for (int i = 0; i < 16; i++)
+            if (memcmp(&got[i], &want[i], 4) && !(isnan(got[i]) && isnan(want[i])))
+                fail_msg("exp path %d: x = %.9g: got %.9g, libmvec %.9g", path, sp[i], got[i],
+                         want[i]);
+    }
+    /* in place, Inf/NaN/overflow lanes spread over several of its blocks */
+    for (int i = 0; i < 600; i++) x[i] = sp[i % 16] + (i % 7 ? 0.0f : 0.25f);
+    exp_ref(want, x, 600);
+    for (int path = 1; path <= best; path++) {
+        memcpy(got, x, 600 * 4);
+        oc__tile_exp_run(got, got, 600, path);
+        for (int i = 0; i < 600; i++)
+            if (memcmp(&got[i], &want[i], 4) && !(isnan(got[i]) && isnan(want[i])))
+                fail_msg("exp path %d in place: x = %.9g: got %.9g, libmvec %.9g", path, x[i],
+                         got[i], want[i]);
+    }
+    fill(x, 48, 3);
+    exp_ref(want, x, 48);
+    for (int path = 1; path <= best; path++)
+        for (int off = 0; off < 8; off++)
+            for (int64_t n = 1; n <= 40; n++) {
+                memset(got, 0xff, 48 * 4);
+                oc__tile_exp_run(got + off, x + off, n, path);
+                assert_memory_equal(got + off, want + off, (size_t)n * 4);
+                uint32_t canary;
+                memcpy(&canary, &got[off + n], 4);
+                assert_int_equal(canary, 0xffffffffu); /* nothing past the row */
+            }
+#else
+    skip();
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -602,6 +707,7 @@ int main(void)
         cmocka_unit_test(test_normalize_ahead),
         cmocka_unit_test(test_activation_reduce),
         cmocka_unit_test(test_unary),
+        cmocka_unit_test(test_exp_bits),
         cmocka_unit_test(test_reductions),
         cmocka_unit_test(test_transpose_scan_select),
         cmocka_unit_test(test_conversions),

@@ -423,6 +423,17 @@ def _exists(rel):
     return (REPO / rel).exists()
 
 
+def test_docs_speak_a_users_words():
+    """docs/*.md name the AWS Neuron documents they follow as such: no
+    "seeds", no issue numbers (file names such as examples/seed003 and the
+    --seed option are names, not words)."""
+    for page in sorted((REPO / "docs").glob("*.md")):
+        text = re.sub(r"seed003|SEED003|--seed\b|same seed|manual_seed", "", page.read_text())
+        for pat in (r"\bseeds?\b", r"\bissues? \d+", r"shared/seeds"):
+            hit = re.search(pat, text, re.I)
+            assert not hit, f"{page.name} says '{hit.group(0)}' (internal planning words)"
+
+
 def test_readme_is_a_users_page():
     """README.md: short, no internal planning words, every link, path and
     make target it names real, and a performance summary of at most 10
