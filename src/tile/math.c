@@ -640,7 +640,12 @@ OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc
  * still in L1 for the sum; a call of the exp per 64 cost a quarter of
  * softmax [32, 4096]'s time), then the
  * reductions as far as they have whole 16-element steps, so the reads of
- * nx from memory overlap the writes of d. The chunk length stays a
+ * nx from memory overlap the writes of d. Each chunk of nx is prefetched
+ * (every line, to L2) before its chunk of d is computed: read in bursts
+ * after the compute, a 4 KiB chunk waited on memory each time (the
+ * hardware's streamer restarts at each 4 KiB page); prefetched, softmax
+ * [4096, 8192] ran 1.08-1.13x faster on one core (0.96-0.98x at [32, 4096],
+ * in cache, for the prefetch instructions). The chunk length stays a
  * run-time value: un_row's loop is then the one a whole row runs, and each
  * element takes the same path (libmvec's vector exp or glibc's scalar one,
  * which can differ in the last bit) as in oc_tile_unary_rowbias. */
@@ -652,6 +657,8 @@ OC_TILE_INLINE void act_row(float *d, const float *x, oc_tile_unop f, float scal
     int64_t k = 0; /* reduced up to k */
     for (int64_t j = 0, w; j < n; j += w) {
         w = n - j < 1024 ? n - j : 1024;
+        if (nx) /* each line of nx's chunk into L2 before this chunk's exp: see above */
+            for (int64_t q = j; q < j + w; q += 16) __builtin_prefetch(nx + q, 0, 2);
         un_row(d + j, 1, x + j, 1, w, f, scale, bias);
         for (; k + 16 <= j + w; k += 16) {
             if (sum) lanes_add16(&ls, d + k, OC_TILE_SUM, 0.0f);
