@@ -13,8 +13,11 @@ oc_tensor *softmax(const oc_tensor *x)
      * reads and writes L1: blocks sized to L2 ran 10% slower at [4096, 8192]) */
     int64_t l1 = (int64_t)oc_tile_l1_bytes() / (3 * p.d * 4);
     p.rb = l1 < 1 ? 1 : l1 < p.rb ? l1 : p.rb;
-    oc_tile X = oc_tile_of_tensor(&xv, 0), O = oc_tile_of_tensor(&ov, 0), s = oc_tile_alloc(p.rb, 1, OC_FLOAT32);
-    oc_tile m[2] = {oc_tile_alloc(p.rb, 1, OC_FLOAT32), oc_tile_alloc(p.rb, 1, OC_FLOAT32)};
+    oc_tile X = oc_tile_of_tensor(&xv, 0), O = oc_tile_of_tensor(&ov, 0);
+    /* the row sums and two blocks' row maxes: the columns of one tile (its
+     * rows are padded to 64 bytes anyway; one allocation instead of three) */
+    oc_tile sm = oc_tile_alloc(p.rb, 3, OC_FLOAT32), s = oc_tile_col(&sm, 0);
+    oc_tile m[2] = {oc_tile_col(&sm, 1), oc_tile_col(&sm, 2)};
     for (int64_t r = p.lo, n = p.rb, k = 0; r < p.hi; r += n, k ^= 1) {
         n = rows_at(&p, r);
         oc_tile xt = oc_tile_view(&X, r, 0, n, p.d), ot = oc_tile_view(&O, r, 0, n, p.d);

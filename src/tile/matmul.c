@@ -124,7 +124,8 @@ static void xsmm_init(void)
 
 static bool xsmm_enabled(void)
 {
-    pthread_once(&xsmm_once, xsmm_init);
+    static _Thread_local bool known; /* this thread has passed the once: a small product's call skips it */
+    if (!known) pthread_once(&xsmm_once, xsmm_init), known = true;
     return xsmm_on;
 }
 
@@ -192,8 +193,22 @@ static bool xsmm_sgemm(fmat *c, const fmat *a, const fmat *b, float beta)
     libxsmm_blasint xm = n, xn = m, xk = k, xlda = lda, xldb = ldb, xldc = c->rs;
     float alpha = 1.0f;
     int flags = beta == 0.0f ? LIBXSMM_GEMM_FLAG_BETA_0 : 0, prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
-    libxsmm_smmfunction f = libxsmm_smmdispatch(xm, xn, xk, &xlda, &xldb, &xldc, &alpha, &beta, &flags, &prefetch);
-    if (!f) return false;
+    /* the last shape this thread dispatched, kept: a loop of one small
+     * product skips libxsmm's lookup (its registry's hash and lock) */
+    static _Thread_local struct {
+        libxsmm_blasint m, n, k, lda, ldb, ldc;
+        int flags;
+        float beta;
+        libxsmm_smmfunction f;
+    } last;
+    libxsmm_smmfunction f = last.f;
+    if (!f || last.m != xm || last.n != xn || last.k != xk || last.lda != xlda || last.ldb != xldb ||
+        last.ldc != xldc || last.flags != flags || last.beta != beta) {
+        f = libxsmm_smmdispatch(xm, xn, xk, &xlda, &xldb, &xldc, &alpha, &beta, &flags, &prefetch);
+        if (!f) return false;
+        last.m = xm, last.n = xn, last.k = xk, last.lda = xlda, last.ldb = xldb, last.ldc = xldc;
+        last.flags = flags, last.beta = beta, last.f = f;
+    }
     f(pb, pa, c->p);
     return true;
 }
