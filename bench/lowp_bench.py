@@ -210,7 +210,8 @@ def child(args):
                 {}, ["torch.ao dynamic Linear (fbgemm)", "torch.matmul float32"], args.rounds,
                 max(1, args.reps // (4 if m >= 256 else 1)))
     paths = {}
-    for t, mm in (("float32", 1), ("bfloat16", 1), ("bfloat16", 64), ("q8_0", 1), ("q4_0", 1), ("int8", 1),
+    for t, mm in (("float32", 1), ("bfloat16", 1), ("bfloat16", 64), ("q8_0", 1), ("q4_0", 1),
+                  ("int8", 1),
                   ("int8", 256), ("uint4-group", 1), ("int8-group", 1)):
         paths[f"{t} m={mm}"] = path_of(t, mm)
     print(json.dumps({"rows": rows, "load": [load, os.getloadavg()[0]], "paths": paths}))
@@ -308,8 +309,8 @@ def main():
         "title": "Low-precision linear layers (tile layer) vs PyTorch", "order": 46, "rows": rows,
         "notes": notes, "columns": ["op", "threads", "implementation", "ms", "GB/s", "vs torch.matmul",
                                     "vs copy of the weight bytes", "vs torch.matmul float32",
-                                    "vs copy of the quantised bytes", "vs torch.ao dynamic Linear (fbgemm)",
-                                    "vs torch.matmul bfloat16"],
+                                    "vs copy of the quantised bytes",
+                                    "vs torch.ao dynamic Linear (fbgemm)", "vs torch.matmul bfloat16"],
         "target": targets})
     for r in rows:
         print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()})

@@ -474,11 +474,13 @@ static bool linear_group(oc_tile *y, const oc_tile *x, int64_t xrs, const oc_wei
 
 static bool linear_f32(oc_tile *y, const oc_tile *x, const oc_weights *w, int64_t j0, int64_t j1);
 
-/* bfloat16 weights past the skinny kernels on AMX-BF16: x rounded to
- * bfloat16, pair products summed (tile.h's bound). */
+/* bfloat16 weights from this many rows of x on AMX-BF16 (prefill): x
+ * rounded to bfloat16, pair products summed (tile.h's bound). */
+#define BF16_AMX_M 32
+
 static bool bf16p_for(const oc__lowp_kernels *ks, oc_wtype t, int64_t m, int64_t k)
 {
-    return t == OC_W_BF16 && ks->bf16p && m > SKINNY_M && k > 0;
+    return t == OC_W_BF16 && ks->bf16p && m >= BF16_AMX_M && k > 0;
 }
 
 static bool linear_bf16p(oc_tile *y, const oc_tile *x, int64_t xrs, const oc_weights *w,
@@ -655,10 +657,10 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
     case OC_W_F16:
         if (bf16p_for(ks, type, m, 1))
             snprintf(buf, sizeof buf,
-                     "bfloat16 weights, m > %d: amx-bf16, x rounded to bfloat16, tdpbf16ps on w "
+                     "bfloat16 weights, m >= %d: amx-bf16, x rounded to bfloat16, tdpbf16ps on w "
                      "packed in 64-column panels, 32 x 32 blocks, float32 sums (not the float32 "
                      "product's bits), split along n",
-                     SKINNY_M);
+                     BF16_AMX_M);
         else if (m <= skinny_m(type))
             snprintf(buf, sizeof buf,
                      "%s weights, m <= %d: opcore's skinny %s kernel (dot products over k, "

@@ -43,8 +43,8 @@ typedef void (*oc__lowp_i8p_fn)(float *y, int64_t yrs, const uint8_t *xu, int64_
  * bytes (64-byte aligned); y's columns [j0, j1), float32 sums of pair
  * products (tile.h's bound, not the float32 path's bits). */
 typedef void (*oc__lowp_bf16p_fn)(float *y, int64_t yrs, const uint16_t *xb, int64_t xs,
-                                  int64_t kp, int64_t m, const char *w, int64_t wrb, int64_t k, int64_t j0,
-                                  int64_t j1, void *pack);
+                                  int64_t kp, int64_t m, const char *w, int64_t wrb, int64_t k,
+                                  int64_t j0, int64_t j1, void *pack);
 #define oc__LOWP_BF16P_BYTES(kp) ((size_t)(kp) * 128 + 32 * 64 * sizeof(float))
 
 typedef struct oc__lowp_kernels {

@@ -4,7 +4,7 @@
  * the float ones within float32 rounding. main() runs every test once per
  * instruction set, each in a child process with OC_TILE_ISA set (the
  * kernels are chosen once per process): the CPU's best (AMX for int8 from
- * 32 rows and bfloat16 weights from 33 where there is AMX), avx512,
+ * 32 rows and bfloat16 weights from 32 where there is AMX), avx512,
  * avxvnni, avx2, portable. */
 #include <math.h>
 #include <setjmp.h>
@@ -373,7 +373,7 @@ static void test_float_linear(void **state)
     free(wf), free(x), free(y), free(wh);
 }
 
-/* bfloat16 weights from 33 rows on AMX-BF16: within tile.h's bound of the
+/* bfloat16 weights from 32 rows on AMX-BF16: within tile.h's bound of the
  * float64 product, and within float32 summation of the product of x
  * rounded to bfloat16 (nearest even): x really is rounded, pairs exact.
  * Shapes cover 32-row blocks, a 16-row tail, a partial panel, k % 32. */
@@ -389,8 +389,8 @@ static void test_bf16_amx(void **state)
     x[5] = 1.00390625f + 1.0f / 4096; /* rounds up to bfloat16 1.0078125 */
     for (int64_t i = 0; i < N * K; i++) wh[i] = bf16_rne(wf[i]);
     oc_tensor tw = mk(wh, OC_BFLOAT16, N, K);
-    const int64_t ms[] = {33, 48, 64, M};
-    for (int mi = 0; mi < 4; mi++) {
+    const int64_t ms[] = {32, 33, 48, 64, M};
+    for (int mi = 0; mi < 5; mi++) {
         int64_t m = ms[mi];
         oc_tensor tx = mk(x, OC_FLOAT32, m, K), ty = mk(y, OC_FLOAT32, m, N);
         memset(y, 0xff, sizeof(float) * m * N);
@@ -598,10 +598,10 @@ static void test_path_names(void **state)
         test_assert_contains(p, "avx512-vnni");
     if (!isa && __builtin_cpu_supports("amx-bf16") &&
         strstr(oc_tile_linear_path(OC_W_I8, 64), "AMX"))
-        test_assert_contains(oc_tile_linear_path(OC_W_BF16, 33), "amx-bf16");
+        test_assert_contains(oc_tile_linear_path(OC_W_BF16, 32), "amx-bf16");
     if (isa) /* a capped set keeps the exact widened path */
         test_assert_contains(oc_tile_linear_path(OC_W_BF16, 33), "the tile matmul");
-    test_assert_contains(oc_tile_linear_path(OC_W_BF16, 32), "m <= 32: opcore's skinny");
+    test_assert_contains(oc_tile_linear_path(OC_W_BF16, 31), "m <= 32: opcore's skinny");
     test_assert_contains(oc_tile_linear_path(OC_W_F32, 64), "m > 4: the tile matmul");
     test_assert_contains(oc_tile_linear_path(OC_W_F32, 4), "m <= 4: opcore's skinny");
     test_assert_contains(oc_tile_linear_path(OC_W_F16, 32), "m <= 32: opcore's skinny");
