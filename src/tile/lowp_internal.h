@@ -45,7 +45,7 @@ typedef void (*oc__lowp_i8p_fn)(float *y, int64_t yrs, const uint8_t *xu, int64_
 typedef void (*oc__lowp_bf16p_fn)(float *y, int64_t yrs, const uint16_t *xb, int64_t xs,
                                   int64_t kp, int64_t m, const char *w, int64_t wrb, int64_t k,
                                   int64_t j0, int64_t j1, void *pack);
-#define oc__LOWP_BF16P_BYTES(kp) ((size_t)(kp) * 128 + 32 * 64 * sizeof(float))
+#define oc__LOWP_BF16P_BYTES(kp, m) ((size_t)(kp) * 128 + ((size_t)(m) + 33) * 256)
 
 typedef struct oc__lowp_kernels {
     const char *isa; /* "avx512-vnni", "avx-vnni", "avx2", "portable" */
@@ -117,7 +117,8 @@ static inline float oc__lowp_sum8(const float s[8])
 int32_t oc__lowp_block_isum(const char *blk, oc_wtype type, const int8_t *xq);
 
 /* The x86 kernel sets (lowp_x86.c); NULL members where not built. */
-extern const oc__lowp_kernels oc__lowp_avx2, oc__lowp_avxvnni, oc__lowp_avx512, oc__lowp_amx;
+extern const oc__lowp_kernels oc__lowp_avx2, oc__lowp_avxvnni, oc__lowp_avx512,
+    oc__lowp_avx512bf16, oc__lowp_amx;
 
 /* The CPU has AMX-INT8 and AMX-BF16 and Linux lets this process use its tile data. */
 bool oc__lowp_amx_usable(void);

@@ -903,12 +903,96 @@ static TB void bf16p_amx(float *y, int64_t yrs, const uint16_t *xb, int64_t xs, 
     _tile_release();
 }
 
+
+/* ---- bfloat16 weights, many rows, on AVX512-BF16 (no AMX) ---------------------
+ *
+ * The same panels (2 k of a column per 32-bit element) and x rounded to
+ * bfloat16: a 6 x 64 block of y takes vdpbf16ps of x's pair, broadcast,
+ * with 4 registers of the panel; k in blocks that keep the panel's part
+ * in L1, float32 partial sums in between (tile.h's bound, as on AMX). */
+#define TF \
+    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16")))
+
+static INL TF void bf16_block(float *y, int64_t yrs, const uint16_t *xb, int64_t xs,
+                              const int32_t *pack, int64_t i, int64_t j, int nc, int mr,
+                              int64_t q0, int64_t q1, float *part, bool first, bool last)
+{
+    __m512 acc[MR][4];
+    _Pragma("GCC unroll 6") for (int a = 0; a < mr; a++)
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) acc[a][r] =
+            first ? _mm512_setzero_ps() : _mm512_load_ps(part + a * PANEL + 16 * r);
+    const uint16_t *xr = xb + i * xs;
+    for (int64_t q = q0; q < q1; q++) {
+        const int32_t *pq = pack + q * PANEL;
+        __m512bh b0 = (__m512bh)_mm512_load_si512(pq), b1 = (__m512bh)_mm512_load_si512(pq + 16);
+        __m512bh b2 = (__m512bh)_mm512_load_si512(pq + 32);
+        __m512bh b3 = (__m512bh)_mm512_load_si512(pq + 48);
+        _Pragma("GCC unroll 6") for (int a = 0; a < mr; a++)
+        {
+            int32_t xv;
+            memcpy(&xv, xr + a * xs + 2 * q, 4);
+            __m512bh bx = (__m512bh)_mm512_set1_epi32(xv);
+            acc[a][0] = _mm512_dpbf16_ps(acc[a][0], bx, b0);
+            acc[a][1] = _mm512_dpbf16_ps(acc[a][1], bx, b1);
+            acc[a][2] = _mm512_dpbf16_ps(acc[a][2], bx, b2);
+            acc[a][3] = _mm512_dpbf16_ps(acc[a][3], bx, b3);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+    {
+        int left = nc - 16 * r;
+        __mmask16 mk = left >= 16  ? (__mmask16)0xffff
+                       : left <= 0 ? (__mmask16)0
+                                   : (__mmask16)((1u << left) - 1);
+        _Pragma("GCC unroll 6") for (int a = 0; a < mr; a++)
+        {
+            if (last)
+                _mm512_mask_storeu_ps(y + (i + a) * yrs + j + 16 * r, mk, acc[a][r]);
+            else
+                _mm512_store_ps(part + a * PANEL + 16 * r, acc[a][r]);
+        }
+    }
+}
+
+#define BF16_BLOCK(R) bf16_block(y, yrs, xb, xs, pack, i, j, nc, R, q0, q1, pt, first, last)
+
+static TF void bf16p_avx512(float *y, int64_t yrs, const uint16_t *xb, int64_t xs, int64_t kp,
+                            int64_t m, const char *w, int64_t wrb, int64_t k, int64_t j0,
+                            int64_t j1, void *pack)
+{
+    int64_t np = kp / 2;
+    float *part = (float *)((int32_t *)pack + np * PANEL + PANEL);
+    for (int64_t j = j0; j < j1; j += PANEL) {
+        int nc = j1 - j >= PANEL ? PANEL : (int)(j1 - j);
+        pack_panel(pack, (const int8_t *)w, wrb, 2 * k, 2 * kp, j, nc, false);
+        for (int64_t q0 = 0; q0 < np; q0 += KQ) {
+            int64_t q1 = np - q0 > KQ ? q0 + KQ : np;
+            bool first = q0 == 0, last = q1 == np;
+            for (int64_t i = 0; i < m; i += MR) {
+                int mr = m - i >= MR ? MR : (int)(m - i);
+                float *pt = part + i * PANEL;
+                switch (mr) {
+                case 6: BF16_BLOCK(6); break;
+                case 5: BF16_BLOCK(5); break;
+                case 4: BF16_BLOCK(4); break;
+                case 3: BF16_BLOCK(3); break;
+                case 2: BF16_BLOCK(2); break;
+                default: BF16_BLOCK(1);
+                }
+            }
+        }
+    }
+}
+
 const oc__lowp_kernels oc__lowp_avx2 = {"avx2", fdot_avx2, qdot_avx2, i8_avx2, NULL, 1, 1, 0, true,
                                          NULL};
 const oc__lowp_kernels oc__lowp_avxvnni = {"avx-vnni", fdot_avx2, qdot_avx2, i8_avxvnni, NULL, 1, 1,
                                            0,          true,      NULL};
 const oc__lowp_kernels oc__lowp_avx512 = {
     "avx512-vnni", fdot_avx512, qdot_vnni, i8_avx512, i8p_avx512, 4, 1, 32, false, NULL};
+const oc__lowp_kernels oc__lowp_avx512bf16 = {
+    "avx512-vnni+bf16", fdot_avx512, qdot_vnni, i8_avx512, i8p_avx512, 4, 1, 32, false,
+    bf16p_avx512};
 const oc__lowp_kernels oc__lowp_amx = {
     "avx512-vnni+amx", fdot_avx512, qdot_vnni, i8_avx512, i8p_amx, 64, 16, 32, false, bf16p_amx};
 
@@ -926,6 +1010,7 @@ bool oc__lowp_amx_usable(void)
 const oc__lowp_kernels oc__lowp_avx2 = {"avx2", 0, 0, 0, 0, 1, 1, 0, false, 0};
 const oc__lowp_kernels oc__lowp_avxvnni = {"avx-vnni", 0, 0, 0, 0, 1, 1, 0, false, 0};
 const oc__lowp_kernels oc__lowp_avx512 = {"avx512-vnni", 0, 0, 0, 0, 1, 1, 0, false, 0};
+const oc__lowp_kernels oc__lowp_avx512bf16 = {"avx512-vnni+bf16", 0, 0, 0, 0, 1, 1, 0, false, 0};
 const oc__lowp_kernels oc__lowp_amx = {"amx", 0, 0, 0, 0, 1, 1, 0, false, 0};
 bool oc__lowp_amx_usable(void) { return false; }
 const oc__lowp_qgemm_fn oc__lowp_qgemm_avx512 = 0;

@@ -4,8 +4,9 @@
  * the float ones within float32 rounding. main() runs every test once per
  * instruction set, each in a child process with OC_TILE_ISA set (the
  * kernels are chosen once per process): the CPU's best (AMX for int8 from
- * 32 rows and bfloat16 weights from 32 where there is AMX), avx512,
- * avxvnni, avx2, portable. */
+ * 32 rows and bfloat16 weights from 32 where there is AMX), avx512bf16
+ * (bfloat16 weights from 32 rows on vdpbf16ps), avx512, avxvnni, avx2,
+ * portable. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -308,7 +309,8 @@ static double bf16_bound(int64_t k) { return ldexp(1, -8) + (double)k * ldexp(1,
 
 static bool amx_bf16(int t, int64_t m)
 {
-    return t == OC_W_BF16 && strstr(oc_tile_linear_path(OC_W_BF16, m), "amx-bf16") != NULL;
+    return t == OC_W_BF16 &&
+           strstr(oc_tile_linear_path(OC_W_BF16, m), "x rounded to bfloat16") != NULL;
 }
 
 static uint16_t bf16_rne(float f)
@@ -373,7 +375,7 @@ static void test_float_linear(void **state)
     free(wf), free(x), free(y), free(wh);
 }
 
-/* bfloat16 weights from 32 rows on AMX-BF16: within tile.h's bound of the
+/* bfloat16 weights from 32 rows on AMX-BF16 or AVX512-BF16: within tile.h's bound of the
  * float64 product, and within float32 summation of the product of x
  * rounded to bfloat16 (nearest even): x really is rounded, pairs exact.
  * Shapes cover 32-row blocks, a 16-row tail, a partial panel, k % 32. */
@@ -599,7 +601,10 @@ static void test_path_names(void **state)
     if (!isa && __builtin_cpu_supports("amx-bf16") &&
         strstr(oc_tile_linear_path(OC_W_I8, 64), "AMX"))
         test_assert_contains(oc_tile_linear_path(OC_W_BF16, 32), "amx-bf16");
-    if (isa) /* a capped set keeps the exact widened path */
+    if (isa && !strcmp(isa, "avx512bf16") && __builtin_cpu_supports("avx512bf16") &&
+        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
+        test_assert_contains(oc_tile_linear_path(OC_W_BF16, 32), "avx512-bf16, x rounded");
+    else if (isa) /* a capped set keeps the exact widened path */
         test_assert_contains(oc_tile_linear_path(OC_W_BF16, 33), "the tile matmul");
     test_assert_contains(oc_tile_linear_path(OC_W_BF16, 31), "m <= 32: opcore's skinny");
     test_assert_contains(oc_tile_linear_path(OC_W_F32, 64), "m > 4: the tile matmul");
@@ -628,9 +633,9 @@ static int run_group(void)
 int main(void)
 {
     if (getenv("OC_TILE_ISA")) return run_group(); /* one path asked for */
-    const char *isas[] = {NULL, "avx512", "avxvnni", "avx2", "portable"};
+    const char *isas[] = {NULL, "avx512bf16", "avx512", "avxvnni", "avx2", "portable"};
     int rc = 0;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         printf("== OC_TILE_ISA=%s\n", isas[i] ? isas[i] : "(the CPU's best)");
         fflush(stdout);
         pid_t pid = fork();
