@@ -25,8 +25,9 @@ Writes bench/results/lowp.json (bench/report.py format).
 
     python bench/lowp_bench.py [--rounds R] [--quick] [--only float,half,prefill,q,group,int8]
 
-The full run took under a minute here at load 5 (--rounds 5; the default
-7 rounds a little longer); --only picks sections, for a shorter run.
+The full run took about a minute here at load 5 (--rounds 5; the default
+7 rounds a little longer; the prefill section alone about 12 s); --only
+picks sections, for a shorter run.
 """
 import argparse
 import json
