@@ -7,6 +7,9 @@ PyTorch at decode and prefill shapes, 1 and 2 threads:
 - float32 GEMV 1 x 4096 x 4096 against torch.matmul (F.linear) and against
   a copy of the weight's bytes (torch's copy_, at the same thread count);
 - bfloat16 / float16 weight GEMV against float32 torch.matmul;
+- bfloat16 weights at prefill shapes, M = 64 and 256, K = N = 4096 (AMX-BF16
+  where the CPU has AMX) against torch.matmul in bfloat16 (oneDNN) and
+  float32;
 - Q8_0 / Q4_0 GEMV (GGML blocks) against a copy of the quantised bytes;
 - group-wise int8 and uint4 (scale and zero point per group of 32 / 128)
   GEMV against a copy of the quantised bytes (with their scales and zero
@@ -20,10 +23,11 @@ of paired ratios (the reference's time over opcore's: above 1 is faster).
 
 Writes bench/results/lowp.json (bench/report.py format).
 
-    python bench/lowp_bench.py [--rounds R] [--quick] [--only float,half,q,group,int8]
+    python bench/lowp_bench.py [--rounds R] [--quick] [--only float,half,prefill,q,group,int8]
 
-The full run took under a minute here at load 5 (--rounds 5; the default
-7 rounds a little longer); --only picks sections, for a shorter run.
+The full run took about a minute here at load 5 (--rounds 5; the default
+7 rounds a little longer; the prefill section alone about 12 s); --only
+picks sections, for a shorter run.
 """
 import argparse
 import json
@@ -123,6 +127,23 @@ def child(args):
             {f"opcore {name}": wl.nbytes, "torch.matmul float32": w.nbytes},
             ["torch.matmul float32"], args.rounds, args.reps)
 
+    # bfloat16 weights at prefill shapes (AMX-BF16 where there is AMX): against torch's
+    # bfloat16 matmul (oneDNN, AMX where present) and a float32 F.linear
+    wb = w.to(torch.bfloat16)
+    for m in (64, 256)[:2 * want("prefill")]:
+        x = torch.randn(m, K, generator=g)
+        xb = x.to(torch.bfloat16)
+        y = lin(x, wb, none, W["bfloat16"])
+        ref = F.linear(x.double(), wb.double()).float()
+        err = ((y - ref).norm() / ref.norm()).item()
+        assert err < 4e-3, f"bfloat16 prefill relative error {err}"
+        run(f"bfloat16 weights {m}x{K}x{N}",
+            {"opcore bfloat16": lambda x=x: lin(x, wb, none, W["bfloat16"]),
+             "torch.matmul bfloat16": lambda xb=xb: F.linear(xb, wb),
+             "torch.matmul float32": lambda x=x: F.linear(x, w)},
+            {}, ["torch.matmul bfloat16", "torch.matmul float32"], args.rounds,
+            max(1, args.reps // (4 if m >= 256 else 1)))
+
     # Q8_0 / Q4_0: against a copy of the quantised bytes
     for name, tol in (("q8_0", 0.02), ("q4_0", 0.15))[:2 * want("q")]:
         wq = T.lowp_quantize(w, W[name])
@@ -190,7 +211,8 @@ def child(args):
                 {}, ["torch.ao dynamic Linear (fbgemm)", "torch.matmul float32"], args.rounds,
                 max(1, args.reps // (4 if m >= 256 else 1)))
     paths = {}
-    for t, mm in (("float32", 1), ("bfloat16", 1), ("q8_0", 1), ("q4_0", 1), ("int8", 1),
+    for t, mm in (("float32", 1), ("bfloat16", 1), ("bfloat16", 64), ("q8_0", 1), ("q4_0", 1),
+                  ("int8", 1),
                   ("int8", 256), ("uint4-group", 1), ("int8-group", 1)):
         paths[f"{t} m={mm}"] = path_of(t, mm)
     print(json.dumps({"rows": rows, "load": [load, os.getloadavg()[0]], "paths": paths}))
@@ -212,7 +234,7 @@ def main():
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--quick", action="store_true", help="K = N = 1024 (a smoke run)")
     p.add_argument("--only", default="",
-                   help="comma-separated sections: float, half, q, group, int8")
+                   help="comma-separated sections: float, half, prefill, q, group, int8")
     p.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--results", default=os.path.join(HERE, "results"))
     args = p.parse_args()
@@ -288,7 +310,8 @@ def main():
         "title": "Low-precision linear layers (tile layer) vs PyTorch", "order": 46, "rows": rows,
         "notes": notes, "columns": ["op", "threads", "implementation", "ms", "GB/s", "vs torch.matmul",
                                     "vs copy of the weight bytes", "vs torch.matmul float32",
-                                    "vs copy of the quantised bytes", "vs torch.ao dynamic Linear (fbgemm)"],
+                                    "vs copy of the quantised bytes",
+                                    "vs torch.ao dynamic Linear (fbgemm)", "vs torch.matmul bfloat16"],
         "target": targets})
     for r in rows:
         print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()})

@@ -289,11 +289,14 @@ OC_API const char *oc_tile_matmul_path_shape(oc_dtype dtype, int64_t m, int64_t 
  * core.
  *
  * The micro-kernels are chosen at run time from the CPU's features (AMX
- * for int8 x int8 from 32 rows of x, AVX-512 VNNI, AVX2 + FMA + F16C, a
- * portable C loop elsewhere); OC_TILE_ISA=avx512, avx2 or portable in the
- * environment forces a lower path. Integer paths give the same bits on every path
- * (each sum is defined below); float paths accumulate in float32 in an
- * order that depends on the path (within float32 rounding of each other).
+ * for int8 x int8 and bfloat16 weights from 32 rows of x, AVX512-BF16
+ * for bfloat16 weights from 32 rows where there is no AMX, AVX-512 VNNI,
+ * AVX2 + FMA + F16C, a portable C loop elsewhere); OC_TILE_ISA=avx512bf16,
+ * avx512, avx2 or portable in the environment forces a lower path.
+ * Integer paths give the same bits on every path (each sum is defined
+ * below); float paths accumulate in float32 in an order that depends on
+ * the path (within float32 rounding of each other; bfloat16 weights from
+ * 32 rows on AMX / AVX512-BF16 within the bound below).
  * oc_tile_linear_path names the path a weight type and m take.
  */
 
@@ -372,6 +375,14 @@ OC_API oc_weights oc_weights_grouped(const oc_tensor *w, oc_wtype type, int64_t 
  *   float weights: m <= 32 run opcore's skinny kernels (each output a dot
  *     product over k, 4 rows of w at a time sharing x's loads); larger m
  *     the tile matmul (BLIS) on this part's rows of w.
+ *   OC_W_BF16 from m = 32 on a CPU with AMX or AVX512-BF16: x is
+ *     rounded to bfloat16 (nearest even) and AMX-BF16 (tdpbf16ps) or
+ *     vdpbf16ps sums the exact pair products in float32: not the float32
+ *     product's bits, but within
+ *     (2^-8 + k 2^-23) * sum_p |x[i][p] * w[j][p]| of the exact product
+ *     (2^-8: half bfloat16's epsilon, x's rounding; k 2^-23: k float32
+ *     epsilons, the sums). OC_TILE_ISA=avx512 (or lower) keeps the
+ *     float32 path's bits.
  *   Q8_0 / Q4_0: x is quantised to int8 blocks of 32 (per block d =
  *     absmax / 127 as float32, q = x / d rounded to nearest even), each
  *     block's product is exact in int32, and y[i][j] = the sum over

@@ -10,6 +10,7 @@
 #include "core/alloc.h"
 #include "core/internal.h"
 #include "opcore/tile.h"
+#include "opcore/vec.h"
 #include "tile/lowp_internal.h"
 #include "tile/tile_internal.h"
 
@@ -426,7 +427,7 @@ static bool run_i8(oc_tile *y, const int8_t *xq, int64_t xrs, const float *xs, i
 static bool qgemm_for(const oc__lowp_kernels *ks, int64_t m)
 {
     return m >= QGEMM_MIN_M && oc__lowp_qgemm_avx512 &&
-           (ks == &oc__lowp_avx512 || ks == &oc__lowp_amx);
+           (ks == &oc__lowp_avx512 || ks == &oc__lowp_avx512bf16 || ks == &oc__lowp_amx);
 }
 
 static bool i8_k_ok(const char *fn, const oc_weights *w)
@@ -472,6 +473,33 @@ static bool linear_group(oc_tile *y, const oc_tile *x, int64_t xrs, const oc_wei
 }
 
 static bool linear_f32(oc_tile *y, const oc_tile *x, const oc_weights *w, int64_t j0, int64_t j1);
+
+/* bfloat16 weights from this many rows of x on AMX-BF16 or AVX512-BF16 (prefill): x
+ * rounded to bfloat16, pair products summed (tile.h's bound). */
+#define BF16_AMX_M 32
+
+static bool bf16p_for(const oc__lowp_kernels *ks, oc_wtype t, int64_t m, int64_t k)
+{
+    return t == OC_W_BF16 && ks->bf16p && m >= BF16_AMX_M && k > 0;
+}
+
+static bool linear_bf16p(oc_tile *y, const oc_tile *x, int64_t xrs, const oc_weights *w,
+                         int64_t j0, int64_t j1, const oc__lowp_kernels *ks)
+{
+    const char *fn = "oc_tile_linear";
+    int64_t m = x->rows, k = w->k, kp = (k + 31) / 32 * 32, mp = (m + 15) / 16 * 16;
+    int64_t xs = kp + 32; /* rows 64 bytes off 4 KiB strides: 16 rows in 16 L1 sets */
+    oc_bfloat16 *xb = scratch_get(0, (size_t)(mp * xs) * sizeof(oc_bfloat16), fn);
+    void *pack = scratch_get(3, oc__LOWP_BF16P_BYTES(kp, mp), fn);
+    if (!xb || !pack) return false;
+    for (int64_t i = 0; i < m; i++) {
+        oc_f32_to_bf16_n(xb + i * xs, (const float *)x->data + i * xrs, k);
+        memset(xb + i * xs + k, 0, (size_t)(kp - k) * sizeof(oc_bfloat16));
+    }
+    memset(xb + m * xs, 0, (size_t)((mp - m) * xs) * sizeof(oc_bfloat16));
+    ks->bf16p(y->data, yrs_of(y), xb, xs, kp, m, w->data, w->row_bytes, k, j0, j1, pack);
+    return true;
+}
 
 /* x and y float32 or bfloat16 (dtype pairs and shapes checked here). */
 void oc_tile_linear(oc_tile *y, const oc_tile *x, const oc_weights *w, int ith, int nth)
@@ -520,6 +548,7 @@ static bool linear_f32(oc_tile *y, const oc_tile *x, const oc_weights *w, int64_
     case OC_W_F32:
     case OC_W_BF16:
     case OC_W_F16:
+        if (bf16p_for(ks, w->type, m, k)) return linear_bf16p(y, x, xrs, w, j0, j1, ks);
         if (m <= skinny_m(w->type) || k == 0) {
             ks->fdot(y->data, yrs_of(y), x->data, xrs, m, w->data, w->row_bytes, w->type, k, j0,
                      j1);
@@ -626,7 +655,19 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
     case OC_W_F32:
     case OC_W_BF16:
     case OC_W_F16:
-        if (m <= skinny_m(type))
+        if (bf16p_for(ks, type, m, 1) && ks != &oc__lowp_amx)
+            snprintf(buf, sizeof buf,
+                     "bfloat16 weights, m >= %d: avx512-bf16, x rounded to bfloat16, vdpbf16ps "
+                     "on w packed in 64-column panels, 6 x 64 blocks, float32 sums (not the "
+                     "float32 product's bits), split along n",
+                     BF16_AMX_M);
+        else if (bf16p_for(ks, type, m, 1))
+            snprintf(buf, sizeof buf,
+                     "bfloat16 weights, m >= %d: amx-bf16, x rounded to bfloat16, tdpbf16ps on w "
+                     "packed in 64-column panels, 32 x 32 blocks, float32 sums (not the float32 "
+                     "product's bits), split along n",
+                     BF16_AMX_M);
+        else if (m <= skinny_m(type))
             snprintf(buf, sizeof buf,
                      "%s weights, m <= %d: opcore's skinny %s kernel (dot products over k, "
                      "4 rows of w at a time, float32 sums), split along n",

@@ -37,6 +37,16 @@ typedef void (*oc__lowp_i8p_fn)(float *y, int64_t yrs, const uint8_t *xu, int64_
                                 const float *ws, int64_t k, int64_t j0, int64_t j1, void *pack);
 #define oc__LOWP_PACK_BYTES(kp, m) (((size_t)(kp) * 64 + 64 * sizeof(int32_t)) + (size_t)(m) * 256)
 
+/* bfloat16 weights for many rows of x: xb is x rounded to bfloat16
+ * (nearest even; rows xs values apart, kp = k rounded up to 32 of them
+ * used, rows padded to a multiple of 16, zeros), pack a workspace of oc__LOWP_BF16P_BYTES(kp)
+ * bytes (64-byte aligned); y's columns [j0, j1), float32 sums of pair
+ * products (tile.h's bound, not the float32 path's bits). */
+typedef void (*oc__lowp_bf16p_fn)(float *y, int64_t yrs, const uint16_t *xb, int64_t xs,
+                                  int64_t kp, int64_t m, const char *w, int64_t wrb, int64_t k,
+                                  int64_t j0, int64_t j1, void *pack);
+#define oc__LOWP_BF16P_BYTES(kp, m) ((size_t)(kp) * 128 + ((size_t)(m) + 33) * 256)
+
 typedef struct oc__lowp_kernels {
     const char *isa; /* "avx512-vnni", "avx-vnni", "avx2", "portable" */
     oc__lowp_fdot_fn fdot;
@@ -47,6 +57,7 @@ typedef struct oc__lowp_kernels {
     int i8p_min_m;              /* i8p from this many rows of x */
     /* int8 kernel exact only for x without -128 (AVX2's sign trick) */
     bool i8_needs_no_min;
+    oc__lowp_bf16p_fn bf16p; /* NULL: bfloat16 weights widened for the tile matmul */
 } oc__lowp_kernels;
 
 /* Group-wise weights (OC_W_I8G / OC_W_U4G, lowp_group.c): y[i][j] for i <
@@ -106,9 +117,10 @@ static inline float oc__lowp_sum8(const float s[8])
 int32_t oc__lowp_block_isum(const char *blk, oc_wtype type, const int8_t *xq);
 
 /* The x86 kernel sets (lowp_x86.c); NULL members where not built. */
-extern const oc__lowp_kernels oc__lowp_avx2, oc__lowp_avxvnni, oc__lowp_avx512, oc__lowp_amx;
+extern const oc__lowp_kernels oc__lowp_avx2, oc__lowp_avxvnni, oc__lowp_avx512,
+    oc__lowp_avx512bf16, oc__lowp_amx;
 
-/* The CPU has AMX-INT8 and Linux lets this process use its tile data. */
+/* The CPU has AMX-INT8 and AMX-BF16 and Linux lets this process use its tile data. */
 bool oc__lowp_amx_usable(void);
 
 /* Q8_0 / Q4_0 weights against m rows of x (xq, xd, xsum8 as for

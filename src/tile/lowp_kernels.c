@@ -108,6 +108,17 @@ static bool cpu_avxvnni(void)
 #endif
 }
 
+static bool cpu_avx512(void);
+
+static bool cpu_avx512bf16(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    return cpu_avx512() && __builtin_cpu_supports("avx512bf16");
+#else
+    return false;
+#endif
+}
+
 static bool cpu_avx512(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -118,14 +129,16 @@ static bool cpu_avx512(void)
 #endif
 }
 
-/* The best set the CPU runs (AMX for int8 x int8 from 32 rows where
- * Linux grants its tile data, else AVX-512 VNNI, AVX-VNNI, AVX2,
- * portable), capped by OC_TILE_ISA (avx512, avxvnni, avx2 or portable: a
- * lower path for tests; a higher one than the CPU has is never taken). */
+/* The best set the CPU runs (AMX for int8 x int8 and bfloat16 weights
+ * from 32 rows where Linux grants its tile data, else AVX-512 VNNI with
+ * AVX512-BF16's bfloat16 prefill, AVX-512 VNNI, AVX-VNNI, AVX2,
+ * portable), capped by OC_TILE_ISA (avx512bf16, avx512, avxvnni, avx2 or
+ * portable: a lower path for tests; a higher one than the CPU has is never
+ * taken). */
 static void kern_init(void)
 {
     const char *cap = getenv("OC_TILE_ISA");
-    int lim = 4;
+    int lim = 5;
     if (cap && !strcasecmp(cap, "portable"))
         lim = 0;
     else if (cap && !strcasecmp(cap, "avx2"))
@@ -134,11 +147,17 @@ static void kern_init(void)
         lim = 2;
     else if (cap && !strcasecmp(cap, "avx512"))
         lim = 3;
+    else if (cap && !strcasecmp(cap, "avx512bf16"))
+        lim = 4;
     kern = &oc__lowp_portable;
     if (lim >= 1 && cpu_avx2() && oc__lowp_avx2.fdot) kern = &oc__lowp_avx2;
     if (lim >= 2 && cpu_avxvnni() && oc__lowp_avxvnni.fdot) kern = &oc__lowp_avxvnni;
     if (lim >= 3 && cpu_avx512() && oc__lowp_avx512.fdot) kern = &oc__lowp_avx512;
-    if (lim >= 4 && kern == &oc__lowp_avx512 && oc__lowp_amx_usable()) kern = &oc__lowp_amx;
+    if (lim >= 4 && kern == &oc__lowp_avx512 && cpu_avx512bf16() && oc__lowp_avx512bf16.fdot)
+        kern = &oc__lowp_avx512bf16;
+    if (lim >= 5 && (kern == &oc__lowp_avx512 || kern == &oc__lowp_avx512bf16) &&
+        oc__lowp_amx_usable())
+        kern = &oc__lowp_amx;
 }
 
 const oc__lowp_kernels *oc__lowp_kernels_get(void)

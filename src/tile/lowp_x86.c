@@ -619,10 +619,11 @@ static T5 void i8_avx512(float *y, int64_t yrs, const int8_t *x, int64_t xrs, co
 #define PANEL 64
 #define MR 6
 
-/* Columns [j, j + nc) of w^T into pack (kp / 4 groups of 64 int32) and
- * their sums over k after them; columns past nc are zero. */
+/* Columns [j, j + nc) of w^T into pack (kp / 4 groups of 64 int32: k and
+ * kp count bytes) and, if sums, their int8 sums over k after them;
+ * columns past nc are zero. */
 static T5 void pack_panel(int32_t *pack, const int8_t *w, int64_t wrb, int64_t k, int64_t kp,
-                          int64_t j, int nc)
+                          int64_t j, int nc, bool sums)
 {
     int64_t nq = kp / 4, full = k / 4;
     int32_t *sum = pack + nq * PANEL;
@@ -654,7 +655,8 @@ static T5 void pack_panel(int32_t *pack, const int8_t *w, int64_t wrb, int64_t k
             if (c < nc && q == full) memcpy(last, base + c * wrb + 4 * q, (size_t)(k - 4 * q));
             memcpy(&pack[q * PANEL + c], last, 4);
         }
-    for (int c = 0; c < PANEL; c++) sum[c] = c < nc ? wsum512(base + c * wrb, k) : 0;
+    if (sums)
+        for (int c = 0; c < PANEL; c++) sum[c] = c < nc ? wsum512(base + c * wrb, k) : 0;
 }
 
 /* Quads [q0, q1) of k for rows [i, i + mr) of x against the packed panel,
@@ -719,7 +721,7 @@ static T5 void i8p_avx512(float *y, int64_t yrs, const uint8_t *xu, int64_t kp, 
     int32_t *part = (int32_t *)pack + nq * PANEL + PANEL; /* after the panel and its sums */
     for (int64_t j = j0; j < j1; j += PANEL) {
         int nc = j1 - j >= PANEL ? PANEL : (int)(j1 - j);
-        pack_panel(pack, w, wrb, k, kp, j, nc);
+        pack_panel(pack, w, wrb, k, kp, j, nc, true);
         for (int64_t q0 = 0; q0 < nq; q0 += KQ) {
             int64_t q1 = nq - q0 > KQ ? q0 + KQ : nq;
             bool first = q0 == 0, last = q1 == nq;
@@ -761,6 +763,32 @@ static T5 void i8p_avx512(float *y, int64_t yrs, const uint8_t *xu, int64_t kp, 
     __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,amx-tile,amx-" \
                           "int8")))
 
+/* 16 rows of A (a, a row every as bytes; 64 bytes of each per row of the
+ * panel pk, qb bytes per 32-bit element) times nq rows of the 64-column
+ * panel pk, with DP, into cbuf's 16 x 64 (tiles 0-3 the sums, 4 A, 5 B). */
+#define AMX_16X64(DP, a, qb, as, nq)                          \
+    do {                                                      \
+        _tile_zero(0);                                        \
+        _tile_zero(1);                                        \
+        _tile_zero(2);                                        \
+        _tile_zero(3);                                        \
+        for (int64_t q = 0; q < (nq); q += 16) {              \
+            _tile_loadd(4, (a) + (qb) * q, (as));             \
+            _tile_loadd(5, pk + q * PANEL, 256);              \
+            DP(0, 4, 5);                                      \
+            _tile_loadd(5, pk + q * PANEL + 16, 256);         \
+            DP(1, 4, 5);                                      \
+            _tile_loadd(5, pk + q * PANEL + 32, 256);         \
+            DP(2, 4, 5);                                      \
+            _tile_loadd(5, pk + q * PANEL + 48, 256);         \
+            DP(3, 4, 5);                                      \
+        }                                                     \
+        _tile_stored(0, cbuf, PANEL * 4);                     \
+        _tile_stored(1, cbuf + 16, PANEL * 4);                \
+        _tile_stored(2, cbuf + 32, PANEL * 4);                \
+        _tile_stored(3, cbuf + 48, PANEL * 4);                \
+    } while (0)
+
 struct amx_cfg {
     uint8_t palette, start_row, reserved[14];
     uint16_t colsb[16];
@@ -780,27 +808,9 @@ static TA void i8p_amx(float *y, int64_t yrs, const uint8_t *xu, int64_t kp, con
     int32_t *pk = pack, *cbuf = pk + nq * PANEL + PANEL, *sum = pk + nq * PANEL;
     for (int64_t j = j0; j < j1; j += PANEL) {
         int nc = j1 - j >= PANEL ? PANEL : (int)(j1 - j);
-        pack_panel(pk, w, wrb, k, kp, j, nc);
+        pack_panel(pk, w, wrb, k, kp, j, nc, true);
         for (int64_t i = 0; i < m; i += 16) {
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_zero(2);
-            _tile_zero(3);
-            for (int64_t q = 0; q < nq; q += 16) {
-                _tile_loadd(4, xu + i * kp + 4 * q, kp);
-                _tile_loadd(5, pk + q * PANEL, PANEL * 4);
-                _tile_dpbusd(0, 4, 5);
-                _tile_loadd(5, pk + q * PANEL + 16, PANEL * 4);
-                _tile_dpbusd(1, 4, 5);
-                _tile_loadd(5, pk + q * PANEL + 32, PANEL * 4);
-                _tile_dpbusd(2, 4, 5);
-                _tile_loadd(5, pk + q * PANEL + 48, PANEL * 4);
-                _tile_dpbusd(3, 4, 5);
-            }
-            _tile_stored(0, cbuf, PANEL * 4);
-            _tile_stored(1, cbuf + 16, PANEL * 4);
-            _tile_stored(2, cbuf + 32, PANEL * 4);
-            _tile_stored(3, cbuf + 48, PANEL * 4);
+            AMX_16X64(_tile_dpbusd, xu + i * kp, 4, kp, nq);
             int mr = m - i >= 16 ? 16 : (int)(m - i);
             for (int r = 0; r < 4 && nc - 16 * r > 0; r++) {
                 int left = nc - 16 * r;
@@ -819,28 +829,189 @@ static TA void i8p_amx(float *y, int64_t yrs, const uint8_t *xu, int64_t kp, con
     _tile_release();
 }
 
-const oc__lowp_kernels oc__lowp_avx2 = {"avx2", fdot_avx2, qdot_avx2, i8_avx2, NULL, 1, 1, 0, true};
-const oc__lowp_kernels oc__lowp_avxvnni = {"avx-vnni", fdot_avx2, qdot_avx2, i8_avxvnni, NULL,
-                                           1,          1,         0,         true};
+
+/* Rows [i, i + mr) and columns [j, j + nc) of y from cbuf (rows of 64). */
+static INL T5 void bf16p_out(float *y, int64_t yrs, const int32_t *cbuf, int64_t i, int64_t j,
+                             int mr, int nc)
+{
+    for (int r = 0; r < 4 && nc - 16 * r > 0; r++) {
+        int left = nc - 16 * r;
+        __mmask16 mk = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+        for (int a = 0; a < mr; a++)
+            _mm512_mask_storeu_ps(y + (i + a) * yrs + j + 16 * r, mk,
+                                  _mm512_load_ps((const float *)cbuf + a * PANEL + 16 * r));
+    }
+}
+
+/* ---- bfloat16 weights, many rows, on AMX-BF16 ---------------------------------
+ *
+ * The same panels hold bfloat16 w^T in AMX's B layout for tdpbf16ps (2
+ * consecutive k of one column in each 32-bit element, 16 columns a tile
+ * row): pack_panel on w's bytes. x arrives rounded to bfloat16 (rows
+ * padded to 16, k to 32, zeros); per 16 rows of x and 32 k, four
+ * tdpbf16ps into four 16 x 16 float32 tiles, the pair products summed
+ * before each add (tile.h's bound). */
+#define TB                                                                                   \
+    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,amx-tile,amx-" \
+                          "bf16")))
+
+static TB void bf16p_amx(float *y, int64_t yrs, const uint16_t *xb, int64_t xs, int64_t kp,
+                         int64_t m,
+                         const char *w, int64_t wrb, int64_t k, int64_t j0, int64_t j1,
+                         void *pack)
+{
+    struct amx_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+    _tile_loadconfig(&cfg);
+    int64_t np = kp / 2; /* pairs of k: rows of the panel */
+    int32_t *pk = pack, *cbuf = pk + np * PANEL;
+    for (int64_t j = j0; j < j1; j += PANEL) {
+        int nc = j1 - j >= PANEL ? PANEL : (int)(j1 - j);
+        pack_panel(pk, (const int8_t *)w, wrb, 2 * k, 2 * kp, j, nc, false);
+        int64_t i = 0;
+        for (; i + 32 <= m; i += 32) { /* 32 x 32 blocks of y: 2 A and 2 B tiles */
+            for (int h = 0; h < 2; h++) {
+                _tile_zero(0);
+                _tile_zero(1);
+                _tile_zero(2);
+                _tile_zero(3);
+                const int32_t *pb = pk + 32 * h;
+                for (int64_t q = 0; q < np; q += 16) {
+                    _tile_loadd(4, xb + i * xs + 2 * q, xs * 2);
+                    _tile_loadd(6, pb + q * PANEL, PANEL * 4);
+                    _tile_dpbf16ps(0, 4, 6);
+                    _tile_loadd(5, xb + (i + 16) * xs + 2 * q, xs * 2);
+                    _tile_dpbf16ps(2, 5, 6);
+                    _tile_loadd(7, pb + q * PANEL + 16, PANEL * 4);
+                    _tile_dpbf16ps(1, 4, 7);
+                    _tile_dpbf16ps(3, 5, 7);
+                }
+                _tile_stored(0, cbuf + 32 * h, PANEL * 4);
+                _tile_stored(1, cbuf + 32 * h + 16, PANEL * 4);
+                _tile_stored(2, cbuf + 16 * PANEL + 32 * h, PANEL * 4);
+                _tile_stored(3, cbuf + 16 * PANEL + 32 * h + 16, PANEL * 4);
+            }
+            bf16p_out(y, yrs, cbuf, i, j, 32, nc);
+        }
+        for (; i < m; i += 16) { /* the last rows: 16 x 64 blocks */
+            AMX_16X64(_tile_dpbf16ps, xb + i * xs, 2, xs * 2, np);
+            bf16p_out(y, yrs, cbuf, i, j, m - i >= 16 ? 16 : (int)(m - i), nc);
+        }
+    }
+    _tile_release();
+}
+
+
+/* ---- bfloat16 weights, many rows, on AVX512-BF16 (no AMX) ---------------------
+ *
+ * The same panels (2 k of a column per 32-bit element) and x rounded to
+ * bfloat16: a 6 x 64 block of y takes vdpbf16ps of x's pair, broadcast,
+ * with 4 registers of the panel; k in blocks that keep the panel's part
+ * in L1, float32 partial sums in between (tile.h's bound, as on AMX). */
+#define TF \
+    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16")))
+
+static INL TF void bf16_block(float *y, int64_t yrs, const uint16_t *xb, int64_t xs,
+                              const int32_t *pack, int64_t i, int64_t j, int nc, int mr,
+                              int64_t q0, int64_t q1, float *part, bool first, bool last)
+{
+    __m512 acc[MR][4];
+    _Pragma("GCC unroll 6") for (int a = 0; a < mr; a++)
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) acc[a][r] =
+            first ? _mm512_setzero_ps() : _mm512_load_ps(part + a * PANEL + 16 * r);
+    const uint16_t *xr = xb + i * xs;
+    for (int64_t q = q0; q < q1; q++) {
+        const int32_t *pq = pack + q * PANEL;
+        __m512bh b0 = (__m512bh)_mm512_load_si512(pq), b1 = (__m512bh)_mm512_load_si512(pq + 16);
+        __m512bh b2 = (__m512bh)_mm512_load_si512(pq + 32);
+        __m512bh b3 = (__m512bh)_mm512_load_si512(pq + 48);
+        _Pragma("GCC unroll 6") for (int a = 0; a < mr; a++)
+        {
+            int32_t xv;
+            memcpy(&xv, xr + a * xs + 2 * q, 4);
+            __m512bh bx = (__m512bh)_mm512_set1_epi32(xv);
+            acc[a][0] = _mm512_dpbf16_ps(acc[a][0], bx, b0);
+            acc[a][1] = _mm512_dpbf16_ps(acc[a][1], bx, b1);
+            acc[a][2] = _mm512_dpbf16_ps(acc[a][2], bx, b2);
+            acc[a][3] = _mm512_dpbf16_ps(acc[a][3], bx, b3);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+    {
+        int left = nc - 16 * r;
+        __mmask16 mk = left >= 16  ? (__mmask16)0xffff
+                       : left <= 0 ? (__mmask16)0
+                                   : (__mmask16)((1u << left) - 1);
+        _Pragma("GCC unroll 6") for (int a = 0; a < mr; a++)
+        {
+            if (last)
+                _mm512_mask_storeu_ps(y + (i + a) * yrs + j + 16 * r, mk, acc[a][r]);
+            else
+                _mm512_store_ps(part + a * PANEL + 16 * r, acc[a][r]);
+        }
+    }
+}
+
+#define BF16_BLOCK(R) bf16_block(y, yrs, xb, xs, pack, i, j, nc, R, q0, q1, pt, first, last)
+
+static TF void bf16p_avx512(float *y, int64_t yrs, const uint16_t *xb, int64_t xs, int64_t kp,
+                            int64_t m, const char *w, int64_t wrb, int64_t k, int64_t j0,
+                            int64_t j1, void *pack)
+{
+    int64_t np = kp / 2;
+    float *part = (float *)((int32_t *)pack + np * PANEL + PANEL);
+    for (int64_t j = j0; j < j1; j += PANEL) {
+        int nc = j1 - j >= PANEL ? PANEL : (int)(j1 - j);
+        pack_panel(pack, (const int8_t *)w, wrb, 2 * k, 2 * kp, j, nc, false);
+        for (int64_t q0 = 0; q0 < np; q0 += KQ) {
+            int64_t q1 = np - q0 > KQ ? q0 + KQ : np;
+            bool first = q0 == 0, last = q1 == np;
+            for (int64_t i = 0; i < m; i += MR) {
+                int mr = m - i >= MR ? MR : (int)(m - i);
+                float *pt = part + i * PANEL;
+                switch (mr) {
+                case 6: BF16_BLOCK(6); break;
+                case 5: BF16_BLOCK(5); break;
+                case 4: BF16_BLOCK(4); break;
+                case 3: BF16_BLOCK(3); break;
+                case 2: BF16_BLOCK(2); break;
+                default: BF16_BLOCK(1);
+                }
+            }
+        }
+    }
+}
+
+const oc__lowp_kernels oc__lowp_avx2 = {"avx2", fdot_avx2, qdot_avx2, i8_avx2, NULL, 1, 1, 0, true,
+                                         NULL};
+const oc__lowp_kernels oc__lowp_avxvnni = {"avx-vnni", fdot_avx2, qdot_avx2, i8_avxvnni, NULL, 1, 1,
+                                           0,          true,      NULL};
 const oc__lowp_kernels oc__lowp_avx512 = {
-    "avx512-vnni", fdot_avx512, qdot_vnni, i8_avx512, i8p_avx512, 4, 1, 32, false};
+    "avx512-vnni", fdot_avx512, qdot_vnni, i8_avx512, i8p_avx512, 4, 1, 32, false, NULL};
+const oc__lowp_kernels oc__lowp_avx512bf16 = {
+    "avx512-vnni+bf16", fdot_avx512, qdot_vnni, i8_avx512, i8p_avx512, 4, 1, 32, false,
+    bf16p_avx512};
 const oc__lowp_kernels oc__lowp_amx = {
-    "avx512-vnni+amx", fdot_avx512, qdot_vnni, i8_avx512, i8p_amx, 64, 16, 32, false};
+    "avx512-vnni+amx", fdot_avx512, qdot_vnni, i8_avx512, i8p_amx, 64, 16, 32, false, bf16p_amx};
 
 /* AMX's tile data needs the kernel's leave (once per process): Linux 5.16 on. */
 bool oc__lowp_amx_usable(void)
 {
     unsigned a, b, c, d;
     __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
-    if (!(d & (1u << 24)) || !(d & (1u << 25))) return false; /* AMX-TILE, AMX-INT8 */
+    /* AMX-TILE, AMX-INT8, AMX-BF16 (every AMX CPU so far has all three) */
+    if (!(d & (1u << 24)) || !(d & (1u << 25)) || !(d & (1u << 22))) return false;
     return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
 }
 
 #else /* not x86-64 with GCC or clang: the portable set only */
-const oc__lowp_kernels oc__lowp_avx2 = {"avx2", 0, 0, 0, 0, 1, 1, 0, false};
-const oc__lowp_kernels oc__lowp_avxvnni = {"avx-vnni", 0, 0, 0, 0, 1, 1, 0, false};
-const oc__lowp_kernels oc__lowp_avx512 = {"avx512-vnni", 0, 0, 0, 0, 1, 1, 0, false};
-const oc__lowp_kernels oc__lowp_amx = {"amx", 0, 0, 0, 0, 1, 1, 0, false};
+const oc__lowp_kernels oc__lowp_avx2 = {"avx2", 0, 0, 0, 0, 1, 1, 0, false, 0};
+const oc__lowp_kernels oc__lowp_avxvnni = {"avx-vnni", 0, 0, 0, 0, 1, 1, 0, false, 0};
+const oc__lowp_kernels oc__lowp_avx512 = {"avx512-vnni", 0, 0, 0, 0, 1, 1, 0, false, 0};
+const oc__lowp_kernels oc__lowp_avx512bf16 = {"avx512-vnni+bf16", 0, 0, 0, 0, 1, 1, 0, false, 0};
+const oc__lowp_kernels oc__lowp_amx = {"amx", 0, 0, 0, 0, 1, 1, 0, false, 0};
 bool oc__lowp_amx_usable(void) { return false; }
 const oc__lowp_qgemm_fn oc__lowp_qgemm_avx512 = 0;
 #endif

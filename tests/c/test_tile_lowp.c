@@ -4,7 +4,9 @@
  * the float ones within float32 rounding. main() runs every test once per
  * instruction set, each in a child process with OC_TILE_ISA set (the
  * kernels are chosen once per process): the CPU's best (AMX for int8 from
- * 32 rows where there is AMX), avx512, avxvnni, avx2, portable. */
+ * 32 rows and bfloat16 weights from 32 where there is AMX), avx512bf16
+ * (bfloat16 weights from 32 rows on vdpbf16ps), avx512, avxvnni, avx2,
+ * portable. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -301,6 +303,31 @@ static void test_i8_linear(void **state)
     }
 }
 
+/* tile.h's bound for bfloat16 weights on AMX-BF16, relative to sum |x w|:
+ * eps_bf16 / 2 for x's rounding, k eps_f32 for the float32 sums. */
+static double bf16_bound(int64_t k) { return ldexp(1, -8) + (double)k * ldexp(1, -23); }
+
+static bool amx_bf16(int t, int64_t m)
+{
+    return t == OC_W_BF16 &&
+           strstr(oc_tile_linear_path(OC_W_BF16, m), "x rounded to bfloat16") != NULL;
+}
+
+static uint16_t bf16_rne(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1)) >> 16);
+}
+
+static double bf16_f(uint16_t h)
+{
+    uint32_t b = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
 static void test_float_linear(void **state)
 {
     (void)state;
@@ -338,11 +365,53 @@ static void test_float_linear(void **state)
                         if (t == OC_W_F16) wv = half_to_f(wh[j * K + p]);
                         s += (double)x[i * K + p] * wv, mag += fabs((double)x[i * K + p] * wv);
                     }
-                    if (fabs(y[i * N + j] - s) > 1e-5 * mag)
+                    double tol = amx_bf16(t, m) ? bf16_bound(K) : 1e-5;
+                    if (fabs(y[i * N + j] - s) > tol * mag)
                         fail_msg("%s m %lld y[%lld][%lld] = %.9g, want %.9g", oc_wtype_name(t),
                                  (long long)m, (long long)i, (long long)j, y[i * N + j], s);
                 }
         }
+    }
+    free(wf), free(x), free(y), free(wh);
+}
+
+/* bfloat16 weights from 32 rows on AMX-BF16 or AVX512-BF16: within tile.h's bound of the
+ * float64 product, and within float32 summation of the product of x
+ * rounded to bfloat16 (nearest even): x really is rounded, pairs exact.
+ * Shapes cover 32-row blocks, a 16-row tail, a partial panel, k % 32. */
+static void test_bf16_amx(void **state)
+{
+    (void)state;
+    enum { N = 150, K = 301, M = 81 };
+    float *wf = malloc(sizeof(float) * N * K), *x = malloc(sizeof(float) * M * K),
+          *y = malloc(sizeof(float) * M * N);
+    uint16_t *wh = malloc(2 * N * K);
+    fill(wf, N * K, 41);
+    fill(x, M * K, 42);
+    x[5] = 1.00390625f + 1.0f / 4096; /* rounds up to bfloat16 1.0078125 */
+    for (int64_t i = 0; i < N * K; i++) wh[i] = bf16_rne(wf[i]);
+    oc_tensor tw = mk(wh, OC_BFLOAT16, N, K);
+    const int64_t ms[] = {32, 33, 48, 64, M};
+    for (int mi = 0; mi < 5; mi++) {
+        int64_t m = ms[mi];
+        oc_tensor tx = mk(x, OC_FLOAT32, m, K), ty = mk(y, OC_FLOAT32, m, N);
+        memset(y, 0xff, sizeof(float) * m * N);
+        assert_int_equal(run(&ty, &ty, &tx, &tw, &ty, 0, OC_W_BF16), OC_OK);
+        bool amx = amx_bf16(OC_W_BF16, m);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double s = 0, sr = 0, mag = 0;
+                for (int64_t p = 0; p < K; p++) {
+                    double wv = bf16_f(wh[j * K + p]), xv = x[i * K + p];
+                    s += xv * wv, sr += bf16_f(bf16_rne(x[i * K + p])) * wv;
+                    mag += fabs(xv * wv);
+                }
+                double got = y[i * N + j];
+                if (fabs(got - s) > (amx ? bf16_bound(K) : 1e-5) * mag ||
+                    (amx && fabs(got - sr) > 1e-5 * mag))
+                    fail_msg("bf16 m %lld y[%lld][%lld] = %.9g, want %.9g (x rounded: %.9g)",
+                             (long long)m, (long long)i, (long long)j, got, s, sr);
+            }
     }
     free(wf), free(x), free(y), free(wh);
 }
@@ -529,6 +598,15 @@ static void test_path_names(void **state)
         test_assert_contains(oc_tile_linear_path(OC_W_I8, 1), "VEX vpdpbusd");
     } else if (!isa && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
         test_assert_contains(p, "avx512-vnni");
+    if (!isa && __builtin_cpu_supports("amx-bf16") &&
+        strstr(oc_tile_linear_path(OC_W_I8, 64), "AMX"))
+        test_assert_contains(oc_tile_linear_path(OC_W_BF16, 32), "amx-bf16");
+    if (isa && !strcmp(isa, "avx512bf16") && __builtin_cpu_supports("avx512bf16") &&
+        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
+        test_assert_contains(oc_tile_linear_path(OC_W_BF16, 32), "avx512-bf16, x rounded");
+    else if (isa) /* a capped set keeps the exact widened path */
+        test_assert_contains(oc_tile_linear_path(OC_W_BF16, 33), "the tile matmul");
+    test_assert_contains(oc_tile_linear_path(OC_W_BF16, 31), "m <= 32: opcore's skinny");
     test_assert_contains(oc_tile_linear_path(OC_W_F32, 64), "m > 4: the tile matmul");
     test_assert_contains(oc_tile_linear_path(OC_W_F32, 4), "m <= 4: opcore's skinny");
     test_assert_contains(oc_tile_linear_path(OC_W_F16, 32), "m <= 32: opcore's skinny");
@@ -542,7 +620,8 @@ static int run_group(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_q_linear),     cmocka_unit_test(test_i8_linear),
-        cmocka_unit_test(test_float_linear), cmocka_unit_test(test_quantise_helpers),
+        cmocka_unit_test(test_float_linear), cmocka_unit_test(test_bf16_amx),
+        cmocka_unit_test(test_quantise_helpers),
         cmocka_unit_test(test_row_helpers),  cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_path_names),
     };
@@ -554,9 +633,9 @@ static int run_group(void)
 int main(void)
 {
     if (getenv("OC_TILE_ISA")) return run_group(); /* one path asked for */
-    const char *isas[] = {NULL, "avx512", "avxvnni", "avx2", "portable"};
+    const char *isas[] = {NULL, "avx512bf16", "avx512", "avxvnni", "avx2", "portable"};
     int rc = 0;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         printf("== OC_TILE_ISA=%s\n", isas[i] ? isas[i] : "(the CPU's best)");
         fflush(stdout);
         pid_t pid = fork();
