@@ -99,6 +99,8 @@ def test_linear_against_torch(ops, kind, m):
     if kind in ("float32", "bfloat16", "float16"):
         wt = w.to(getattr(torch, kind))
         ref, tol = F.linear(x, wt.float()), 1e-4
+        if kind == "bfloat16" and m >= 32:  # AMX / AVX512-BF16 round x to bfloat16: tile.h's
+            tol = 2.0**-8 + k * 2.0**-23  # bound (a norm of errors within it per element)
     elif kind == "int8":
         scale = w.abs().amax(1) / 127
         wt = torch.round(w / scale[:, None]).to(torch.int8)
