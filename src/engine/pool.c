@@ -45,6 +45,9 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 #include <unistd.h>
 
 #include "core/alloc.h"
@@ -64,6 +67,7 @@ static struct {
     oc_exec *job;
     _Atomic uint32_t generation;
     _Atomic uint64_t claim;      /* generation << 32 | next share id */
+    unsigned fpcsr;              /* the launching thread's MXCSR (x86): shares run with it */
     _Atomic uint32_t pending;    /* shares not finished yet */
     atomic_int sleepers;
     atomic_int waiter_sleeping;
@@ -173,17 +177,35 @@ static void wait_for_generation(uint32_t seen, uint64_t last_gap_ns)
     }
 }
 
+/* x86's MXCSR (rounding, flush-to-zero, denormals-are-zero) is per thread,
+ * and a thread starts with its creator's: shares run with the launching
+ * thread's, so an op's results never depend on which core ran a share or
+ * on what the thread that started the engine had set (XLA runs its work
+ * with denormals flushed, for one). */
+#if defined(__x86_64__) || defined(__i386__)
+static inline unsigned fp_mode(void) { return _mm_getcsr(); }
+static inline void set_fp_mode(unsigned m) { _mm_setcsr(m); }
+#else
+static inline unsigned fp_mode(void) { return 0; }
+static inline void set_fp_mode(unsigned m) { (void)m; }
+#endif
+
 /* Take shares of the current job until none are left. The claim word
  * carries the generation, so a late thread can never take a share of a job
  * that has finished: it gets an id >= ncores, or a share of the next job,
  * which is already published (release/acquire through `claim`). */
 static void run_claimed_shares(oc_core *core, uint64_t *longest)
 {
+    unsigned own = fp_mode(), cur = own;
     for (;;) {
         uint64_t c = atomic_fetch_add_explicit(&pool.claim, 1, memory_order_acq_rel);
         oc_exec *job = pool.job;
         uint32_t id = (uint32_t)c;
-        if (!job || id >= job->ncores) return;
+        if (!job || id >= job->ncores) {
+            if (cur != own) set_fp_mode(own);
+            return;
+        }
+        if (pool.fpcsr != cur) set_fp_mode(cur = pool.fpcsr);
         uint64_t t0 = longest ? now_ns() : 0;
         if (!job->grid_ndim || !atomic_load_explicit(&job->failure->failed, memory_order_relaxed))
             job->run_share(core, job, id); /* a grid stops at its first failure */
@@ -400,6 +422,7 @@ oc_status oc__pool_launch(oc_core *caller, oc_exec *job)
     atomic_store(&pool.bar_done, 0);
     atomic_store(&pool.exited, 0);
     pool.job = job;
+    pool.fpcsr = fp_mode();
     uint32_t gen = atomic_load(&pool.generation) + 1;
     atomic_store_explicit(&pool.claim, (uint64_t)gen << 32, memory_order_release);
     atomic_store_explicit(&pool.generation, gen, memory_order_seq_cst);

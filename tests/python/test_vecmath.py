@@ -73,3 +73,19 @@ def test_default_flags_vectorise_expf(act):
     """The plain expf loops call glibc's vector expf (_ZGV...expf)."""
     syms = subprocess.run(["nm", "-D", "--undefined-only", act.path], capture_output=True, text=True).stdout
     assert any(s.startswith("_ZGV") and "_expf@" in s for s in syms.split()), syms
+
+
+def test_shares_run_with_the_callers_denormal_mode(act):
+    """x86's flush-to-zero mode is per thread: every core's share of a
+    multicore op runs with the calling thread's, so rows agree whichever core
+    ran them (XLA, for one, runs its work with denormals flushed)."""
+    x = torch.full((512, 4096), -200.0)
+    x[:, 0], x[:, 1] = 0.0, -100.0  # softmax of column 1: exp(-100), a denormal
+    torch.set_flush_denormal(True)
+    try:
+        flushed = torch.ops.act_ops.softmax(x)
+    finally:
+        torch.set_flush_denormal(False)
+    kept = torch.ops.act_ops.softmax(x)
+    assert torch.all(flushed[:, 1] == 0), "a share ran without the caller's flush-to-zero"
+    assert torch.all(kept[:, 1] > 0), "a share ran with another thread's flush-to-zero"
