@@ -13,6 +13,7 @@
 
 #include "opcore/tile.h"
 #include "tile/lowp_internal.h"
+#include "tile/tile_internal.h"
 
 /* ---- portable kernels ------------------------------------------------------- */
 
@@ -89,44 +90,30 @@ const oc__lowp_kernels oc__lowp_portable = {"portable",  fdot_portable,   qdot_p
 static const oc__lowp_kernels *kern;
 static pthread_once_t kern_once = PTHREAD_ONCE_INIT;
 
-static bool cpu_avx2(void)
-{
 #if defined(__x86_64__) && defined(__GNUC__)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+#define CPU_HAS(f) __builtin_cpu_supports(f)
 #else
-    return false;
+#define CPU_HAS(f) 0
 #endif
-}
 
-static bool cpu_avxvnni(void)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    return cpu_avx2() && __builtin_cpu_supports("avxvnni");
-#else
-    return false;
-#endif
-}
-
-static bool cpu_avx512(void);
-
-static bool cpu_avx512bf16(void)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    return cpu_avx512() && __builtin_cpu_supports("avx512bf16");
-#else
-    return false;
-#endif
-}
+static bool cpu_avx2(void) { return CPU_HAS("avx2") && CPU_HAS("fma") && CPU_HAS("f16c"); }
+static bool cpu_avxvnni(void) { return cpu_avx2() && CPU_HAS("avxvnni"); }
 
 static bool cpu_avx512(void)
 {
-#if defined(__x86_64__) && defined(__GNUC__)
-    return cpu_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-#else
-    return false;
-#endif
+    return cpu_avx2() && CPU_HAS("avx512f") && CPU_HAS("avx512bw") && CPU_HAS("avx512vl") &&
+           CPU_HAS("avx512vnni");
+}
+
+static bool cpu_avx512bf16(void) { return cpu_avx512() && CPU_HAS("avx512bf16"); }
+
+int oc__tile_isa_cap(void)
+{
+    static const char *const names[] = {"portable", "avx2", "avxvnni", "avx512", "avx512bf16"};
+    const char *cap = getenv("OC_TILE_ISA");
+    for (int i = 0; cap && i < OC__ISA_BEST; i++)
+        if (!strcasecmp(cap, names[i])) return i;
+    return OC__ISA_BEST;
 }
 
 /* The best set the CPU runs (AMX for int8 x int8 and bfloat16 weights
@@ -137,25 +124,14 @@ static bool cpu_avx512(void)
  * taken). */
 static void kern_init(void)
 {
-    const char *cap = getenv("OC_TILE_ISA");
-    int lim = 5;
-    if (cap && !strcasecmp(cap, "portable"))
-        lim = 0;
-    else if (cap && !strcasecmp(cap, "avx2"))
-        lim = 1;
-    else if (cap && !strcasecmp(cap, "avxvnni"))
-        lim = 2;
-    else if (cap && !strcasecmp(cap, "avx512"))
-        lim = 3;
-    else if (cap && !strcasecmp(cap, "avx512bf16"))
-        lim = 4;
+    int lim = oc__tile_isa_cap();
     kern = &oc__lowp_portable;
-    if (lim >= 1 && cpu_avx2() && oc__lowp_avx2.fdot) kern = &oc__lowp_avx2;
-    if (lim >= 2 && cpu_avxvnni() && oc__lowp_avxvnni.fdot) kern = &oc__lowp_avxvnni;
-    if (lim >= 3 && cpu_avx512() && oc__lowp_avx512.fdot) kern = &oc__lowp_avx512;
-    if (lim >= 4 && kern == &oc__lowp_avx512 && cpu_avx512bf16() && oc__lowp_avx512bf16.fdot)
+    if (lim >= OC__ISA_AVX2 && cpu_avx2() && oc__lowp_avx2.fdot) kern = &oc__lowp_avx2;
+    if (lim >= OC__ISA_AVXVNNI && cpu_avxvnni() && oc__lowp_avxvnni.fdot) kern = &oc__lowp_avxvnni;
+    if (lim >= OC__ISA_AVX512 && cpu_avx512() && oc__lowp_avx512.fdot) kern = &oc__lowp_avx512;
+    if (lim >= OC__ISA_AVX512BF16 && kern == &oc__lowp_avx512 && cpu_avx512bf16() && oc__lowp_avx512bf16.fdot)
         kern = &oc__lowp_avx512bf16;
-    if (lim >= 5 && (kern == &oc__lowp_avx512 || kern == &oc__lowp_avx512bf16) &&
+    if (lim >= OC__ISA_BEST && (kern == &oc__lowp_avx512 || kern == &oc__lowp_avx512bf16) &&
         oc__lowp_amx_usable())
         kern = &oc__lowp_amx;
 }

@@ -312,8 +312,8 @@ static int exp_path(void)
     if (p >= 0) return p;
     p = 0;
 #ifdef OC_TILE_EXP_X86
-    const char *cap = getenv("OC_TILE_ISA");
-    int lim = !cap ? 2 : !strcasecmp(cap, "portable") ? 0 : !strcasecmp(cap, "avx2") ? 1 : 2;
+    int cap = oc__tile_isa_cap();
+    int lim = cap == OC__ISA_PORTABLE ? 0 : cap == OC__ISA_AVX2 ? 1 : 2;
     if (lim >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) p = 1;
     if (lim >= 2 && p == 1 && __builtin_cpu_supports("avx512f")) p = 2;
 #endif

@@ -55,4 +55,11 @@ void *oc__tile_scratch(int slot, size_t bytes, const char *fn);
  * every path gives the bits of glibc's AVX2 expf). */
 int oc__tile_exp_run(float *d, const float *a, int64_t n, int path);
 
+/* OC_TILE_ISA as the highest instruction set the tile layer may use: 0
+ * portable, 1 avx2, 2 avxvnni, 3 avx512, 4 avx512bf16; 5 when
+ * unset, empty or another word (the CPU's best). */
+enum { OC__ISA_PORTABLE, OC__ISA_AVX2, OC__ISA_AVXVNNI, OC__ISA_AVX512, OC__ISA_AVX512BF16,
+       OC__ISA_BEST };
+int oc__tile_isa_cap(void);
+
 #endif
