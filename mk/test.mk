@@ -122,7 +122,7 @@ python: lib
 # OPCORE_TORCH_NATIVE=0 (the fallback route: public torch.library APIs
 # only; see python/opcore/_torch_native.py).
 TORCH_TESTS := tests/python/test_torch.py tests/python/test_ops_torch.py tests/python/test_mlp.py tests/python/test_autograd_kernel.py \
-               tests/python/test_torch_parity.py
+               tests/python/test_torch_parity.py tests/python/test_direct_calls.py
 
 # pytest-xdist (requirements-dev.txt) runs the files TEST_JOBS at a time
 # (tests/python/conftest.py keeps each file on one worker); without it, one

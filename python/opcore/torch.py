@@ -370,8 +370,43 @@ def register_op(op):
                 tlib.impl(internal, fresh_only(kernel), "CPU")
             torch.library.register_fake(f"{ns}::{internal}", fresh_only(fake), lib=tlib)
             tlib.impl(op.name, composite, "CompositeImplicitAutograd")
+        if any(a["mutable"] for a in op.arg_info):
+            target = f"_oc_{op.name}" if aliased else op.name
+            bits = _resolve_bits(entry, getattr(getattr(torch.ops, ns), target).default)
+            tlib.impl(target, bits, "Conjugate")
+            tlib.impl(target, bits, "Negative")
         _entries[op.qualname] = entry
         return getattr(getattr(torch.ops, ns), op.name)
+
+
+def _resolve_bits(entry, target):
+    """The kernel of an op that writes a tensor argument at torch's
+    Conjugate and Negative keys: torch's own fallback for those keys takes a
+    written argument's new values from the op's first result, which an op
+    returning `()` or fresh tensors does not have. Here each lazy view
+    (conjugate or negative bit) is read as its values, the op writes those,
+    and they are written back through the view, as a direct call does."""
+    def resolved(*args, **kwargs):
+        info = entry.op.arg_info
+        names = {a["name"]: a["mutable"] for a in info}
+        back = []
+
+        def fix(v, mutable):
+            if isinstance(v, (list, tuple)):
+                return type(v)(fix(t, mutable) for t in v)
+            if not isinstance(v, torch.Tensor) or not (v.is_conj() or v.is_neg()):
+                return v
+            r = v.resolve_conj().resolve_neg()
+            if mutable:
+                back.append((v, r))
+            return r
+        args = [fix(v, i < len(info) and info[i]["mutable"]) for i, v in enumerate(args)]
+        kwargs = {k: fix(v, names.get(k, False)) for k, v in kwargs.items()}
+        out = target(*args, **kwargs)
+        for view, values in back:
+            view.copy_(values)
+        return out
+    return resolved
 
 
 def _takes_dict(op):

@@ -292,6 +292,7 @@ def test_opcheck_rmsnorm_swiglu_attention():
 @pytest.mark.filterwarnings(OPCHECK_WARN)
 def test_opcheck_bench_lowp_linear():
     """bench/kernels/lowp_linear.c's op (bench/lowp_bench.py), Q8_0 and Q4_0."""
+    model.load_library()  # the llm ops it is compared with
     spec = importlib.util.spec_from_file_location(
         "lowp_bench_for_llm", os.path.join(ROOT, "bench", "lowp_bench.py"))
     lb = importlib.util.module_from_spec(spec)
