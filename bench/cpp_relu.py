@@ -5,24 +5,24 @@ torch.utils.cpp_extension.load:
                                              writes for speed
     cpp_ops::relu_fast_ag                    relu_fast with its backward as a
                                              C++ torch::autograd::Function
-    cpp_ops::relu_forward, relu_backward     the seeds' CPU ReLU (seed 000's
+    cpp_ops::relu_forward, relu_backward     the Neuron tutorial's CPU ReLU (the tutorial's
                                              pytorch/relu.cpp), the reference
                                              of the MLP tables
-    cpp_seed::relu_forward, relu_backward    the same seeds' code built the
-                                             way seed 000's build.py builds it
+    cpp_seed::relu_forward, relu_backward    the same tutorial code built the
+                                             way the tutorial's build.py builds it
     cpp_stable::relu                         relu_fast written against
                                              libtorch's stable C ABI (the
                                              route opcore's native kernels
                                              take): the floor of that route
 
-cpp_extension.load adds no optimisation flag of its own, so seed 000's
+cpp_extension.load adds no optimisation flag of its own, so the tutorial's
 build.py (no extra_cflags) compiles at the compiler's default, -O0: the
 accessor loops then cost ~20 ns per element. cpp_ops is built with -O3, the
-fair peer; cpp_seed shows what the seeds' recipe gives.
+fair peer; cpp_seed shows what the tutorial's recipe gives.
 
     import cpp_relu
     cpp_relu.load(build_directory)      # builds once each (ninja caches them)
-    cpp_relu.Relu.apply(x)              # seed 000's autograd.Function, -O3
+    cpp_relu.Relu.apply(x)              # the Neuron ReLU tutorial's autograd.Function, -O3
     cpp_relu.SeedBuildRelu.apply(x)     # the same around the -O0 build
 """
 import os
@@ -54,7 +54,7 @@ CPP_RELU = textwrap.dedent("""
         return y;
     }
 
-    // The seeds' CPU ReLU (seed 000's pytorch/relu.cpp).
+    // The Neuron tutorial's CPU ReLU (the Neuron ReLU tutorial's pytorch/relu.cpp).
     torch::Tensor relu_forward(const torch::Tensor& t_in) {
         torch::Tensor t_out = torch::zeros(t_in.sizes(), torch::kFloat);
         auto t_in_acc = t_in.accessor<float, 2>();
@@ -105,9 +105,9 @@ CPP_RELU = textwrap.dedent("""
     TORCH_LIBRARY_IMPL(cpp_ops, Autograd, m) { m.impl("relu_fast_ag", &relu_fast_ag); }
 """)
 
-# The seeds' two functions alone, in their own namespace, for the -O0 build.
+# The Neuron tutorial's two functions alone, in their own namespace, for the -O0 build.
 CPP_SEED = ("#include <torch/extension.h>\n\n"
-            + CPP_RELU[CPP_RELU.index("// The seeds' CPU ReLU"):CPP_RELU.index("TORCH_LIBRARY(cpp_ops")]
+            + CPP_RELU[CPP_RELU.index("// The Neuron tutorial's CPU ReLU"):CPP_RELU.index("TORCH_LIBRARY(cpp_ops")]
             + "TORCH_LIBRARY(cpp_seed, m) {\n"
               "    m.def(\"relu_forward\", &relu_forward);\n"
               "    m.def(\"relu_backward\", &relu_backward);\n"
@@ -153,7 +153,7 @@ def _build(build_directory, name, source, extra_cflags):
 
 def load(build_directory, seed_build=True):
     """Build (once; cached by cpp_extension's ninja) and load cpp_ops (-O3)
-    and, with seed_build, cpp_seed (seed 000's flags); returns torch.ops.cpp_ops."""
+    and, with seed_build, cpp_seed (the tutorial's flags); returns torch.ops.cpp_ops."""
     if not hasattr(torch.ops.cpp_ops, "relu_forward"):
         _build(os.path.join(build_directory, "O3"), "librelu_cpp", CPP_RELU, ["-O3"])
     if seed_build and not hasattr(torch.ops.cpp_seed, "relu_forward"):
@@ -169,7 +169,7 @@ def load_stable(build_directory):
 
 
 class Relu(torch.autograd.Function):
-    """Seed 000's my_ops.Relu, around the seeds' C++ ops (-O3 build)."""
+    """The tutorial's my_ops.Relu, around the tutorial's C++ ops (-O3 build)."""
     namespace = "cpp_ops"
 
     @classmethod
@@ -184,5 +184,5 @@ class Relu(torch.autograd.Function):
 
 
 class SeedBuildRelu(Relu):
-    """The same Function around the seeds' ops built as seed 000 builds them."""
+    """The same Function around the tutorial's ops built as the tutorial builds them."""
     namespace = "cpp_seed"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The engine under load: launch grids and stalls next to torch's threads.
 
-Part 1, stalls: the seed 003 add (examples/seed003, float32 [256, 1024], a
+Part 1, stalls: the Neuron framework tutorial's add (examples/seed003, float32 [256, 1024], a
 [2, 2] grid) through torch.ops with torch at its default threads, each call
 right after a torch element-wise op (so torch's intra-op threads have just
 run), with opcore's multicore shares lent to torch's threads and not lent;
@@ -244,7 +244,7 @@ def main():
         "rows": rows,
         "target": targets,
         "notes": (f"{ncores} engine cores, torch at {torch.get_num_threads()} threads. 'loaded': one busy-loop "
-                  f"process per CPU ({os.cpu_count()}) started by the bench. Stall rows: the seed 003 add "
+                  f"process per CPU ({os.cpu_count()}) started by the bench. Stall rows: the Neuron framework tutorial's add "
                   "[256, 1024] float32, each call right after a torch.mul of the same tensors; candidates "
                   "interleaved over 10 rounds. Grid rows: ideal = sum of single-core instance times (each "
                   "instance a call of its own, timed interleaved with the launches) / min(cores, instances)."),

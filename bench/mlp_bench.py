@@ -11,7 +11,7 @@ variant) that runs four models with the same initial weights, differing only
 in the ReLU, taking turns every 50 steps on the same batches
 (examples/mlp/loop.py run_interleaved):
 
-    opcore       my_ops.Relu.apply: the seeds' autograd.Function, calling the
+    opcore       my_ops.Relu.apply: the Neuron tutorial's autograd.Function, calling the
                  opcore operators of the variant under test
     baseline     torch.relu
     pyfunc       TorchReluFunction: the same autograd.Function pattern around
@@ -19,10 +19,10 @@ in the ReLU, taking turns every 50 steps on the same batches
                  called through that pattern
     baseline_aa  torch.relu again: the A/A control; its ratio to the baseline
                  shows the noise floor of the measurement
-    cppref       the seeds' own CPU reference: their C++ extension ReLU
-                 (seed 000's pytorch/relu.cpp, bench/cpp_relu.py) through the
+    cppref       the Neuron tutorial's own CPU reference: their C++ extension ReLU
+                 (the Neuron ReLU tutorial's pytorch/relu.cpp, bench/cpp_relu.py) through the
                  same autograd.Function, compiled with -O3
-    cppref_seed  the same, built as seed 000's build.py builds it
+    cppref_seed  the same, built as the Neuron ReLU tutorial's build.py builds it
                  (cpp_extension.load without extra_cflags: -O0); shown, not
                  a target
 
@@ -56,13 +56,13 @@ sys.path.insert(0, MLP)
 
 TRAIN_TARGET = 0.97      # opcore training >= 0.97x baseline
 INFER_TARGET = 0.99      # multicore inference >= 0.99x baseline
-CPPREF_TARGET = 1.0      # opcore >= 1.0x the seeds' C++ extension reference model (training, inference)
+CPPREF_TARGET = 1.0      # opcore >= 1.0x the Neuron tutorial's C++ extension reference model (training, inference)
 CEILING_TARGET = 0.97    # opcore training >= 0.97x the ceiling model
 MODELS = ("opcore", "baseline", "pyfunc", "baseline_aa", "cppref", "cppref_seed")  # per process, in turn order
-CEILING_ROW = "seeds' autograd.Function around torch.relu (ceiling)"
+CEILING_ROW = "Neuron tutorial's autograd.Function around torch.relu (ceiling)"
 AA_ROW = "baseline again (A/A noise control)"
-CPPREF_ROW = "seeds' C++ extension ReLU through the same autograd.Function (CPU reference, -O3)"
-CPPREF_SEED_ROW = "the same, built as seed 000 builds it (cpp_extension.load defaults: -O0)"
+CPPREF_ROW = "Neuron tutorial's C++ extension ReLU through the same autograd.Function (CPU reference, -O3)"
+CPPREF_SEED_ROW = "the same, built as the Neuron ReLU tutorial builds it (cpp_extension.load defaults: -O0)"
 VARIANT_NAMES = {
     "baseline": "baseline (torch.relu)",
     "elementwise": "element-wise accessor",
@@ -77,7 +77,7 @@ def median(xs):
 
 
 class TorchReluFunction(torch.autograd.Function):
-    """The seeds' autograd.Function pattern around PyTorch's own relu: the
+    """The Neuron tutorial's autograd.Function pattern around PyTorch's own relu: the
     ceiling for any op called through it. Forward and backward are the
     kernels torch.relu's own autograd uses, so it differs from the baseline
     only by the Python autograd.Function around them (and trains to the same
@@ -159,7 +159,7 @@ def paired_rounds(mode, variants, epochs, n, args, env, log):
                 f"baseline {res['baseline']['throughput']:9.2f} iter/s  paired vs baseline: "
                 f"opcore {paired_ratio(res, 'opcore'):.3f}  ceiling {paired_ratio(res, 'pyfunc'):.3f}  "
                 f"A/A {paired_ratio(res, 'baseline_aa'):.3f}  C++ ref {paired_ratio(res, 'cppref'):.3f} "
-                f"(seeds' build {paired_ratio(res, 'cppref_seed'):.3f})")
+                f"(the tutorial's build {paired_ratio(res, 'cppref_seed'):.3f})")
     return samples
 
 
@@ -204,7 +204,7 @@ def method_notes(ceiling, aa, rounds, target):
     return (f"Ratios are paired: within each process, the median over turns of (baseline's time on "
             f"a chunk / the model's time on the same chunk), the models' turns being adjacent in "
             f"time; then the median over {rounds} round(s); iter/s are medians over rounds of "
-            f"each run's throughput. The seeds' autograd.Function around torch.relu itself "
+            f"each run's throughput. The Neuron tutorial's autograd.Function around torch.relu itself "
             f"reaches {c:.3f}x: the ceiling for any operator called through it"
             + (f" (below the {target}x target)" if c < target else "")
             + f". The baseline against an identical copy of itself (A/A) reads {aa['ratio']:.3f}x "
@@ -291,7 +291,7 @@ def main(argv=None):
                             "min": TRAIN_TARGET, "value": ratio, "met": ratio >= TRAIN_TARGET,
                             "ceiling": ceiling["ratio"],
                             "ceiling_what": "the same autograd.Function around torch.relu"},
-                           {"metric": f"MLP training: opcore ({VARIANT_NAMES[fastest]}) / seeds' C++ extension "
+                           {"metric": f"MLP training: opcore ({VARIANT_NAMES[fastest]}) / Neuron tutorial's C++ extension "
                                       "reference model, iter/s", "min": CPPREF_TARGET, "value": vs_ref,
                             "met": vs_ref >= CPPREF_TARGET},
                            {"metric": f"MLP training: opcore ({VARIANT_NAMES[fastest]}) / ceiling model "
@@ -299,9 +299,9 @@ def main(argv=None):
                             "value": vs_ceil, "met": vs_ceil >= CEILING_TARGET}],
                 "notes": (f"MLP 784 -> [120, 84] -> 10 on the Fashion-MNIST training set (1875 batches "
                           f"of 32), SGD lr 0.01, {epochs} epoch(s); iter/s of the last epoch without "
-                          f"its 2 warm-up steps, as in the seeds. Each measurement process trains the "
+                          f"its 2 warm-up steps, as in the Neuron tutorial. Each measurement process trains the "
                           f"opcore model, the baseline, the ceiling model, the baseline again and the "
-                          f"seeds' C++ reference (built -O3, and as seed 000 builds it: -O0) "
+                          f"tutorial's C++ reference (built -O3, and as the tutorial builds it: -O0) "
                           f"together, taking turns every 50 steps, so all see the same machine. "
                           + method_notes(ceiling, aa, n, TRAIN_TARGET)
                           + f"Target: opcore >= {TRAIN_TARGET}x baseline — best variant "
@@ -341,7 +341,7 @@ def main(argv=None):
                 target = [{"metric": "TCM + multicore / baseline iter/s", "min": INFER_TARGET,
                            "value": mc, "met": mc >= INFER_TARGET, "ceiling": ceiling["ratio"],
                             "ceiling_what": "the same autograd.Function around torch.relu"},
-                          {"metric": "MLP inference [4096, 2048]: TCM + multicore / seeds' C++ extension "
+                          {"metric": "MLP inference [4096, 2048]: TCM + multicore / Neuron tutorial's C++ extension "
                                      "reference model, iter/s", "min": CPPREF_TARGET, "value": vs_ref,
                            "met": vs_ref >= CPPREF_TARGET}]
             write(args.results, "mlp_inference.json", {
@@ -352,9 +352,9 @@ def main(argv=None):
                 "target": target,
                 "notes": (f"Forward passes over the Fashion-MNIST test set (313 batches of 32) with "
                           f"hidden layers [4096, 2048], {iepochs} epoch(s), last epoch without its "
-                          f"2 warm-up steps (seed 001's measurement). Each variant runs in its own "
+                          f"2 warm-up steps (the Neuron MLP-inference tutorial's measurement). Each variant runs in its own "
                           f"process together with the baseline, the ceiling model, the baseline "
-                          f"again and the seeds' C++ reference (-O3, and seed 000's -O0 build), taking turns every 50 batches; the baseline's iter/s is the median "
+                          f"again and the tutorial's C++ reference (-O3, and the tutorial's -O0 build), taking turns every 50 batches; the baseline's iter/s is the median "
                           f"over all processes. "
                           + method_notes(ceiling, aa, n, INFER_TARGET)
                           + (f"Target: TCM + multicore >= {INFER_TARGET}x baseline — measured "

@@ -5,7 +5,7 @@ one run (candidates interleaved, medians of paired ratios).
 1. Per call, 1x1 float32 ReLU:
    - torch.relu;
    - a C++ extension op (TORCH_LIBRARY, raw loop into torch::empty_like),
-     through torch.ops; and the seeds' own C++ op (torch::zeros + accessors);
+     through torch.ops; and the Neuron tutorial's own C++ op (torch::zeros + accessors);
    - a Python torch.library.custom_op;
    - opcore through torch.ops: the native kernel (the torch kernel shim),
      and the fallback route (OPCORE_TORCH_NATIVE=0: the Python kernel);
@@ -13,7 +13,7 @@ one run (candidates interleaved, medians of paired ratios).
      apache-tvm-ffi function called on torch tensors with a
      torch.empty_like output (when tvm_ffi is installed).
 2. Forward + backward of a [32, 120] ReLU (the MLP's first layer): the
-   seeds' autograd.Function around the C++ extension ops, the same Function
+   Neuron tutorial's autograd.Function around the C++ extension ops, the same Function
    around the opcore ops, opcore.torch.register_autograd (native and
    fallback routes), the C++ op with
    a C++ torch::autograd::Function, and the Function around torch.relu.
@@ -125,7 +125,7 @@ def python_custom_op():
 
 
 class Function(torch.autograd.Function):
-    """The seeds' autograd.Function (seed 000's my_ops.py) around a forward
+    """The Neuron tutorial's autograd.Function (the Neuron ReLU tutorial's my_ops.py) around a forward
     and a backward op set per subclass."""
     fwd = bwd = None
 
@@ -199,7 +199,7 @@ def main():
         pyop = python_custom_op()
 
         # ---- 1. per call -------------------------------------------------------
-        CPP, SEED = "C++ extension op, raw loop into empty_like (torch.ops)", "seeds' C++ op (torch.ops)"
+        CPP, SEED = "C++ extension op, raw loop into empty_like (torch.ops)", "Neuron tutorial's C++ op (torch.ops)"
         OC, OC_PY = "opcore (torch.ops, native kernel)", "opcore (torch.ops, fallback route: Python kernel)"
         OC_DIRECT, TVM = "opcore direct: lib.relu_forward(x)", "apache-tvm-ffi direct, torch.empty_like output"
         STABLE = "C++ extension op on torch's stable C ABI (torch.ops)"
@@ -223,8 +223,8 @@ def main():
         samples, wall = per_call(args, fns)
 
         # ---- 2. forward + backward ------------------------------------------------
-        FN_CPP, FN_OC = "seeds' autograd.Function around C++ extension ops", \
-            "seeds' autograd.Function around opcore ops"
+        FN_CPP, FN_OC = "Neuron tutorial's autograd.Function around C++ extension ops", \
+            "Neuron tutorial's autograd.Function around opcore ops"
         REG, CEIL = "opcore.torch.register_autograd", "autograd.Function around torch.relu (ceiling)"
         REG_FB = "opcore.torch.register_autograd, fallback route (torch.library.register_autograd)"
         FLOOR = "Python Autograd kernel that only calls the Function around opcore ops (a Python route's floor)"
@@ -291,9 +291,9 @@ def main():
                   "each round); 'vs' columns are medians of per-round paired ratios of the calling thread's CPU "
                   "time (time.thread_time: robust on a shared machine); wall = perf_counter, fewer rounds. "
                   "torch.set_num_threads(1). The C++ extension op is TORCH_LIBRARY with a raw loop into "
-                  "torch::empty_like; the seeds' op is seed 000's relu.cpp (torch::zeros + accessors); both "
+                  "torch::empty_like; the tutorial's op is the Neuron ReLU tutorial's relu.cpp (torch::zeros + accessors); both "
                   "built by cpp_extension.load with extra_cflags=['-O3'] (it adds no optimisation flag of its "
-                  "own: seed 000's recipe compiles at -O0). The stable-C-ABI op is the same loop written against "
+                  "own: the Neuron ReLU tutorial's recipe compiles at -O0). The stable-C-ABI op is the same loop written against "
                   "libtorch's stable ABI (STABLE_TORCH_LIBRARY, torch::stable::empty_like). opcore "
                   "runs the same raw loop (bench/kernels/relu_raw.c) into the output torch allocates (the "
                   "tutorial's TCM kernel, examples/relu/tcm, in its own rows); the native kernel is "
@@ -316,9 +316,9 @@ def main():
         "title": "PyTorch autograd: forward + backward of a [32, 120] ReLU",
         "order": 41,
         "rows": arows,
-        "target": [{"metric": "seeds' autograd.Function: around opcore ops / around C++ extension ops",
+        "target": [{"metric": "Neuron tutorial's autograd.Function: around opcore ops / around C++ extension ops",
                     "max": 1.0, "value": r_fn, "met": r_fn <= 1.0},
-                   {"metric": "register_autograd / seeds' autograd.Function around opcore ops", "max": 0.85,
+                   {"metric": "register_autograd / Neuron tutorial's autograd.Function around opcore ops", "max": 0.85,
                     "value": r_reg, "met": r_reg <= 0.85}],
         "notes": (f"One step: a fresh leaf x.requires_grad_(), y = relu(x), y.sum().backward(). Medians of "
                   f"{args.rounds} interleaved rounds, ratios paired per round (CPU time of the calling "
@@ -327,7 +327,7 @@ def main():
                   "the two ops in a C++ autograd node (src/torch/autograd_kernel.cc); its peer in C++ is "
                   "relu_fast with a torch::autograd::Function as its Autograd kernel. A Python route's floor: "
                   "an Autograd-key kernel registered from Python (torch.library) whose whole body calls the "
-                  "seeds' Function around the opcore ops, the least any Python-registered autograd kernel pays "
+                  "Neuron tutorial's Function around the opcore ops, the least any Python-registered autograd kernel pays "
                   "; register_autograd's fallback route (OPCORE_TORCH_NATIVE=0, or no shim for this torch) is "
                   "torch.library.register_autograd around the Python kernel, in its own row)."),
         "raw": {"cpu_s": asamples},
