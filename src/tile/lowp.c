@@ -682,6 +682,9 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
                                              "time"
                  : m >= ks->i8p_min_m && ks == &oc__lowp_amx
                      ? "AMX tdpbusd on w packed in 64-column panels, 16 x 64 blocks"
+                 : m >= OC__LOWP_I8ROWS_MIN_M && ks == &oc__lowp_amx
+                     ? "AMX tdpbssd on w's rows as they are, 16 x 16 blocks, when k is a multiple "
+                       "of 64; else u8 x s8 vpdpbusd, 4 x 4 blocks"
                  : m >= ks->i8p_min_m
                      ? "u8 x s8 vpdpbusd, w packed in 64-column panels, 6 x 64 blocks"
                      : "u8 x s8 vpdpbusd on 512-bit registers, 4 x 4 blocks");

@@ -243,6 +243,13 @@ static void to_u8(uint8_t *xu, int64_t kp, int64_t mp, const int8_t *xq, int64_t
     memset(xu + m * kp, 0, (size_t)((mp - m) * kp));
 }
 
+/* AMX on w's own rows (lowp_x86.c), for 4 to 31 rows of x. */
+static bool amx_rows(const oc__lowp_kernels *ks, int64_t m, int64_t k)
+{
+    return ks == &oc__lowp_amx && oc__lowp_i8_amx_rows && m >= OC__LOWP_I8ROWS_MIN_M &&
+           m < ks->i8p_min_m && k % 64 == 0 && k > 0;
+}
+
 oc__lowp_i8pk_fn oc__lowp_i8pk_for(const oc__lowp_kernels *ks)
 {
     if (ks == &oc__lowp_amx) return oc__lowp_i8pk_amx;
@@ -293,6 +300,12 @@ bool oc__lowp_run_i8(float *y, int64_t yrs, const int8_t *xq, int64_t xrs, const
         if (!xu || !pack) return false;
         to_u8(xu, kp, mp, xq, xrs, m, k);
         ks->i8p(y, yrs, xu, kp, xs, m, w->data, w->row_bytes, ws, k, j0, j1, pack);
+        return true;
+    }
+    if (amx_rows(ks, m, w->k)) {
+        void *sc = scratch_get(2, oc__LOWP_I8ROWS_BYTES(w->k), fn);
+        if (!sc) return false;
+        oc__lowp_i8_amx_rows(y, yrs, xq, xrs, xs, m, w->data, w->row_bytes, ws, w->k, j0, j1, sc);
         return true;
     }
     if (ks->i8_needs_no_min && has_min_i8(xq, xrs, m, w->k)) ks = &oc__lowp_portable;
@@ -348,6 +361,8 @@ const char *oc__lowp_i8_matmul_path(int64_t m, int64_t k)
                       : ks == &oc__lowp_avx2   ? "vpmaddubsw + vpmaddwd, 4 rows of b^T at a time"
                       : ks == &oc__lowp_avxvnni
                           ? "VEX vpdpbusd, 4 rows of b^T at a time"
+                      : amx_rows(ks, m, k)
+                          ? "AMX tdpbssd on rows of b^T as they are, 16 x 16 blocks (k % 64 = 0)"
                       : m >= ks->i8p_min_m && ks == &oc__lowp_amx
                           ? "AMX tdpbusd on b^T packed in 64-column panels per call"
                       : m >= ks->i8p_min_m

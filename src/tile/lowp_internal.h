@@ -87,6 +87,20 @@ void oc__lowp_pk_unpack(int8_t *rows, int64_t rrb, const oc__lowp_pk *pk, int64_
 /* The layout's name ("vnni-panel64"). */
 const char *oc__lowp_pk_layout(void);
 
+/* int8 x int8 on AMX reading w's rows as they are (the AMX set, from
+ * OC__LOWP_I8ROWS_MIN_M rows of x up to i8p_min_m): oc__lowp_i8_fn's
+ * arguments and result, k a multiple of 64; scratch
+ * oc__LOWP_I8ROWS_BYTES(k), 64-byte aligned. NULL where not built. */
+typedef void (*oc__lowp_i8rows_fn)(float *y, int64_t yrs, const int8_t *x, int64_t xrs,
+                                   const float *xs, int64_t m, const int8_t *w, int64_t wrb,
+                                   const float *ws, int64_t k, int64_t j0, int64_t j1,
+                                   void *scratch);
+#define oc__LOWP_I8ROWS_BYTES(k) ((size_t)(k) * 16 + 1024)
+/* below: the AVX-512 4 x 4 kernel (1 and 2 rows: 0.72 vs 0.81 ms at
+ * 4096 x 4096; 4 rows even) */
+#define OC__LOWP_I8ROWS_MIN_M 4
+extern const oc__lowp_i8rows_fn oc__lowp_i8_amx_rows;
+
 /* One int8 x int8 result (the kernels' last step): y[at] = ((float)s *
  * xs[i]) * ws[j], or with ws NULL the int32 y[at] += s. */
 static inline void oc__lowp_i8_put(float *y, int64_t at, int32_t s, const float *xs, int64_t i,

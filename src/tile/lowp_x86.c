@@ -864,6 +864,51 @@ static TA void i8p_amx(float *y, int64_t yrs, const uint8_t *xu, int64_t kp, con
     _tile_release();
 }
 
+/* ---- int8 x int8, 4 to 31 rows of x, on AMX, w as it is ---------------------
+ *
+ * Turned around, the product needs no packing of w: C^T = w x^T with 16
+ * rows of w (64 k, rows wrb bytes apart: its own layout) as the A tile
+ * and x's rows as B (x packed per call into AMX's B form: 4 consecutive
+ * k of each of 16 rows of x per 64-byte row, zeros past m), tdpbssd (s8 x
+ * s8, no offset to take off); w streams by once per 16 rows of x. One A
+ * tile at a time (16 streams along rows of w) measured faster than four
+ * (64 streams), and software prefetch slower than none. k a multiple of
+ * 64; the rows of w past the last whole 16 go to the AVX-512 kernel. */
+static TA void i8_amx_rows(float *y, int64_t yrs, const int8_t *x, int64_t xrs, const float *xs,
+                           int64_t m, const int8_t *w, int64_t wrb, const float *ws, int64_t k,
+                           int64_t j0, int64_t j1, void *scratch)
+{
+    int32_t *xb = scratch, *cb = xb + k * 4; /* k / 4 rows of 16 int32, then 16 x 16 */
+    int64_t jt = j0 + (j1 - j0) / 16 * 16;
+    amx_config(6);
+    for (int64_t i0 = 0; i0 < m; i0 += 16) {
+        int mc = m - i0 >= 16 ? 16 : (int)(m - i0);
+        for (int64_t q = 0; q < k / 4; q++)
+            for (int i = 0; i < 16; i++) {
+                int32_t v = 0;
+                if (i < mc) memcpy(&v, x + (i0 + i) * xrs + 4 * q, 4);
+                xb[q * 16 + i] = v;
+            }
+        for (int64_t j = j0; j < jt; j += 16) {
+            _tile_zero(0);
+            for (int64_t p = 0; p < k; p += 64) {
+                _tile_loadd(5, xb + p * 4, 64);
+                _tile_loadd(4, w + j * wrb + p, wrb);
+                _tile_dpbssd(0, 4, 5);
+            }
+            _tile_stored(0, cb, 64);
+            for (int r = 0; r < 16; r++)
+                for (int i = 0; i < mc; i++)
+                    oc__lowp_i8_put(y, (i0 + i) * yrs + j + r, cb[r * 16 + i], xs, i0 + i, ws,
+                                    j + r);
+        }
+    }
+    _tile_release();
+    if (jt < j1) i8_avx512(y, yrs, x, xrs, xs, m, w, wrb, ws, k, jt, j1);
+}
+
+const oc__lowp_i8rows_fn oc__lowp_i8_amx_rows = i8_amx_rows;
+
 /* Prepacked weights on AMX from I8PK_AMX_M rows of x (fewer: the
  * vpdpbusd panel kernel, which reads each panel once as well). */
 #define I8PK_AMX_M 4
@@ -1074,4 +1119,5 @@ bool oc__lowp_amx_usable(void) { return false; }
 const oc__lowp_qgemm_fn oc__lowp_qgemm_avx512 = 0;
 const oc__lowp_i8pk_fn oc__lowp_i8pk_avx512 = 0, oc__lowp_i8pk_amx = 0;
 const int oc__lowp_i8pk_amx_m = 0;
+const oc__lowp_i8rows_fn oc__lowp_i8_amx_rows = 0;
 #endif

@@ -259,8 +259,9 @@ static void test_i8_linear(void **state)
 {
     (void)state;
     enum { N = 70 };                       /* a whole 64-column panel and a part */
-    const int64_t ks[] = {200, 608, 1102}; /* 1102: k blocks of the packed form, k % 4 = 2 */
-    for (int ki = 0; ki < 3; ki++) {
+    /* 1102: k blocks of the packed form, k % 4 = 2; 640: AMX on w's rows (4 to 31 rows) */
+    const int64_t ks[] = {200, 608, 1102, 640};
+    for (int ki = 0; ki < 4; ki++) {
         int64_t k = ks[ki];
         int8_t *w = malloc((size_t)(N * k)), *xq = malloc((size_t)(33 * k));
         float ws[N], xs[33], *y = malloc(sizeof(float) * 33 * N),
@@ -381,9 +382,9 @@ static void test_i8_packed(void **state)
 static void test_i8_matmul(void **state)
 {
     (void)state;
-    const int64_t ms[] = {1, 5, 16, 33}, ks[] = {3, 200, 1102};
+    const int64_t ms[] = {1, 5, 16, 33}, ks[] = {3, 200, 1102, 640};
     enum { N = 70 };
-    for (int ki = 0; ki < 3; ki++)
+    for (int ki = 0; ki < 4; ki++)
         for (int mi = 0; mi < 4; mi++)
             for (unsigned fl = 0; fl < 4; fl++) {
                 int64_t m = ms[mi], k = ks[ki];

@@ -185,7 +185,7 @@ def test_int8_prepacked_same_bits(ops, m):
     assert torch.equal(ops.lowp_linear_packed(x, wp, n), ops.lowp_linear(x, wi, s, W["int8"]))
 
 
-@pytest.mark.parametrize("m,n,k", [(1, 70, 200), (16, 130, 1102), (33, 64, 3)])
+@pytest.mark.parametrize("m,n,k", [(1, 70, 200), (16, 130, 1102), (33, 64, 3), (9, 70, 640)])
 def test_int8_matmul_exact(ops, m, n, k):
     """oc_tile_matmul with int8 a and b and an int32 c: exact, -128 included."""
     g = torch.Generator().manual_seed(k)
