@@ -2,8 +2,12 @@
 """Low-precision linear layers (opcore/tile.h's oc_tile_linear) against
 PyTorch at decode and prefill shapes, 1 and 2 threads:
 
-- int8 dynamic quantised linear, M = 1, 16, 256, K = N = 4096, against
-  torch's dynamic quantised Linear (torch.ao, the fbgemm engine);
+- int8 dynamic quantised linear, M = 1, 16, 256, K = N = 4096, on weights
+  prepacked once (lowp_pack_i8, outside the timed loop, as fbgemm packs
+  at construction), against torch's dynamic quantised Linear (torch.ao,
+  the fbgemm engine) and the unpacked int8 weights (OC_W_I8);
+- int8 oc_tile_matmul, 16 x 4096 x 4096 into int32 (b transposed),
+  against torch._int_mm (the same exact product) and fbgemm's Linear;
 - float32 GEMV 1 x 4096 x 4096 against torch.matmul (F.linear) and against
   a copy of the weight's bytes (torch's copy_, at the same thread count);
 - bfloat16 / float16 weight GEMV against float32 torch.matmul;
@@ -26,8 +30,8 @@ Writes bench/results/lowp.json (bench/report.py format).
     python bench/lowp_bench.py [--rounds R] [--quick] [--only float,half,prefill,q,group,int8]
 
 The full run took about a minute here at load 5 (--rounds 5; the default
-7 rounds a little longer; the prefill section alone about 12 s); --only
-picks sections, for a shorter run.
+7 rounds a little longer; the prefill section alone about 12 s, the
+int8 one about 20 s); --only picks sections, for a shorter run.
 """
 import argparse
 import json

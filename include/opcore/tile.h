@@ -246,7 +246,11 @@ enum {
 /* c += op(a) x op(b), m x k times k x n, accumulated in float32: c is a
  * float32 m x n tile; a and b are float32, bfloat16 or float16 (converted
  * exactly to float32), any strides. int8 a and b accumulate exactly into
- * an int32 c. Products with m, n, k <= 256 and a row-major c run libxsmm's
+ * an int32 c, on the int8 kernels of the linear layer below (AMX, AVX-512
+ * VNNI, AVX-VNNI, AVX2, portable; the same bits on each) for k < 2^17:
+ * b transposed (n x k, a Linear's weights) is read as it is, another
+ * op(b), a transposed or strided a are copied into rows first (longer k:
+ * a portable loop). Float products with m, n, k <= 256 and a row-major c run libxsmm's
  * JIT kernels (an operand that is not row-major, e.g. a transposed view,
  * is copied first), others BLIS's single-threaded micro-kernels (each core
  * its own call; OC_TILE_XSMM=0 in the environment: BLIS for all); a
@@ -261,14 +265,15 @@ OC_API void oc_tile_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsig
 OC_API void oc_tile_matmul_to(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags);
 
 /* A sentence naming the library, its kernel configuration and, for int8,
- * whether the CPU's VNNI instructions or the portable fallback run. */
+ * the instruction set and kernel that run. */
 OC_API const char *oc_tile_matmul_path(oc_dtype dtype);
 
 /* The same for one shape class: c (m x n, float32) = a (m x k, float32)
  * op(b) with b of `dtype`. m <= 32 with n or k above 256 (and unit column
  * strides) runs opcore's skinny kernels, which read b once (b transposed,
  * n x k: the linear layer's dot products; b k x n: a row-update loop);
- * other shapes as oc_tile_matmul_path says. */
+ * other shapes as oc_tile_matmul_path says. int8: the int8 kernel that
+ * m rows and k take. */
 OC_API const char *oc_tile_matmul_path_shape(oc_dtype dtype, int64_t m, int64_t n, int64_t k,
                                              unsigned flags);
 
@@ -418,9 +423,9 @@ OC_API oc_weights oc_weights_of_packed(const void *bytes, size_t nbytes);
  *     partial sum b % 8 with fmaf, the 8 partial sums added as
  *     ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)): the same bits on
  *     every path.
- *   OC_W_I8: each row of x quantised as oc_tile_quantize_rows does (one
- *     scale per row), then oc_tile_linear_i8: torch's dynamic quantised
- *     Linear. */
+ *   OC_W_I8, OC_W_I8_PACKED: each row of x quantised as
+ *     oc_tile_quantize_rows does (one scale per row), then
+ *     oc_tile_linear_i8: torch's dynamic quantised Linear. */
 /*   OC_W_I8G / OC_W_U4G (m <= 32): widened in registers to q'_p =
  *     (float)q (int8) or (float)q - zero (uint4); per group, 16 lane sums
  *     t[p % 16] = fmaf(x_p, q'_p, t[p % 16]) in order of p (from 0), then
@@ -434,8 +439,8 @@ OC_API void oc_tile_linear(oc_tile *y, const oc_tile *x, const oc_weights *w, in
 /* Dynamic quantisation's product: y (m x n, float32) =
  * ((float)(sum_p xq[i][p] * w[j][p]) * xscale[i]) * w->scale[j], the sum
  * exact in int32 (k < 2^17): xq is m x k int8, xscale m x 1 float32, w
- * OC_W_I8. The same bits on every path (x holding -128 is exact too;
- * on AVX2 such a call runs the portable loop). */
+ * OC_W_I8 or OC_W_I8_PACKED. The same bits on every path (x holding -128
+ * is exact too; on AVX2 such a call runs the portable loop). */
 OC_API void oc_tile_linear_i8(oc_tile *y, const oc_tile *xq, const oc_tile *xscale,
                               const oc_weights *w, int ith, int nth);
 
