@@ -287,8 +287,8 @@ static bool run_i8_packed(float *y, int64_t yrs, const int8_t *xq, int64_t xrs, 
 }
 
 bool oc__lowp_run_i8(float *y, int64_t yrs, const int8_t *xq, int64_t xrs, const float *xs,
-                   int64_t m, const oc_weights *w, const float *ws, int64_t j0, int64_t j1,
-                   const char *fn)
+                     int64_t m, const oc_weights *w, const float *ws, int64_t j0, int64_t j1,
+                     const char *fn)
 {
     if (w->type == OC_W_I8_PACKED) return run_i8_packed(y, yrs, xq, xrs, xs, m, w, j0, j1, fn);
     const oc__lowp_kernels *ks = oc__lowp_kernels_get();
