@@ -2,8 +2,12 @@
 """Low-precision linear layers (opcore/tile.h's oc_tile_linear) against
 PyTorch at decode and prefill shapes, 1 and 2 threads:
 
-- int8 dynamic quantised linear, M = 1, 16, 256, K = N = 4096, against
-  torch's dynamic quantised Linear (torch.ao, the fbgemm engine);
+- int8 dynamic quantised linear, M = 1, 16, 256, K = N = 4096, on weights
+  prepacked once (lowp_pack_i8, outside the timed loop, as fbgemm packs
+  at construction), against torch's dynamic quantised Linear (torch.ao,
+  the fbgemm engine) and the unpacked int8 weights (OC_W_I8);
+- int8 oc_tile_matmul, 16 x 4096 x 4096 into int32 (b transposed),
+  against torch._int_mm (the same exact product) and fbgemm's Linear;
 - float32 GEMV 1 x 4096 x 4096 against torch.matmul (F.linear) and against
   a copy of the weight's bytes (torch's copy_, at the same thread count);
 - bfloat16 / float16 weight GEMV against float32 torch.matmul;
@@ -26,8 +30,8 @@ Writes bench/results/lowp.json (bench/report.py format).
     python bench/lowp_bench.py [--rounds R] [--quick] [--only float,half,prefill,q,group,int8]
 
 The full run took about a minute here at load 5 (--rounds 5; the default
-7 rounds a little longer; the prefill section alone about 12 s); --only
-picks sections, for a shorter run.
+7 rounds a little longer; the prefill section alone about 12 s, the
+int8 one about 20 s); --only picks sections, for a shorter run.
 """
 import argparse
 import json
@@ -39,7 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 W = {"float32": 0, "bfloat16": 1, "float16": 2, "q8_0": 3, "q4_0": 4, "int8": 5, "int8-group": 6,
-     "uint4-group": 7}
+     "uint4-group": 7, "int8-packed": 8}
 
 
 def load_ops():
@@ -197,24 +201,42 @@ def child(args):
                                                    dtype=torch.qint8)
     ws = w.abs().amax(1) / 127
     wi8 = torch.round(w / ws[:, None]).clamp(-127, 127).to(torch.int8)
+    # packed once, outside the timed loop, as fbgemm packs at construction
+    wp = T.lowp_pack_i8(wi8, ws) if want("int8") else None
     for m in args.int8_m[:3 * want("int8")]:
         x = torch.randn(m, K, generator=g)
-        y = lin(x, wi8, ws, W["int8"])
+        y = T.lowp_linear_packed(x, wp, N)
+        assert torch.equal(y, lin(x, wi8, ws, W["int8"])), "prepacked and unpacked int8 differ"
         ref = F.linear(x, w)
         err = ((y - ref).norm() / ref.norm()).item()
         assert err < 0.03, f"int8 linear relative error {err}"
         with torch.no_grad():
             run(f"int8 dynamic linear {m}x{K}x{N}",
-                {"opcore int8": lambda x=x: lin(x, wi8, ws, W["int8"]),
+                {"opcore int8 prepacked": lambda x=x: T.lowp_linear_packed(x, wp, N),
+                 "opcore int8 unpacked": lambda x=x: lin(x, wi8, ws, W["int8"]),
                  "torch.ao dynamic Linear (fbgemm)": lambda x=x: qlin(x),
                  "torch.matmul float32": lambda x=x: F.linear(x, w)},
-                {}, ["torch.ao dynamic Linear (fbgemm)", "torch.matmul float32"], args.rounds,
+                {}, ["torch.ao dynamic Linear (fbgemm)", "torch.matmul float32",
+                     "opcore int8 unpacked"], args.rounds,
                 max(1, args.reps // (4 if m >= 256 else 1)))
+    # oc_tile_matmul with int8 a and b and an int32 c (b transposed: w's n x k rows)
+    if want("int8"):
+        a8 = torch.randint(-128, 128, (16, K), generator=g, dtype=torch.int8)
+        x16 = torch.randn(16, K, generator=g)
+        c = T.lowp_matmul_i8(a8, wi8)
+        assert torch.equal(c, torch._int_mm(a8, wi8.T)), "int8 matmul is not exact"
+        with torch.no_grad():
+            run(f"int8 oc_tile_matmul 16x{K}x{N} (int32 c = a b^T)",
+                {"opcore oc_tile_matmul int8": lambda: T.lowp_matmul_i8(a8, wi8),
+                 "torch._int_mm": lambda: torch._int_mm(a8, wi8.T),
+                 "torch.ao dynamic Linear (fbgemm)": lambda: qlin(x16)},
+                {}, ["torch._int_mm", "torch.ao dynamic Linear (fbgemm)"], args.rounds, args.reps)
     paths = {}
     for t, mm in (("float32", 1), ("bfloat16", 1), ("bfloat16", 64), ("q8_0", 1), ("q4_0", 1),
-                  ("int8", 1),
-                  ("int8", 256), ("uint4-group", 1), ("int8-group", 1)):
+                  ("int8", 1), ("int8", 256), ("int8-packed", 1), ("int8-packed", 16),
+                  ("uint4-group", 1), ("int8-group", 1)):
         paths[f"{t} m={mm}"] = path_of(t, mm)
+    paths["int8 oc_tile_matmul 16xKxN"] = matmul_path_of(16, N, K)
     print(json.dumps({"rows": rows, "load": [load, os.getloadavg()[0]], "paths": paths}))
 
 
@@ -226,6 +248,17 @@ def path_of(wtype, m):
     f = lib.oc_tile_linear_path
     f.restype, f.argtypes = ctypes.c_char_p, [ctypes.c_int, ctypes.c_int64]
     return f(W[wtype], m).decode()
+
+
+def matmul_path_of(m, n, k):
+    import ctypes
+
+    import opcore
+    lib = ctypes.CDLL(os.path.join(opcore.lib_dir(), "libopcore.so.0"))
+    f = lib.oc_tile_matmul_path_shape
+    f.restype = ctypes.c_char_p
+    f.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    return f(4, m, n, k, 2).decode()  # OC_INT8 (dtype.h), OC_TILE_TRANS_B
 
 
 def main():
@@ -275,7 +308,7 @@ def main():
 
     for threads in (1, 2):
         for m in args.int8_m:
-            v = val(f"int8 dynamic linear {m}x", threads, "opcore int8",
+            v = val(f"int8 dynamic linear {m}x", threads, "opcore int8 prepacked",
                     "vs torch.ao dynamic Linear (fbgemm)")
             target(f"int8 dynamic linear M={m} K=N={K}, {threads} thread(s): speed vs "
                    "torch.ao dynamic Linear (fbgemm)", 1.0, v)
@@ -311,7 +344,9 @@ def main():
         "notes": notes, "columns": ["op", "threads", "implementation", "ms", "GB/s", "vs torch.matmul",
                                     "vs copy of the weight bytes", "vs torch.matmul float32",
                                     "vs copy of the quantised bytes",
-                                    "vs torch.ao dynamic Linear (fbgemm)", "vs torch.matmul bfloat16"],
+                                    "vs torch.ao dynamic Linear (fbgemm)",
+                                    "vs torch.matmul bfloat16", "vs opcore int8 unpacked",
+                                    "vs torch._int_mm"],
         "target": targets})
     for r in rows:
         print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()})

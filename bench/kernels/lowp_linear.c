@@ -6,7 +6,11 @@
  * The kernels of bench/lowp_bench.py and tests/python/test_lowp*.py
  * (docs/tutorial_5_quantised.md walks through them). lowp_quantize: the
  * rows of float32 x as GGML Q8_0 / Q4_0 blocks; lowp_quantize_u4: as
- * packed uint4 with per-group scales and zero points (GPTQ's quantiser). */
+ * packed uint4 with per-group scales and zero points (GPTQ's quantiser).
+ * lowp_pack_i8: int8 weights and their scales packed once (a uint8 tensor
+ * to keep, as torch's linear_prepack makes); lowp_linear_packed: y = x w^T
+ * on those bytes. lowp_matmul_i8: c (int32) = a b^T for int8 a and b
+ * (oc_tile_matmul), c's columns split across the op's cores. */
 #include <opcore/kernel.h>
 #include <opcore/tile.h>
 
@@ -45,4 +49,39 @@ void lowp_quantize_u4(const oc_tensor *x, int64_t group)
     oc_tile tx = oc_tile_of_tensor(x, 0), ts = oc_tile_of_tensor(oc_dst_tensor_at(1), 0),
             tz = oc_tile_of_tensor(oc_dst_tensor_at(2), 0);
     oc_tile_quantize_u4(oc_dst_tensor_at(0)->data, &ts, &tz, &tx, group);
+}
+
+oc_tensor *lowp_pack_i8(const oc_tensor *w, const oc_tensor *scale)
+{
+    oc_tensor *p = oc_dst_tensor();
+    oc_weights wt = oc_weights_of_tensor(w, OC_W_I8, scale);
+    if (wt.data)
+        oc_weights_pack(p->data, (size_t)oc_numel(p), &wt, (int)oc_cpu_id(), (int)oc_cpu_count());
+    return p;
+}
+
+oc_tensor *lowp_linear_packed(const oc_tensor *x, const oc_tensor *wp, int64_t n)
+{
+    oc_tensor *y = oc_dst_tensor();
+    oc_weights wt = oc_weights_of_tensor(wp, OC_W_I8_PACKED, NULL);
+    if (!wt.data) return y;
+    OC_CHECK(wt.n == n, "lowp_linear_packed: the packed weights hold %lld outputs, n = %lld given",
+             (long long)wt.n, (long long)n);
+    oc_tile tx = oc_tile_of_tensor(x, 0), ty = oc_tile_of_tensor(y, 0);
+    oc_tile_linear(&ty, &tx, &wt, (int)oc_cpu_id(), (int)oc_cpu_count());
+    return y;
+}
+
+oc_tensor *lowp_matmul_i8(const oc_tensor *a, const oc_tensor *b)
+{
+    oc_tensor *c = oc_dst_tensor();
+    oc_tile ta = oc_tile_of_tensor(a, 0), tb = oc_tile_of_tensor(b, 0),
+            tc = oc_tile_of_tensor(c, 0);
+    int64_t n = tc.cols, ith = oc_cpu_id(), nth = oc_cpu_count();
+    int64_t j0 = n * ith / nth / 16 * 16, j1 = ith + 1 == nth ? n : n * (ith + 1) / nth / 16 * 16;
+    if (j0 >= j1) return c;
+    oc_tile cv = oc_tile_view(&tc, 0, j0, tc.rows, j1 - j0),
+            bv = oc_tile_view(&tb, j0, 0, j1 - j0, tb.cols);
+    oc_tile_matmul_to(&cv, &ta, &bv, OC_TILE_TRANS_B);
+    return c;
 }

@@ -49,8 +49,46 @@ static void lowp_quantize_u4_shape(const oc_tensor *x, int64_t group)
     oc_set_result(2, oc_empty(OC_FLOAT32, 2, (int64_t[]){n, k / group}));
 }
 
+static oc_tensor *lowp_pack_i8_shape(const oc_tensor *w, const oc_tensor *scale)
+{
+    OC_CHECK(w->dtype == OC_INT8 && w->ndim == 2, "w must be a 2-D int8 tensor, got %d-D %s",
+             w->ndim, oc_dtype_name(w->dtype));
+    OC_CHECK(scale->dtype == OC_FLOAT32 && oc_numel(scale) == w->sizes[0],
+             "scale must be float32 with one value per row of w (%lld), got %s with %lld",
+             (long long)w->sizes[0], oc_dtype_name(scale->dtype), (long long)oc_numel(scale));
+    size_t nb = oc_weights_pack_bytes(w->sizes[0], w->sizes[1]);
+    OC_CHECK(nb > 0, "w's k = %lld is too long for exact int32 sums", (long long)w->sizes[1]);
+    return oc_empty(OC_UINT8, 1, (int64_t[]){(int64_t)nb});
+}
+
+static oc_tensor *lowp_linear_packed_shape(const oc_tensor *x, const oc_tensor *wp, int64_t n)
+{
+    OC_CHECK((x->dtype == OC_FLOAT32 || x->dtype == OC_BFLOAT16) && x->ndim == 2,
+             "x must be a 2-D float32 or bfloat16 tensor, got %d-D %s", x->ndim,
+             oc_dtype_name(x->dtype));
+    OC_CHECK(wp->dtype == OC_UINT8 && wp->ndim == 1,
+             "wp must be the 1-D uint8 tensor lowp_pack_i8 made, got %d-D %s", wp->ndim,
+             oc_dtype_name(wp->dtype));
+    OC_CHECK(n >= 0, "n must be >= 0, got %lld", (long long)n);
+    return oc_empty(x->dtype, 2, (int64_t[]){x->sizes[0], n});
+}
+
+static oc_tensor *lowp_matmul_i8_shape(const oc_tensor *a, const oc_tensor *b)
+{
+    OC_CHECK(a->dtype == OC_INT8 && b->dtype == OC_INT8 && a->ndim == 2 && b->ndim == 2 &&
+                 a->sizes[1] == b->sizes[1],
+             "a (m x k) and b (n x k) must be 2-D int8 with the same k");
+    return oc_empty(OC_INT32, 2, (int64_t[]){a->sizes[0], b->sizes[0]});
+}
+
 OC_LIBRARY(lowp, m)
 {
+    oc_def(m, "lowp_pack_i8(Tensor w, Tensor scale) -> Tensor", lowp_pack_i8_shape,
+           "lowp_pack_i8", .multicore = true);
+    oc_def(m, "lowp_linear_packed(Tensor x, Tensor wp, int n) -> Tensor",
+           lowp_linear_packed_shape, "lowp_linear_packed", .multicore = true);
+    oc_def(m, "lowp_matmul_i8(Tensor a, Tensor b) -> Tensor", lowp_matmul_i8_shape,
+           "lowp_matmul_i8", .multicore = true);
     oc_def(m, "lowp_linear(Tensor x, Tensor w, Tensor scale, int wtype) -> Tensor",
            lowp_linear_shape, "lowp_linear", .multicore = true);
     oc_def(m,

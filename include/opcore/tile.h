@@ -246,7 +246,11 @@ enum {
 /* c += op(a) x op(b), m x k times k x n, accumulated in float32: c is a
  * float32 m x n tile; a and b are float32, bfloat16 or float16 (converted
  * exactly to float32), any strides. int8 a and b accumulate exactly into
- * an int32 c. Products with m, n, k <= 256 and a row-major c run libxsmm's
+ * an int32 c, on the int8 kernels of the linear layer below (AMX, AVX-512
+ * VNNI, AVX-VNNI, AVX2, portable; the same bits on each) for k < 2^17:
+ * b transposed (n x k, a Linear's weights) is read as it is, another
+ * op(b), a transposed or strided a are copied into rows first (longer k:
+ * a portable loop). Float products with m, n, k <= 256 and a row-major c run libxsmm's
  * JIT kernels (an operand that is not row-major, e.g. a transposed view,
  * is copied first), others BLIS's single-threaded micro-kernels (each core
  * its own call; OC_TILE_XSMM=0 in the environment: BLIS for all); a
@@ -261,14 +265,15 @@ OC_API void oc_tile_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsig
 OC_API void oc_tile_matmul_to(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags);
 
 /* A sentence naming the library, its kernel configuration and, for int8,
- * whether the CPU's VNNI instructions or the portable fallback run. */
+ * the instruction set and kernel that run. */
 OC_API const char *oc_tile_matmul_path(oc_dtype dtype);
 
 /* The same for one shape class: c (m x n, float32) = a (m x k, float32)
  * op(b) with b of `dtype`. m <= 32 with n or k above 256 (and unit column
  * strides) runs opcore's skinny kernels, which read b once (b transposed,
  * n x k: the linear layer's dot products; b k x n: a row-update loop);
- * other shapes as oc_tile_matmul_path says. */
+ * other shapes as oc_tile_matmul_path says. int8: the int8 kernel that
+ * m rows and k take. */
 OC_API const char *oc_tile_matmul_path_shape(oc_dtype dtype, int64_t m, int64_t n, int64_t k,
                                              unsigned flags);
 
@@ -283,8 +288,9 @@ OC_API const char *oc_tile_matmul_path_shape(oc_dtype dtype, int64_t m, int64_t 
  * Work is split along n, ggml style: every core of a multicore op calls
  * the same function with ith = oc_cpu_id(), nth = oc_cpu_count(), and
  * writes only its part of y's columns (n split into nth near-equal parts
- * of whole 16-column groups), so the weights are read once, each byte by
- * one core, at memory speed, even when m is 1. A single-core caller
+ * of whole 16-column groups; of 64-column panels for OC_W_I8_PACKED), so
+ * the weights are read once, each byte by one core, at memory speed, even
+ * when m is 1. A single-core caller
  * passes 0, 1. No barrier is needed after it unless y is read by another
  * core.
  *
@@ -322,9 +328,10 @@ typedef enum oc_wtype {
     OC_W_Q4_0, /* GGML Q4_0 blocks along k (k a multiple of 32) */
     OC_W_I8,   /* int8, one float32 scale per output row: w[j][p] * scale[j] */
     OC_W_I8G,  /* int8, one float32 scale per group of `group` along k: q * scale */
-    OC_W_U4G   /* uint4, two per byte (element 2i in the low nibble of byte i,
+    OC_W_U4G,  /* uint4, two per byte (element 2i in the low nibble of byte i,
                 * 2i + 1 in the high one), a float32 scale and zero point per
                 * group along k: w = (q - zero) * scale (GPTQ / AWQ / torchao) */
+    OC_W_I8_PACKED /* OC_W_I8 weights prepacked by oc_weights_pack (below) */
 } oc_wtype;
 
 /* A weight matrix: n rows (outputs) of k inputs. Row j starts at
@@ -368,6 +375,32 @@ OC_API oc_weights oc_weights_of_tensor(const oc_tensor *w, oc_wtype type, const 
 OC_API oc_weights oc_weights_grouped(const oc_tensor *w, oc_wtype type, int64_t group,
                                      const oc_tensor *scale, const oc_tensor *zero);
 
+/* Prepacked int8 weights: OC_W_I8 weights (and their scales) rearranged
+ * once, at model load, into the layout the int8 kernels read (as torch's
+ * linear_prepack / fbgemm and oneDNN do), so that no call packs w again.
+ * The bytes are the caller's (a uint8 tensor kept as a model parameter):
+ *   oc_weights_pack_bytes(n, k): their size for n x k weights (0 when k
+ *     >= 2^17, too long for exact int32 sums);
+ *   oc_weights_pack(dst, dst_bytes, w, ith, nth): w (OC_W_I8) packed into
+ *     dst, part ith of nth (all parts together write every byte; one
+ *     thread: 0, 1); dst_bytes must be oc_weights_pack_bytes(n, k);
+ *   oc_weights_of_packed(bytes, nbytes), or oc_weights_of_tensor(t,
+ *     OC_W_I8_PACKED, NULL) with t a contiguous uint8 tensor of those
+ *     bytes: the OC_W_I8_PACKED weights (n and k from the header,
+ *     row_bytes the byte count, scale into the bytes) that oc_tile_linear
+ *     and oc_tile_linear_i8 take, with the same bits as the OC_W_I8 ones.
+ * The bytes start with a header (magic, version, layout, n, k): layout 1,
+ * "vnni-panel64", is w^T in panels of 64 columns, 4 consecutive k of a
+ * column in each 32-bit element (AMX's and vpdpbusd's operand form).
+ * AVX-512 VNNI and AMX read it as it is; AVX2, AVX-VNNI and the portable
+ * loop unpack each panel's rows into scratch first (the same bits,
+ * slower: pack only where AVX-512 VNNI runs the model). Bytes of another
+ * layout or version, a wrong size or a corrupt header fail the call
+ * naming the function and both layouts or sizes. */
+OC_API size_t oc_weights_pack_bytes(int64_t n, int64_t k);
+OC_API void oc_weights_pack(void *dst, size_t dst_bytes, const oc_weights *w, int ith, int nth);
+OC_API oc_weights oc_weights_of_packed(const void *bytes, size_t nbytes);
+
 /* y (m x n) = x (m x k) w^T, the columns of part ith of nth (see above);
  * any row strides, unit column strides for x and y. x and y are float32
  * or bfloat16 (a bfloat16 x is widened exactly and runs the float32 x
@@ -390,9 +423,9 @@ OC_API oc_weights oc_weights_grouped(const oc_tensor *w, oc_wtype type, int64_t 
  *     partial sum b % 8 with fmaf, the 8 partial sums added as
  *     ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)): the same bits on
  *     every path.
- *   OC_W_I8: each row of x quantised as oc_tile_quantize_rows does (one
- *     scale per row), then oc_tile_linear_i8: torch's dynamic quantised
- *     Linear. */
+ *   OC_W_I8, OC_W_I8_PACKED: each row of x quantised as
+ *     oc_tile_quantize_rows does (one scale per row), then
+ *     oc_tile_linear_i8: torch's dynamic quantised Linear. */
 /*   OC_W_I8G / OC_W_U4G (m <= 32): widened in registers to q'_p =
  *     (float)q (int8) or (float)q - zero (uint4); per group, 16 lane sums
  *     t[p % 16] = fmaf(x_p, q'_p, t[p % 16]) in order of p (from 0), then
@@ -406,8 +439,8 @@ OC_API void oc_tile_linear(oc_tile *y, const oc_tile *x, const oc_weights *w, in
 /* Dynamic quantisation's product: y (m x n, float32) =
  * ((float)(sum_p xq[i][p] * w[j][p]) * xscale[i]) * w->scale[j], the sum
  * exact in int32 (k < 2^17): xq is m x k int8, xscale m x 1 float32, w
- * OC_W_I8. The same bits on every path (x holding -128 is exact too;
- * on AVX2 such a call runs the portable loop). */
+ * OC_W_I8 or OC_W_I8_PACKED. The same bits on every path (x holding -128
+ * is exact too; on AVX2 such a call runs the portable loop). */
 OC_API void oc_tile_linear_i8(oc_tile *y, const oc_tile *xq, const oc_tile *xscale,
                               const oc_weights *w, int ith, int nth);
 

@@ -23,8 +23,7 @@
 #define F32_SKINNY_M 4
 
 static int64_t skinny_m(oc_wtype t) { return t == OC_W_F32 ? F32_SKINNY_M : SKINNY_M; }
-/* k bound for an exact int32 sum of int8 x int8 (128 * 127 * k < 2^31) */
-#define I8_MAX_K 131072
+#define I8_MAX_K OC__LOWP_I8_MAX_K
 
 /* ---- weights ---------------------------------------------------------------- */
 
@@ -46,17 +45,18 @@ const char *oc_wtype_name(oc_wtype type)
     case OC_W_I8: return "int8";
     case OC_W_I8G: return "int8-group";
     case OC_W_U4G: return "uint4-group";
+    case OC_W_I8_PACKED: return "int8-packed";
     }
     return "unknown";
 }
 
-static bool wtype_ok(oc_wtype t) { return (unsigned)t <= (unsigned)OC_W_U4G; }
+static bool wtype_ok(oc_wtype t) { return (unsigned)t <= (unsigned)OC_W_I8_PACKED; }
 
 static bool is_group(oc_wtype t) { return t == OC_W_I8G || t == OC_W_U4G; }
 
 size_t oc_wtype_row_bytes(oc_wtype type, int64_t k)
 {
-    if (k < 0 || !wtype_ok(type)) return 0;
+    if (k < 0 || !wtype_ok(type) || type == OC_W_I8_PACKED) return 0; /* not rows */
     if (is_block(type)) return k % OC_QK ? 0 : (size_t)(k / OC_QK) * block_bytes(type);
     if (type == OC_W_U4G) return k % 2 ? 0 : (size_t)k / 2;
     size_t es = type == OC_W_F32 ? 4 : type == OC_W_I8 || type == OC_W_I8G ? 1 : 2;
@@ -82,6 +82,17 @@ oc_weights oc_weights_of_tensor(const oc_tensor *w, oc_wtype type, const oc_tens
         return r;
     }
     const char *tn = oc_wtype_name(type);
+    if (type == OC_W_I8_PACKED) {
+        if (scale || w->dtype != OC_UINT8 || !oc_is_contiguous(w)) {
+            oc__raise(OC_EINVAL,
+                      "%s: int8-packed weights are a contiguous uint8 tensor of "
+                      "oc_weights_pack's bytes and no scale, got %s%s%s",
+                      fn, oc_dtype_name(w->dtype),
+                      oc_is_contiguous(w) ? "" : " (non-contiguous)", scale ? " and a scale" : "");
+            return r;
+        }
+        return oc_weights_of_packed(w->data, (size_t)oc_numel(w));
+    }
     if (is_group(type)) {
         oc__raise(OC_EINVAL,
                   "%s: %s weights carry a group size and per-group scales: use "
@@ -283,6 +294,10 @@ static bool weights_ok(const char *fn, const oc_weights *w)
             return false;
         }
     } /* other types never read group and zero: a struct from an older tile.h still works */
+    if (w->type == OC_W_I8_PACKED) {
+        oc__lowp_pk pk;
+        return oc__lowp_pk_of(w, &pk, fn);
+    }
     if (w->type == OC_W_I8 && !w->scale) {
         oc__raise(OC_EINVAL, "%s: int8 weights [%lld, %lld] without their %lld scales", fn,
                   (long long)w->n, (long long)w->k, (long long)w->n);
@@ -302,13 +317,14 @@ static void *scratch_get(int slot, size_t bytes, const char *fn)
 
 /* ---- the linear layer ----------------------------------------------------------- */
 
-/* Columns [*j0, *j1) of part ith of nth: whole 16-column groups. */
-static void part_of(int64_t n, int ith, int nth, int64_t *j0, int64_t *j1)
+/* Columns [*j0, *j1) of part ith of nth: whole 16-column groups (64-column
+ * panels for prepacked weights). */
+static void part_of(const oc_weights *w, int ith, int nth, int64_t *j0, int64_t *j1)
 {
-    int64_t groups = (n + 15) / 16;
+    int64_t n = w->n, g = w->type == OC_W_I8_PACKED ? 64 : 16, groups = (n + g - 1) / g;
     int64_t g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
-    *j0 = g0 * 16 < n ? g0 * 16 : n;
-    *j1 = g1 * 16 < n ? g1 * 16 : n;
+    *j0 = g0 * g < n ? g0 * g : n;
+    *j1 = g1 * g < n ? g1 * g : n;
 }
 
 static bool part_ok(const char *fn, int ith, int nth)
@@ -384,40 +400,6 @@ static void quantize_row(int8_t *q, float *scale, const float *x, int64_t n)
         q[p] = (int8_t)(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v);
     }
     *scale = d;
-}
-
-static bool has_min_i8(const int8_t *x, int64_t xrs, int64_t m, int64_t k)
-{
-    for (int64_t i = 0; i < m; i++) {
-        int any = 0;
-        for (int64_t p = 0; p < k; p++) any |= x[i * xrs + p] == -128;
-        if (any) return true;
-    }
-    return false;
-}
-
-static bool run_i8(oc_tile *y, const int8_t *xq, int64_t xrs, const float *xs, int64_t m,
-                   const oc_weights *w, int64_t j0, int64_t j1)
-{
-    const oc__lowp_kernels *ks = oc__lowp_kernels_get();
-    if (ks->i8p && m >= ks->i8p_min_m) {
-        int64_t k = w->k, ka = ks->i8p_kalign, kp = (k + ka - 1) / ka * ka;
-        int64_t mp = (m + ks->i8p_malign - 1) / ks->i8p_malign * ks->i8p_malign;
-        uint8_t *xu = scratch_get(2, (size_t)(mp * kp), "oc_tile_linear_i8");
-        void *pack = scratch_get(3, oc__LOWP_PACK_BYTES(kp, mp), "oc_tile_linear_i8");
-        if (!xu || !pack) return false;
-        for (int64_t i = 0; i < m; i++) {
-            for (int64_t p = 0; p < k; p++) xu[i * kp + p] = (uint8_t)(xq[i * xrs + p] ^ 0x80);
-            memset(xu + i * kp + k, 0, (size_t)(kp - k));
-        }
-        memset(xu + m * kp, 0, (size_t)((mp - m) * kp));
-        ks->i8p(y->data, yrs_of(y), xu, kp, xs, m, w->data, w->row_bytes, w->scale, k, j0, j1,
-                pack);
-        return true;
-    }
-    if (ks->i8_needs_no_min && has_min_i8(xq, xrs, m, w->k)) ks = &oc__lowp_portable;
-    ks->i8(y->data, yrs_of(y), xq, xrs, xs, m, w->data, w->row_bytes, w->scale, w->k, j0, j1);
-    return true;
 }
 
 /* Q8_0 / Q4_0 from this many rows of x: the packed-panel kernel (AVX-512
@@ -516,7 +498,7 @@ void oc_tile_linear(oc_tile *y, const oc_tile *x, const oc_weights *w, int ith, 
     }
     if (!shapes_ok(fn, y, x, w) || !unit_cols(fn, "y", y) || !unit_cols(fn, "x", x)) return;
     int64_t j0, j1, m = x->rows, k = w->k;
-    part_of(w->n, ith, nth, &j0, &j1);
+    part_of(w, ith, nth, &j0, &j1);
     if (j0 >= j1 || m == 0) return;
     oc_tile xf = *x, yf = *y;
     if (xb) { /* widened exactly, once per call */
@@ -595,14 +577,15 @@ static bool linear_f32(oc_tile *y, const oc_tile *x, const oc_weights *w, int64_
         }
         return true;
     }
-    case OC_W_I8: {
+    case OC_W_I8:
+    case OC_W_I8_PACKED: {
         if (!i8_k_ok(fn, w)) return false;
         int8_t *xq = scratch_get(0, (size_t)(m * k), fn);
         float *xs = scratch_get(1, (size_t)m * sizeof(float), fn);
         if (!xq || !xs) return false;
         for (int64_t i = 0; i < m; i++)
             quantize_row(xq + i * k, xs + i, (const float *)x->data + i * xrs, k);
-        return run_i8(y, xq, k, xs, m, w, j0, j1);
+        return oc__lowp_run_i8(y->data, yrs_of(y), xq, k, xs, m, w, w->scale, j0, j1, fn);
     }
     }
     return false;
@@ -615,10 +598,10 @@ void oc_tile_linear_i8(oc_tile *y, const oc_tile *xq, const oc_tile *xscale, con
     if (!part_ok(fn, ith, nth) || !weights_ok(fn, w) || !oc__tile_want_f32(y, fn, "y") ||
         !oc__tile_want_f32(xscale, fn, "xscale"))
         return;
-    if (w->type != OC_W_I8 || xq->dtype != OC_INT8) {
+    if ((w->type != OC_W_I8 && w->type != OC_W_I8_PACKED) || xq->dtype != OC_INT8) {
         oc__raise(OC_EINVAL,
-                  "%s: xq is %s and w %s (want int8 xq and OC_W_I8 weights; oc_tile_linear takes "
-                  "float32 x)",
+                  "%s: xq is %s and w %s (want int8 xq and OC_W_I8 or OC_W_I8_PACKED weights; "
+                  "oc_tile_linear takes float32 x)",
                   fn, oc_dtype_name(xq->dtype), oc_wtype_name(w->type));
         return;
     }
@@ -633,7 +616,7 @@ void oc_tile_linear_i8(oc_tile *y, const oc_tile *xq, const oc_tile *xscale, con
         return;
     }
     int64_t j0, j1, m = xq->rows, xrs = m > 1 ? xq->rs : xq->cols;
-    part_of(w->n, ith, nth, &j0, &j1);
+    part_of(w, ith, nth, &j0, &j1);
     if (j0 >= j1 || m == 0) return;
     const float *xs = xscale->data;
     float *xsc = NULL;
@@ -643,7 +626,7 @@ void oc_tile_linear_i8(oc_tile *y, const oc_tile *xq, const oc_tile *xscale, con
         for (int64_t i = 0; i < m; i++) xsc[i] = xs[i * xscale->rs];
         xs = xsc;
     }
-    (void)run_i8(y, xq->data, xrs, xs, m, w, j0, j1);
+    (void)oc__lowp_run_i8(y->data, yrs_of(y), xq->data, xrs, xs, m, w, w->scale, j0, j1, fn);
 }
 
 const char *oc_tile_linear_path(oc_wtype type, int64_t m)
@@ -699,10 +682,31 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
                                              "time"
                  : m >= ks->i8p_min_m && ks == &oc__lowp_amx
                      ? "AMX tdpbusd on w packed in 64-column panels, 16 x 64 blocks"
+                 : m >= OC__LOWP_I8ROWS_MIN_M && ks == &oc__lowp_amx
+                     ? "AMX tdpbssd on w's rows as they are, 16 x 16 blocks, when k is a multiple "
+                       "of 64; else u8 x s8 vpdpbusd, 4 x 4 blocks"
                  : m >= ks->i8p_min_m
                      ? "u8 x s8 vpdpbusd, w packed in 64-column panels, 6 x 64 blocks"
                      : "u8 x s8 vpdpbusd on 512-bit registers, 4 x 4 blocks");
         break;
+    case OC_W_I8_PACKED: {
+        oc__lowp_i8pk_fn f = oc__lowp_i8pk_for(ks);
+        if (f)
+            snprintf(buf, sizeof buf,
+                     "int8 weights prepacked (layout %s): int8 x int8 -> int32, opcore's %s "
+                     "kernel (%s), split along n in 64-column panels",
+                     oc__lowp_pk_layout(), isa,
+                     f == oc__lowp_i8pk_amx && m >= oc__lowp_i8pk_amx_m
+                         ? "AMX tdpbusd on the packed panels, 16 x 64 blocks"
+                         : "u8 x s8 vpdpbusd on the packed panels, 6 x 64 blocks");
+        else
+            snprintf(buf, sizeof buf,
+                     "int8 weights prepacked (layout %s, read as it is by AVX-512 VNNI and AMX): "
+                     "each 64-row panel unpacked into scratch, then opcore's %s int8 kernel "
+                     "(the same bits, slower than OC_W_I8 here), split along n",
+                     oc__lowp_pk_layout(), isa);
+        break;
+    }
     case OC_W_I8G:
     case OC_W_U4G:
         if (m <= SKINNY_M)
@@ -938,6 +942,17 @@ void oc_tile_dequantize_weights(oc_tile *x, const oc_weights *w, int64_t r0)
                   fn, (long long)x->rows, (long long)x->cols, (long long)r0,
                   (long long)(r0 + x->rows), oc_wtype_name(w->type), (long long)w->n,
                   (long long)w->k);
+        return;
+    }
+    if (w->type == OC_W_I8_PACKED) {
+        oc__lowp_pk pk;
+        int8_t *row = scratch_get(4, (size_t)w->k, fn);
+        if (!row || !oc__lowp_pk_of(w, &pk, fn)) return;
+        for (int64_t i = 0; i < x->rows; i++) {
+            oc__lowp_pk_unpack(row, w->k, &pk, r0 + i, 1);
+            for (int64_t p = 0; p < w->k; p++)
+                frow(x, i)[p * x->cs] = (float)row[p] * pk.scale[r0 + i];
+        }
         return;
     }
     if (is_group(w->type)) {

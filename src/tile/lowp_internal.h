@@ -23,7 +23,9 @@ typedef void (*oc__lowp_fdot_fn)(float *y, int64_t yrs, const float *x, int64_t 
 typedef float (*oc__lowp_qdot_fn)(const char *wrow, oc_wtype type, const int8_t *xq,
                                   const float *xd, const int32_t *xsum8, int64_t nb);
 
-/* int8 x int8: y[i][j] = ((float)isum * xs[i]) * ws[j], isum exact. */
+/* int8 x int8: y[i][j] = ((float)isum * xs[i]) * ws[j], isum exact;
+ * ws NULL: y holds int32 and y[i][j] += isum (oc_tile_matmul's int32 c;
+ * xs unread). */
 typedef void (*oc__lowp_i8_fn)(float *y, int64_t yrs, const int8_t *x, int64_t xrs, const float *xs,
                                int64_t m, const int8_t *w, int64_t wrb, const float *ws, int64_t k,
                                int64_t j0, int64_t j1);
@@ -46,6 +48,69 @@ typedef void (*oc__lowp_bf16p_fn)(float *y, int64_t yrs, const uint16_t *xb, int
                                   int64_t kp, int64_t m, const char *w, int64_t wrb, int64_t k,
                                   int64_t j0, int64_t j1, void *pack);
 #define oc__LOWP_BF16P_BYTES(kp, m) ((size_t)(kp) * 128 + ((size_t)(m) + 33) * 256)
+
+/* Prepacked int8 weights (OC_W_I8_PACKED, lowp_i8.c): xu and xs as for
+ * oc__lowp_i8p_fn (kp the packed k, a multiple of 64; rows padded to 16),
+ * the panel of columns [j, j + 64) at panels + j / 64 * pbytes (pack_panel's
+ * form: kp / 4 rows of 64 int32, then the 64 columns' sums); j0 a multiple
+ * of 64; ws all n scales (NULL: int32 y as above). scratch:
+ * oc__LOWP_I8PK_BYTES(m), 64-byte aligned. NULL where not built. */
+typedef void (*oc__lowp_i8pk_fn)(float *y, int64_t yrs, const uint8_t *xu, int64_t kp,
+                                 const float *xs, int64_t m, const char *panels, int64_t pbytes,
+                                 const float *ws, int64_t j0, int64_t j1, void *scratch);
+#define oc__LOWP_I8PK_BYTES(m) (((size_t)(m) + 16) * 256)
+/* AVX-512 VNNI; AMX from oc__lowp_i8pk_amx_m rows of x (the former below). */
+extern const oc__lowp_i8pk_fn oc__lowp_i8pk_avx512, oc__lowp_i8pk_amx;
+extern const int oc__lowp_i8pk_amx_m;
+
+/* k bound for an exact int32 sum of int8 x int8 (128 * 128 * k < 2^31) */
+#define OC__LOWP_I8_MAX_K 131072
+
+/* y's columns [j0, j1) (float32, rows yrs apart; ws NULL: int32 sums
+ * added, for oc_tile_matmul) from m rows of xq (xs their scales) against
+ * OC_W_I8 weights w (ws their scales) or prepacked ones (lowp_i8.c);
+ * false after raising fn's error. */
+bool oc__lowp_run_i8(float *y, int64_t yrs, const int8_t *xq, int64_t xrs, const float *xs,
+                     int64_t m, const oc_weights *w, const float *ws, int64_t j0, int64_t j1,
+                     const char *fn);
+
+/* Prepacked int8 weights read back (lowp_i8.c): the header checked
+ * against w (n, k, its byte count in row_bytes), raising fn's error. */
+typedef struct oc__lowp_pk {
+    int64_t n, k, kp, pbytes;
+    const float *scale;
+    const char *panels;
+} oc__lowp_pk;
+bool oc__lowp_pk_of(const oc_weights *w, oc__lowp_pk *pk, const char *fn);
+/* Rows [j, j + nc) of w (within one panel) into rows, rrb bytes apart. */
+void oc__lowp_pk_unpack(int8_t *rows, int64_t rrb, const oc__lowp_pk *pk, int64_t j, int nc);
+/* The layout's name ("vnni-panel64"). */
+const char *oc__lowp_pk_layout(void);
+
+/* int8 x int8 on AMX reading w's rows as they are (the AMX set, from
+ * OC__LOWP_I8ROWS_MIN_M rows of x up to i8p_min_m): oc__lowp_i8_fn's
+ * arguments and result, k a multiple of 64; scratch
+ * oc__LOWP_I8ROWS_BYTES(k), 64-byte aligned. NULL where not built. */
+typedef void (*oc__lowp_i8rows_fn)(float *y, int64_t yrs, const int8_t *x, int64_t xrs,
+                                   const float *xs, int64_t m, const int8_t *w, int64_t wrb,
+                                   const float *ws, int64_t k, int64_t j0, int64_t j1,
+                                   void *scratch);
+#define oc__LOWP_I8ROWS_BYTES(k) ((size_t)(k) * 16 + 1024)
+/* below: the AVX-512 4 x 4 kernel (1 and 2 rows: 0.72 vs 0.81 ms at
+ * 4096 x 4096; 4 rows even) */
+#define OC__LOWP_I8ROWS_MIN_M 4
+extern const oc__lowp_i8rows_fn oc__lowp_i8_amx_rows;
+
+/* One int8 x int8 result (the kernels' last step): y[at] = ((float)s *
+ * xs[i]) * ws[j], or with ws NULL the int32 y[at] += s. */
+static inline void oc__lowp_i8_put(float *y, int64_t at, int32_t s, const float *xs, int64_t i,
+                                   const float *ws, int64_t j)
+{
+    if (ws)
+        y[at] = ((float)s * xs[i]) * ws[j];
+    else
+        ((int32_t *)(void *)y)[at] += s;
+}
 
 typedef struct oc__lowp_kernels {
     const char *isa; /* "avx512-vnni", "avx-vnni", "avx2", "portable" */
@@ -74,6 +139,8 @@ void oc__lowp_gdeq_row(float *dst, const oc_weights *w, int64_t j);
  * (lowp_kernels.c); the portable set. */
 const oc__lowp_kernels *oc__lowp_kernels_get(void);
 extern const oc__lowp_kernels oc__lowp_portable;
+/* The prepacked int8 kernel of a set (NULL: it reads rows of w). */
+oc__lowp_i8pk_fn oc__lowp_i8pk_for(const oc__lowp_kernels *ks);
 
 /* Element p of a row of float weights (float32, bfloat16 or float16). */
 static inline float oc__lowp_wval(const char *w, oc_wtype t, int64_t p)
@@ -106,6 +173,16 @@ void oc__lowp_skinny_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsi
                             bool accumulate, const char *fn);
 /* The sentence for oc_tile_matmul_path_shape; NULL: not a skinny product. */
 const char *oc__lowp_skinny_path(oc_dtype dtype, int64_t m, int64_t n, int64_t k, unsigned flags);
+
+/* oc_tile_matmul's int8 x int8 -> int32 products (lowp_i8.c): whether the
+ * linear layer's int8 kernels take c += op(a) op(b) (k below the exact
+ * bound, c with unit column stride), and the product (op(a) and op(b)^T
+ * copied into rows first unless they are rows with unit column stride).
+ * Shapes and dtypes checked before. The path's sentence (NULL: k too
+ * long, the portable loop). */
+bool oc__lowp_i8_matmul_takes(const oc_tile *c, int64_t k);
+void oc__lowp_i8_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags);
+const char *oc__lowp_i8_matmul_path(int64_t m, int64_t k);
 
 /* The 8 partial sums of a block dot added in tile.h's order. */
 static inline float oc__lowp_sum8(const float s[8])

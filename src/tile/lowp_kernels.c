@@ -77,7 +77,7 @@ static void i8_portable(float *y, int64_t yrs, const int8_t *x, int64_t xrs, con
             const int8_t *xr = x + i * xrs;
             int32_t s = 0;
             for (int64_t p = 0; p < k; p++) s += (int32_t)xr[p] * wr[p];
-            y[i * yrs + j] = ((float)s * xs[i]) * ws[j];
+            oc__lowp_i8_put(y, i * yrs + j, s, xs, i, ws, j);
         }
     }
 }

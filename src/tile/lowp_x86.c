@@ -466,7 +466,7 @@ const oc__lowp_qgemm_fn oc__lowp_qgemm_avx512 = qgemm_avx512;
         for (int r = 0; r < nr; r++) {                                                \
             int32_t s = hsum_i32(acc[r]);                                             \
             for (int64_t q = p; q < k; q++) s += (int32_t)xr[q] * wr[r][q];           \
-            y[i * yrs + j + r] = ((float)s * xs[i]) * ws[j + r];                      \
+            oc__lowp_i8_put(y, i * yrs + j + r, s, xs, i, ws, j + r);                 \
         }                                                                             \
     }
 
@@ -547,7 +547,7 @@ static INL T5 void i8_block512(float *y, int64_t yrs, const int8_t *x, int64_t x
         _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++)
     {
         int32_t s = _mm512_reduce_add_epi32(acc[a][r]) - 128 * xsum[i + a];
-        y[(i + a) * yrs + j + r] = ((float)s * xs[i + a]) * ws[j + r];
+        oc__lowp_i8_put(y, (i + a) * yrs + j + r, s, xs, i + a, ws, j + r);
     }
 }
 
@@ -659,6 +659,20 @@ static T5 void pack_panel(int32_t *pack, const int8_t *w, int64_t wrb, int64_t k
         for (int c = 0; c < PANEL; c++) sum[c] = c < nc ? wsum512(base + c * wrb, k) : 0;
 }
 
+/* 16 (mk) exact sums d of row i of x into y at `at`: scaled by xs[i] and
+ * ws[j..] into float32, or (ws NULL) added to y's int32 sums. */
+static INL T5 void i8_put16(float *y, int64_t at, __mmask16 mk, __m512i d, const float *xs,
+                            int64_t i, const float *ws, int64_t j)
+{
+    if (!ws) {
+        int32_t *c = (int32_t *)(void *)y + at;
+        _mm512_mask_storeu_epi32(c, mk, _mm512_add_epi32(_mm512_maskz_loadu_epi32(mk, c), d));
+        return;
+    }
+    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(xs[i]));
+    _mm512_mask_storeu_ps(y + at, mk, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(mk, ws + j)));
+}
+
 /* Quads [q0, q1) of k for rows [i, i + mr) of x against the packed panel,
  * into y's 6 x 64 block: the sums start at 0 (first) or from part (mr x
  * 64 int32, the earlier quads), and go to y scaled (last) or back to
@@ -674,8 +688,8 @@ static INL T5 void i8p_block(float *y, int64_t yrs, const uint8_t *xu, int64_t k
     const uint8_t *xr = xu + i * kp;
     for (int64_t q = q0; q < q1; q++) {
         const int32_t *pq = pack + q * PANEL;
-        __m512i b0 = _mm512_load_si512(pq), b1 = _mm512_load_si512(pq + 16);
-        __m512i b2 = _mm512_load_si512(pq + 32), b3 = _mm512_load_si512(pq + 48);
+        __m512i b0 = _mm512_loadu_si512(pq), b1 = _mm512_loadu_si512(pq + 16);
+        __m512i b2 = _mm512_loadu_si512(pq + 32), b3 = _mm512_loadu_si512(pq + 48);
         _Pragma("GCC unroll 6") for (int a = 0; a < mr; a++)
         {
             int32_t xv;
@@ -699,56 +713,65 @@ static INL T5 void i8p_block(float *y, int64_t yrs, const uint8_t *xu, int64_t k
         int left = nc - 16 * r;
         if (left <= 0) break;
         __mmask16 mk = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
-        __m512i corr = _mm512_slli_epi32(_mm512_load_si512(sum + 16 * r), 7); /* 128 sum(w) */
-        __m512 wsv = _mm512_maskz_loadu_ps(mk, ws + j + 16 * r);
-        _Pragma("GCC unroll 6") for (int a = 0; a < mr; a++)
-        {
-            __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[a][r], corr));
-            v = _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(xs[i + a])), wsv);
-            _mm512_mask_storeu_ps(y + (i + a) * yrs + j + 16 * r, mk, v);
-        }
+        __m512i corr = _mm512_slli_epi32(_mm512_loadu_si512(sum + 16 * r), 7); /* 128 sum(w) */
+        _Pragma("GCC unroll 6") for (int a = 0; a < mr; a++) i8_put16(
+            y, (i + a) * yrs + j + 16 * r, mk, _mm512_sub_epi32(acc[a][r], corr), xs, i + a, ws,
+            j + 16 * r);
     }
 }
 
 /* quads of k per block: 128 x 256 bytes of panel, 32 KiB (L1) */
 #define KQ 128
 
+#define I8P_BLOCK(R) i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, R, q0, q1, pt, first, last)
+
+/* Rows of x (xu) against the packed panel of columns [j, j + nc) (and its
+ * sums after it), into y; part: m x 64 int32 of scratch, 64-byte aligned.
+ * Up to MR rows the panel streams by once (no blocks of k). */
+static T5 void i8p_panel(float *y, int64_t yrs, const uint8_t *xu, int64_t kp, const float *xs,
+                         int64_t m, const int32_t *pack, const float *ws, int64_t j, int nc,
+                         int32_t *part)
+{
+    int64_t nq = kp / 4, kq = m <= MR ? nq : KQ;
+    for (int64_t q0 = 0; q0 < nq; q0 += kq) {
+        int64_t q1 = nq - q0 > kq ? q0 + kq : nq;
+        bool first = q0 == 0, last = q1 == nq;
+        for (int64_t i = 0; i < m; i += MR) {
+            int32_t *pt = part + i * PANEL;
+            switch (m - i >= MR ? MR : m - i) {
+            case 6: I8P_BLOCK(6); break;
+            case 5: I8P_BLOCK(5); break;
+            case 4: I8P_BLOCK(4); break;
+            case 3: I8P_BLOCK(3); break;
+            case 2: I8P_BLOCK(2); break;
+            default: I8P_BLOCK(1); break;
+            }
+        }
+    }
+}
+
 static T5 void i8p_avx512(float *y, int64_t yrs, const uint8_t *xu, int64_t kp, const float *xs,
                           int64_t m, const int8_t *w, int64_t wrb, const float *ws, int64_t k,
                           int64_t j0, int64_t j1, void *pack)
 {
-    int64_t nq = kp / 4;
-    int32_t *part = (int32_t *)pack + nq * PANEL + PANEL; /* after the panel and its sums */
+    int32_t *part = (int32_t *)pack + kp / 4 * PANEL + PANEL; /* after the panel and its sums */
     for (int64_t j = j0; j < j1; j += PANEL) {
         int nc = j1 - j >= PANEL ? PANEL : (int)(j1 - j);
         pack_panel(pack, w, wrb, k, kp, j, nc, true);
-        for (int64_t q0 = 0; q0 < nq; q0 += KQ) {
-            int64_t q1 = nq - q0 > KQ ? q0 + KQ : nq;
-            bool first = q0 == 0, last = q1 == nq;
-            int64_t i = 0;
-            for (; i + MR <= m; i += MR)
-                i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, MR, q0, q1, part + i * PANEL,
-                          first, last);
-            int32_t *pt = part + i * PANEL;
-            switch (m - i) {
-            case 5:
-                i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 5, q0, q1, pt, first, last);
-                break;
-            case 4:
-                i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 4, q0, q1, pt, first, last);
-                break;
-            case 3:
-                i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 3, q0, q1, pt, first, last);
-                break;
-            case 2:
-                i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 2, q0, q1, pt, first, last);
-                break;
-            case 1:
-                i8p_block(y, yrs, xu, kp, xs, pack, ws, i, j, nc, 1, q0, q1, pt, first, last);
-                break;
-            default: break;
-            }
-        }
+        i8p_panel(y, yrs, xu, kp, xs, m, pack, ws, j, nc, part);
+    }
+}
+
+/* Prepacked weights (lowp.c's OC_W_I8_PACKED): panel j / 64 at panels +
+ * (j / 64) * pbytes, already in pack_panel's form; j0 a multiple of 64. */
+static T5 void i8pk_avx512(float *y, int64_t yrs, const uint8_t *xu, int64_t kp,
+                           const float *xs, int64_t m, const char *panels, int64_t pbytes,
+                           const float *ws, int64_t j0, int64_t j1, void *scratch)
+{
+    for (int64_t j = j0; j < j1; j += PANEL) {
+        int nc = j1 - j >= PANEL ? PANEL : (int)(j1 - j);
+        const int32_t *pk = (const int32_t *)(const void *)(panels + j / PANEL * pbytes);
+        i8p_panel(y, yrs, xu, kp, xs, m, pk, ws, j, nc, scratch);
     }
 }
 
@@ -795,40 +818,120 @@ struct amx_cfg {
     uint8_t rows[16];
 };
 
-static TA void i8p_amx(float *y, int64_t yrs, const uint8_t *xu, int64_t kp, const float *xs,
-                       int64_t m, const int8_t *w, int64_t wrb, const float *ws, int64_t k,
-                       int64_t j0, int64_t j1, void *pack)
+static __attribute__((target("amx-tile"))) void amx_config(int tiles)
 {
     struct amx_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
-    for (int t = 0; t < 6; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+    for (int t = 0; t < tiles; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
     _tile_loadconfig(&cfg);
+}
+
+/* Rows of x (xu, padded to 16) against the panel pk of columns [j, j +
+ * nc) and its sums, into y; cbuf 16 x 64 int32 of scratch. */
+static INL TA void i8p_panel_amx(float *y, int64_t yrs, const uint8_t *xu, int64_t kp,
+                                 const float *xs, int64_t m, const int32_t *pk, const float *ws,
+                                 int64_t j, int nc, int32_t *cbuf)
+{
     int64_t nq = kp / 4;
-    int32_t *pk = pack, *cbuf = pk + nq * PANEL + PANEL, *sum = pk + nq * PANEL;
+    const int32_t *sum = pk + nq * PANEL;
+    for (int64_t i = 0; i < m; i += 16) {
+        AMX_16X64(_tile_dpbusd, xu + i * kp, 4, kp, nq);
+        int mr = m - i >= 16 ? 16 : (int)(m - i);
+        for (int r = 0; r < 4 && nc - 16 * r > 0; r++) {
+            int left = nc - 16 * r;
+            __mmask16 mk = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+            __m512i corr = _mm512_slli_epi32(_mm512_loadu_si512(sum + 16 * r), 7);
+            for (int a = 0; a < mr; a++)
+                i8_put16(y, (i + a) * yrs + j + 16 * r, mk,
+                         _mm512_sub_epi32(_mm512_load_si512(cbuf + a * PANEL + 16 * r), corr), xs,
+                         i + a, ws, j + 16 * r);
+        }
+    }
+}
+
+static TA void i8p_amx(float *y, int64_t yrs, const uint8_t *xu, int64_t kp, const float *xs,
+                       int64_t m, const int8_t *w, int64_t wrb, const float *ws, int64_t k,
+                       int64_t j0, int64_t j1, void *pack)
+{
+    amx_config(6);
+    int32_t *pk = pack, *cbuf = pk + kp / 4 * PANEL + PANEL;
     for (int64_t j = j0; j < j1; j += PANEL) {
         int nc = j1 - j >= PANEL ? PANEL : (int)(j1 - j);
         pack_panel(pk, w, wrb, k, kp, j, nc, true);
-        for (int64_t i = 0; i < m; i += 16) {
-            AMX_16X64(_tile_dpbusd, xu + i * kp, 4, kp, nq);
-            int mr = m - i >= 16 ? 16 : (int)(m - i);
-            for (int r = 0; r < 4 && nc - 16 * r > 0; r++) {
-                int left = nc - 16 * r;
-                __mmask16 mk = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
-                __m512i corr = _mm512_slli_epi32(_mm512_load_si512(sum + 16 * r), 7);
-                __m512 wsv = _mm512_maskz_loadu_ps(mk, ws + j + 16 * r);
-                for (int a = 0; a < mr; a++) {
-                    __m512i acc = _mm512_load_si512(cbuf + a * PANEL + 16 * r);
-                    __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc, corr));
-                    v = _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(xs[i + a])), wsv);
-                    _mm512_mask_storeu_ps(y + (i + a) * yrs + j + 16 * r, mk, v);
-                }
-            }
-        }
+        i8p_panel_amx(y, yrs, xu, kp, xs, m, pk, ws, j, nc, cbuf);
     }
     _tile_release();
 }
 
+/* ---- int8 x int8, 4 to 31 rows of x, on AMX, w as it is ---------------------
+ *
+ * Turned around, the product needs no packing of w: C^T = w x^T with 16
+ * rows of w (64 k, rows wrb bytes apart: its own layout) as the A tile
+ * and x's rows as B (x packed per call into AMX's B form: 4 consecutive
+ * k of each of 16 rows of x per 64-byte row, zeros past m), tdpbssd (s8 x
+ * s8, no offset to take off); w streams by once per 16 rows of x. One A
+ * tile at a time (16 streams along rows of w) measured faster than four
+ * (64 streams), and software prefetch slower than none. k a multiple of
+ * 64; the rows of w past the last whole 16 go to the AVX-512 kernel. */
+static TA void i8_amx_rows(float *y, int64_t yrs, const int8_t *x, int64_t xrs, const float *xs,
+                           int64_t m, const int8_t *w, int64_t wrb, const float *ws, int64_t k,
+                           int64_t j0, int64_t j1, void *scratch)
+{
+    int32_t *xb = scratch, *cb = xb + k * 4; /* k / 4 rows of 16 int32, then 16 x 16 */
+    int64_t jt = j0 + (j1 - j0) / 16 * 16;
+    amx_config(6);
+    for (int64_t i0 = 0; i0 < m; i0 += 16) {
+        int mc = m - i0 >= 16 ? 16 : (int)(m - i0);
+        for (int64_t q = 0; q < k / 4; q++)
+            for (int i = 0; i < 16; i++) {
+                int32_t v = 0;
+                if (i < mc) memcpy(&v, x + (i0 + i) * xrs + 4 * q, 4);
+                xb[q * 16 + i] = v;
+            }
+        for (int64_t j = j0; j < jt; j += 16) {
+            _tile_zero(0);
+            for (int64_t p = 0; p < k; p += 64) {
+                _tile_loadd(5, xb + p * 4, 64);
+                _tile_loadd(4, w + j * wrb + p, wrb);
+                _tile_dpbssd(0, 4, 5);
+            }
+            _tile_stored(0, cb, 64);
+            for (int r = 0; r < 16; r++)
+                for (int i = 0; i < mc; i++)
+                    oc__lowp_i8_put(y, (i0 + i) * yrs + j + r, cb[r * 16 + i], xs, i0 + i, ws,
+                                    j + r);
+        }
+    }
+    _tile_release();
+    if (jt < j1) i8_avx512(y, yrs, x, xrs, xs, m, w, wrb, ws, k, jt, j1);
+}
+
+const oc__lowp_i8rows_fn oc__lowp_i8_amx_rows = i8_amx_rows;
+
+/* Prepacked weights on AMX from I8PK_AMX_M rows of x (fewer: the
+ * vpdpbusd panel kernel, which reads each panel once as well). */
+#define I8PK_AMX_M 4
+
+static TA void i8pk_amx(float *y, int64_t yrs, const uint8_t *xu, int64_t kp, const float *xs,
+                        int64_t m, const char *panels, int64_t pbytes, const float *ws,
+                        int64_t j0, int64_t j1, void *scratch)
+{
+    if (m < I8PK_AMX_M) {
+        i8pk_avx512(y, yrs, xu, kp, xs, m, panels, pbytes, ws, j0, j1, scratch);
+        return;
+    }
+    amx_config(6);
+    for (int64_t j = j0; j < j1; j += PANEL) {
+        int nc = j1 - j >= PANEL ? PANEL : (int)(j1 - j);
+        const int32_t *pk = (const int32_t *)(const void *)(panels + j / PANEL * pbytes);
+        i8p_panel_amx(y, yrs, xu, kp, xs, m, pk, ws, j, nc, scratch);
+    }
+    _tile_release();
+}
+
+const oc__lowp_i8pk_fn oc__lowp_i8pk_avx512 = i8pk_avx512, oc__lowp_i8pk_amx = i8pk_amx;
+const int oc__lowp_i8pk_amx_m = I8PK_AMX_M;
 
 /* Rows [i, i + mr) and columns [j, j + nc) of y from cbuf (rows of 64). */
 static INL T5 void bf16p_out(float *y, int64_t yrs, const int32_t *cbuf, int64_t i, int64_t j,
@@ -1014,4 +1117,7 @@ const oc__lowp_kernels oc__lowp_avx512bf16 = {"avx512-vnni+bf16", 0, 0, 0, 0, 1,
 const oc__lowp_kernels oc__lowp_amx = {"amx", 0, 0, 0, 0, 1, 1, 0, false, 0};
 bool oc__lowp_amx_usable(void) { return false; }
 const oc__lowp_qgemm_fn oc__lowp_qgemm_avx512 = 0;
+const oc__lowp_i8pk_fn oc__lowp_i8pk_avx512 = 0, oc__lowp_i8pk_amx = 0;
+const int oc__lowp_i8pk_amx_m = 0;
+const oc__lowp_i8rows_fn oc__lowp_i8_amx_rows = 0;
 #endif

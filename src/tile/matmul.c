@@ -22,9 +22,11 @@
  * Skinny float32 products (m <= 32 rows of a, n or k above libxsmm's
  * sizes, float32 a and c) go to lowp_skinny.c, which reads b once.
  *
- * int8 x int8 -> int32: BLIS has no integer GEMM, and this build has no
- * VNNI kernel, so it is opcore's portable loop (vectorised by the compiler,
- * exact); oc_tile_matmul_path says so. */
+ * int8 x int8 -> int32: BLIS has no integer GEMM; the linear layer's int8
+ * kernels (lowp.c: AMX, AVX-512 VNNI, AVX-VNNI, AVX2, portable, exact
+ * int32 sums) take it for k < 2^17, op(b) read as rows of b^T (b
+ * transposed is read as it is); longer k keeps opcore's portable loop
+ * (vectorised by the compiler); oc_tile_matmul_path says which. */
 #include <blis.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -261,7 +263,10 @@ void oc_tile_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned fla
                       oc_dtype_name(c->dtype));
             return;
         }
-        int8_matmul(c, a, b, flags);
+        if (oc__lowp_i8_matmul_takes(c, flags & OC_TILE_TRANS_A ? a->rows : a->cols))
+            oc__lowp_i8_matmul(c, a, b, flags);
+        else
+            int8_matmul(c, a, b, flags);
         return;
     }
     if (!float_in(a->dtype) || !float_in(b->dtype) || c->dtype != OC_FLOAT32) {
@@ -339,13 +344,7 @@ const char *oc_tile_matmul_path(oc_dtype dtype)
                      bli_info_get_version_str(), arch);
         break;
     }
-    case OC_INT8: {
-        bool vnni = __builtin_cpu_supports("avx512vnni");
-        snprintf(buf, sizeof buf, "int8: opcore's portable int32 loop (compiler-vectorised, exact): BLIS has no "
-                 "integer GEMM and %s", vnni ? "no VNNI path is built yet (this CPU has AVX512-VNNI)"
-                                             : "this CPU has no AVX512-VNNI");
-        break;
-    }
+    case OC_INT8: return oc__lowp_i8_matmul_path(1, 1);
     default: snprintf(buf, sizeof buf, "%s: no matmul path", oc_dtype_name(dtype)); break;
     }
     return buf;
@@ -355,5 +354,10 @@ const char *oc_tile_matmul_path_shape(oc_dtype dtype, int64_t m, int64_t n, int6
                                       unsigned flags)
 {
     const char *skinny = oc__lowp_skinny_path(dtype, m, n, k, flags);
+    if (dtype == OC_INT8) {
+        const char *i8 = oc__lowp_i8_matmul_path(m, k);
+        if (!i8) return "int8, k >= 2^17: opcore's portable int32 loop (compiler-vectorised)";
+        return i8;
+    }
     return skinny ? skinny : oc_tile_matmul_path(dtype);
 }

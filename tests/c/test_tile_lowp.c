@@ -259,8 +259,9 @@ static void test_i8_linear(void **state)
 {
     (void)state;
     enum { N = 70 };                       /* a whole 64-column panel and a part */
-    const int64_t ks[] = {200, 608, 1102}; /* 1102: k blocks of the packed form, k % 4 = 2 */
-    for (int ki = 0; ki < 3; ki++) {
+    /* 1102: k blocks of the packed form, k % 4 = 2; 640: AMX on w's rows (4 to 31 rows) */
+    const int64_t ks[] = {200, 608, 1102, 640};
+    for (int ki = 0; ki < 4; ki++) {
         int64_t k = ks[ki];
         int8_t *w = malloc((size_t)(N * k)), *xq = malloc((size_t)(33 * k));
         float ws[N], xs[33], *y = malloc(sizeof(float) * 33 * N),
@@ -301,6 +302,177 @@ static void test_i8_linear(void **state)
         expect_bits(y, want, 17 * N, "int8 dynamic");
         free(w), free(xq), free(y), free(want), free(xf);
     }
+}
+
+static void expect_fail(oc_status st, const char *msg);
+
+/* Prepacked int8 weights (OC_W_I8_PACKED): packed by the op's cores, then
+ * the product on the op's cores and on core 0 in 2 and 3 parts, for int8
+ * and float32 x: the bits of the scalar reference (and so of OC_W_I8). */
+static void packed_case(int64_t N, int64_t k, int8_t *xq, float *xs, float *xf)
+{
+    int8_t *w = malloc((size_t)(N * k));
+    float *ws = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * 33 * N),
+          *want = malloc(sizeof(float) * 33 * N);
+    unsigned s = 91;
+    for (int64_t i = 0; i < N * k; i++) w[i] = (int8_t)(rnd(&s) % 256 - 128);
+    fill(ws, N, 5);
+    size_t nb = oc_weights_pack_bytes(N, k);
+    assert_true(nb > (size_t)(N * k));
+    uint8_t *pk = malloc(nb + 1);
+    uint8_t *pku = pk + 1; /* an odd address: the kernels must not need alignment */
+    memset(pku, 0xee, nb);
+    oc_tensor tw = mk(w, OC_INT8, N, k), tws = mk(ws, OC_FLOAT32, 1, N),
+              tp = mk(pku, OC_UINT8, 1, (int64_t)nb);
+    float dum[1];
+    oc_tensor td1 = mk(dum, OC_FLOAT32, 1, 1);
+    assert_int_equal(run(&td1, &tp, &tw, &tw, &tws, 12, 0), OC_OK);
+    for (size_t mi = 0; mi < sizeof MS / sizeof MS[0]; mi++) {
+        int64_t m = MS[mi];
+        oc_tensor tx = mk(xq, OC_INT8, m, k), ty = mk(y, OC_FLOAT32, m, N),
+                  txs = mk(xs, OC_FLOAT32, 1, m);
+        ref_linear_i8(want, xq, xs, w, ws, m, N, k);
+        for (int parts = 0; parts <= 3; parts += parts ? 1 : 2) {
+            memset(y, 0xff, sizeof(float) * m * N);
+            assert_int_equal(run(&ty, &txs, &tx, &tp, &tx, 13, 1 + 10 * parts), OC_OK);
+            expect_bits(y, want, m * N, "packed int8 x int8");
+        }
+    }
+    /* float x: quantised per row as OC_W_I8 does */
+    int64_t m = 17;
+    for (int64_t i = 0; i < m; i++) {
+        float amax = 0;
+        for (int64_t p = 0; p < k; p++) amax = fmaxf(amax, fabsf(xf[i * k + p]));
+        float d = amax / 127, id = d ? 1 / d : 0;
+        for (int64_t p = 0; p < k; p++) xq[i * k + p] = q127(xf[i * k + p] * id);
+        xs[i] = d;
+    }
+    ref_linear_i8(want, xq, xs, w, ws, m, N, k);
+    oc_tensor tx = mk(xf, OC_FLOAT32, m, k), ty = mk(y, OC_FLOAT32, m, N);
+    memset(y, 0xff, sizeof(float) * m * N);
+    assert_int_equal(run(&ty, &ty, &tx, &tp, &tx, 13, 0), OC_OK);
+    expect_bits(y, want, m * N, "packed int8, float x");
+    /* the packed bytes dequantised: w times its scales */
+    float *wd = malloc(sizeof(float) * 3 * k);
+    oc_tensor td = mk(wd, OC_FLOAT32, 3, k);
+    assert_int_equal(run(&td, &td, &tx, &tp, &tx, 4, OC_W_I8_PACKED), OC_OK);
+    for (int64_t p = 0; p < 3 * k; p++) assert_true(wd[p] == (float)w[k + p] * ws[1 + p / k]);
+    free(wd), free(w), free(ws), free(y), free(want), free(pk);
+}
+
+static void test_i8_packed(void **state)
+{
+    (void)state;
+    const int64_t ns[] = {70, 200}, ks[] = {200, 608, 1102};
+    for (int ki = 0; ki < 3; ki++) {
+        int64_t k = ks[ki];
+        int8_t *xq = malloc((size_t)(33 * k));
+        float xs[33], *xf = malloc(sizeof(float) * 17 * k);
+        unsigned s = 7;
+        for (int64_t i = 0; i < 33 * k; i++) xq[i] = (int8_t)(rnd(&s) % 256 - 128); /* -128 too */
+        fill(xs, 33, 4);
+        fill(xf, 17 * k, 12);
+        packed_case(ns[ki % 2], k, xq, xs, xf);
+        free(xq), free(xf);
+    }
+}
+
+/* oc_tile_matmul, int8 a and b into an int32 c (accumulating): every op()
+ * pairing against the plain loop, exact. */
+static void test_i8_matmul(void **state)
+{
+    (void)state;
+    const int64_t ms[] = {1, 5, 16, 33}, ks[] = {3, 200, 1102, 640};
+    enum { N = 70 };
+    for (int ki = 0; ki < 4; ki++)
+        for (int mi = 0; mi < 4; mi++)
+            for (unsigned fl = 0; fl < 4; fl++) {
+                int64_t m = ms[mi], k = ks[ki];
+                bool ta = fl & OC_TILE_TRANS_A, tb = fl & OC_TILE_TRANS_B;
+                int8_t *a = malloc((size_t)(m * k)), *b = malloc((size_t)(N * k));
+                int32_t *c = malloc(sizeof(int32_t) * m * N),
+                        *want = malloc(sizeof(int32_t) * m * N);
+                unsigned s = 3 + (unsigned)fl;
+                for (int64_t i = 0; i < m * k; i++) a[i] = (int8_t)(rnd(&s) % 256 - 128);
+                for (int64_t i = 0; i < N * k; i++) b[i] = (int8_t)(rnd(&s) % 256 - 128);
+                for (int64_t i = 0; i < m * N; i++) c[i] = (int32_t)(rnd(&s) % 2001) - 1000;
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t j = 0; j < N; j++) {
+                        int32_t t = c[i * N + j];
+                        for (int64_t p = 0; p < k; p++)
+                            t += (ta ? a[p * m + i] : a[i * k + p]) *
+                                 (tb ? b[j * k + p] : b[p * N + j]);
+                        want[i * N + j] = t;
+                    }
+                oc_tensor tc = mk(c, OC_INT32, m, N), tat = ta ? mk(a, OC_INT8, k, m)
+                                                            : mk(a, OC_INT8, m, k),
+                          tbt = tb ? mk(b, OC_INT8, N, k) : mk(b, OC_INT8, k, N);
+                assert_int_equal(run(&tc, &tc, &tat, &tbt, &tc, 14, fl), OC_OK);
+                if (memcmp(c, want, sizeof(int32_t) * m * N))
+                    fail_msg("int8 matmul %lld x %d x %lld flags %u differs", (long long)m, N,
+                             (long long)k, fl);
+                free(a), free(b), free(c), free(want);
+            }
+    const char *p = oc_tile_matmul_path_shape(OC_INT8, 16, 4096, 4096, OC_TILE_TRANS_B);
+    print_message("%s\n", p);
+    test_assert_contains(p, "exact int32 sums");
+}
+
+/* Packed bytes that do not fit: clear errors, and the next call works. */
+static void test_packed_bad_input(void **state)
+{
+    (void)state;
+    enum { N = 70, K = 200 };
+    int8_t w[N * K], xq[2 * K];
+    float ws[N], xs[2], y[2 * N], want[2 * N], xf[2 * (K + 1)];
+    unsigned s = 5;
+    for (int i = 0; i < N * K; i++) w[i] = (int8_t)(rnd(&s) % 256 - 128);
+    for (int i = 0; i < 2 * K; i++) xq[i] = (int8_t)(rnd(&s) % 255 - 127);
+    fill(ws, N, 1), fill(xs, 2, 2), fill(xf, 2 * (K + 1), 3);
+    size_t nb = oc_weights_pack_bytes(N, K);
+    assert_int_equal(oc_weights_pack_bytes(N, 1 << 17), 0);
+    uint8_t *pk = malloc(nb + 64), *bad = malloc(nb + 64);
+    oc_tensor tw = mk(w, OC_INT8, N, K), tws = mk(ws, OC_FLOAT32, 1, N),
+              tp = mk(pk, OC_UINT8, 1, (int64_t)nb), tp1 = mk(pk, OC_UINT8, 1, (int64_t)nb + 1),
+              tb = mk(bad, OC_UINT8, 1, (int64_t)nb);
+    char msg[200];
+    snprintf(msg, sizeof msg, "oc_weights_pack: int8 weights 70 x 200 pack into %zu bytes", nb);
+    float dum[1];
+    oc_tensor td1 = mk(dum, OC_FLOAT32, 1, 1);
+    expect_fail(run(&td1, &tp1, &tw, &tw, &tws, 12, 0), msg);
+    assert_int_equal(run(&td1, &tp, &tw, &tw, &tws, 12, 0), OC_OK);
+    oc_tensor tx = mk(xq, OC_INT8, 2, K), ty = mk(y, OC_FLOAT32, 2, N),
+              txs = mk(xs, OC_FLOAT32, 1, 2);
+    snprintf(msg, sizeof msg, "packed int8 weights 70 x 200 are %zu bytes, got a buffer of %zu",
+             nb, nb + 1);
+    expect_fail(run(&ty, &txs, &tx, &tp1, &tx, 13, 1), msg);
+    memcpy(bad, pk, nb);
+    bad[3] ^= 1; /* the magic */
+    expect_fail(run(&ty, &txs, &tx, &tb, &tx, 13, 1),
+                "oc_weights_of_packed: these bytes are not packed int8 weights");
+    memcpy(bad, pk, nb);
+    bad[12] = 2; /* the layout */
+    expect_fail(run(&ty, &txs, &tx, &tb, &tx, 13, 1),
+                "oc_weights_of_packed: int8 weights packed in layout 2 version 1");
+    memcpy(bad, pk, nb);
+    bad[33] = 2; /* kp: 512 */
+    expect_fail(run(&ty, &txs, &tx, &tb, &tx, 13, 1),
+                "oc_weights_of_packed: corrupt header of packed int8 weights (n 70, k 200, "
+                "kp 512");
+    oc_tensor txf = mk(xf, OC_FLOAT32, 2, K + 1);
+    expect_fail(run(&ty, &ty, &txf, &tp, &tx, 13, 0),
+                "oc_tile_linear: y is 2 x 70, x 2 x 201, int8-packed w 70 x 200");
+    oc_tensor txf2 = mk(xf, OC_FLOAT32, 2, K - 1);
+    expect_fail(run(&ty, &ty, &txf2, &tp, &tx, 13, 2),
+                "oc_tile_linear: packed int8 weights hold 70 x 200, the oc_weights says 70 x 199");
+    expect_fail(run(&ty, &ty, &txf, &tw, &tws, 0, OC_W_I8_PACKED),
+                "oc_weights_of_tensor: int8-packed weights are a contiguous uint8 tensor of "
+                "oc_weights_pack's bytes and no scale, got int8");
+    /* the next call works */
+    ref_linear_i8(want, xq, xs, w, ws, 2, N, K);
+    assert_int_equal(run(&ty, &txs, &tx, &tp, &tx, 13, 1), OC_OK);
+    expect_bits(y, want, 2 * N, "after the errors");
+    free(pk), free(bad);
 }
 
 /* tile.h's bound for bfloat16 weights on AMX-BF16, relative to sum |x w|:
@@ -621,6 +793,8 @@ static int run_group(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_q_linear),     cmocka_unit_test(test_i8_linear),
+        cmocka_unit_test(test_i8_packed),    cmocka_unit_test(test_i8_matmul),
+        cmocka_unit_test(test_packed_bad_input),
         cmocka_unit_test(test_float_linear), cmocka_unit_test(test_bf16_amx),
         cmocka_unit_test(test_quantise_helpers),
         cmocka_unit_test(test_row_helpers),  cmocka_unit_test(test_bad_input),

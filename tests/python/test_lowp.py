@@ -130,6 +130,9 @@ for m in (1, 9, 40):
     s = w.abs().amax(1) / 127
     wi = torch.round(w / s[:, None]).to(torch.int8)
     outs[f"int8 {{m}}"] = T.lowp_linear(x, wi, s, W["int8"])
+    outs[f"int8 prepacked {{m}}"] = T.lowp_linear_packed(x, T.lowp_pack_i8(wi, s), 67)
+a8 = torch.randint(-128, 128, (9, 512), generator=g, dtype=torch.int8)
+outs["int8 matmul"] = T.lowp_matmul_i8(a8, wi)
 torch.save(outs, {out!r})
 """
 
@@ -160,10 +163,60 @@ def results_per_path(child, tmp_path, configs):
 
 
 def test_same_bits_on_every_path(ops, tmp_path):
-    """The integer paths (Q8_0, Q4_0, int8) give the same bits whatever the
-    instruction set, and whatever the number of cores."""
+    """The integer paths (Q8_0, Q4_0, int8, prepacked int8, the int8 matmul)
+    give the same bits whatever the instruction set, and whatever the number
+    of cores."""
     results_per_path(CHILD, tmp_path, [("", "2"), ("avxvnni", "2"), ("avx2", "2"),
                                        ("portable", "1"), ("portable", "2")])
+
+
+@pytest.mark.parametrize("m", [1, 5, 16, 33])
+def test_int8_prepacked_same_bits(ops, m):
+    """Weights packed once (lowp_pack_i8, a uint8 tensor to keep): the same
+    bits as the unpacked int8 weights."""
+    g = torch.Generator().manual_seed(m)
+    n, k = 130, 1100
+    w = torch.randn(n, k, generator=g) * 0.1
+    s = w.abs().amax(1) / 127
+    wi = torch.round(w / s[:, None]).to(torch.int8)
+    wp = ops.lowp_pack_i8(wi, s)
+    assert wp.dtype == torch.uint8 and wp.dim() == 1
+    x = torch.randn(m, k, generator=g)
+    assert torch.equal(ops.lowp_linear_packed(x, wp, n), ops.lowp_linear(x, wi, s, W["int8"]))
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 70, 200), (16, 130, 1102), (33, 64, 3), (9, 70, 640)])
+def test_int8_matmul_exact(ops, m, n, k):
+    """oc_tile_matmul with int8 a and b and an int32 c: exact, -128 included."""
+    g = torch.Generator().manual_seed(k)
+    a = torch.randint(-128, 128, (m, k), generator=g, dtype=torch.int8)
+    b = torch.randint(-128, 128, (n, k), generator=g, dtype=torch.int8)
+    c = ops.lowp_matmul_i8(a, b)
+    assert c.dtype == torch.int32
+    assert torch.equal(c.long(), a.long() @ b.long().T)
+
+
+def test_prepacked_bad_input_then_next_call_works(ops):
+    w = torch.randint(-127, 128, (70, 64), dtype=torch.int8)
+    s = torch.rand(70) + 0.5
+    wp = ops.lowp_pack_i8(w, s)
+    x = torch.randn(2, 64)
+    with pytest.raises(RuntimeError, match=r"the packed weights hold 70 outputs, n = 71 given"):
+        ops.lowp_linear_packed(x, wp, 71)
+    with pytest.raises(RuntimeError, match=rf"packed int8 weights 70 x 64 are {wp.numel()} bytes, "
+                       rf"got a buffer of {wp.numel() - 1}"):
+        ops.lowp_linear_packed(x, wp[:-1].clone(), 70)
+    bad = wp.clone()
+    bad[0] ^= 1
+    with pytest.raises(RuntimeError, match=r"these bytes are not packed int8 weights"):
+        ops.lowp_linear_packed(x, bad, 70)
+    with pytest.raises(RuntimeError, match=r"oc_tile_linear: y is 2 x 70, x 2 x 32, int8-packed w "
+                       r"70 x 64"):
+        ops.lowp_linear_packed(x[:, :32].contiguous(), wp, 70)
+    with pytest.raises(RuntimeError, match=r"scale must be float32 with one value per row of w"):
+        ops.lowp_pack_i8(w, s[:3].clone())
+    y = ops.lowp_linear_packed(x, wp, 70)
+    assert torch.equal(y, ops.lowp_linear(x, w, s, W["int8"]))
 
 
 def test_bad_input_then_next_call_works(ops):

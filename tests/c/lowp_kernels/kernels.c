@@ -12,7 +12,13 @@
  *   7  y = absmax rows of x; 8 gather_rows(x, w int32); 9 logsumexp rows;
  *   10 y = oc_tile_dot_rows(x, w)
  *   11 y = x w^T with float32 weights given as an oc_weights of type
- *      `type` filled by hand (a bad type or layout) */
+ *      `type` filled by hand (a bad type or layout)
+ *   12 z (uint8 bytes) = oc_weights_pack(w int8, scales ws), a part per core
+ *   13 y = x w^T, w the packed bytes (OC_W_I8_PACKED): type % 10 = 0
+ *      float32 x (oc_tile_linear), 1 int8 x with row scales z
+ *      (oc_tile_linear_i8), 2 as 0 with the oc_weights' k one short (a
+ *      mismatch); type / 10 = p > 0: core 0 alone runs parts 0..p-1 of p
+ *   14 y (int32) += oc_tile_matmul(x int8, w int8, flags `type`), core 0 */
 #include <opcore/kernel.h>
 #include <opcore/tile.h>
 
@@ -55,7 +61,32 @@ void lcase(oc_tensor *y, oc_tensor *z, const oc_tensor *x, const oc_tensor *w, c
         oc_tile_linear(&ty, &tx, &wt, ith, nth);
         return;
     }
+    if (which == 12) {
+        oc_weights wt = oc_weights_of_tensor(w, OC_W_I8, ws);
+        if (wt.data) oc_weights_pack(z->data, (size_t)oc_numel(z), &wt, ith, nth);
+        return;
+    }
+    if (which == 13) {
+        oc_weights wt = oc_weights_of_tensor(w, OC_W_I8_PACKED, NULL);
+        if (!wt.data) return;
+        int mode = (int)(type % 10), parts = (int)(type / 10);
+        if (mode == 2) wt.k -= 1;
+        oc_tile xs = oc_tile_t(&tz);
+        for (int part = 0; part < (parts ? parts : 1); part++) {
+            if (parts && ith != 0) break;
+            int pi = parts ? part : ith, pn = parts ? parts : nth;
+            if (mode == 1)
+                oc_tile_linear_i8(&ty, &tx, &xs, &wt, pi, pn);
+            else
+                oc_tile_linear(&ty, &tx, &wt, pi, pn);
+        }
+        return;
+    }
     if (ith != 0) return; /* the helpers: one core */
+    if (which == 14) {
+        oc_tile_matmul(&ty, &tx, &tw, (unsigned)type);
+        return;
+    }
     switch (which) {
     case 3: oc_tile_quantize_blocks(z->data, (oc_wtype)type, &tx); break;
     case 4: {

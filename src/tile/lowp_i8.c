@@ -1,0 +1,378 @@
+/* int8 x int8 products: the call of the kernel set lowp_kernels.c chose
+ * for the linear layer's int8 weights (lowp.c) and for oc_tile_matmul's
+ * int8 tiles (matmul.c), and prepacked int8 weights (opcore/tile.h,
+ * OC_W_I8_PACKED): the byte format, packing, reading the header back,
+ * unpacking for the kernel sets that do not read the packed layout.
+ *
+ * Format (little-endian, as the CPUs that run it):
+ *   header, HDR bytes: pk_header below;
+ *   n float32 scales, padded to a multiple of 64 bytes;
+ *   ceil(n / 64) panels of pbytes = kp * 64 + 256 bytes each: panel c
+ *   holds columns [64 c, 64 c + 64) of w^T as kp / 4 rows of 64 int32
+ *   (4 consecutive k of one column in each, k zero-padded to kp, a multiple
+ *   of 64; columns past n zero), then the 64 columns' int8 sums over k as
+ *   int32. That is the B operand of AMX's tdpbusd (16 x 64-byte rows) and
+ *   of vpdpbusd with x's 4 bytes broadcast: layout 1. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "opcore/tile.h"
+#include "tile/lowp_internal.h"
+#include "tile/tile_internal.h"
+
+#define PK_VERSION 1u
+#define PK_LAYOUT 1u
+#define PK_LAYOUT_NAME "vnni-panel64"
+#define HDR 128
+#define PANEL 64
+
+static const char pk_magic[8] = {'O', 'C', 'P', 'K', 'I', '8', 0, 0};
+
+typedef struct pk_header {
+    char magic[8];
+    uint32_t version, layout;
+    int64_t n, k, kp, total;
+    char packed_by[32]; /* the kernel set of the packing process, for messages */
+} pk_header;
+_Static_assert(sizeof(pk_header) <= HDR, "header");
+
+static int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+static int64_t kp_of(int64_t k) { return round_up(k > 0 ? k : 1, 64); }
+static int64_t pbytes_of(int64_t kp) { return kp * PANEL + PANEL * 4; }
+static int64_t scales_bytes(int64_t n) { return round_up(4 * n, 64); }
+
+static int64_t total_of(int64_t n, int64_t k)
+{
+    return HDR + scales_bytes(n) + (n + PANEL - 1) / PANEL * pbytes_of(kp_of(k));
+}
+
+size_t oc_weights_pack_bytes(int64_t n, int64_t k)
+{
+    if (n < 0 || k < 0 || k >= OC__LOWP_I8_MAX_K || n > ((int64_t)1 << 40) / kp_of(k)) return 0;
+    return (size_t)total_of(n, k);
+}
+
+void oc_weights_pack(void *dst, size_t dst_bytes, const oc_weights *w, int ith, int nth)
+{
+    const char *fn = "oc_weights_pack";
+    if (!w || !w->data || w->type != OC_W_I8 || !w->scale) {
+        oc__raise(OC_EINVAL,
+                  "%s: want OC_W_I8 weights with data and scales (int8, one scale per output), "
+                  "got %s",
+                  fn, !w ? "NULL" : w->type != OC_W_I8 ? "another weight type" : "NULL pointers");
+        return;
+    }
+    if (w->n < 0 || w->k < 0 || (w->n > 1 && w->row_bytes < w->k)) {
+        oc__raise(OC_EINVAL, "%s: int8 weights of %lld x %lld with row_bytes %lld", fn,
+                  (long long)w->n, (long long)w->k, (long long)w->row_bytes);
+        return;
+    }
+    if (nth < 1 || ith < 0 || ith >= nth) {
+        oc__raise(OC_EINVAL, "%s: part ith = %d of nth = %d (want 0 <= ith < nth)", fn, ith, nth);
+        return;
+    }
+    size_t need = oc_weights_pack_bytes(w->n, w->k);
+    if (!need) {
+        oc__raise(OC_EINVAL, "%s: int8 weights %lld x %lld (want k < %d)", fn, (long long)w->n,
+                  (long long)w->k, OC__LOWP_I8_MAX_K);
+        return;
+    }
+    if (!dst || dst_bytes != need) {
+        oc__raise(OC_EINVAL,
+                  "%s: int8 weights %lld x %lld pack into %zu bytes "
+                  "(oc_weights_pack_bytes), got a buffer of %zu%s",
+                  fn, (long long)w->n, (long long)w->k, need, dst ? dst_bytes : 0,
+                  dst ? "" : " (NULL)");
+        return;
+    }
+    int64_t n = w->n, k = w->k, kp = kp_of(k), pb = pbytes_of(kp), np = (n + PANEL - 1) / PANEL;
+    char *out = dst;
+    if (ith == 0) {
+        pk_header h;
+        memset(&h, 0, sizeof h);
+        memcpy(h.magic, pk_magic, sizeof pk_magic);
+        h.version = PK_VERSION, h.layout = PK_LAYOUT;
+        h.n = n, h.k = k, h.kp = kp, h.total = (int64_t)need;
+        snprintf(h.packed_by, sizeof h.packed_by, "%s", oc__lowp_kernels_get()->isa);
+        memset(out, 0, HDR);
+        memcpy(out, &h, sizeof h);
+        memset(out + HDR, 0, (size_t)scales_bytes(n));
+        memcpy(out + HDR, w->scale, (size_t)n * sizeof(float));
+    }
+    char *panels = out + HDR + scales_bytes(n);
+    for (int64_t c = np * ith / nth; c < np * (ith + 1) / nth; c++) {
+        char *pk = panels + c * pb;
+        int32_t *sum = (int32_t *)(void *)(pk + kp * PANEL);
+        int nc = n - c * PANEL >= PANEL ? PANEL : (int)(n - c * PANEL);
+        memset(pk, 0, (size_t)pb);
+        for (int col = 0; col < nc; col++) {
+            const int8_t *wr = (const int8_t *)w->data + (c * PANEL + col) * w->row_bytes;
+            int32_t s = 0;
+            for (int64_t p = 0; p < k; p++) {
+                pk[(p / 4) * PANEL * 4 + col * 4 + p % 4] = (char)wr[p];
+                s += wr[p];
+            }
+            memcpy(sum + col, &s, sizeof s);
+        }
+    }
+}
+
+/* The header at `bytes` read and checked against the rest; NULL after
+ * raising fn's error. */
+static const pk_header *header_of(const void *bytes, size_t nbytes, const char *fn,
+                                  pk_header *h)
+{
+    if (!bytes) {
+        oc__raise(OC_EINVAL, "%s: no packed int8 weights (NULL)", fn);
+        return NULL;
+    }
+    if (nbytes < HDR) {
+        oc__raise(OC_EINVAL,
+                  "%s: %zu bytes cannot be packed int8 weights (the header alone is %d; "
+                  "oc_weights_pack makes them)",
+                  fn, nbytes, HDR);
+        return NULL;
+    }
+    memcpy(h, bytes, sizeof *h);
+    if (memcmp(h->magic, pk_magic, sizeof pk_magic)) {
+        oc__raise(OC_EINVAL,
+                  "%s: these bytes are not packed int8 weights (no OCPKI8 header: corrupt, or "
+                  "not made by oc_weights_pack)",
+                  fn);
+        return NULL;
+    }
+    h->packed_by[sizeof h->packed_by - 1] = 0;
+    if (h->version != PK_VERSION || h->layout != PK_LAYOUT) {
+        oc__raise(OC_EINVAL,
+                  "%s: int8 weights packed in layout %u version %u (by '%s'); this build "
+                  "runs layout %u (%s) version %u on every CPU: pack them again with "
+                  "oc_weights_pack",
+                  fn, h->layout, h->version, h->packed_by, PK_LAYOUT, PK_LAYOUT_NAME,
+                  PK_VERSION);
+        return NULL;
+    }
+    size_t want = oc_weights_pack_bytes(h->n, h->k);
+    if (!want || h->kp != kp_of(h->k) || h->total != (int64_t)want) {
+        oc__raise(OC_EINVAL,
+                  "%s: corrupt header of packed int8 weights (n %lld, k %lld, kp %lld, %lld "
+                  "bytes: want kp %lld and %zu bytes)",
+                  fn, (long long)h->n, (long long)h->k, (long long)h->kp, (long long)h->total,
+                  (long long)kp_of(h->k), want);
+        return NULL;
+    }
+    if (nbytes != want) {
+        oc__raise(OC_EINVAL,
+                  "%s: packed int8 weights %lld x %lld are %zu bytes, got a buffer of %zu", fn,
+                  (long long)h->n, (long long)h->k, want, nbytes);
+        return NULL;
+    }
+    return h;
+}
+
+oc_weights oc_weights_of_packed(const void *bytes, size_t nbytes)
+{
+    oc_weights r = {0};
+    pk_header h;
+    if (!header_of(bytes, nbytes, "oc_weights_of_packed", &h)) return r;
+    r.data = bytes;
+    r.n = h.n;
+    r.k = h.k;
+    r.row_bytes = h.total;
+    r.type = OC_W_I8_PACKED;
+    r.scale = (const float *)(const void *)((const char *)bytes + HDR);
+    return r;
+}
+
+bool oc__lowp_pk_of(const oc_weights *w, oc__lowp_pk *pk, const char *fn)
+{
+    pk_header h;
+    if (!header_of(w->data, (size_t)(w->row_bytes > 0 ? w->row_bytes : 0), fn, &h)) return false;
+    if (h.n != w->n || h.k != w->k) {
+        oc__raise(OC_EINVAL,
+                  "%s: packed int8 weights hold %lld x %lld, the oc_weights says %lld x %lld",
+                  fn, (long long)h.n, (long long)h.k, (long long)w->n, (long long)w->k);
+        return false;
+    }
+    const char *b = w->data;
+    pk->n = h.n, pk->k = h.k, pk->kp = h.kp, pk->pbytes = pbytes_of(h.kp);
+    pk->scale = (const float *)(const void *)(b + HDR);
+    pk->panels = b + HDR + scales_bytes(h.n);
+    return true;
+}
+
+const char *oc__lowp_pk_layout(void) { return PK_LAYOUT_NAME; }
+
+void oc__lowp_pk_unpack(int8_t *rows, int64_t rrb, const oc__lowp_pk *pk, int64_t j, int nc)
+{
+    const char *p = pk->panels + j / PANEL * pk->pbytes;
+    int c0 = (int)(j % PANEL);
+    for (int r = 0; r < nc; r++)
+        for (int64_t q = 0; q < pk->k; q += 4) {
+            int64_t left = pk->k - q;
+            memcpy(rows + r * rrb + q, p + q * PANEL + (c0 + r) * 4, left < 4 ? (size_t)left : 4);
+        }
+}
+
+/* ---- running int8 products ------------------------------------------------------ */
+
+static void *scratch_get(int slot, size_t bytes, const char *fn)
+{
+    return oc__tile_scratch(OC__SCRATCH_LOWP + slot, bytes, fn);
+}
+
+static bool has_min_i8(const int8_t *x, int64_t xrs, int64_t m, int64_t k)
+{
+    for (int64_t i = 0; i < m; i++) {
+        int any = 0;
+        for (int64_t p = 0; p < k; p++) any |= x[i * xrs + p] == -128;
+        if (any) return true;
+    }
+    return false;
+}
+
+/* xq + 128 as u8 into xu: m rows of kp bytes (zero past k), then zero
+ * rows up to mp. */
+static void to_u8(uint8_t *xu, int64_t kp, int64_t mp, const int8_t *xq, int64_t xrs, int64_t m,
+                  int64_t k)
+{
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t p = 0; p < k; p++) xu[i * kp + p] = (uint8_t)(xq[i * xrs + p] ^ 0x80);
+        memset(xu + i * kp + k, 0, (size_t)(kp - k));
+    }
+    memset(xu + m * kp, 0, (size_t)((mp - m) * kp));
+}
+
+/* AMX on w's own rows (lowp_x86.c), for 4 to 31 rows of x. */
+static bool amx_rows(const oc__lowp_kernels *ks, int64_t m, int64_t k)
+{
+    return ks == &oc__lowp_amx && oc__lowp_i8_amx_rows && m >= OC__LOWP_I8ROWS_MIN_M &&
+           m < ks->i8p_min_m && k % 64 == 0 && k > 0;
+}
+
+oc__lowp_i8pk_fn oc__lowp_i8pk_for(const oc__lowp_kernels *ks)
+{
+    if (ks == &oc__lowp_amx) return oc__lowp_i8pk_amx;
+    return ks == &oc__lowp_avx512 || ks == &oc__lowp_avx512bf16 ? oc__lowp_i8pk_avx512 : NULL;
+}
+
+/* Prepacked int8 weights: the set's panel kernel, or each panel's rows
+ * unpacked for its row kernel (AVX2, AVX-VNNI, portable). */
+static bool run_i8_packed(float *y, int64_t yrs, const int8_t *xq, int64_t xrs, const float *xs,
+                          int64_t m, const oc_weights *w, int64_t j0, int64_t j1, const char *fn)
+{
+    oc__lowp_pk pk;
+    if (!oc__lowp_pk_of(w, &pk, fn)) return false;
+    const oc__lowp_kernels *ks = oc__lowp_kernels_get();
+    oc__lowp_i8pk_fn f = oc__lowp_i8pk_for(ks);
+    int64_t k = pk.k;
+    if (f) {
+        int64_t kp = pk.kp, mp = (m + 15) / 16 * 16;
+        uint8_t *xu = scratch_get(2, (size_t)(mp * kp), fn);
+        void *sc = scratch_get(3, oc__LOWP_I8PK_BYTES(mp), fn);
+        if (!xu || !sc) return false;
+        to_u8(xu, kp, mp, xq, xrs, m, k);
+        f(y, yrs, xu, kp, xs, m, pk.panels, pk.pbytes, pk.scale, j0, j1, sc);
+        return true;
+    }
+    int8_t *rows = scratch_get(4, (size_t)(64 * k), fn);
+    if (!rows) return false;
+    if (ks->i8_needs_no_min && has_min_i8(xq, xrs, m, k)) ks = &oc__lowp_portable;
+    for (int64_t j = j0; j < j1; j += 64) {
+        int nc = j1 - j < 64 ? (int)(j1 - j) : 64;
+        oc__lowp_pk_unpack(rows, k, &pk, j, nc);
+        ks->i8(y + j, yrs, xq, xrs, xs, m, rows, k, pk.scale + j, k, 0, nc);
+    }
+    return true;
+}
+
+bool oc__lowp_run_i8(float *y, int64_t yrs, const int8_t *xq, int64_t xrs, const float *xs,
+                     int64_t m, const oc_weights *w, const float *ws, int64_t j0, int64_t j1,
+                     const char *fn)
+{
+    if (w->type == OC_W_I8_PACKED) return run_i8_packed(y, yrs, xq, xrs, xs, m, w, j0, j1, fn);
+    const oc__lowp_kernels *ks = oc__lowp_kernels_get();
+    if (ks->i8p && m >= ks->i8p_min_m) {
+        int64_t k = w->k, ka = ks->i8p_kalign, kp = (k + ka - 1) / ka * ka;
+        int64_t mp = (m + ks->i8p_malign - 1) / ks->i8p_malign * ks->i8p_malign;
+        uint8_t *xu = scratch_get(2, (size_t)(mp * kp), fn);
+        void *pack = scratch_get(3, oc__LOWP_PACK_BYTES(kp, mp), fn);
+        if (!xu || !pack) return false;
+        to_u8(xu, kp, mp, xq, xrs, m, k);
+        ks->i8p(y, yrs, xu, kp, xs, m, w->data, w->row_bytes, ws, k, j0, j1, pack);
+        return true;
+    }
+    if (amx_rows(ks, m, w->k)) {
+        void *sc = scratch_get(2, oc__LOWP_I8ROWS_BYTES(w->k), fn);
+        if (!sc) return false;
+        oc__lowp_i8_amx_rows(y, yrs, xq, xrs, xs, m, w->data, w->row_bytes, ws, w->k, j0, j1, sc);
+        return true;
+    }
+    if (ks->i8_needs_no_min && has_min_i8(xq, xrs, m, w->k)) ks = &oc__lowp_portable;
+    ks->i8(y, yrs, xq, xrs, xs, m, w->data, w->row_bytes, ws, w->k, j0, j1);
+    return true;
+}
+
+/* ---- oc_tile_matmul's int8 products ------------------------------------------ */
+
+bool oc__lowp_i8_matmul_takes(const oc_tile *c, int64_t k)
+{
+    return k > 0 && k < OC__LOWP_I8_MAX_K && c->rows > 0 && c->cols > 0 &&
+           (c->cs == 1 || c->cols == 1) && (c->rs >= c->cols || c->rows == 1);
+}
+
+/* Element (i, p) of op(t) (int8). */
+static inline int8_t i8_at(const oc_tile *t, bool tr, int64_t i, int64_t p)
+{
+    return ((const int8_t *)t->data)[tr ? p * t->rs + i * t->cs : i * t->rs + p * t->cs];
+}
+
+void oc__lowp_i8_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags)
+{
+    const char *fn = "oc_tile_matmul";
+    bool ta = flags & OC_TILE_TRANS_A, tb = !(flags & OC_TILE_TRANS_B); /* b as n x k rows */
+    int64_t m = c->rows, n = c->cols, k = ta ? a->rows : a->cols;
+    const int8_t *pa = a->data, *pb = b->data;
+    int64_t ars = m > 1 ? a->rs : k, brs = n > 1 ? b->rs : k;
+    if (ta || (a->cs != 1 && k > 1) || (ars < k && m > 1)) { /* a into m x k rows */
+        int8_t *t = scratch_get(5, (size_t)(m * k), fn);
+        if (!t) return;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t p = 0; p < k; p++) t[i * k + p] = i8_at(a, ta, i, p);
+        pa = t, ars = k;
+    }
+    if (tb || (b->cs != 1 && k > 1) || (brs < k && n > 1)) { /* op(b)^T into n x k rows */
+        int8_t *t = scratch_get(6, (size_t)(n * k), fn);
+        if (!t) return;
+        for (int64_t p = 0; p < k; p++)
+            for (int64_t j = 0; j < n; j++) t[j * k + p] = i8_at(b, tb, j, p);
+        pb = t, brs = k;
+    }
+    oc_weights w = {pb, n, k, brs, OC_W_I8, NULL, 0, NULL};
+    (void)oc__lowp_run_i8(c->data, m > 1 ? c->rs : n, pa, ars, NULL, m, &w, NULL, 0, n, fn);
+}
+
+const char *oc__lowp_i8_matmul_path(int64_t m, int64_t k)
+{
+    static _Thread_local char buf[384];
+    const oc__lowp_kernels *ks = oc__lowp_kernels_get();
+    if (k >= OC__LOWP_I8_MAX_K) return NULL;
+    const char *how = ks == &oc__lowp_portable ? "scalar int32 sums"
+                      : ks == &oc__lowp_avx2   ? "vpmaddubsw + vpmaddwd, 4 rows of b^T at a time"
+                      : ks == &oc__lowp_avxvnni
+                          ? "VEX vpdpbusd, 4 rows of b^T at a time"
+                      : amx_rows(ks, m, k)
+                          ? "AMX tdpbssd on rows of b^T as they are, 16 x 16 blocks (k % 64 = 0)"
+                      : m >= ks->i8p_min_m && ks == &oc__lowp_amx
+                          ? "AMX tdpbusd on b^T packed in 64-column panels per call"
+                      : m >= ks->i8p_min_m
+                          ? "vpdpbusd on b^T packed in 64-column panels per call, 6 x 64 blocks"
+                          : "vpdpbusd on 512-bit registers, 4 x 4 blocks";
+    snprintf(buf, sizeof buf,
+             "int8: opcore's %s int8 kernel of the linear layer (%s), exact int32 sums, for k < "
+             "%d (b read as n x k rows: b transposed as it is, else copied so; longer k: "
+             "opcore's portable int32 loop)",
+             ks->isa, how, OC__LOWP_I8_MAX_K);
+    return buf;
+}
+
