@@ -239,10 +239,7 @@ static INL T5 __m512 g16_avx512(const char *row, oc_wtype t, int64_t p, __m512 t
 static INL T5 float red16_avx512(__m512 v)
 {
     __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), hi);
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+    return red16_avx2(_mm512_castps512_ps256(v), hi);
 }
 
 static INL T5 void grows_avx512(float *y, int64_t yrs, const float *x, int64_t xrs, int64_t m,

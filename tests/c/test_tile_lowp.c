@@ -29,17 +29,8 @@ static oc_library *lib;
 static int setup(void **state)
 {
     (void)state;
-    oc_status st;
-    const char *path =
-        test_build_files("lowptest", test_repo_path("tests/c/lowp_kernels/kernels.c"),
-                         test_repo_path("tests/c/lowp_kernels/shape.c"),
-                         (test_lib_options){.multicore = true}, &st);
-    if (!path) {
-        fprintf(stderr, "building lowptest failed: %s\n", oc_errmsg());
-        return 1;
-    }
-    lib = test_load(path);
-    return 0;
+    lib = test_build_dir("lowptest", "tests/c/lowp_kernels", (test_lib_options){.multicore = true});
+    return lib ? 0 : 1;
 }
 
 static int teardown(void **state)
@@ -807,20 +798,6 @@ static int run_group(void)
 
 int main(void)
 {
-    const char *asked = getenv("OC_TILE_ISA");
-    if (asked && *asked) return run_group(); /* one path asked for */
-    const char *isas[] = {NULL, "avx512bf16", "avx512", "avxvnni", "avx2", "portable"};
-    int rc = 0;
-    for (int i = 0; i < 6; i++) {
-        printf("== OC_TILE_ISA=%s\n", isas[i] ? isas[i] : "(the CPU's best)");
-        fflush(stdout);
-        pid_t pid = fork();
-        if (pid == 0) {
-            if (isas[i]) setenv("OC_TILE_ISA", isas[i], 1);
-            _exit(run_group());
-        }
-        int st = 0;
-        if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) rc = 1;
-    }
-    return rc;
+    static const char *isas[] = {NULL, "avx512bf16", "avx512", "avxvnni", "avx2", "portable"};
+    return test_each_tile_isa(isas, 6, 0, run_group);
 }

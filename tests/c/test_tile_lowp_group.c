@@ -28,17 +28,8 @@ static oc_library *lib;
 static int setup(void **state)
 {
     (void)state;
-    oc_status st;
-    const char *path =
-        test_build_files("lowpgtest", test_repo_path("tests/c/lowp_group_kernels/kernels.c"),
-                         test_repo_path("tests/c/lowp_group_kernels/shape.c"),
-                         (test_lib_options){.multicore = true}, &st);
-    if (!path) {
-        fprintf(stderr, "building lowpgtest failed: %s\n", oc_errmsg());
-        return 1;
-    }
-    lib = test_load(path);
-    return 0;
+    lib = test_build_dir("lowpgtest", "tests/c/lowp_group_kernels", (test_lib_options){.multicore = true});
+    return lib ? 0 : 1;
 }
 
 static int teardown(void **state)
@@ -487,22 +478,6 @@ static int run_group(void)
 
 int main(void)
 {
-    if (getenv("OC_TILE_ISA")) return run_group(); /* one path asked for */
-    const char *isas[] = {NULL, "avx512", "avxvnni", "avx2", "portable"};
-    int rc = 0;
-    for (int i = 0; i < 5; i++)
-        for (unsigned cores = 1; cores <= 3; cores++) {
-            printf("== OC_TILE_ISA=%s, %u cores\n", isas[i] ? isas[i] : "(the CPU's best)",
-                   cores);
-            fflush(stdout);
-            pid_t pid = fork();
-            if (pid == 0) {
-                if (isas[i]) setenv("OC_TILE_ISA", isas[i], 1);
-                if (oc_engine_configure(cores, 0) != OC_OK) _exit(1);
-                _exit(run_group());
-            }
-            int st = 0;
-            if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) rc = 1;
-        }
-    return rc;
+    static const char *isas[] = {NULL, "avx512", "avxvnni", "avx2", "portable"};
+    return test_each_tile_isa(isas, 5, 3, run_group);
 }

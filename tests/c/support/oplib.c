@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -116,4 +117,41 @@ void test_use_every_core(void)
 {
     oc_engine_set_min_split_bytes(0);
     setenv("OC_STRAGGLER_US", "0", 0); /* read when the engine starts */
+}
+
+oc_library *test_build_dir(const char *name, const char *dir, test_lib_options opts)
+{
+    char cpath[PATH_MAX], spath[PATH_MAX];
+    snprintf(cpath, sizeof cpath, "%s/kernels.c", test_repo_path(dir));
+    snprintf(spath, sizeof spath, "%s/shape.c", test_repo_path(dir));
+    oc_status st;
+    const char *path = test_build_files(name, cpath, spath, opts, &st);
+    if (!path) {
+        fprintf(stderr, "building %s failed: %s\n", name, oc_errmsg());
+        return NULL;
+    }
+    return test_load(path);
+}
+
+int test_each_tile_isa(const char *const *isas, int count, unsigned max_cores, int (*run)(void))
+{
+    const char *asked = getenv("OC_TILE_ISA");
+    if (asked && *asked) return run(); /* one path asked for */
+    int rc = 0;
+    for (int i = 0; i < count; i++)
+        for (unsigned cores = max_cores ? 1 : 0; cores <= max_cores; cores++) {
+            printf("== OC_TILE_ISA=%s", isas[i] ? isas[i] : "(the CPU's best)");
+            if (cores) printf(", %u cores", cores);
+            printf("\n");
+            fflush(stdout);
+            pid_t pid = fork();
+            if (pid == 0) {
+                if (isas[i]) setenv("OC_TILE_ISA", isas[i], 1);
+                if (cores && oc_engine_configure(cores, 0) != OC_OK) _exit(1);
+                _exit(run());
+            }
+            int st = 0;
+            if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) rc = 1;
+        }
+    return rc;
 }

@@ -28,6 +28,17 @@ const char *test_build(const char *name, const char *compute, const char *shape,
 const char *test_build_files(const char *name, const char *compute_path, const char *shape_path,
                              test_lib_options opts, oc_status *status);
 
+/* A group setup's library: <dir>/kernels.c and <dir>/shape.c (a folder
+ * of the repository) built as lib<name>.so and loaded; NULL, with the
+ * build's message on stderr, when the build fails. */
+oc_library *test_build_dir(const char *name, const char *dir, test_lib_options opts);
+
+/* Run `run` once per instruction set in isas (NULL: the CPU's best), each
+ * in a child process with OC_TILE_ISA set to it and, for max_cores > 0,
+ * once per engine size 1..max_cores; 0 if every child returned 0. With
+ * OC_TILE_ISA already set (not empty), `run` alone, in this process. */
+int test_each_tile_isa(const char *const *isas, int count, unsigned max_cores, int (*run)(void));
+
 /* Load the library at `path`. Fails the test on any error. */
 oc_library *test_load(const char *path);
 
