@@ -11,7 +11,7 @@ library and calls the op once under jit (the first call compiles):
 
 The two programs alternate (paired rounds); the ratio is the median of the
 per-round ratios. Each opcore run also checks that torch was never imported
-(issue 21: no torch tax). Writes bench/results/jax_import.json.
+(no torch tax). Writes bench/results/jax_import.json.
 
     python bench/jax_import_bench.py [--rounds R]
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""MLP benchmark (issue 6): training iter/s of the opcore model vs the
+"""MLP benchmark: training iter/s of the opcore model vs the
 torch.relu baseline, and inference iter/s of MLP [4096, 2048] for every
 examples/relu variant vs the baseline. All ratios come from this one run.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The profiler's two performance targets (issue 5), measured in one run:
+"""The profiler's two performance targets, measured in one run:
 
 (a) profiler off: the per-call time of a tiny opcore op (ReLU of a 1x1
     tensor, single core, C host API) changes by at most 1% against a
