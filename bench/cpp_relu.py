@@ -107,7 +107,7 @@ CPP_RELU = textwrap.dedent("""
 
 # The Neuron tutorial's two functions alone, in their own namespace, for the -O0 build.
 CPP_SEED = ("#include <torch/extension.h>\n\n"
-            + CPP_RELU[CPP_RELU.index("// The Neuron tutorial's CPU ReLU"):CPP_RELU.index("TORCH_LIBRARY(cpp_ops")]
+            + CPP_RELU[CPP_RELU.index("// The Neuron tutorial's CPU ReLU"):CPP_RELU.index("// relu_fast with its backward in C++")]
             + "TORCH_LIBRARY(cpp_seed, m) {\n"
               "    m.def(\"relu_forward\", &relu_forward);\n"
               "    m.def(\"relu_backward\", &relu_backward);\n"
