@@ -562,10 +562,12 @@ OC_TILE_FN void oc_tile_moments(oc_tile *mean, oc_tile *var, const oc_tile *a)
         moments_rows(mean, var, a);
 }
 
-/* How far ahead (elements) the fused passes below prefetch the row they
- * read from memory: the hardware's streamer restarts at each 4 KiB page,
- * so a row read only by the loop that writes another waits on memory at
- * each page; prefetched 2 KiB ahead it does not. */
+/* How far ahead (elements) the fused normalising loop prefetches the row
+ * it reads from memory (the hardware's streamer restarts at each 4 KiB
+ * page) and the row it writes (a store to a line not yet in L1 waits for
+ * it; a fresh page's lines are in cache, zeroed by the kernel, where a
+ * non-temporal store would only evict them). With the one-pass mean(x^2):
+ * rmsnorm [4096, 8192] 0.80x -> 0.95x a copy of the same bytes, 1 core. */
 #define OC_TILE_PF_AHEAD 512
 
 /* One row of oc_tile_normalize_ahead's fused path (unit strides; w and b
@@ -582,7 +584,8 @@ OC_TILE_INLINE void norm_row_ahead(float *d, const float *x, float m, float r, c
     oc__vf8 y;
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
-        if (j + OC_TILE_PF_AHEAD < n) __builtin_prefetch(pf + j + OC_TILE_PF_AHEAD, 0, 3);
+        if (j + OC_TILE_PF_AHEAD < n)
+            __builtin_prefetch(pf + j + OC_TILE_PF_AHEAD, 0, 3), __builtin_prefetch(d + j + OC_TILE_PF_AHEAD, 1, 3);
         for (int h = 0; h < 16; h += 8) {
             y = (OC__LOAD8(x + j + h) - m) * r;
             if (w) y = y * OC__LOAD8(w + j + h); /* the same for the whole row: predicted */
