@@ -9,7 +9,9 @@ PyTorch at decode and prefill shapes, 1 and 2 threads:
 - int8 oc_tile_matmul, 16 x 4096 x 4096 into int32 (b transposed),
   against torch._int_mm (the same exact product) and fbgemm's Linear;
 - float32 GEMV 1 x 4096 x 4096 against torch.matmul (F.linear) and against
-  a copy of the weight's bytes (torch's copy_, at the same thread count);
+  a copy of the weight's bytes (torch's copy_, at the same thread count)
+  and a read of them alone (w.sum(): the GEMV's ceiling, the rate a
+  thread count reads memory at);
 - bfloat16 / float16 weight GEMV against float32 torch.matmul;
 - bfloat16 weights at prefill shapes, M = 64 and 256, K = N = 4096 (AMX-BF16
   where the CPU has AMX) against torch.matmul in bfloat16 (oneDNN) and
@@ -42,6 +44,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+# the read bandwidth ceiling of a GEMV: one pass over the weight bytes, nothing written
+READ = "read of the weight bytes (w.sum())"
 W = {"float32": 0, "bfloat16": 1, "float16": 2, "q8_0": 3, "q4_0": 4, "int8": 5, "int8-group": 6,
      "uint4-group": 7, "int8-packed": 8}
 
@@ -116,8 +120,9 @@ def child(args):
     torch.testing.assert_close(y, ref1, rtol=1e-4, atol=1e-4)
     want("float") and run(f"GEMV float32 1x{K}x{N}",
         {"opcore float32": lambda: lin(x1, w, none, 0), "torch.matmul": lambda: F.linear(x1, w),
-         "copy of the weight bytes": lambda: wcopy.copy_(w)},
-        {"opcore float32": w.nbytes, "torch.matmul": w.nbytes, "copy of the weight bytes": w.nbytes},
+         "copy of the weight bytes": lambda: wcopy.copy_(w), READ: w.sum},
+        {"opcore float32": w.nbytes, "torch.matmul": w.nbytes, "copy of the weight bytes": w.nbytes,
+         READ: w.nbytes},
         ["torch.matmul", "copy of the weight bytes"], args.rounds, args.reps)
 
     # bfloat16 / float16 weights against float32 torch
@@ -313,7 +318,9 @@ def main():
             target(f"int8 dynamic linear M={m} K=N={K}, {threads} thread(s): speed vs "
                    "torch.ao dynamic Linear (fbgemm)", 1.0, v)
         v = val("GEMV float32", threads, "opcore float32", "vs torch.matmul")
-        target(f"float32 GEMV 1x{K}x{K}, {threads} thread(s): speed vs torch.matmul", 1.0, v)
+        target(f"float32 GEMV 1x{K}x{K}, {threads} thread(s): speed vs torch.matmul", 1.0, v,
+               ceiling=val("GEMV float32", threads, READ, "vs torch.matmul"),
+               ceiling_what="a read of the weight bytes alone (w.sum(): no multiply, no result)")
         bw, cp = (val("GEMV float32", threads, i, "GB/s")
                   for i in ("opcore float32", "copy of the weight bytes"))
         target(f"float32 GEMV, {threads} thread(s): weight bytes / time over a copy's bandwidth",

@@ -562,30 +562,42 @@ OC_TILE_FN void oc_tile_moments(oc_tile *mean, oc_tile *var, const oc_tile *a)
         moments_rows(mean, var, a);
 }
 
+/* How far ahead (elements) the fused normalising loop prefetches the row
+ * it reads from memory (the hardware's streamer restarts at each 4 KiB
+ * page) and the row it writes (a store to a line not yet in L1 waits for
+ * it; a fresh page's lines are in cache, zeroed by the kernel, where a
+ * non-temporal store would only evict them). With the one-pass mean(x^2):
+ * rmsnorm [4096, 8192] 0.80x -> 0.95x a copy of the same bytes, 1 core. */
+#define OC_TILE_PF_AHEAD 512
+
 /* One row of oc_tile_normalize_ahead's fused path (unit strides; w and b
- * may be NULL): row d = normalised x; the sum of row nx; and, when dv is
- * given, the sum of squared deviations of row dv from c into *dev (the
- * bits of reduce_run). */
-OC_TILE_INLINE float norm_row_ahead(float *d, const float *x, float m, float r, const float *w, const float *b,
-                                    int64_t n, const float *nx, const float *dv, float c, float *dev)
+ * may be NULL): row d = normalised x; the sum of row nx into *sum (nx
+ * given); and, when dv is given, the sum of squared deviations of row dv
+ * from c into *dev (the bits of reduce_run). pf: the row from memory, to
+ * prefetch ahead of the loop. */
+OC_TILE_INLINE void norm_row_ahead(float *d, const float *x, float m, float r, const float *w, const float *b,
+                                   int64_t n, const float *nx, float *sum, const float *dv, float c, float *dev,
+                                   const float *pf)
 {
     lanes ls, lq;
     lanes_init(&ls, OC_TILE_SUM), lanes_init(&lq, OC_TILE_SUMSQ);
     oc__vf8 y;
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
+        if (j + OC_TILE_PF_AHEAD < n)
+            __builtin_prefetch(pf + j + OC_TILE_PF_AHEAD, 0, 3), __builtin_prefetch(d + j + OC_TILE_PF_AHEAD, 1, 3);
         for (int h = 0; h < 16; h += 8) {
             y = (OC__LOAD8(x + j + h) - m) * r;
             if (w) y = y * OC__LOAD8(w + j + h); /* the same for the whole row: predicted */
             if (b) y = y + OC__LOAD8(b + j + h);
             memcpy(d + j + h, &y, sizeof y);
         }
-        lanes_add16(&ls, nx + j, OC_TILE_SUM, 0.0f);
+        if (nx) lanes_add16(&ls, nx + j, OC_TILE_SUM, 0.0f);
         if (dv) lanes_add16(&lq, dv + j, OC_TILE_SUMSQ, c);
     }
     norm_row(d + j, 1, x + j, 1, m, r, w ? w + j : NULL, 1, b ? b + j : NULL, 1, n - j);
     if (dv) *dev = lanes_finish(&lq, dv, j, n, OC_TILE_SUMSQ, c);
-    return lanes_finish(&ls, nx, j, n, OC_TILE_SUM, 0.0f);
+    if (nx) *sum = lanes_finish(&ls, nx, j, n, OC_TILE_SUM, 0.0f);
 }
 
 OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc_tile *mean, const oc_tile *rstd,
@@ -610,25 +622,45 @@ OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc
         moments_rows(next_mean, next_var, next);
         return;
     }
+    int64_t rows = dst->rows > next->rows ? dst->rows : next->rows, n = x->cols;
+    const float *wp = w ? CF32(w, 0) : NULL, *bp = b ? CF32(b, 0) : NULL;
+    if (!next_mean) {
+        /* mean(x^2), the moment about 0: row i's loop writes dst row i and
+         * takes the squares of next row i (from memory) as it reads it, one
+         * pass (the same lanes, so the same bits as reduce_run). */
+        for (int64_t i = 0; i < rows; i++) {
+            const float *nv = i < next->rows ? CF32(next, i) : NULL;
+            float q = 0.0f;
+            if (i < dst->rows && nv)
+                norm_row_ahead(F32(dst, i), CF32(x, i), *CF32(mean, mean->rows == 1 ? 0 : i),
+                               *CF32(rstd, rstd->rows == 1 ? 0 : i), wp, bp, n, NULL, NULL, nv, 0.0f, &q, nv);
+            else if (i < dst->rows)
+                norm_row(F32(dst, i), 1, CF32(x, i), 1, *CF32(mean, mean->rows == 1 ? 0 : i),
+                         *CF32(rstd, rstd->rows == 1 ? 0 : i), wp, 1, bp, 1, n);
+            else
+                q = reduce_run(nv, n, OC_TILE_SUMSQ, 0.0f);
+            if (nv) *F32(next_var, i) = q / (float)n;
+        }
+        return;
+    }
     /* Row i's loop writes dst row i, sums next row i (from memory) and
      * takes the squared deviations of next row i - 1 (in cache, its mean
      * known): no pass but the last row's waits on memory alone. */
-    int64_t rows = dst->rows > next->rows ? dst->rows : next->rows, n = x->cols;
-    const float *wp = w ? CF32(w, 0) : NULL, *bp = b ? CF32(b, 0) : NULL;
-    float c = 0.0f; /* the mean of next row i - 1 (0 without next_mean: mean(x^2)) */
+    float c = 0.0f; /* the mean of next row i - 1 */
     for (int64_t i = 0; i <= rows; i++) {
         const float *dv = i > 0 && i - 1 < next->rows ? CF32(next, i - 1) : NULL;
         float q = 0.0f, s = 0.0f, m = 0.0f, r = 0.0f;
         if (i < dst->rows) m = *CF32(mean, mean->rows == 1 ? 0 : i), r = *CF32(rstd, rstd->rows == 1 ? 0 : i);
         if (i < dst->rows && i < next->rows) {
-            s = norm_row_ahead(F32(dst, i), CF32(x, i), m, r, wp, bp, n, CF32(next, i), dv, c, &q);
+            const float *nx = CF32(next, i);
+            norm_row_ahead(F32(dst, i), CF32(x, i), m, r, wp, bp, n, nx, &s, dv, c, &q, nx);
         } else {
             if (i < dst->rows) norm_row(F32(dst, i), 1, CF32(x, i), 1, m, r, wp, 1, bp, 1, n);
             if (i < next->rows) s = reduce_run(CF32(next, i), n, OC_TILE_SUM, 0.0f);
             if (dv) q = reduce_run(dv, n, OC_TILE_SUMSQ, c);
         }
         if (dv) *F32(next_var, i - 1) = q / (float)n;
-        if (i < next->rows && next_mean) *F32(next_mean, i) = c = s / (float)n;
+        if (i < next->rows) *F32(next_mean, i) = c = s / (float)n;
     }
 }
 
