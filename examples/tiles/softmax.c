@@ -18,7 +18,8 @@ enum { SMALL_ROWS = 64, SMALL_NUMEL = 4096 };
 static bool softmax_small(const oc_tensor *x, oc_tensor *out)
 {
     int64_t d = x->ndim ? x->sizes[x->ndim - 1] : 1, lo, hi;
-    if (d < 1 || oc_numel(x) > SMALL_NUMEL || !oc_is_contiguous(x) || !oc_is_contiguous(out)) return false;
+    if (d < 1 || oc_numel(x) > SMALL_NUMEL || !oc_is_contiguous(x) || !oc_is_contiguous(out))
+        return false;
     oc_core_range(oc_numel(x) / d, 1, &lo, &hi);
     if (hi - lo > SMALL_ROWS) return false;
     if (hi <= lo) return true;
@@ -27,7 +28,8 @@ static bool softmax_small(const oc_tensor *x, oc_tensor *out)
     const float *xp = (const float *)x->data + lo * d;
     float *op = (float *)out->data + lo * d;
     for (int64_t i = 0; i < n; i++) neg_max[i] = oc_max_f32(xp + i * d, d) * -1.0f + 0.0f;
-    oc_tile X = {(void *)xp, n, d, d, 1, OC_FLOAT32, false}, O = {op, n, d, d, 1, OC_FLOAT32, false};
+    oc_tile X = {(void *)xp, n, d, d, 1, OC_FLOAT32, false};
+    oc_tile O = {op, n, d, d, 1, OC_FLOAT32, false};
     oc_tile m = {neg_max, n, 1, 1, 1, OC_FLOAT32, false}, s = {sum, n, 1, 1, 1, OC_FLOAT32, false};
     oc_tile_activation_reduce(&O, &X, OC_TILE_EXP, 1.0f, &m, &s, NULL, NULL, OC_TILE_SUM);
     for (int64_t i = 0; i < n; i++) {

@@ -189,9 +189,9 @@ static const float *xsmm_rowmajor(const fmat *m, int slot, int64_t *ld)
  * fused multiply-add each, from zero; the same bits (a test compares).
  * Blocks of 8 x 8 elements keep their sums in registers, 8 independent
  * chains of additions: a loop through memory waited on each addition. */
-__attribute__((target("avx2,fma"))) static void tiny_sgemm(float *c, int64_t ldc, const float *a, int64_t lda,
-                                                          const float *b, int64_t ldb, int64_t m, int64_t n,
-                                                          int64_t k)
+__attribute__((target("avx2,fma"))) static void tiny_sgemm(float *c, int64_t ldc, const float *a,
+                                                          int64_t lda, const float *b, int64_t ldb,
+                                                          int64_t m, int64_t n, int64_t k)
 {
     for (int64_t i0 = 0; i0 < m; i0 += 8) {
         int64_t rows = m - i0 < 8 ? m - i0 : 8;
@@ -202,13 +202,18 @@ __attribute__((target("avx2,fma"))) static void tiny_sgemm(float *c, int64_t ldc
                 for (int64_t p = 0; p < k; p++)
                     for (int r = 0; r < 8; r++) {
                         float av = r < rows ? a[(i0 + r) * lda + p] : 0.0f;
-                        for (int q = 0; q < 8; q++) acc[r][q] = __builtin_fmaf(b[p * ldb + j0 + q], av, acc[r][q]);
+                        const float *bp = b + p * ldb + j0;
+                        for (int q = 0; q < 8; q++)
+                            acc[r][q] = __builtin_fmaf(bp[q], av, acc[r][q]);
                     }
             } else {
                 for (int64_t p = 0; p < k; p++)
-                    for (int r = 0; r < rows; r++)
+                    for (int r = 0; r < rows; r++) {
+                        float av = a[(i0 + r) * lda + p];
+                        const float *bp = b + p * ldb + j0;
                         for (int q = 0; q < cols; q++)
-                            acc[r][q] = __builtin_fmaf(b[p * ldb + j0 + q], a[(i0 + r) * lda + p], acc[r][q]);
+                            acc[r][q] = __builtin_fmaf(bp[q], av, acc[r][q]);
+                    }
             }
             for (int r = 0; r < rows; r++)
                 for (int q = 0; q < cols; q++) c[(i0 + r) * ldc + j0 + q] = acc[r][q];

@@ -87,7 +87,8 @@ def test_row_kernels_over_many_blocks(T):
     torch.testing.assert_close(T.softmax(y), y.softmax(-1), rtol=1e-5, atol=2e-6, equal_nan=True)
 
 
-@pytest.mark.parametrize("k, d", [(1, 1), (2, 5), (3, 7), (6, 16), (1, 17), (8, 64), (64, 64), (4, 1000)])
+@pytest.mark.parametrize("k, d", [(1, 1), (2, 5), (3, 7), (6, 16), (1, 17), (8, 64), (64, 64),
+                                  (4, 1000)])
 def test_small_softmax_gives_the_blocked_paths_bits(T, k, d):
     """A tiny input runs softmax's small path (one tile call, no TCM tile);
     each row is computed alone, so rows of a large input (the blocked path)
@@ -101,7 +102,8 @@ def test_small_softmax_gives_the_blocked_paths_bits(T, k, d):
     torch.testing.assert_close(T.softmax(x[5:5 + k]), x[5:5 + k].softmax(-1), rtol=1e-5, atol=2e-6)
 
 
-@pytest.mark.parametrize("m, k, n", [(2, 5, 2), (8, 64, 8), (3, 7, 5), (16, 16, 16), (5, 33, 17), (1, 256, 32)])
+@pytest.mark.parametrize("m, k, n", [(2, 5, 2), (8, 64, 8), (3, 7, 5), (16, 16, 16), (5, 33, 17),
+                                     (1, 256, 32)])
 def test_tiny_matmul_gives_the_large_products_bits(T, m, k, n):
     """A tiny product (m n k <= 8192) runs the tile layer's own loop, not a
     libxsmm kernel; each element is the same chain of fused multiply-adds
