@@ -366,17 +366,19 @@ void oc_tile_matmul_to(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned 
 
 const char *oc_tile_matmul_path(oc_dtype dtype)
 {
-    static _Thread_local char buf[256];
+    static _Thread_local char buf[384];
     const char *arch = bli_arch_string(bli_arch_query_id());
     switch (dtype) {
     case OC_FLOAT32:
     case OC_BFLOAT16:
     case OC_FLOAT16: {
-        char small[96] = "";
+        char small[160] = "";
 #if OC_TILE_XSMM
         if (xsmm_enabled())
-            snprintf(small, sizeof small, "libxsmm %s JIT kernels when m, n, k <= %d and c is row-major, else ",
-                     LIBXSMM_VERSION, XSMM_MAX_DIM);
+            snprintf(small, sizeof small,
+                     "a loop in libxsmm's order when m n k <= %d, libxsmm %s JIT kernels when "
+                     "m, n, k <= %d and c is row-major, else ", TINY_MACS, LIBXSMM_VERSION,
+                     XSMM_MAX_DIM);
 #endif
         if (dtype == OC_FLOAT32)
             snprintf(buf, sizeof buf, "float32: %sBLIS %s sgemm, configuration '%s', single-threaded", small,
