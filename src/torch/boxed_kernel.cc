@@ -277,9 +277,9 @@ oc_value convert(Call &c, int i, const c10::IValue &v)
     raise(c.op, OC_EINVAL);
 }
 
-oc_status alloc_result(void *ctx, int index, const oc_tensor *meta, oc_tensor *out)
+// Result `index` of meta's shape and dtype, allocated by torch.
+oc_status alloc_torch(Call &c, int index, const oc_tensor *meta)
 {
-    Call &c = *static_cast<Call *>(ctx);
     try {
         c10::IntArrayRef sizes(meta->sizes, static_cast<size_t>(meta->ndim));
         c.results[index] = at::detail::empty_cpu(sizes, torch_dtype[meta->dtype], false,
@@ -288,6 +288,14 @@ oc_status alloc_result(void *ctx, int index, const oc_tensor *meta, oc_tensor *o
         return oc_set_error(OC_ENOMEM, "op '%s': torch could not allocate result %d: %s",
                             oc_op_qualname(c.op), index, e.what());
     }
+    return OC_OK;
+}
+
+oc_status alloc_result(void *ctx, int index, const oc_tensor *meta, oc_tensor *out)
+{
+    Call &c = *static_cast<Call *>(ctx);
+    oc_status st = alloc_torch(c, index, meta);
+    if (st) return st;
     return oc_tensor_init(out, c.results[index].data_ptr(), meta->dtype, meta->ndim, meta->sizes);
 }
 
@@ -400,9 +408,8 @@ oc_status run_prepared(Call &c, const c10::IValue *args, Prepared *p)
     oc_status st = OC_OK;
     for (int r = 0; r < s.nres && !st; r++) {
         if (s.alias[r] >= 0) continue; // `-> Tensor(a!)`: the argument
-        oc_tensor out;
-        st = alloc_result(&c, r, &p->metas[r], &out);
-        data[k++] = out.data;
+        st = alloc_torch(c, r, &p->metas[r]); // only its data goes to the call: no struct to fill
+        if (!st) data[k++] = c.results[r].data_ptr();
     }
     if (st) return st;
     bool lent = host.lend_begin();

@@ -87,6 +87,38 @@ def test_row_kernels_over_many_blocks(T):
     torch.testing.assert_close(T.softmax(y), y.softmax(-1), rtol=1e-5, atol=2e-6, equal_nan=True)
 
 
+@pytest.mark.parametrize("k, d", [(1, 1), (2, 5), (3, 7), (6, 16), (1, 17), (8, 64), (64, 64),
+                                  (4, 1000)])
+def test_small_softmax_gives_the_blocked_paths_bits(T, k, d):
+    """A tiny input runs softmax's small path (one tile call, no TCM tile);
+    each row is computed alone, so rows of a large input (the blocked path)
+    must come out with the same bits: -inf, inf and NaN entries included."""
+    x = r(max(300, 4096 // d + 70), d, seed=d) * 10
+    x[1, 0], x[2, :], x[3, -1], x[4, 0] = float("-inf"), float("-inf"), float("nan"), float("inf")
+    big = T.softmax(x)
+    for s in range(6):
+        small = T.softmax(x[s:s + k].clone())
+        assert torch.equal(small.nan_to_num(7.0), big[s:s + k].nan_to_num(7.0)), (s, k, d)
+    torch.testing.assert_close(T.softmax(x[5:5 + k]), x[5:5 + k].softmax(-1), rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("m, k, n", [(2, 5, 2), (8, 64, 8), (3, 7, 5), (16, 16, 16), (5, 33, 17),
+                                     (1, 256, 32)])
+def test_tiny_matmul_gives_the_large_products_bits(T, m, k, n):
+    """A tiny product (m n k <= 8192) runs the tile layer's own loop, not a
+    libxsmm kernel; each element is the same chain of fused multiply-adds
+    in order of k, so rows of a large product (a libxsmm kernel) come out
+    with the same bits. With OC_TILE_XSMM=0 both run BLIS, whose order
+    depends on the shape: close, not equal."""
+    a, b = r(240, k, seed=k), r(k, n, seed=n)
+    a[3, 0], b[0, :] = 0.0, -0.0
+    big = T.matmul(a, b)
+    same = torch.equal if os.environ.get("OC_TILE_XSMM") != "0" else torch.allclose
+    for s in range(4):
+        assert same(T.matmul(a[s * m:s * m + m].clone(), b), big[s * m:s * m + m]), (s, m, k, n)
+    torch.testing.assert_close(T.matmul(a[:m], b), a[:m] @ b, rtol=1e-5, atol=1e-5)
+
+
 def test_matmul_bfloat16_accumulates_in_float32(T):
     a, b = r(130, 257, seed=9, dtype=torch.bfloat16), r(257, 70, seed=10, dtype=torch.bfloat16)
     got = T.matmul(a, b)
