@@ -32,7 +32,8 @@ huge-page gain measured on purpose) may differ, and it is labelled so.
 
 The report keeps one part per machine (CPU model and instruction sets, from
 each file's "machine"): a run rewrites the parts of the machines its result
-files come from and keeps the other machines' parts already in the report.
+files come from and keeps the other machines' parts already in the report
+(but the part for files that named no machine, once none is left).
 Column names starting with "vs " or ending in "ratio" or "x" are shown as
 ratios (0.985x). Files that are not in this format are reported and skipped.
 """
@@ -438,6 +439,10 @@ def main(argv=None):
     for sec in sections:
         groups.setdefault(sec["_machine"], []).append(sec)
     parts = existing_parts(out)
+    # results that named no machine are only those in the results folder now:
+    # an old report's part for them goes once every file names its machine
+    if UNRECORDED not in groups:
+        parts.pop(UNRECORDED, None)
     refused_all = []
     for key, secs in groups.items():
         refused = [line for sec in secs for line in check_pages(sec)]

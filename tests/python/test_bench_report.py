@@ -75,6 +75,20 @@ def test_names_the_machine_and_keeps_other_machines(tmp_path):
     assert text.index("Section A2") < text.index("Section B")  # this machine first
 
 
+def test_unrecorded_part_goes_once_every_file_names_its_machine(tmp_path):
+    here = benchlib.machine()
+    section(tmp_path / "old.json", "Old section", [{"kernel": "memcpy", "GB/s": 9.0}])
+    out = tmp_path / "report.md"
+    assert report.main(["--results", str(tmp_path), "--out", str(out)]) == 0
+    assert "## machine not recorded" in out.read_text()
+    # the same file re-run on this machine: the unrecorded part is gone
+    section(tmp_path / "old.json", "Old section", [{"kernel": "memcpy", "GB/s": 9.5}], here)
+    assert report.main(["--results", str(tmp_path), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "machine not recorded" not in text and "Old section" in text
+    assert text.count("<!-- machine: ") == 1
+
+
 def test_write_records_the_machine(tmp_path, capsys):
     benchlib.write("x.json", {"title": "t", "rows": []}, results=str(tmp_path))
     obj = json.loads((tmp_path / "x.json").read_text())
