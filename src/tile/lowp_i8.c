@@ -13,6 +13,8 @@
  *   of 64; columns past n zero), then the 64 columns' int8 sums over k as
  *   int32. That is the B operand of AMX's tdpbusd (16 x 64-byte rows) and
  *   of vpdpbusd with x's 4 bytes broadcast: layout 1. */
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,6 +22,18 @@
 #include "opcore/tile.h"
 #include "tile/lowp_internal.h"
 #include "tile/tile_internal.h"
+
+/* The packed bytes hold float32 scales and int32 column sums read in
+ * place: their address must be a multiple of 4 (a tensor's data is). */
+static bool aligned4(const void *bytes, const char *fn)
+{
+    if (!((uintptr_t)bytes % 4)) return true;
+    oc__raise(OC_EINVAL,
+              "%s: packed int8 weights at %p, not a multiple of 4 bytes (their scales and "
+              "column sums are float32 and int32): keep them in a tensor of their own",
+              fn, bytes);
+    return false;
+}
 
 #define PK_VERSION 1u
 #define PK_LAYOUT 1u
@@ -78,6 +92,7 @@ void oc_weights_pack(void *dst, size_t dst_bytes, const oc_weights *w, int ith, 
                   (long long)w->k, OC__LOWP_I8_MAX_K);
         return;
     }
+    if (dst && !aligned4(dst, fn)) return;
     if (!dst || dst_bytes != need) {
         oc__raise(OC_EINVAL,
                   "%s: int8 weights %lld x %lld pack into %zu bytes "
@@ -127,6 +142,7 @@ static const pk_header *header_of(const void *bytes, size_t nbytes, const char *
         oc__raise(OC_EINVAL, "%s: no packed int8 weights (NULL)", fn);
         return NULL;
     }
+    if (!aligned4(bytes, fn)) return NULL;
     if (nbytes < HDR) {
         oc__raise(OC_EINVAL,
                   "%s: %zu bytes cannot be packed int8 weights (the header alone is %d; "

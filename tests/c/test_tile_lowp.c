@@ -310,14 +310,22 @@ static void packed_case(int64_t N, int64_t k, int8_t *xq, float *xs, float *xf)
     fill(ws, N, 5);
     size_t nb = oc_weights_pack_bytes(N, k);
     assert_true(nb > (size_t)(N * k));
-    uint8_t *pk = malloc(nb + 1);
-    uint8_t *pku = pk + 1; /* an odd address: the kernels must not need alignment */
+    uint8_t *pk = malloc(nb + 4);
+    uint8_t *pku = pk + 4; /* 4-byte aligned, not 64: the kernels must not need more */
     memset(pku, 0xee, nb);
     oc_tensor tw = mk(w, OC_INT8, N, k), tws = mk(ws, OC_FLOAT32, 1, N),
-              tp = mk(pku, OC_UINT8, 1, (int64_t)nb);
+              tp = mk(pku, OC_UINT8, 1, (int64_t)nb), todd = mk(pk + 1, OC_UINT8, 1, (int64_t)nb);
     float dum[1];
     oc_tensor td1 = mk(dum, OC_FLOAT32, 1, 1);
+    /* an odd address: refused (float32 scales and int32 sums are read in place) */
+    expect_fail(run(&td1, &todd, &tw, &tw, &tws, 12, 0), "not a multiple of 4 bytes");
     assert_int_equal(run(&td1, &tp, &tw, &tw, &tws, 12, 0), OC_OK);
+    uint8_t *odd = malloc(nb + 1); /* packed bytes moved to an odd address: refused too */
+    memcpy(odd + 1, pku, nb);
+    oc_tensor tpo = mk(odd + 1, OC_UINT8, 1, (int64_t)nb), tx1 = mk(xq, OC_INT8, 1, k),
+              ty1 = mk(y, OC_FLOAT32, 1, N), txs1 = mk(xs, OC_FLOAT32, 1, 1);
+    expect_fail(run(&ty1, &txs1, &tx1, &tpo, &tx1, 13, 1), "not a multiple of 4 bytes");
+    free(odd);
     for (size_t mi = 0; mi < sizeof MS / sizeof MS[0]; mi++) {
         int64_t m = MS[mi];
         oc_tensor tx = mk(xq, OC_INT8, m, k), ty = mk(y, OC_FLOAT32, m, N),
