@@ -383,7 +383,9 @@ OC_API oc_weights oc_weights_grouped(const oc_tensor *w, oc_wtype type, int64_t 
  *     >= 2^17, too long for exact int32 sums);
  *   oc_weights_pack(dst, dst_bytes, w, ith, nth): w (OC_W_I8) packed into
  *     dst, part ith of nth (all parts together write every byte; one
- *     thread: 0, 1); dst_bytes must be oc_weights_pack_bytes(n, k);
+ *     thread: 0, 1); dst_bytes must be oc_weights_pack_bytes(n, k), and
+ *     dst (as the bytes read below) at an address that is a multiple of 4
+ *     (a tensor's data is);
  *   oc_weights_of_packed(bytes, nbytes), or oc_weights_of_tensor(t,
  *     OC_W_I8_PACKED, NULL) with t a contiguous uint8 tensor of those
  *     bytes: the OC_W_I8_PACKED weights (n and k from the header,

@@ -84,6 +84,10 @@ FRAGMENTS = {
         "the NKI-shaped port (load, compute, store) that the in-place form shown after it replaced",
     ("docs/tutorial_4_tiles.md", "oc_tile X = oc_tile_of_tensor(&xv, 0), O = oc_tile_of_tensor(&ov, 0), s = oc_tile_alloc(p.rb, 1, OC_FLOAT32);"):
         "the in-place form, before the overlap examples/tiles/rmsnorm.c adds (its loop is shown after it)",
+    ("docs/tutorial_5_quantised.md", "/* shape function: the packed bytes' size */"):
+        "lines of bench/kernels/lowp_linear.c's pack and packed-linear ops (test_lowp.py runs them)",
+    ("docs/tutorial_5_quantised.md", "wp = torch.ops.lowp.lowp_pack_i8(w_int8, w_scale)   # once, at load"):
+        "the calls of those ops (tests/python/test_lowp.py makes them on real weights)",
     # C: lines of a function, shown without the function around them
     ("docs/build.md", "float m = oc_max_f32(in, cols);"): "lines of the softmax kernel of examples/activations",
     ("docs/c_api.md", "oc_value args[] = {oc_value_tensor(&x), oc_value_ints((int64_t[]){256}, 1)};"):
