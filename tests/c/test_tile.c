@@ -38,16 +38,8 @@ static oc_library *lib;
 static int setup(void **state)
 {
     (void)state;
-    oc_status st;
-    const char *path = test_build_files("tiletest", test_repo_path("tests/c/tile_kernels/kernels.c"),
-                                        test_repo_path("tests/c/tile_kernels/shape.c"),
-                                        (test_lib_options){0}, &st);
-    if (!path) {
-        fprintf(stderr, "building tiletest failed: %s\n", oc_errmsg());
-        return 1;
-    }
-    lib = test_load(path);
-    return 0;
+    lib = test_build_dir("tiletest", "tests/c/tile_kernels", (test_lib_options){0});
+    return lib ? 0 : 1;
 }
 
 static int teardown(void **state)
