@@ -43,6 +43,7 @@ of paired ratios (the reference's time over opcore's: above 1 is faster).
 Writes bench/results/lowp.json (bench/report.py format).
 
     python bench/lowp_bench.py [--rounds R] [--quick] [--only float,half,prefill,q,group,int8]
+                               [--pages 4k|huge]
 
 The full run took about a minute here at load 5 (--rounds 5; the default
 7 rounds a little longer; the prefill section alone about 12 s, the
@@ -354,6 +355,10 @@ def main():
                    help="comma-separated sections: float, half, prefill, q, group, int8")
     p.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--results", default=os.path.join(HERE, "results"))
+    p.add_argument("--pages", choices=("4k", "huge"), default="4k",
+                   help="4k: torch's default allocations (the weights on 4 KiB pages unless the "
+                   "kernel's THP mode is 'always'); huge: every tensor of 2 MiB or more on huge "
+                   "pages, both sides (THP_MEM_ALLOC_ENABLE=1), written to lowp_huge.json")
     args = p.parse_args()
     args.kn = 1024 if args.quick else 4096
     args.int8_m = (1, 16, 256)
@@ -365,7 +370,8 @@ def main():
     for threads in (1, 2):
         cmd = [sys.executable, __file__, "--threads", str(threads), "--rounds", str(args.rounds),
                "--reps", str(args.reps), "--only", args.only] + (["--quick"] if args.quick else [])
-        env = {**os.environ, "OC_NUM_CORES": str(threads)}
+        env = {**(benchlib.policy_env("huge") if args.pages == "huge" else os.environ),
+               "OC_NUM_CORES": str(threads)}
         out = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if out.returncode:
             sys.exit(out.stderr[-3000:])
@@ -438,8 +444,13 @@ def main():
              "last-level cache between calls, where a copy's 2x the bytes (source and "
              "destination) do not: the rows 'weights beyond the cache' call several copies of "
              "each weight in turn, as a decoder's layers are.")
-    benchlib.write("lowp.json", results=args.results, obj={
-        "title": "Low-precision linear layers (tile layer) vs PyTorch", "order": 46, "rows": rows,
+    huge = args.pages == "huge"
+    if huge:
+        notes += (" Every tensor of 2 MiB or more (weights, copies, results) on huge pages, both "
+                  "sides (torch's allocator asked: THP_MEM_ALLOC_ENABLE=1).")
+    benchlib.write("lowp_huge.json" if huge else "lowp.json", results=args.results, obj={
+        "title": "Low-precision linear layers (tile layer) vs PyTorch"
+                 + (", weights on huge pages" if huge else ""), "order": 46 + huge, "rows": rows,
         "notes": notes, "columns": ["op", "threads", "implementation", "ms", "GB/s", "vs torch.matmul",
                                     "vs copy of the weight bytes", "vs torch.matmul float32",
                                     "vs copy of the quantised bytes", f"vs {MEMCPY}",
