@@ -443,7 +443,12 @@ def main():
              "(64 MiB float32, 32 MiB half, 34 / 18 MiB Q8_0 / Q4_0) can stay in a large "
              "last-level cache between calls, where a copy's 2x the bytes (source and "
              "destination) do not: the rows 'weights beyond the cache' call several copies of "
-             "each weight in turn, as a decoder's layers are.")
+             "each weight in turn, as a decoder's layers are. The half-weight rows' ceiling (the "
+             "target's 'measured ceiling') is the same pair with each block of calls after one "
+             "untimed call of its own: what the interleaved rows lose to it is the refill of the "
+             "half weights that the float32 block evicted, and the ratio reaches that ceiling "
+             "where a layer's weights stay in the cache between its calls or, as in a decoder, "
+             "none do (the rows beyond the cache).")
     huge = args.pages == "huge"
     if huge:
         notes += (" Every tensor of 2 MiB or more (weights, copies, results) on huge pages, both "
