@@ -9,17 +9,30 @@ PyTorch at decode and prefill shapes, 1 and 2 threads:
 - int8 oc_tile_matmul, 16 x 4096 x 4096 into int32 (b transposed),
   against torch._int_mm (the same exact product) and fbgemm's Linear;
 - float32 GEMV 1 x 4096 x 4096 against torch.matmul (F.linear) and against
-  a copy of the weight's bytes (torch's copy_, at the same thread count)
-  and a read of them alone (w.sum(): the GEMV's ceiling, the rate a
-  thread count reads memory at);
-- bfloat16 / float16 weight GEMV against float32 torch.matmul;
+  two copies of the weight's bytes at the same thread count: C memcpy,
+  each core copying its share (lowp_copy, bench/kernels/lowp_linear.c:
+  the memory-bandwidth floor the targets are judged against) and torch's
+  copy_ into a preallocated tensor (for reference); and a read of them
+  alone (w.sum(): the GEMV's ceiling, the rate a thread count reads
+  memory at);
+- bfloat16 / float16 weight GEMV against float32 torch.matmul, three ways:
+  as the other rows (blocks of calls taking turns with torch's), each
+  block after one untimed call of its own (the weights it reads back in
+  the cache: the kernel alone against torch alone, the ceiling of the
+  first), and on weights beyond the cache (several copies of each weight
+  called in turn, 256 MiB or more of each kind: what a decoder's layers
+  see). A 1x4096x4096 layer's weights (64 MiB float32, 32 MiB half)
+  stay in a large last-level cache between calls of the same layer; a
+  block of torch's calls evicts the half weights, so the first calls of
+  the next block read them from memory;
 - bfloat16 weights at prefill shapes, M = 64 and 256, K = N = 4096 (AMX-BF16
   where the CPU has AMX) against torch.matmul in bfloat16 (oneDNN) and
   float32;
-- Q8_0 / Q4_0 GEMV (GGML blocks) against a copy of the quantised bytes;
+- Q8_0 / Q4_0 GEMV (GGML blocks) against copies of the quantised bytes
+  (C memcpy split across the cores, as above, and torch's copy_);
 - group-wise int8 and uint4 (scale and zero point per group of 32 / 128)
-  GEMV against a copy of the quantised bytes (with their scales and zero
-  points) and float32 torch.matmul.
+  GEMV against copies of the quantised bytes (with their scales and zero
+  points; the same two kinds) and float32 torch.matmul.
 
 "Bandwidth" is the weight bytes read over the time; a copy's bandwidth is
 the bytes copied over the time (it reads and writes them). Each thread
@@ -30,6 +43,7 @@ of paired ratios (the reference's time over opcore's: above 1 is faster).
 Writes bench/results/lowp.json (bench/report.py format).
 
     python bench/lowp_bench.py [--rounds R] [--quick] [--only float,half,prefill,q,group,int8]
+                               [--pages 4k|huge]
 
 The full run took about a minute here at load 5 (--rounds 5; the default
 7 rounds a little longer; the prefill section alone about 12 s, the
@@ -46,6 +60,12 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 # the read bandwidth ceiling of a GEMV: one pass over the weight bytes, nothing written
 READ = "read of the weight bytes (w.sum())"
+# the floors the bandwidth targets are judged against: C memcpy of the same bytes, each core
+# copying its share (lowp_copy); torch's copy_ into a preallocated tensor, for reference
+MEMCPY = "memcpy of the weight bytes (C, split across the cores)"
+QMEMCPY = "memcpy of the quantised bytes (C, split across the cores)"
+# weights beyond the cache: at least this many bytes of each kind, called in turn
+BEYOND = 256 << 20
 W = {"float32": 0, "bfloat16": 1, "float16": 2, "q8_0": 3, "q4_0": 4, "int8": 5, "int8-group": 6,
      "uint4-group": 7, "int8-packed": 8}
 
@@ -94,8 +114,11 @@ def child(args):
     load = os.getloadavg()[0]
     none = torch.zeros(1)
 
-    def run(op, cands, nbytes, refs, rounds, reps):
-        s = benchlib.interleaved(cands, rounds, reps, warmup=2)
+    def run(op, cands, nbytes, refs, rounds, reps, warm=False):
+        if warm:  # each timed block after one untimed call of the same candidate
+            s = interleaved_warm(cands, rounds, reps)
+        else:
+            s = benchlib.interleaved(cands, rounds, reps, warmup=2)
         for name in cands:
             t = benchlib.median(s[name])
             row = {"op": op, "threads": args.threads, "implementation": name, "ms": t * 1e3}
@@ -104,6 +127,9 @@ def child(args):
             for r in refs:
                 if r != name:
                     row[f"vs {r}"] = benchlib.paired_ratio(s, r, name)
+            # every operand is a torch tensor (the copies' destinations too)
+            benchlib.tag(row, pages={c: benchlib.page_policy("torch", nbytes.get(c) or w.nbytes)
+                                     for c in cands})
             rows.append(row)
 
     w = torch.randn(N, K, generator=g) * 0.02
@@ -114,27 +140,41 @@ def child(args):
     def want(section):
         return not args.only or section in args.only.split(",")
 
-    # float32 GEMV, and a copy of the same bytes
-    wcopy = torch.empty_like(w)
+    # float32 GEMV, and copies of the same bytes (C memcpy, torch's copy_)
+    wcopy, wmc = torch.empty_like(w), torch.empty_like(w)
+    T.lowp_copy(w, wmc)
+    assert torch.equal(wmc, w), "lowp_copy did not copy the bytes"
     y = lin(x1, w, none, W["float32"])
     torch.testing.assert_close(y, ref1, rtol=1e-4, atol=1e-4)
     want("float") and run(f"GEMV float32 1x{K}x{N}",
         {"opcore float32": lambda: lin(x1, w, none, 0), "torch.matmul": lambda: F.linear(x1, w),
+         MEMCPY: lambda: T.lowp_copy(w, wmc),
          "copy of the weight bytes": lambda: wcopy.copy_(w), READ: w.sum},
-        {"opcore float32": w.nbytes, "torch.matmul": w.nbytes, "copy of the weight bytes": w.nbytes,
-         READ: w.nbytes},
-        ["torch.matmul", "copy of the weight bytes"], args.rounds, args.reps)
+        {"opcore float32": w.nbytes, "torch.matmul": w.nbytes, MEMCPY: w.nbytes,
+         "copy of the weight bytes": w.nbytes, READ: w.nbytes},
+        ["torch.matmul", MEMCPY, "copy of the weight bytes"], args.rounds, args.reps)
 
     # bfloat16 / float16 weights against float32 torch
     for dt, name in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16"))[:2 * want("half")]:
         wl = w.to(dt)
         y = lin(x1, wl, none, W[name])
         torch.testing.assert_close(y, F.linear(x1, wl.float()), rtol=1e-3, atol=1e-3)
-        run(f"GEMV {name} weights 1x{K}x{N}",
-            {f"opcore {name}": lambda wl=wl, name=name: lin(x1, wl, none, W[name]),
-             "torch.matmul float32": lambda: F.linear(x1, w)},
-            {f"opcore {name}": wl.nbytes, "torch.matmul float32": w.nbytes},
-            ["torch.matmul float32"], args.rounds, args.reps)
+        cands = {f"opcore {name}": lambda wl=wl, name=name: lin(x1, wl, none, W[name]),
+                 "torch.matmul float32": lambda: F.linear(x1, w)}
+        nbytes = {f"opcore {name}": wl.nbytes, "torch.matmul float32": w.nbytes}
+        run(f"GEMV {name} weights 1x{K}x{N}", cands, nbytes, ["torch.matmul float32"],
+            args.rounds, args.reps)
+        run(f"GEMV {name} weights 1x{K}x{N}, each block after one untimed call", cands, nbytes,
+            ["torch.matmul float32"], args.rounds, args.reps, warm=True)
+        # weights beyond the cache: copies called in turn, as a decoder's layers are
+        nf, nh = (max(2, -(-BEYOND // t.nbytes)) for t in (w, wl))
+        fs, hs = [w.clone() for _ in range(nf)], [wl.clone() for _ in range(nh)]
+        run(f"GEMV {name} weights 1x{K}x{N}, weights beyond the cache ({nh} copies of the "
+            f"{name} weights, {nf} of the float32 ones, called in turn)",
+            {f"opcore {name}": _in_turn(hs, lambda wl, name=name: lin(x1, wl, none, W[name])),
+             "torch.matmul float32": _in_turn(fs, lambda wf: F.linear(x1, wf))},
+            nbytes, ["torch.matmul float32"], args.rounds, args.reps)
+        del fs, hs
 
     # bfloat16 weights at prefill shapes (AMX-BF16 where there is AMX): against torch's
     # bfloat16 matmul (oneDNN, AMX where present) and a float32 F.linear
@@ -156,16 +196,19 @@ def child(args):
     # Q8_0 / Q4_0: against a copy of the quantised bytes
     for name, tol in (("q8_0", 0.02), ("q4_0", 0.15))[:2 * want("q")]:
         wq = T.lowp_quantize(w, W[name])
-        qcopy = torch.empty_like(wq)
+        qcopy, qmc = torch.empty_like(wq), torch.empty_like(wq)
         y = lin(x1, wq, none, W[name])
         err = ((y - ref1).norm() / ref1.norm()).item()
         assert err < tol, f"{name} GEMV relative error {err}"
         run(f"GEMV {name} 1x{K}x{N}",
             {f"opcore {name}": lambda wq=wq, name=name: lin(x1, wq, none, W[name]),
+             QMEMCPY: lambda qmc=qmc, wq=wq: T.lowp_copy(wq, qmc),
              "copy of the quantised bytes": lambda qcopy=qcopy, wq=wq: qcopy.copy_(wq),
              "torch.matmul float32": lambda: F.linear(x1, w)},
-            {f"opcore {name}": wq.nbytes, "copy of the quantised bytes": wq.nbytes},
-            ["copy of the quantised bytes", "torch.matmul float32"], args.rounds, args.reps)
+            {f"opcore {name}": wq.nbytes, QMEMCPY: wq.nbytes,
+             "copy of the quantised bytes": wq.nbytes},
+            [QMEMCPY, "copy of the quantised bytes", "torch.matmul float32"], args.rounds,
+            args.reps)
 
     # group-wise int8 / uint4 weights: against a copy of their bytes (scales, zeros included)
     groups = (("uint4", 32), ("uint4", 128), ("int8", 32), ("int8", 128))
@@ -184,6 +227,9 @@ def child(args):
         parts = [wq, ws_] + ([wz] if kind == 7 else [])
         copies = [torch.empty_like(t) for t in parts]
         nbytes = sum(t.nbytes for t in parts)
+        # memcpy of as many bytes, as one buffer
+        flat, flat2 = torch.cat([t.reshape(-1).view(torch.uint8) for t in parts]), None
+        flat2 = torch.empty_like(flat)
 
         def copy_all(copies=copies, parts=parts):
             for c, t in zip(copies, parts):
@@ -192,10 +238,13 @@ def child(args):
             {f"opcore {name} group {group}":
              lambda wq=wq, ws_=ws_, wz=wz, kind=kind, group=group:
              T.lowp_linear_g(x1, wq, ws_, wz, kind, group),
+             QMEMCPY: lambda flat=flat, flat2=flat2: T.lowp_copy(flat, flat2),
              "copy of the quantised bytes": copy_all,
              "torch.matmul float32": lambda: F.linear(x1, w)},
-            {f"opcore {name} group {group}": nbytes, "copy of the quantised bytes": nbytes},
-            ["copy of the quantised bytes", "torch.matmul float32"], args.rounds, args.reps)
+            {f"opcore {name} group {group}": nbytes, QMEMCPY: nbytes,
+             "copy of the quantised bytes": nbytes},
+            [QMEMCPY, "copy of the quantised bytes", "torch.matmul float32"], args.rounds,
+            args.reps)
 
     # int8 dynamic quantisation against torch.ao's dynamic Linear (fbgemm)
     torch.backends.quantized.engine = "fbgemm"
@@ -245,6 +294,37 @@ def child(args):
     print(json.dumps({"rows": rows, "load": [load, os.getloadavg()[0]], "paths": paths}))
 
 
+def interleaved_warm(fns, rounds, reps):
+    """benchlib.interleaved's rounds (the order rotated each round), each
+    candidate's timed block of reps calls after one untimed call of its
+    own: what it costs once its weights are back in the cache and its
+    threads awake (the candidate alone)."""
+    import time
+    samples = {name: [] for name in fns}
+    names = list(fns)
+    for fn in fns.values():
+        fn()
+    for r in range(rounds):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            fns[name]()
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                fns[name]()
+            samples[name].append((time.perf_counter() - t0) / reps)
+    return samples
+
+
+def _in_turn(tensors, fn):
+    """A callable that calls fn on the next of tensors each time."""
+    state = {"i": 0}
+
+    def call():
+        state["i"] = (state["i"] + 1) % len(tensors)
+        return fn(tensors[state["i"]])
+    return call
+
+
 def path_of(wtype, m):
     import ctypes
 
@@ -275,6 +355,10 @@ def main():
                    help="comma-separated sections: float, half, prefill, q, group, int8")
     p.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--results", default=os.path.join(HERE, "results"))
+    p.add_argument("--pages", choices=("4k", "huge"), default="4k",
+                   help="4k: torch's default allocations (the weights on 4 KiB pages unless the "
+                   "kernel's THP mode is 'always'); huge: every tensor of 2 MiB or more on huge "
+                   "pages, both sides (THP_MEM_ALLOC_ENABLE=1), written to lowp_huge.json")
     args = p.parse_args()
     args.kn = 1024 if args.quick else 4096
     args.int8_m = (1, 16, 256)
@@ -286,7 +370,8 @@ def main():
     for threads in (1, 2):
         cmd = [sys.executable, __file__, "--threads", str(threads), "--rounds", str(args.rounds),
                "--reps", str(args.reps), "--only", args.only] + (["--quick"] if args.quick else [])
-        env = {**os.environ, "OC_NUM_CORES": str(threads)}
+        env = {**(benchlib.policy_env("huge") if args.pages == "huge" else os.environ),
+               "OC_NUM_CORES": str(threads)}
         out = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if out.returncode:
             sys.exit(out.stderr[-3000:])
@@ -311,6 +396,9 @@ def main():
     def over(a, b):
         return a / b if a is not None and b else None
 
+    def fmt_ratio(v):
+        return "-" if v is None else f"{v:.2f}x"
+
     for threads in (1, 2):
         for m in args.int8_m:
             v = val(f"int8 dynamic linear {m}x", threads, "opcore int8 prepacked",
@@ -321,23 +409,27 @@ def main():
         target(f"float32 GEMV 1x{K}x{K}, {threads} thread(s): speed vs torch.matmul", 1.0, v,
                ceiling=val("GEMV float32", threads, READ, "vs torch.matmul"),
                ceiling_what="a read of the weight bytes alone (w.sum(): no multiply, no result)")
-        bw, cp = (val("GEMV float32", threads, i, "GB/s")
-                  for i in ("opcore float32", "copy of the weight bytes"))
-        target(f"float32 GEMV, {threads} thread(s): weight bytes / time over a copy's bandwidth",
-               0.8, over(bw, cp))
+        bw, cp, tc = (val("GEMV float32", threads, i, "GB/s")
+                      for i in ("opcore float32", MEMCPY, "copy of the weight bytes"))
+        target(f"float32 GEMV, {threads} thread(s): weight bytes / time over C memcpy's bandwidth "
+               f"(over torch copy_'s: {fmt_ratio(over(bw, tc))})", 0.8, over(bw, cp))
         for name in ("bfloat16", "float16"):
-            v = val(f"GEMV {name}", threads, f"opcore {name}", "vs torch.matmul float32")
-            c = val("GEMV float32", threads, "copy of the weight bytes", "vs torch.matmul")
+            op = f"GEMV {name} weights 1x{K}x{K}"
+            v = val(op, threads, f"opcore {name}", "vs torch.matmul float32")
+            c = val(f"{op}, each block", threads, f"opcore {name}", "vs torch.matmul float32")
             target(f"{name} weight GEMV, {threads} thread(s): speed vs float32 torch.matmul", 1.8,
-                   v, ceiling=c * 2 if c else None,
-                   ceiling_what="twice a float32 weight copy's speed (half the bytes at copy "
-                   "speed)")
+                   v, ceiling=c,
+                   ceiling_what="the same pair, each block of calls after one untimed call of "
+                   "its own (the kernel alone against torch alone: weights back in the cache)")
+            v = val(f"{op}, weights beyond", threads, f"opcore {name}", "vs torch.matmul float32")
+            target(f"{name} weight GEMV, {threads} thread(s), weights beyond the cache (a "
+                   "decoder's layers): speed vs float32 torch.matmul", 1.8, v)
         for name in ("q8_0", "q4_0", "uint4 group 32", "uint4 group 128", "int8 group 32",
                      "int8 group 128"):
-            bw = val(f"GEMV {name}", threads, f"opcore {name}", "GB/s")
-            cp = val(f"GEMV {name}", threads, "copy of the quantised bytes", "GB/s")
-            target(f"{name} GEMV, {threads} thread(s): quantised bytes / time over a copy's "
-                   "bandwidth", 0.8, over(bw, cp))
+            bw, cp, tc = (val(f"GEMV {name}", threads, i, "GB/s")
+                          for i in (f"opcore {name}", QMEMCPY, "copy of the quantised bytes"))
+            target(f"{name} GEMV, {threads} thread(s): quantised bytes / time over C memcpy's "
+                   f"bandwidth (over torch copy_'s: {fmt_ratio(over(bw, tc))})", 0.8, over(bw, cp))
     model, isa = cpu_line()
     notes = (f"CPU: {model}; instruction sets: {', '.join(isa)}. Paths taken: "
              + "; ".join(f"{k}: {v}" for k, v in paths.items())
@@ -345,12 +437,29 @@ def main():
              "1-minute load average at the start and end of each process: "
              + ", ".join(f"{t} thread(s): {a:.1f} -> {b:.1f}" for t, (a, b) in loads)
              + " (other work shares this machine's cores). A copy's GB/s counts the bytes copied once "
-             "(it reads and writes them); a GEMV only reads its weights.")
-    benchlib.write("lowp.json", results=args.results, obj={
-        "title": "Low-precision linear layers (tile layer) vs PyTorch", "order": 46, "rows": rows,
+             "(it reads and writes them); a GEMV only reads its weights. The bandwidth targets "
+             "are judged against C memcpy of the same bytes split across the same number of "
+             "cores (lowp_copy); torch's copy_ is shown beside it. A 1x4096x4096 layer's weights "
+             "(64 MiB float32, 32 MiB half, 34 / 18 MiB Q8_0 / Q4_0) can stay in a large "
+             "last-level cache between calls, where a copy's 2x the bytes (source and "
+             "destination) do not: the rows 'weights beyond the cache' call several copies of "
+             "each weight in turn, as a decoder's layers are. The half-weight rows' ceiling (the "
+             "target's 'measured ceiling') is the same pair with each block of calls after one "
+             "untimed call of its own: what the interleaved rows lose to it is the refill of the "
+             "half weights that the float32 block evicted, and the ratio reaches that ceiling "
+             "where a layer's weights stay in the cache between its calls or, as in a decoder, "
+             "none do (the rows beyond the cache).")
+    huge = args.pages == "huge"
+    if huge:
+        notes += (" Every tensor of 2 MiB or more (weights, copies, results) on huge pages, both "
+                  "sides (torch's allocator asked: THP_MEM_ALLOC_ENABLE=1).")
+    benchlib.write("lowp_huge.json" if huge else "lowp.json", results=args.results, obj={
+        "title": "Low-precision linear layers (tile layer) vs PyTorch"
+                 + (", weights on huge pages" if huge else ""), "order": 46 + huge, "rows": rows,
         "notes": notes, "columns": ["op", "threads", "implementation", "ms", "GB/s", "vs torch.matmul",
                                     "vs copy of the weight bytes", "vs torch.matmul float32",
-                                    "vs copy of the quantised bytes",
+                                    "vs copy of the quantised bytes", f"vs {MEMCPY}",
+                                    f"vs {QMEMCPY}",
                                     "vs torch.ao dynamic Linear (fbgemm)",
                                     "vs torch.matmul bfloat16", "vs opcore int8 unpacked",
                                     "vs torch._int_mm"],

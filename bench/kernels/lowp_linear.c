@@ -10,7 +10,12 @@
  * lowp_pack_i8: int8 weights and their scales packed once (a uint8 tensor
  * to keep, as torch's linear_prepack makes); lowp_linear_packed: y = x w^T
  * on those bytes. lowp_matmul_i8: c (int32) = a b^T for int8 a and b
- * (oc_tile_matmul), c's columns split across the op's cores. */
+ * (oc_tile_matmul), c's columns split across the op's cores.
+ * lowp_copy: dst = src's bytes by C memcpy, each core copying its share
+ * (whole cache lines): the bench's memory-bandwidth floor at the same
+ * number of cores as the GEMV. */
+#include <string.h>
+
 #include <opcore/kernel.h>
 #include <opcore/tile.h>
 
@@ -84,4 +89,11 @@ oc_tensor *lowp_matmul_i8(const oc_tensor *a, const oc_tensor *b)
             bv = oc_tile_view(&tb, j0, 0, j1 - j0, tb.cols);
     oc_tile_matmul_to(&cv, &ta, &bv, OC_TILE_TRANS_B);
     return c;
+}
+
+void lowp_copy(const oc_tensor *src, oc_tensor *dst)
+{
+    int64_t lo, hi;
+    oc_core_range(oc_nbytes(src), 64, &lo, &hi);
+    if (hi > lo) memcpy((char *)dst->data + lo, (const char *)src->data + lo, (size_t)(hi - lo));
 }

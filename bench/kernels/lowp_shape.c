@@ -81,8 +81,21 @@ static oc_tensor *lowp_matmul_i8_shape(const oc_tensor *a, const oc_tensor *b)
     return oc_empty(OC_INT32, 2, (int64_t[]){a->sizes[0], b->sizes[0]});
 }
 
+static void lowp_copy_shape(const oc_tensor *src, oc_tensor *dst)
+{
+    OC_CHECK(oc_nbytes(src) == oc_nbytes(dst),
+             "src and dst must hold the same number of bytes, got %lld and %lld",
+             (long long)oc_nbytes(src), (long long)oc_nbytes(dst));
+    OC_CHECK(oc_is_contiguous(src) && oc_is_contiguous(dst),
+             "src and dst must be contiguous, got src %s, dst %s",
+             oc_is_contiguous(src) ? "contiguous" : "strided",
+             oc_is_contiguous(dst) ? "contiguous" : "strided");
+}
+
 OC_LIBRARY(lowp, m)
 {
+    oc_def(m, "lowp_copy(Tensor src, Tensor(a!) dst) -> ()", lowp_copy_shape, "lowp_copy",
+           .multicore = true);
     oc_def(m, "lowp_pack_i8(Tensor w, Tensor scale) -> Tensor", lowp_pack_i8_shape,
            "lowp_pack_i8", .multicore = true);
     oc_def(m, "lowp_linear_packed(Tensor x, Tensor wp, int n) -> Tensor",

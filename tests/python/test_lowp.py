@@ -239,3 +239,26 @@ def test_bad_input_then_next_call_works(ops):
     y = ops.lowp_linear(x, q4, torch.zeros(1), W["q4_0"])
     ref = F.linear(x, torch.from_numpy(dequant(q4.numpy(), "q4_0", 64)))
     assert ((y - ref).norm() / ref.norm()).item() < 0.02
+
+
+@pytest.mark.parametrize("nbytes", [1, 4095, 64 * 1024 + 1, 1_000_003])
+def test_copy_every_byte(ops, nbytes):
+    """lowp_copy (the bench's memcpy floor): every byte, each core its
+    share of whole cache lines, the last share the rest."""
+    src = torch.randint(0, 256, (nbytes,), dtype=torch.uint8)
+    dst = torch.zeros_like(src)
+    ops.lowp_copy(src, dst)
+    assert torch.equal(dst, src)
+
+
+def test_copy_bad_input_then_next_call_works(ops):
+    src, dst = torch.randn(3), torch.empty(2)
+    with pytest.raises(RuntimeError, match=r"lowp_copy.*src and dst must hold the same number of "
+                       r"bytes, got 12 and 8"):
+        ops.lowp_copy(src, dst)
+    with pytest.raises(RuntimeError, match=r"src and dst must be contiguous, got src strided, dst "
+                       r"contiguous"):
+        ops.lowp_copy(torch.randn(6, 2).t(), torch.empty(12))
+    dst = torch.empty(3)
+    ops.lowp_copy(src, dst)
+    assert torch.equal(dst, src)
