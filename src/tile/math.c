@@ -327,6 +327,12 @@ static int exp_path(void)
     return p;
 }
 
+/* The AVX-512 exp path is on (the CPU has it, OC_TILE_ISA allows it). */
+static bool d_ok_avx512(void)
+{
+    return exp_path() == 2;
+}
+
 /* d = exp(a * scale + bias) over a unit-stride run on `path` (capped by
  * what exp_path allows); false where that path is the plain loop. */
 static bool exp_fast(float *d, const float *a, int64_t n, float scale, float bias, int path)
@@ -796,6 +802,8 @@ __attribute__((target("avx512f"))) static void exp_chunk16(float *d, const float
     __mmask16 fix = 0, nan = 0;
     int64_t nb = w / 16, i = 0;
     for (; i < nb; i++) {
+        if (nx) __builtin_prefetch(nx + 16 * i + OC_TILE_PF_AHEAD, 0, 3);
+        __builtin_prefetch(d + 16 * i + OC_TILE_PF_AHEAD, 1, 3);
         __m512 v = _mm512_loadu_ps(x + 16 * i), y;
         v = _mm512_add_ps(unit ? v : _mm512_mul_ps(v, sc), bi);
         __mmask16 sp;
@@ -840,6 +848,8 @@ __attribute__((target("avx2,fma"))) static void exp_chunk8(float *d, const float
     memcpy(&mab[0], &ln->a, 32), memcpy(&mab[1], &ln->b, 32);
     int64_t nb = w / 16, i = 0;
     for (; i < nb; i++) {
+        if (nx) __builtin_prefetch(nx + 16 * i + OC_TILE_PF_AHEAD, 0, 3);
+        __builtin_prefetch(d + 16 * i + OC_TILE_PF_AHEAD, 1, 3);
         for (int h = 0; h < 2; h++) {
             __m256 v = _mm256_loadu_ps(x + 16 * i + 8 * h), y;
             v = _mm256_add_ps(unit ? v : _mm256_mul_ps(v, sc), bi);
@@ -905,10 +915,11 @@ OC_TILE_INLINE void act_row(float *d, const float *x, oc_tile_unop f, float scal
         if (nx && !path) /* each line of nx's chunk into L2 before this chunk's exp: see above */
             for (int64_t q = j; q < j + w; q += 16) __builtin_prefetch(nx + q, 0, 2);
 #ifdef OC_TILE_EXP_X86
-        if (nx && path) { /* the fused loop reads nx as it goes: the next chunk's lines */
-            int64_t q0 = j ? j + 1024 : 0, q1 = j + 2048 < n ? j + 2048 : n;
-            for (int64_t q = q0; q < q1; q += 16) __builtin_prefetch(nx + q, 0, 2);
-        }
+        if (path && j == 0) /* the fused loop prefetches OC_TILE_PF_AHEAD on: the lines before */
+            for (int64_t q = 0; q < OC_TILE_PF_AHEAD && q < n; q += 16) {
+                if (nx) __builtin_prefetch(nx + q, 0, 3);
+                __builtin_prefetch(d + q, 1, 3);
+            }
         if (path) { /* exp and both reductions in one loop */
             (path == 2 ? exp_chunk16 : exp_chunk8)(d + j, x + j, w, scale, bias, &ls, nx ? nx + j : NULL, &ln,
                                                   op == OC_TILE_RMAX);
@@ -953,6 +964,162 @@ OC_TILE_FN void oc_tile_activation_reduce(oc_tile *dst, const oc_tile *a, oc_til
         else
             *nr = reduce_run(nx, n, next_op, 0.0f);
     }
+}
+
+/* ---- softmax ---------------------------------------------------------------------- */
+
+#ifdef OC_TILE_EXP_X86
+/* exp16's lanes of v = x * scale + bias (src: x, for the lanes the scalar expf
+ * takes, as exp_fix computes them), those lanes fixed in the vector. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512
+exp16_fixed(__m512 v, const float *src, int64_t left, float scale, float bias)
+{
+    __m512 y;
+    __mmask16 sp;
+    EXP_LANES(_mm512, 512, v, y, sp, _mm512_cmpgt_epi32_mask);
+    sp &= left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+    if (__builtin_expect(sp != 0, 0)) {
+        float t[16];
+        _mm512_storeu_ps(t, y);
+        for (int l = 0; l < 16; l++)
+            if (sp >> l & 1) {
+                float u = src[l] * scale;
+                t[l] = expf(u + bias);
+            }
+        y = _mm512_loadu_ps(t);
+    }
+    return y;
+}
+
+/* A row's exps, between the sum pass and the write pass (per thread: 32 KiB,
+ * allocated on a thread's first softmax). */
+enum { SM_STASH = 8192 };
+static _Thread_local float sm_stash[SM_STASH];
+
+/* Row x of a softmax whose rows come from memory: the sum of exp(x - m) (bias
+ * = -m) in lanes order, the exps kept in sm_stash (n <= SM_STASH) or taken
+ * again, while the row after it (nx, may be NULL) is prefetched at the same
+ * offsets; then d = exp(x - m) * (1 / sum), written once, the next row's max
+ * riding along (into *next_max): one read and one write of memory, as a
+ * copy, the next row read while this one is written. The bits of the
+ * blocked composition (activation_reduce, RECIPROCAL, MUL). */
+__attribute__((target("avx512f"))) static void softmax_row16(float *d, const float *x, int64_t n, float bias,
+                                                            const float *nx, float *next_max)
+{
+    const __m512 bi = _mm512_set1_ps(bias);
+    float tail[16], *e = n <= SM_STASH ? sm_stash : NULL;
+    lanes ls;
+    lanes_init(&ls, OC_TILE_SUM);
+    __m512 s = lanes_get16(&ls);
+    int64_t nb = n / 16, i, left = n - 16 * nb;
+    for (i = 0; i < nb; i++) {
+        if (nx) __builtin_prefetch(nx + 16 * i + OC_TILE_PF_AHEAD, 0, 2);
+        __m512 y = exp16_fixed(_mm512_add_ps(_mm512_loadu_ps(x + 16 * i), bi), x + 16 * i, 16, 1.0f, bias);
+        if (e) _mm512_storeu_ps(e + 16 * i, y);
+        s = _mm512_add_ps(s, y);
+    }
+    lanes_put16(&ls, s);
+    __mmask16 tm = (__mmask16)((1u << left) - 1);
+    float *et = e ? e + 16 * nb : tail; /* the tail's exps */
+    if (left) _mm512_storeu_ps(et, exp16_fixed(_mm512_add_ps(_mm512_maskz_loadu_ps(tm, x + 16 * nb), bi),
+                                               x + 16 * nb, left, 1.0f, bias));
+    float sum = lanes_finish(&ls, et - 16 * nb, 16 * nb, n, OC_TILE_SUM, 0.0f);
+    const __m512 rv = _mm512_set1_ps(1.0f / (sum * 1.0f + 0.0f));
+    lanes ln;
+    lanes_init(&ln, OC_TILE_RMAX);
+    __m512 m = lanes_get16(&ln);
+    __mmask16 nan = 0;
+    for (i = 0; i < nb; i++) {
+        __builtin_prefetch(d + 16 * i + OC_TILE_PF_AHEAD, 1, 3);
+        __m512 y = e ? _mm512_loadu_ps(e + 16 * i)
+                     : exp16_fixed(_mm512_add_ps(_mm512_loadu_ps(x + 16 * i), bi), x + 16 * i, 16, 1.0f, bias);
+        _mm512_storeu_ps(d + 16 * i, _mm512_mul_ps(y, rv));
+        if (nx && (i & 1)) {
+            __m512 v0 = _mm512_loadu_ps(nx + 16 * i - 16), v1 = _mm512_loadu_ps(nx + 16 * i);
+            nan |= _mm512_cmp_ps_mask(v0, v1, _CMP_UNORD_Q);
+            m = EXT16(true, EXT16(true, v1, v0), m);
+        }
+    }
+    if (left) _mm512_mask_storeu_ps(d + 16 * nb, tm, _mm512_mul_ps(_mm512_loadu_ps(et), rv));
+    if (!nx) return;
+    if (nb & 1) {
+        __m512 v0 = _mm512_loadu_ps(nx + 16 * nb - 16);
+        nan |= _mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q);
+        m = EXT16(true, v0, m);
+    }
+    if (nan) {
+        lanes_init(&ln, OC_TILE_RMAX);
+        for (i = 0; i < nb; i++) lanes_add16(&ln, nx + 16 * i, OC_TILE_RMAX, 0.0f);
+    } else {
+        lanes_put16(&ln, m);
+    }
+    *next_max = lanes_finish(&ln, nx, 16 * nb, n, OC_TILE_RMAX, 0.0f);
+}
+#endif
+
+/* The softmax's bias for a row whose max is m: m * -1 + 0, as
+ * oc_tile_unary(IDENTITY, -1, 0) gives it. */
+OC_TILE_INLINE float neg_max(float m)
+{
+    return m * -1.0f + 0.0f;
+}
+
+/* One row of the in-cache softmax: d = exp(x - m) with its sum and the next
+ * row's max (act_row), then d *= 1 / sum. */
+OC_TILE_INLINE float softmax_row_cached(float *d, const float *x, int64_t n, float bias, const float *nx)
+{
+    float sum = 0.0f, nm = 0.0f;
+    act_row(d, x, OC_TILE_EXP, 1.0f, bias, n, &sum, nx, OC_TILE_RMAX, &nm);
+    float r = 1.0f / (sum * 1.0f + 0.0f);
+    bin_row(d, 1, d, 1, &r, 0, n, OC_TILE_MUL);
+    return nm;
+}
+
+OC_TILE_FN void oc_tile_softmax(oc_tile *dst, const oc_tile *x)
+{
+    const char *fn = "oc_tile_softmax";
+    if (!oc__tile_want_f32(dst, fn, "dst") || !oc__tile_want_f32(x, fn, "x") || !oc__tile_apart(dst, x, true, fn, "x"))
+        return;
+    if (dst->rows != x->rows || dst->cols != x->cols) {
+        oc__raise(OC_EINVAL, "%s: dst is %lld x %lld, x %lld x %lld (want the same shape)", fn, (long long)dst->rows,
+                  (long long)dst->cols, (long long)x->rows, (long long)x->cols);
+        return;
+    }
+    int64_t n = x->cols, rows = x->rows;
+    if (rows == 0 || n == 0) return;
+    if (x->cs != 1 || dst->cs != 1) { /* strided rows: the composition, a row at a time */
+        for (int64_t i = 0; i < rows; i++) {
+            oc_tile xr = {(void *)CF32(x, i), 1, n, x->rs, x->cs, OC_FLOAT32, false};
+            oc_tile dr = {F32(dst, i), 1, n, dst->rs, dst->cs, OC_FLOAT32, false};
+            float m, s;
+            oc_tile mt = {&m, 1, 1, 1, 1, OC_FLOAT32, false}, st = {&s, 1, 1, 1, 1, OC_FLOAT32, false};
+            reduce_rows_body(&mt, &xr, OC_TILE_RMAX);
+            m = neg_max(m);
+            rowbias_rows(&dr, &xr, OC_TILE_EXP, 1.0f, &mt);
+            reduce_rows_body(&st, &dr, OC_TILE_SUM);
+            float r = 1.0f / (s * 1.0f + 0.0f);
+            oc_tile rt = {&r, 1, 1, 1, 1, OC_FLOAT32, false};
+            for (int64_t j = 0; j < n; j++) F32(&dr, 0)[j * dr.cs] *= *F32(&rt, 0);
+        }
+        return;
+    }
+    float m = reduce_run(CF32(x, 0), n, OC_TILE_RMAX, 0.0f);
+    /* From memory (more rows than half of L2): the output written once, two
+     * exps an element; in cache: one exp, the output scaled in place. */
+    bool stream = rows * n * 4 > (int64_t)oc_tile_l2_bytes() / 2;
+#ifdef OC_TILE_EXP_X86
+    if (stream && d_ok_avx512()) {
+        for (int64_t i = 0; i < rows; i++) {
+            const float *nx = i + 1 < rows ? CF32(x, i + 1) : NULL;
+            float nm = 0.0f;
+            softmax_row16(F32(dst, i), CF32(x, i), n, neg_max(m), nx, &nm);
+            m = nm;
+        }
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < rows; i++)
+        m = softmax_row_cached(F32(dst, i), CF32(x, i), n, neg_max(m), i + 1 < rows ? CF32(x, i + 1) : NULL);
 }
 
 OC_TILE_FN void oc_tile_reduce_cols(oc_tile *dst, const oc_tile *a, oc_tile_redop op)

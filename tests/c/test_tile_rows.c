@@ -166,11 +166,79 @@ static void test_exp_reduce_bits(void **state)
     }
 }
 
+/* softmax by the public calls it stands for: the row max, negated by
+ * oc_tile_unary(IDENTITY, -1, 0), activation_reduce EXP with it as bias and
+ * the sums, RECIPROCAL, MUL. */
+static void softmax_ref(float *d, const oc_tile *x)
+{
+    int64_t rows = x->rows, n = x->cols;
+    float *m = malloc(sizeof(float) * (size_t)rows), *s = malloc(sizeof(float) * (size_t)rows);
+    oc_tile X = *x, D = tile_of(d, rows, n);
+    oc_tile M = tile_of(m, rows, 1), S = tile_of(s, rows, 1);
+    oc_tile_reduce_rows(&M, &X, OC_TILE_RMAX);
+    oc_tile_unary(&M, &M, OC_TILE_IDENTITY, -1.0f, 0.0f);
+    oc_tile_activation_reduce(&D, &X, OC_TILE_EXP, 1.0f, &M, &S, NULL, NULL, OC_TILE_SUM);
+    oc_tile_unary(&S, &S, OC_TILE_RECIPROCAL, 1.0f, 0.0f);
+    oc_tile_binary(&D, &D, &S, OC_TILE_MUL);
+    free(m), free(s);
+}
+
+static void same_rows(const float *got, const float *want, int64_t count, const char *what, int p, int64_t n)
+{
+    for (int64_t j = 0; j < count; j++)
+        if (memcmp(&got[j], &want[j], 4) && !(isnan(got[j]) && isnan(want[j])))
+            fail_msg("softmax %s, pattern %d, row %lld of %lld, element %lld: got %.9g, want %.9g", what, p,
+                     (long long)(j / n), (long long)n, (long long)(j % n), got[j], want[j]);
+}
+
+/* oc_tile_softmax: the composition's bits (on the same layout) on rows in
+ * cache and rows from memory (more than half of L2; rows of up to 8192 keep
+ * their exps, longer ones take them twice), in place, and on strided rows; patterns with
+ * lanes for the scalar expf (-Inf, far below the max), NaNs and zeros. */
+static void test_softmax_bits(void **state)
+{
+    (void)state;
+    const int64_t shapes[][2] = {{6, 1}, {6, 17}, {6, 100}, {3, 1040}, {5, 3100},
+                                 {2 + (int64_t)oc_tile_l2_bytes() / 4096 / 4 * 4 / 2, 1024 + 7},
+                                 {2 + (int64_t)oc_tile_l2_bytes() / 8200 / 4 / 2, 8200}};
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        int64_t rows = shapes[si][0], n = shapes[si][1];
+        size_t bytes = sizeof(float) * (size_t)(rows * n);
+        float *x = malloc(bytes), *d = malloc(bytes), *want = malloc(bytes), *xs = malloc(2 * bytes);
+        for (int p = 0; p < 6; p++) {
+            for (int64_t r = 0; r < rows; r++) fill_row(x + r * n, n, p, (int)r);
+            if (p == 4) x[n / 2] = -INFINITY, x[n - 1] = -200.0f; /* below the max by more than 87 */
+            oc_tile X = tile_of(x, rows, n), D = tile_of(d, rows, n);
+            softmax_ref(want, &X);
+            memset(d, 0xff, bytes);
+            oc_tile_softmax(&D, &X);
+            assert_int_equal(oc_errcode(), OC_OK);
+            same_rows(d, want, rows * n, "", p, n);
+            memcpy(d, x, bytes); /* in place */
+            oc_tile_softmax(&D, &D);
+            same_rows(d, want, rows * n, "in place", p, n);
+            for (int64_t j = 0; j < rows * n; j++) xs[2 * j] = x[j], xs[2 * j + 1] = 7.0f;
+            oc_tile XS = {xs, rows, n, 2 * n, 2, OC_FLOAT32, false}; /* every other element */
+            softmax_ref(want, &XS); /* strided: libm's expf, as the calls take it there */
+            memset(d, 0xff, bytes);
+            oc_tile_softmax(&D, &XS);
+            same_rows(d, want, rows * n, "strided", p, n);
+        }
+        free(x), free(d), free(want), free(xs);
+    }
+    float a[8], b[6];
+    oc_tile A = tile_of(a, 2, 4), B = tile_of(b, 2, 3);
+    oc_tile_softmax(&B, &A);
+    assert_int_equal(oc_errcode(), OC_EINVAL);
+    test_assert_contains(oc_errmsg(), "oc_tile_softmax: dst is 2 x 3, x 2 x 4");
+}
+
 static int run_rows(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reduce_rows_bits),
         cmocka_unit_test(test_exp_reduce_bits),
+        cmocka_unit_test(test_softmax_bits),
     };
     int rc = cmocka_run_group_tests_name("tile_rows", tests, NULL, NULL);
     oc_engine_shutdown();
