@@ -179,6 +179,16 @@ OC_API void oc_tile_activation_reduce(oc_tile *dst, const oc_tile *a, oc_tile_un
                                       const oc_tile *bias, oc_tile *sum, oc_tile *next_red, const oc_tile *next,
                                       oc_tile_redop next_op);
 
+/* Softmax along each row (NKI's nl.softmax over the free axis): dst =
+ * exp(x - max) / sum, dst may be x. The bits of the row-blocked softmax
+ * above with 1 / sum (oc_tile_unary RECIPROCAL) and a MUL in place of the
+ * DIV (examples/tiles/softmax.c) on the same layout; unit-stride rows run in one
+ * pass each: rows that fit in half of L2 take one exp an element and scale
+ * in place, more rows (from memory) are written once, the exp's sum taken
+ * first in cache, while the next row is read (two exps an element, one read
+ * and one write of memory, as a copy). */
+OC_API void oc_tile_softmax(oc_tile *dst, const oc_tile *x);
+
 /* Along each row: dst (rows x 1, float32) = op over a's columns.
  * max/min propagate NaN. */
 OC_API void oc_tile_reduce_rows(oc_tile *dst, const oc_tile *a, oc_tile_redop op);

@@ -193,16 +193,22 @@ enum {
     EXP_P4 = 0x3d2b8392, EXP_P5 = 0x3c07d9fe, EXP_BIG = 0x42aeac4f, EXP_ABS = 0x7fffffff
 };
 
+/* The shifter with the exponent's bias in it: m = x log2(e) + 1.5 2^23 + 127
+ * holds n + 127 in its low bits, so 2^n is those bits shifted (libmvec adds the
+ * 127 after the rounding; both constants are integers whose ulp is 1, so the
+ * rounding is the same wherever x log2(e) is not a half-integer, which needs
+ * |x| >= 2^22: a lane for the scalar expf). */
+enum { EXP_SHIFT_B = EXP_SHIFT + 0x7f };
+
 /* y = exp(x) on every lane, sp = the lanes for the scalar expf (as an
  * integer mask vector, or with AVX-512 a mask register when CMPGT is
  * given one): V is _mm256 or _mm512, I 256 or 512. */
 #define EXP_C(V, I, c) V##_castsi##I##_ps(V##_set1_epi32(c))
 #define EXP_LANES(V, I, x, y, sp, CMPGT)                                                       \
     do {                                                                                       \
-        __typeof__(x) m_ = V##_fmadd_ps(x, EXP_C(V, I, EXP_LOG2E), EXP_C(V, I, EXP_SHIFT));    \
-        __typeof__(x) n_ = V##_sub_ps(m_, EXP_C(V, I, EXP_SHIFT)), r_, p_;                     \
-        __typeof__(V##_castps_si##I(x)) e_ = V##_castps_si##I(m_);                                 \
-        e_ = V##_slli_epi32(V##_add_epi32(e_, V##_set1_epi32(0x7f)), 23);                      \
+        __typeof__(x) m_ = V##_fmadd_ps(x, EXP_C(V, I, EXP_LOG2E), EXP_C(V, I, EXP_SHIFT_B));  \
+        __typeof__(x) n_ = V##_sub_ps(m_, EXP_C(V, I, EXP_SHIFT_B)), r_, p_;                   \
+        __typeof__(V##_castps_si##I(x)) e_ = V##_slli_epi32(V##_castps_si##I(m_), 23);        \
         sp = CMPGT(V##_and_si##I(V##_castps_si##I(x), V##_set1_epi32(EXP_ABS)),                    \
                    V##_set1_epi32(EXP_BIG));                                                   \
         r_ = V##_fnmadd_ps(n_, EXP_C(V, I, EXP_LN2HI), x);                                     \
@@ -319,6 +325,12 @@ static int exp_path(void)
 #endif
     atomic_store_explicit(&path, p, memory_order_relaxed);
     return p;
+}
+
+/* The AVX-512 exp path is on (the CPU has it, OC_TILE_ISA allows it). */
+static bool d_ok_avx512(void)
+{
+    return exp_path() == 2;
 }
 
 /* d = exp(a * scale + bias) over a unit-stride run on `path` (capped by
@@ -484,6 +496,111 @@ OC_TILE_INLINE float lanes_run(const float *x, int64_t n, oc_tile_redop op, floa
     return lanes_finish(&l, x, j, n, op, c);
 }
 
+/* ---- x86: the extreme of a run, and exp with its sums, in one pass ---------------- */
+
+/* The x86 vector path (2 AVX-512, 1 AVX2, 0 none), as exp_path chooses it. */
+#ifdef OC_TILE_EXP_X86
+/* b where it is strictly beyond a (RMAX mx: larger, else smaller), else a: vmaxps /
+ * vminps are the fixed-order step exactly where neither is NaN (a tie keeps a, the
+ * earlier); a NaN is caught apart. */
+#define EXT8(mx, b, a) ((mx) ? _mm256_max_ps(b, a) : _mm256_min_ps(b, a))
+#define EXT16(mx, b, a) ((mx) ? _mm512_max_ps(b, a) : _mm512_min_ps(b, a))
+
+/* The RMAX / RMIN state l after nb more lanes_add16 steps over x, in fewer
+ * dependent steps: the step is associative on what it keeps (the last NaN, else
+ * the first extreme value), so each pair of 16-element blocks is folded before it
+ * meets the state (the same bits; the state's chain is one step per 32 elements,
+ * and a step is one instruction). false, l untouched, where a NaN is in x: the
+ * caller then takes the exact steps. */
+__attribute__((target("avx2"))) static bool ext_steps8(lanes *l, const float *x, int64_t nb, bool mx)
+{
+    __m256 a, b, nan = _mm256_setzero_ps();
+    memcpy(&a, &l->a, sizeof a), memcpy(&b, &l->b, sizeof b);
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const float *p = x + 16 * i;
+        __m256 a0 = _mm256_loadu_ps(p), b0 = _mm256_loadu_ps(p + 8);
+        __m256 a1 = _mm256_loadu_ps(p + 16), b1 = _mm256_loadu_ps(p + 24);
+        nan = _mm256_or_ps(nan, _mm256_or_ps(_mm256_cmp_ps(a0, a1, _CMP_UNORD_Q), _mm256_cmp_ps(b0, b1, _CMP_UNORD_Q)));
+        a = EXT8(mx, EXT8(mx, a1, a0), a), b = EXT8(mx, EXT8(mx, b1, b0), b);
+    }
+    if (i < nb) {
+        __m256 a0 = _mm256_loadu_ps(x + 16 * i), b0 = _mm256_loadu_ps(x + 16 * i + 8);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(a0, b0, _CMP_UNORD_Q));
+        a = EXT8(mx, a0, a), b = EXT8(mx, b0, b);
+    }
+    if (!_mm256_testz_ps(nan, nan)) return false;
+    memcpy(&l->a, &a, sizeof a), memcpy(&l->b, &b, sizeof b);
+    return true;
+}
+
+/* The 16 lanes of a state as one vector (a's lanes, then b's), and back. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 lanes_get16(const lanes *l)
+{
+    float t[16];
+    memcpy(t, &l->a, 8 * sizeof *t), memcpy(t + 8, &l->b, 8 * sizeof *t);
+    return _mm512_loadu_ps(t);
+}
+
+__attribute__((target("avx512f"), always_inline)) static inline void lanes_put16(lanes *l, __m512 v)
+{
+    float t[16];
+    _mm512_storeu_ps(t, v);
+    memcpy(&l->a, t, 8 * sizeof *t), memcpy(&l->b, t + 8, 8 * sizeof *t);
+}
+
+/* 16 lanes, as ext_steps8. */
+__attribute__((target("avx512f"))) static bool ext_steps16(lanes *l, const float *x, int64_t nb, bool mx)
+{
+    __m512 m = lanes_get16(l);
+    __mmask16 nan = 0;
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) { /* two pairs, then the pairs: a chain step per 64 elements */
+        const float *p = x + 16 * i;
+        __m512 v0 = _mm512_loadu_ps(p), v1 = _mm512_loadu_ps(p + 16);
+        __m512 v2 = _mm512_loadu_ps(p + 32), v3 = _mm512_loadu_ps(p + 48);
+        nan |= _mm512_cmp_ps_mask(v0, v1, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v2, v3, _CMP_UNORD_Q);
+        m = EXT16(mx, EXT16(mx, EXT16(mx, v3, v2), EXT16(mx, v1, v0)), m);
+    }
+    for (; i + 2 <= nb; i += 2) {
+        __m512 v0 = _mm512_loadu_ps(x + 16 * i), v1 = _mm512_loadu_ps(x + 16 * i + 16);
+        nan |= _mm512_cmp_ps_mask(v0, v1, _CMP_UNORD_Q);
+        m = EXT16(mx, EXT16(mx, v1, v0), m);
+    }
+    if (i < nb) {
+        __m512 v0 = _mm512_loadu_ps(x + 16 * i);
+        nan |= _mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q);
+        m = EXT16(mx, v0, m);
+    }
+    if (nan) return false;
+    lanes_put16(l, m);
+    return true;
+}
+#endif
+
+/* l (RMAX mx, else RMIN) after the whole 16-element steps of x[0..n), on the
+ * x86 vector path; false (l untouched) where there is none or x holds a NaN. */
+static bool ext_fast(lanes *l, const float *x, int64_t n, bool mx)
+{
+#ifdef OC_TILE_EXP_X86
+    int p = exp_path();
+    if (p == 2) return ext_steps16(l, x, n / 16, mx);
+    if (p == 1) return ext_steps8(l, x, n / 16, mx);
+#else
+    (void)l, (void)x, (void)n, (void)mx;
+#endif
+    return false;
+}
+
+/* RMAX / RMIN over x[0..n): lanes_run's bits. */
+OC_TILE_INLINE float ext_run(const float *x, int64_t n, oc_tile_redop op)
+{
+    lanes l;
+    lanes_init(&l, op);
+    if (n >= 64 && ext_fast(&l, x, n, op == OC_TILE_RMAX)) return lanes_finish(&l, x, n / 16 * 16, n, op, 0.0f);
+    return lanes_run(x, n, op, 0.0f);
+}
+
 /* A constant op in each case: each its own loop. */
 OC_TILE_INLINE float reduce_run(const float *x, int64_t n, oc_tile_redop op, float center)
 {
@@ -491,8 +608,8 @@ OC_TILE_INLINE float reduce_run(const float *x, int64_t n, oc_tile_redop op, flo
     case OC_TILE_SUM: return lanes_run(x, n, OC_TILE_SUM, 0.0f);
     case OC_TILE_MEAN: return lanes_run(x, n, OC_TILE_MEAN, 0.0f);
     case OC_TILE_SUMSQ: return lanes_run(x, n, OC_TILE_SUMSQ, center);
-    case OC_TILE_RMAX: return lanes_run(x, n, OC_TILE_RMAX, 0.0f);
-    default: return lanes_run(x, n, OC_TILE_RMIN, 0.0f);
+    case OC_TILE_RMAX: return ext_run(x, n, OC_TILE_RMAX);
+    default: return ext_run(x, n, OC_TILE_RMIN);
     }
 }
 
@@ -666,6 +783,108 @@ OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc
 
 /* ---- activation with ride-along reductions --------------------------------------- */
 
+#ifdef OC_TILE_EXP_X86
+/* One chunk of act_row on the x86 vector path, in one loop: d[0..w) = exp(x * scale
+ * + bias) (exp16's lanes), the whole 16-element steps of d into the SUM state ls and
+ * those of nx (NULL: none) into the RMAX / RMIN state ln (mx: RMAX); d must not be x.
+ * The sum's adds ride in the exp's loop (the same adds in the same order as
+ * lanes_add16's: the bits of a pass after it), the extreme's steps as ext_steps16
+ * folds them. Lanes for the scalar expf (exp_fix) or a NaN in nx: that chunk's
+ * state is taken again by the exact steps. */
+__attribute__((target("avx512f"))) static void exp_chunk16(float *d, const float *x, int64_t w, float scale,
+                                                          float bias, lanes *ls, const float *nx, lanes *ln,
+                                                          bool mx)
+{
+    const __m512 sc = _mm512_set1_ps(scale), bi = _mm512_set1_ps(bias);
+    const bool unit = scale == 1.0f; /* x * 1 is x (a NaN lane goes to exp_fix anyway) */
+    const lanes ls0 = *ls, ln0 = *ln;
+    __m512 s = lanes_get16(ls), m = lanes_get16(ln);
+    __mmask16 fix = 0, nan = 0;
+    int64_t nb = w / 16, i = 0;
+    for (; i < nb; i++) {
+        if (nx) __builtin_prefetch(nx + 16 * i + OC_TILE_PF_AHEAD, 0, 3);
+        __builtin_prefetch(d + 16 * i + OC_TILE_PF_AHEAD, 1, 3);
+        __m512 v = _mm512_loadu_ps(x + 16 * i), y;
+        v = _mm512_add_ps(unit ? v : _mm512_mul_ps(v, sc), bi);
+        __mmask16 sp;
+        EXP_LANES(_mm512, 512, v, y, sp, _mm512_cmpgt_epi32_mask);
+        _mm512_storeu_ps(d + 16 * i, y);
+        fix |= sp, s = _mm512_add_ps(s, y);
+        if (nx && (i & 1)) { /* blocks i - 1 and i, folded, then the state */
+            __m512 v0 = _mm512_loadu_ps(nx + 16 * i - 16), v1 = _mm512_loadu_ps(nx + 16 * i);
+            nan |= _mm512_cmp_ps_mask(v0, v1, _CMP_UNORD_Q);
+            m = EXT16(mx, EXT16(mx, v1, v0), m);
+        }
+    }
+    if (nx && (nb & 1)) {
+        __m512 v0 = _mm512_loadu_ps(nx + 16 * nb - 16);
+        nan |= _mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q);
+        m = EXT16(mx, v0, m);
+    }
+    if (w > 16 * nb && exp16(d + 16 * nb, x + 16 * nb, sc, bi, w - 16 * nb)) fix = 1;
+    lanes_put16(ls, s), lanes_put16(ln, m);
+    if (fix) {
+        exp_fix(d, x, w, scale, bias);
+        *ls = ls0;
+        for (i = 0; i < nb; i++) lanes_add16(ls, d + 16 * i, OC_TILE_SUM, 0.0f);
+    }
+    if (nan) {
+        *ln = ln0;
+        for (i = 0; i < nb; i++) lanes_add16(ln, nx + 16 * i, mx ? OC_TILE_RMAX : OC_TILE_RMIN, 0.0f);
+    }
+}
+
+/* 8 lanes, as exp_chunk16: two exp8 vectors a step, the first into ls's a, the second into b. */
+__attribute__((target("avx2,fma"))) static void exp_chunk8(float *d, const float *x, int64_t w, float scale,
+                                                          float bias, lanes *ls, const float *nx, lanes *ln,
+                                                          bool mx)
+{
+    const __m256 sc = _mm256_set1_ps(scale), bi = _mm256_set1_ps(bias);
+    const bool unit = scale == 1.0f;
+    const lanes ls0 = *ls, ln0 = *ln;
+    __m256 sab[2], mab[2], nan = _mm256_setzero_ps();
+    __m256i fix = _mm256_setzero_si256();
+    memcpy(&sab[0], &ls->a, 32), memcpy(&sab[1], &ls->b, 32);
+    memcpy(&mab[0], &ln->a, 32), memcpy(&mab[1], &ln->b, 32);
+    int64_t nb = w / 16, i = 0;
+    for (; i < nb; i++) {
+        if (nx) __builtin_prefetch(nx + 16 * i + OC_TILE_PF_AHEAD, 0, 3);
+        __builtin_prefetch(d + 16 * i + OC_TILE_PF_AHEAD, 1, 3);
+        for (int h = 0; h < 2; h++) {
+            __m256 v = _mm256_loadu_ps(x + 16 * i + 8 * h), y;
+            v = _mm256_add_ps(unit ? v : _mm256_mul_ps(v, sc), bi);
+            __m256i sp;
+            EXP_LANES(_mm256, 256, v, y, sp, _mm256_cmpgt_epi32);
+            _mm256_storeu_ps(d + 16 * i + 8 * h, y);
+            fix = _mm256_or_si256(fix, sp), sab[h] = _mm256_add_ps(sab[h], y);
+            if (nx && (i & 1)) {
+                __m256 v0 = _mm256_loadu_ps(nx + 16 * i - 16 + 8 * h), v1 = _mm256_loadu_ps(nx + 16 * i + 8 * h);
+                nan = _mm256_or_ps(nan, _mm256_cmp_ps(v0, v1, _CMP_UNORD_Q));
+                mab[h] = EXT8(mx, EXT8(mx, v1, v0), mab[h]);
+            }
+        }
+    }
+    for (int h = 0; nx && (nb & 1) && h < 2; h++) {
+        __m256 v0 = _mm256_loadu_ps(nx + 16 * nb - 16 + 8 * h);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v0, v0, _CMP_UNORD_Q));
+        mab[h] = EXT8(mx, v0, mab[h]);
+    }
+    bool fixed = !_mm256_testz_si256(fix, fix);
+    for (int64_t j = 16 * nb; j < w; j += 8) fixed |= exp8(d + j, x + j, sc, bi, w - j);
+    memcpy(&ls->a, &sab[0], 32), memcpy(&ls->b, &sab[1], 32);
+    memcpy(&ln->a, &mab[0], 32), memcpy(&ln->b, &mab[1], 32);
+    if (fixed) {
+        exp_fix(d, x, w, scale, bias);
+        *ls = ls0;
+        for (i = 0; i < nb; i++) lanes_add16(ls, d + 16 * i, OC_TILE_SUM, 0.0f);
+    }
+    if (!_mm256_testz_ps(nan, nan)) {
+        *ln = ln0;
+        for (i = 0; i < nb; i++) lanes_add16(ln, nx + 16 * i, mx ? OC_TILE_RMAX : OC_TILE_RMIN, 0.0f);
+    }
+}
+#endif
+
 /* One row of oc_tile_activation_reduce's fused path (unit strides): d =
  * f(x * scale + bias), *sum = the sum of d (when sum is given), *next_r =
  * op over row nx (when nx is given). 1024 elements of d at a time (4 KiB:
@@ -687,10 +906,27 @@ OC_TILE_INLINE void act_row(float *d, const float *x, oc_tile_unop f, float scal
     lanes ls, ln;
     lanes_init(&ls, OC_TILE_SUM), lanes_init(&ln, op);
     int64_t k = 0; /* reduced up to k */
+    int path = 0;
+#ifdef OC_TILE_EXP_X86
+    if (f == OC_TILE_EXP && d != x && (!nx || op == OC_TILE_RMAX || op == OC_TILE_RMIN)) path = exp_path();
+#endif
     for (int64_t j = 0, w; j < n; j += w) {
         w = n - j < 1024 ? n - j : 1024;
-        if (nx) /* each line of nx's chunk into L2 before this chunk's exp: see above */
+        if (nx && !path) /* each line of nx's chunk into L2 before this chunk's exp: see above */
             for (int64_t q = j; q < j + w; q += 16) __builtin_prefetch(nx + q, 0, 2);
+#ifdef OC_TILE_EXP_X86
+        if (path && j == 0) /* the fused loop prefetches OC_TILE_PF_AHEAD on: the lines before */
+            for (int64_t q = 0; q < OC_TILE_PF_AHEAD && q < n; q += 16) {
+                if (nx) __builtin_prefetch(nx + q, 0, 3);
+                __builtin_prefetch(d + q, 1, 3);
+            }
+        if (path) { /* exp and both reductions in one loop */
+            (path == 2 ? exp_chunk16 : exp_chunk8)(d + j, x + j, w, scale, bias, &ls, nx ? nx + j : NULL, &ln,
+                                                  op == OC_TILE_RMAX);
+            k = j + w / 16 * 16;
+            continue;
+        }
+#endif
         un_row(d + j, 1, x + j, 1, w, f, scale, bias);
         for (; k + 16 <= j + w; k += 16) {
             if (sum) lanes_add16(&ls, d + k, OC_TILE_SUM, 0.0f);
@@ -728,6 +964,162 @@ OC_TILE_FN void oc_tile_activation_reduce(oc_tile *dst, const oc_tile *a, oc_til
         else
             *nr = reduce_run(nx, n, next_op, 0.0f);
     }
+}
+
+/* ---- softmax ---------------------------------------------------------------------- */
+
+#ifdef OC_TILE_EXP_X86
+/* exp16's lanes of v = x * scale + bias (src: x, for the lanes the scalar expf
+ * takes, as exp_fix computes them), those lanes fixed in the vector. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512
+exp16_fixed(__m512 v, const float *src, int64_t left, float scale, float bias)
+{
+    __m512 y;
+    __mmask16 sp;
+    EXP_LANES(_mm512, 512, v, y, sp, _mm512_cmpgt_epi32_mask);
+    sp &= left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+    if (__builtin_expect(sp != 0, 0)) {
+        float t[16];
+        _mm512_storeu_ps(t, y);
+        for (int l = 0; l < 16; l++)
+            if (sp >> l & 1) {
+                float u = src[l] * scale;
+                t[l] = expf(u + bias);
+            }
+        y = _mm512_loadu_ps(t);
+    }
+    return y;
+}
+
+/* A row's exps, between the sum pass and the write pass (per thread: 32 KiB,
+ * allocated on a thread's first softmax). */
+enum { SM_STASH = 8192 };
+static _Thread_local float sm_stash[SM_STASH];
+
+/* Row x of a softmax whose rows come from memory: the sum of exp(x - m) (bias
+ * = -m) in lanes order, the exps kept in sm_stash (n <= SM_STASH) or taken
+ * again, while the row after it (nx, may be NULL) is prefetched at the same
+ * offsets; then d = exp(x - m) * (1 / sum), written once, the next row's max
+ * riding along (into *next_max): one read and one write of memory, as a
+ * copy, the next row read while this one is written. The bits of the
+ * blocked composition (activation_reduce, RECIPROCAL, MUL). */
+__attribute__((target("avx512f"))) static void softmax_row16(float *d, const float *x, int64_t n, float bias,
+                                                            const float *nx, float *next_max)
+{
+    const __m512 bi = _mm512_set1_ps(bias);
+    float tail[16], *e = n <= SM_STASH ? sm_stash : NULL;
+    lanes ls;
+    lanes_init(&ls, OC_TILE_SUM);
+    __m512 s = lanes_get16(&ls);
+    int64_t nb = n / 16, i, left = n - 16 * nb;
+    for (i = 0; i < nb; i++) {
+        if (nx) __builtin_prefetch(nx + 16 * i + OC_TILE_PF_AHEAD, 0, 2);
+        __m512 y = exp16_fixed(_mm512_add_ps(_mm512_loadu_ps(x + 16 * i), bi), x + 16 * i, 16, 1.0f, bias);
+        if (e) _mm512_storeu_ps(e + 16 * i, y);
+        s = _mm512_add_ps(s, y);
+    }
+    lanes_put16(&ls, s);
+    __mmask16 tm = (__mmask16)((1u << left) - 1);
+    float *et = e ? e + 16 * nb : tail; /* the tail's exps */
+    if (left) _mm512_storeu_ps(et, exp16_fixed(_mm512_add_ps(_mm512_maskz_loadu_ps(tm, x + 16 * nb), bi),
+                                               x + 16 * nb, left, 1.0f, bias));
+    float sum = lanes_finish(&ls, et - 16 * nb, 16 * nb, n, OC_TILE_SUM, 0.0f);
+    const __m512 rv = _mm512_set1_ps(1.0f / (sum * 1.0f + 0.0f));
+    lanes ln;
+    lanes_init(&ln, OC_TILE_RMAX);
+    __m512 m = lanes_get16(&ln);
+    __mmask16 nan = 0;
+    for (i = 0; i < nb; i++) {
+        __builtin_prefetch(d + 16 * i + OC_TILE_PF_AHEAD, 1, 3);
+        __m512 y = e ? _mm512_loadu_ps(e + 16 * i)
+                     : exp16_fixed(_mm512_add_ps(_mm512_loadu_ps(x + 16 * i), bi), x + 16 * i, 16, 1.0f, bias);
+        _mm512_storeu_ps(d + 16 * i, _mm512_mul_ps(y, rv));
+        if (nx && (i & 1)) {
+            __m512 v0 = _mm512_loadu_ps(nx + 16 * i - 16), v1 = _mm512_loadu_ps(nx + 16 * i);
+            nan |= _mm512_cmp_ps_mask(v0, v1, _CMP_UNORD_Q);
+            m = EXT16(true, EXT16(true, v1, v0), m);
+        }
+    }
+    if (left) _mm512_mask_storeu_ps(d + 16 * nb, tm, _mm512_mul_ps(_mm512_loadu_ps(et), rv));
+    if (!nx) return;
+    if (nb & 1) {
+        __m512 v0 = _mm512_loadu_ps(nx + 16 * nb - 16);
+        nan |= _mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q);
+        m = EXT16(true, v0, m);
+    }
+    if (nan) {
+        lanes_init(&ln, OC_TILE_RMAX);
+        for (i = 0; i < nb; i++) lanes_add16(&ln, nx + 16 * i, OC_TILE_RMAX, 0.0f);
+    } else {
+        lanes_put16(&ln, m);
+    }
+    *next_max = lanes_finish(&ln, nx, 16 * nb, n, OC_TILE_RMAX, 0.0f);
+}
+#endif
+
+/* The softmax's bias for a row whose max is m: m * -1 + 0, as
+ * oc_tile_unary(IDENTITY, -1, 0) gives it. */
+OC_TILE_INLINE float neg_max(float m)
+{
+    return m * -1.0f + 0.0f;
+}
+
+/* One row of the in-cache softmax: d = exp(x - m) with its sum and the next
+ * row's max (act_row), then d *= 1 / sum. */
+OC_TILE_INLINE float softmax_row_cached(float *d, const float *x, int64_t n, float bias, const float *nx)
+{
+    float sum = 0.0f, nm = 0.0f;
+    act_row(d, x, OC_TILE_EXP, 1.0f, bias, n, &sum, nx, OC_TILE_RMAX, &nm);
+    float r = 1.0f / (sum * 1.0f + 0.0f);
+    bin_row(d, 1, d, 1, &r, 0, n, OC_TILE_MUL);
+    return nm;
+}
+
+OC_TILE_FN void oc_tile_softmax(oc_tile *dst, const oc_tile *x)
+{
+    const char *fn = "oc_tile_softmax";
+    if (!oc__tile_want_f32(dst, fn, "dst") || !oc__tile_want_f32(x, fn, "x") || !oc__tile_apart(dst, x, true, fn, "x"))
+        return;
+    if (dst->rows != x->rows || dst->cols != x->cols) {
+        oc__raise(OC_EINVAL, "%s: dst is %lld x %lld, x %lld x %lld (want the same shape)", fn, (long long)dst->rows,
+                  (long long)dst->cols, (long long)x->rows, (long long)x->cols);
+        return;
+    }
+    int64_t n = x->cols, rows = x->rows;
+    if (rows == 0 || n == 0) return;
+    if (x->cs != 1 || dst->cs != 1) { /* strided rows: the composition, a row at a time */
+        for (int64_t i = 0; i < rows; i++) {
+            oc_tile xr = {(void *)CF32(x, i), 1, n, x->rs, x->cs, OC_FLOAT32, false};
+            oc_tile dr = {F32(dst, i), 1, n, dst->rs, dst->cs, OC_FLOAT32, false};
+            float m, s;
+            oc_tile mt = {&m, 1, 1, 1, 1, OC_FLOAT32, false}, st = {&s, 1, 1, 1, 1, OC_FLOAT32, false};
+            reduce_rows_body(&mt, &xr, OC_TILE_RMAX);
+            m = neg_max(m);
+            rowbias_rows(&dr, &xr, OC_TILE_EXP, 1.0f, &mt);
+            reduce_rows_body(&st, &dr, OC_TILE_SUM);
+            float r = 1.0f / (s * 1.0f + 0.0f);
+            oc_tile rt = {&r, 1, 1, 1, 1, OC_FLOAT32, false};
+            for (int64_t j = 0; j < n; j++) F32(&dr, 0)[j * dr.cs] *= *F32(&rt, 0);
+        }
+        return;
+    }
+    float m = reduce_run(CF32(x, 0), n, OC_TILE_RMAX, 0.0f);
+    /* From memory (more rows than half of L2): the output written once, two
+     * exps an element; in cache: one exp, the output scaled in place. */
+    bool stream = rows * n * 4 > (int64_t)oc_tile_l2_bytes() / 2;
+#ifdef OC_TILE_EXP_X86
+    if (stream && d_ok_avx512()) {
+        for (int64_t i = 0; i < rows; i++) {
+            const float *nx = i + 1 < rows ? CF32(x, i + 1) : NULL;
+            float nm = 0.0f;
+            softmax_row16(F32(dst, i), CF32(x, i), n, neg_max(m), nx, &nm);
+            m = nm;
+        }
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < rows; i++)
+        m = softmax_row_cached(F32(dst, i), CF32(x, i), n, neg_max(m), i + 1 < rows ? CF32(x, i + 1) : NULL);
 }
 
 OC_TILE_FN void oc_tile_reduce_cols(oc_tile *dst, const oc_tile *a, oc_tile_redop op)
