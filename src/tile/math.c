@@ -991,39 +991,34 @@ exp16_fixed(__m512 v, const float *src, int64_t left, float scale, float bias)
     return y;
 }
 
-/* A row's exps, between the sum pass and the write pass (per thread: 32 KiB,
- * allocated on a thread's first softmax). */
-enum { SM_STASH = 8192 };
-static _Thread_local float sm_stash[SM_STASH];
-
 /* Row x of a softmax whose rows come from memory: the sum of exp(x - m) (bias
- * = -m) in lanes order, the exps kept in sm_stash (n <= SM_STASH) or taken
- * again, while the row after it (nx, may be NULL) is prefetched at the same
- * offsets; then d = exp(x - m) * (1 / sum), written once, the next row's max
- * riding along (into *next_max): one read and one write of memory, as a
- * copy, the next row read while this one is written. The bits of the
- * blocked composition (activation_reduce, RECIPROCAL, MUL). */
+ * = -m) in lanes order, no store, while the row after it (nx, may be NULL)
+ * is prefetched at the same offsets; then d = exp(x - m) * (1 / sum), the
+ * exps taken again, written once, the next row's max riding along (into
+ * *next_max): one read and one write of memory, as a copy, the next row
+ * read while this one is written. The bits of the blocked composition
+ * (activation_reduce, RECIPROCAL, MUL). (Keeping the exps in a 32 KiB
+ * thread-local buffer instead was 3% faster, but static TLS comes out of
+ * every thread's stack: tests/c/test_kernel_stack's tiny stacks fault.) */
 __attribute__((target("avx512f"))) static void softmax_row16(float *d, const float *x, int64_t n, float bias,
                                                             const float *nx, float *next_max)
 {
     const __m512 bi = _mm512_set1_ps(bias);
-    float tail[16], *e = n <= SM_STASH ? sm_stash : NULL;
+    float tail[16]; /* the tail's exps */
     lanes ls;
     lanes_init(&ls, OC_TILE_SUM);
     __m512 s = lanes_get16(&ls);
     int64_t nb = n / 16, i, left = n - 16 * nb;
     for (i = 0; i < nb; i++) {
         if (nx) __builtin_prefetch(nx + 16 * i + OC_TILE_PF_AHEAD, 0, 2);
-        __m512 y = exp16_fixed(_mm512_add_ps(_mm512_loadu_ps(x + 16 * i), bi), x + 16 * i, 16, 1.0f, bias);
-        if (e) _mm512_storeu_ps(e + 16 * i, y);
-        s = _mm512_add_ps(s, y);
+        s = _mm512_add_ps(s, exp16_fixed(_mm512_add_ps(_mm512_loadu_ps(x + 16 * i), bi), x + 16 * i, 16, 1.0f,
+                                         bias));
     }
     lanes_put16(&ls, s);
     __mmask16 tm = (__mmask16)((1u << left) - 1);
-    float *et = e ? e + 16 * nb : tail; /* the tail's exps */
-    if (left) _mm512_storeu_ps(et, exp16_fixed(_mm512_add_ps(_mm512_maskz_loadu_ps(tm, x + 16 * nb), bi),
+    if (left) _mm512_storeu_ps(tail, exp16_fixed(_mm512_add_ps(_mm512_maskz_loadu_ps(tm, x + 16 * nb), bi),
                                                x + 16 * nb, left, 1.0f, bias));
-    float sum = lanes_finish(&ls, et - 16 * nb, 16 * nb, n, OC_TILE_SUM, 0.0f);
+    float sum = lanes_finish(&ls, tail, 0, left, OC_TILE_SUM, 0.0f); /* the lanes, then the tail */
     const __m512 rv = _mm512_set1_ps(1.0f / (sum * 1.0f + 0.0f));
     lanes ln;
     lanes_init(&ln, OC_TILE_RMAX);
@@ -1031,8 +1026,7 @@ __attribute__((target("avx512f"))) static void softmax_row16(float *d, const flo
     __mmask16 nan = 0;
     for (i = 0; i < nb; i++) {
         __builtin_prefetch(d + 16 * i + OC_TILE_PF_AHEAD, 1, 3);
-        __m512 y = e ? _mm512_loadu_ps(e + 16 * i)
-                     : exp16_fixed(_mm512_add_ps(_mm512_loadu_ps(x + 16 * i), bi), x + 16 * i, 16, 1.0f, bias);
+        __m512 y = exp16_fixed(_mm512_add_ps(_mm512_loadu_ps(x + 16 * i), bi), x + 16 * i, 16, 1.0f, bias);
         _mm512_storeu_ps(d + 16 * i, _mm512_mul_ps(y, rv));
         if (nx && (i & 1)) {
             __m512 v0 = _mm512_loadu_ps(nx + 16 * i - 16), v1 = _mm512_loadu_ps(nx + 16 * i);
@@ -1040,7 +1034,7 @@ __attribute__((target("avx512f"))) static void softmax_row16(float *d, const flo
             m = EXT16(true, EXT16(true, v1, v0), m);
         }
     }
-    if (left) _mm512_mask_storeu_ps(d + 16 * nb, tm, _mm512_mul_ps(_mm512_loadu_ps(et), rv));
+    if (left) _mm512_mask_storeu_ps(d + 16 * nb, tm, _mm512_mul_ps(_mm512_loadu_ps(tail), rv));
     if (!nx) return;
     if (nb & 1) {
         __m512 v0 = _mm512_loadu_ps(nx + 16 * nb - 16);

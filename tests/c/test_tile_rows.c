@@ -192,8 +192,8 @@ static void same_rows(const float *got, const float *want, int64_t count, const 
 }
 
 /* oc_tile_softmax: the composition's bits (on the same layout) on rows in
- * cache and rows from memory (more than half of L2; rows of up to 8192 keep
- * their exps, longer ones take them twice), in place, and on strided rows; patterns with
+ * cache and rows from memory (more than half of L2), in place, and on
+ * strided rows; patterns with
  * lanes for the scalar expf (-Inf, far below the max), NaNs and zeros. */
 static void test_softmax_bits(void **state)
 {
