@@ -618,7 +618,7 @@ oc_status oc__frame_execute(const struct oc_op *op, call_frame *f, oc_tensor *ou
 void oc__launch_plan(const struct oc_op *op, call_frame *f, const oc_grid *grid, oc__launch *l)
 {
     l->ready = false;
-    if (f->ndense || op->fresh_results < op->num_results || op->multicore) return;
+    if (f->ndense || op->fresh_results < op->num_results) return;
     oc_exec e = exec_of(op, op->kernel_fn);
     if (e.debug) return;
     if (resolve_grid(op, f, grid, &e) != OC_OK) { /* a bad grid: oc__frame_execute reports it per run */
@@ -630,6 +630,10 @@ void oc__launch_plan(const struct oc_op *op, call_frame *f, const oc_grid *grid,
     e.regs = f->regs;
     e.dsts = l->dsts;
     e.ndst = op->num_results;
+    /* a multicore op: the engine splits it, or runs it as one share, by
+     * these bytes (the prepared call's shapes: the same every run) */
+    l->multi = op->multicore;
+    if (l->multi) e.bytes_in = input_bytes(op, f);
     l->exec = e;
     l->ready = true;
 }
@@ -640,7 +644,7 @@ oc_status oc__launch_run(const struct oc_op *op, oc__launch *l, const oc_tensor 
         l->dsts[i] = outs[i];
         l->dsts[i].flags &= ~(uint32_t)(OC_TENSOR_READONLY | OC_TENSOR_OWNED);
     }
-    oc_status st = run_single(op, &l->exec);
+    oc_status st = l->multi ? run_multi(op, &l->exec) : run_single(op, &l->exec);
     if (l->exec.shared) oc__exec_release(&l->exec);
     return st;
 }

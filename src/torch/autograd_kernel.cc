@@ -322,6 +322,7 @@ public:
             const c10::IValue &v = (*stack)[base + static_cast<size_t>(i)];
             if (!v.isTensor() || !v.toTensor().defined()) continue;
             const at::Tensor &t = v.toTensor();
+            if (!t.unsafeGetTensorImpl()->autograd_meta()) continue; // no grad, no forward grad
             TORCH_CHECK(!t._fw_grad(/*level*/ 0).defined(), "opcore: ", b.fname,
                         " has no forward-mode derivative: register_autograd pairs it with a backward (reverse "
                         "mode) only; use torch.func.vjp / .backward(), or a torch op with a jvp");

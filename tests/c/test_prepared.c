@@ -142,6 +142,20 @@ static void test_multicore_op(void **state)
     oc_call *c = prepare("prep::axpb_mc", a, 3, &ys);
     run_ok(c, (void *[]){x, y});
     for (int i = 0; i < N; i++) assert_true(y[i] == 3.0f * (float)i + 1.0f);
+    for (int i = 0; i < N; i++) x[i] = (float)(N - i);
+    run_ok(c, (void *[]){x, y}); /* the planned launch again, on the new data */
+    for (int i = 0; i < N; i++) assert_true(y[i] == 3.0f * (float)(N - i) + 1.0f);
+    oc_call_free(c);
+    /* too small to split: one share on the calling core, every element written */
+    float sx[5] = {1, 2, 3, 4, 5}, sy[5] = {0};
+    oc_tensor st = vec(NULL, 5), sty = vec(NULL, 5);
+    oc_value b[] = {oc_value_tensor(&st), oc_value_float(3.0), oc_value_float(1.0)};
+    c = prepare("prep::axpb_mc", b, 3, &sty);
+    for (int r = 0; r < 3; r++) {
+        sx[0] = (float)r;
+        run_ok(c, (void *[]){sx, sy});
+        assert_true(sy[0] == 3.0f * (float)r + 1.0f && sy[4] == 16.0f);
+    }
     oc_call_free(c);
 }
 
