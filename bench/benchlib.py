@@ -41,9 +41,11 @@ REPO = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
 
 
-def interleaved(fns, rounds, reps, warmup=None, clock=time.perf_counter):
+def interleaved(fns, rounds, reps, warmup=None, clock=time.perf_counter, block_warmup=0):
     """fns: {name: callable()} (each call is one repetition). Returns
-    {name: [seconds per repetition, one per round]}."""
+    {name: [seconds per repetition, one per round]}. block_warmup: untimed
+    calls before each timed block (the candidate alone: its data back in
+    the cache, its threads awake)."""
     samples = {name: [] for name in fns}
     for fn in fns.values():
         for _ in range(warmup if warmup is not None else max(1, reps // 10)):
@@ -54,6 +56,8 @@ def interleaved(fns, rounds, reps, warmup=None, clock=time.perf_counter):
         k = r % len(names)
         for name in names[k:] + names[:k]:
             fn = fns[name]
+            for _ in range(block_warmup):
+                fn()
             t0 = clock()
             for _ in range(reps):
                 fn()

@@ -115,10 +115,9 @@ def child(args):
     none = torch.zeros(1)
 
     def run(op, cands, nbytes, refs, rounds, reps, warm=False):
-        if warm:  # each timed block after one untimed call of the same candidate
-            s = interleaved_warm(cands, rounds, reps)
-        else:
-            s = benchlib.interleaved(cands, rounds, reps, warmup=2)
+        # warm: each timed block after one untimed call of the same candidate
+        s = benchlib.interleaved(cands, rounds, reps, warmup=1 if warm else 2,
+                                 block_warmup=int(warm))
         for name in cands:
             t = benchlib.median(s[name])
             row = {"op": op, "threads": args.threads, "implementation": name, "ms": t * 1e3}
@@ -228,7 +227,7 @@ def child(args):
         copies = [torch.empty_like(t) for t in parts]
         nbytes = sum(t.nbytes for t in parts)
         # memcpy of as many bytes, as one buffer
-        flat, flat2 = torch.cat([t.reshape(-1).view(torch.uint8) for t in parts]), None
+        flat = torch.cat([t.reshape(-1).view(torch.uint8) for t in parts])
         flat2 = torch.empty_like(flat)
 
         def copy_all(copies=copies, parts=parts):
@@ -292,27 +291,6 @@ def child(args):
         paths[f"{t} m={mm}"] = path_of(t, mm)
     paths["int8 oc_tile_matmul 16xKxN"] = matmul_path_of(16, N, K)
     print(json.dumps({"rows": rows, "load": [load, os.getloadavg()[0]], "paths": paths}))
-
-
-def interleaved_warm(fns, rounds, reps):
-    """benchlib.interleaved's rounds (the order rotated each round), each
-    candidate's timed block of reps calls after one untimed call of its
-    own: what it costs once its weights are back in the cache and its
-    threads awake (the candidate alone)."""
-    import time
-    samples = {name: [] for name in fns}
-    names = list(fns)
-    for fn in fns.values():
-        fn()
-    for r in range(rounds):
-        k = r % len(names)
-        for name in names[k:] + names[:k]:
-            fns[name]()
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                fns[name]()
-            samples[name].append((time.perf_counter() - t0) / reps)
-    return samples
 
 
 def _in_turn(tensors, fn):

@@ -47,7 +47,8 @@ oc_tensor *softmax(const oc_tensor *x)
     /* this core's rows, in place in the tensors: oc_tile_softmax walks them a
      * row at a time (one pass of memory each way, the next row read while
      * this one is written) */
-    oc_tile xt = oc_tile_view(&X, p.lo, 0, p.hi - p.lo, p.d), ot = oc_tile_view(&O, p.lo, 0, p.hi - p.lo, p.d);
+    oc_tile xt = oc_tile_view(&X, p.lo, 0, p.hi - p.lo, p.d);
+    oc_tile ot = oc_tile_view(&O, p.lo, 0, p.hi - p.lo, p.d);
     oc_tile_softmax(&ot, &xt);
     return oc_dst_tensor();
 }

@@ -632,8 +632,7 @@ void oc__launch_plan(const struct oc_op *op, call_frame *f, const oc_grid *grid,
     e.ndst = op->num_results;
     /* a multicore op: the engine splits it, or runs it as one share, by
      * these bytes (the prepared call's shapes: the same every run) */
-    l->multi = op->multicore;
-    if (l->multi) e.bytes_in = input_bytes(op, f);
+    if (op->multicore) e.bytes_in = input_bytes(op, f);
     l->exec = e;
     l->ready = true;
 }
@@ -644,7 +643,7 @@ oc_status oc__launch_run(const struct oc_op *op, oc__launch *l, const oc_tensor 
         l->dsts[i] = outs[i];
         l->dsts[i].flags &= ~(uint32_t)(OC_TENSOR_READONLY | OC_TENSOR_OWNED);
     }
-    oc_status st = l->multi ? run_multi(op, &l->exec) : run_single(op, &l->exec);
+    oc_status st = op->multicore ? run_multi(op, &l->exec) : run_single(op, &l->exec);
     if (l->exec.shared) oc__exec_release(&l->exec);
     return st;
 }

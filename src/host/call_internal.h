@@ -175,7 +175,6 @@ oc_status oc__frame_execute(const struct oc_op *op, call_frame *f, oc_tensor *ou
  * which oc__launch_run repeats; else the caller runs oc__frame_execute. */
 typedef struct oc__launch {
     bool ready;
-    bool multi; /* a multicore op: through the engine's pool (one share or a split) */
     oc_exec exec;
     oc_tensor dsts[OC_MAX_RESULTS]; /* the kernel's copies of the result structs (exec.dsts) */
 } oc__launch;

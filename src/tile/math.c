@@ -327,12 +327,6 @@ static int exp_path(void)
     return p;
 }
 
-/* The AVX-512 exp path is on (the CPU has it, OC_TILE_ISA allows it). */
-static bool d_ok_avx512(void)
-{
-    return exp_path() == 2;
-}
-
 /* d = exp(a * scale + bias) over a unit-stride run on `path` (capped by
  * what exp_path allows); false where that path is the plain loop. */
 static bool exp_fast(float *d, const float *a, int64_t n, float scale, float bias, int path)
@@ -496,9 +490,17 @@ OC_TILE_INLINE float lanes_run(const float *x, int64_t n, oc_tile_redop op, floa
     return lanes_finish(&l, x, j, n, op, c);
 }
 
+/* l as l0 was, then nb lanes_add16 steps of op over x: a fast path's state
+ * taken again by the exact steps. */
+static inline void lanes_redo(lanes *l, const lanes *l0, const float *x, int64_t nb,
+                              oc_tile_redop op)
+{
+    *l = *l0;
+    for (int64_t i = 0; i < nb; i++) lanes_add16(l, x + 16 * i, op, 0.0f);
+}
+
 /* ---- x86: the extreme of a run, and exp with its sums, in one pass ---------------- */
 
-/* The x86 vector path (2 AVX-512, 1 AVX2, 0 none), as exp_path chooses it. */
 #ifdef OC_TILE_EXP_X86
 /* b where it is strictly beyond a (RMAX mx: larger, else smaller), else a: vmaxps /
  * vminps are the fixed-order step exactly where neither is NaN (a tie keeps a, the
@@ -512,7 +514,8 @@ OC_TILE_INLINE float lanes_run(const float *x, int64_t n, oc_tile_redop op, floa
  * meets the state (the same bits; the state's chain is one step per 32 elements,
  * and a step is one instruction). false, l untouched, where a NaN is in x: the
  * caller then takes the exact steps. */
-__attribute__((target("avx2"))) static bool ext_steps8(lanes *l, const float *x, int64_t nb, bool mx)
+__attribute__((target("avx2"))) static bool ext_steps8(lanes *l, const float *x, int64_t nb,
+                                                       bool mx)
 {
     __m256 a, b, nan = _mm256_setzero_ps();
     memcpy(&a, &l->a, sizeof a), memcpy(&b, &l->b, sizeof b);
@@ -521,7 +524,8 @@ __attribute__((target("avx2"))) static bool ext_steps8(lanes *l, const float *x,
         const float *p = x + 16 * i;
         __m256 a0 = _mm256_loadu_ps(p), b0 = _mm256_loadu_ps(p + 8);
         __m256 a1 = _mm256_loadu_ps(p + 16), b1 = _mm256_loadu_ps(p + 24);
-        nan = _mm256_or_ps(nan, _mm256_or_ps(_mm256_cmp_ps(a0, a1, _CMP_UNORD_Q), _mm256_cmp_ps(b0, b1, _CMP_UNORD_Q)));
+        nan = _mm256_or_ps(nan, _mm256_or_ps(_mm256_cmp_ps(a0, a1, _CMP_UNORD_Q),
+                                             _mm256_cmp_ps(b0, b1, _CMP_UNORD_Q)));
         a = EXT8(mx, EXT8(mx, a1, a0), a), b = EXT8(mx, EXT8(mx, b1, b0), b);
     }
     if (i < nb) {
@@ -550,7 +554,8 @@ __attribute__((target("avx512f"), always_inline)) static inline void lanes_put16
 }
 
 /* 16 lanes, as ext_steps8. */
-__attribute__((target("avx512f"))) static bool ext_steps16(lanes *l, const float *x, int64_t nb, bool mx)
+__attribute__((target("avx512f"))) static bool ext_steps16(lanes *l, const float *x, int64_t nb,
+                                                           bool mx)
 {
     __m512 m = lanes_get16(l);
     __mmask16 nan = 0;
@@ -597,7 +602,8 @@ OC_TILE_INLINE float ext_run(const float *x, int64_t n, oc_tile_redop op)
 {
     lanes l;
     lanes_init(&l, op);
-    if (n >= 64 && ext_fast(&l, x, n, op == OC_TILE_RMAX)) return lanes_finish(&l, x, n / 16 * 16, n, op, 0.0f);
+    if (n >= 64 && ext_fast(&l, x, n, op == OC_TILE_RMAX))
+        return lanes_finish(&l, x, n / 16 * 16, n, op, 0.0f);
     return lanes_run(x, n, op, 0.0f);
 }
 
@@ -791,9 +797,9 @@ OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc
  * lanes_add16's: the bits of a pass after it), the extreme's steps as ext_steps16
  * folds them. Lanes for the scalar expf (exp_fix) or a NaN in nx: that chunk's
  * state is taken again by the exact steps. */
-__attribute__((target("avx512f"))) static void exp_chunk16(float *d, const float *x, int64_t w, float scale,
-                                                          float bias, lanes *ls, const float *nx, lanes *ln,
-                                                          bool mx)
+__attribute__((target("avx512f"))) static void exp_chunk16(float *d, const float *x, int64_t w,
+                                                          float scale, float bias, lanes *ls,
+                                                          const float *nx, lanes *ln, bool mx)
 {
     const __m512 sc = _mm512_set1_ps(scale), bi = _mm512_set1_ps(bias);
     const bool unit = scale == 1.0f; /* x * 1 is x (a NaN lane goes to exp_fix anyway) */
@@ -825,19 +831,15 @@ __attribute__((target("avx512f"))) static void exp_chunk16(float *d, const float
     lanes_put16(ls, s), lanes_put16(ln, m);
     if (fix) {
         exp_fix(d, x, w, scale, bias);
-        *ls = ls0;
-        for (i = 0; i < nb; i++) lanes_add16(ls, d + 16 * i, OC_TILE_SUM, 0.0f);
+        lanes_redo(ls, &ls0, d, nb, OC_TILE_SUM);
     }
-    if (nan) {
-        *ln = ln0;
-        for (i = 0; i < nb; i++) lanes_add16(ln, nx + 16 * i, mx ? OC_TILE_RMAX : OC_TILE_RMIN, 0.0f);
-    }
+    if (nan) lanes_redo(ln, &ln0, nx, nb, mx ? OC_TILE_RMAX : OC_TILE_RMIN);
 }
 
 /* 8 lanes, as exp_chunk16: two exp8 vectors a step, the first into ls's a, the second into b. */
-__attribute__((target("avx2,fma"))) static void exp_chunk8(float *d, const float *x, int64_t w, float scale,
-                                                          float bias, lanes *ls, const float *nx, lanes *ln,
-                                                          bool mx)
+__attribute__((target("avx2,fma"))) static void exp_chunk8(float *d, const float *x, int64_t w,
+                                                          float scale, float bias, lanes *ls,
+                                                          const float *nx, lanes *ln, bool mx)
 {
     const __m256 sc = _mm256_set1_ps(scale), bi = _mm256_set1_ps(bias);
     const bool unit = scale == 1.0f;
@@ -858,7 +860,8 @@ __attribute__((target("avx2,fma"))) static void exp_chunk8(float *d, const float
             _mm256_storeu_ps(d + 16 * i + 8 * h, y);
             fix = _mm256_or_si256(fix, sp), sab[h] = _mm256_add_ps(sab[h], y);
             if (nx && (i & 1)) {
-                __m256 v0 = _mm256_loadu_ps(nx + 16 * i - 16 + 8 * h), v1 = _mm256_loadu_ps(nx + 16 * i + 8 * h);
+                __m256 v0 = _mm256_loadu_ps(nx + 16 * i - 16 + 8 * h);
+                __m256 v1 = _mm256_loadu_ps(nx + 16 * i + 8 * h);
                 nan = _mm256_or_ps(nan, _mm256_cmp_ps(v0, v1, _CMP_UNORD_Q));
                 mab[h] = EXT8(mx, EXT8(mx, v1, v0), mab[h]);
             }
@@ -875,13 +878,9 @@ __attribute__((target("avx2,fma"))) static void exp_chunk8(float *d, const float
     memcpy(&ln->a, &mab[0], 32), memcpy(&ln->b, &mab[1], 32);
     if (fixed) {
         exp_fix(d, x, w, scale, bias);
-        *ls = ls0;
-        for (i = 0; i < nb; i++) lanes_add16(ls, d + 16 * i, OC_TILE_SUM, 0.0f);
+        lanes_redo(ls, &ls0, d, nb, OC_TILE_SUM);
     }
-    if (!_mm256_testz_ps(nan, nan)) {
-        *ln = ln0;
-        for (i = 0; i < nb; i++) lanes_add16(ln, nx + 16 * i, mx ? OC_TILE_RMAX : OC_TILE_RMIN, 0.0f);
-    }
+    if (!_mm256_testz_ps(nan, nan)) lanes_redo(ln, &ln0, nx, nb, mx ? OC_TILE_RMAX : OC_TILE_RMIN);
 }
 #endif
 
@@ -908,7 +907,8 @@ OC_TILE_INLINE void act_row(float *d, const float *x, oc_tile_unop f, float scal
     int64_t k = 0; /* reduced up to k */
     int path = 0;
 #ifdef OC_TILE_EXP_X86
-    if (f == OC_TILE_EXP && d != x && (!nx || op == OC_TILE_RMAX || op == OC_TILE_RMIN)) path = exp_path();
+    if (f == OC_TILE_EXP && d != x && (!nx || op == OC_TILE_RMAX || op == OC_TILE_RMIN))
+        path = exp_path();
 #endif
     for (int64_t j = 0, w; j < n; j += w) {
         w = n - j < 1024 ? n - j : 1024;
@@ -921,8 +921,8 @@ OC_TILE_INLINE void act_row(float *d, const float *x, oc_tile_unop f, float scal
                 __builtin_prefetch(d + q, 1, 3);
             }
         if (path) { /* exp and both reductions in one loop */
-            (path == 2 ? exp_chunk16 : exp_chunk8)(d + j, x + j, w, scale, bias, &ls, nx ? nx + j : NULL, &ln,
-                                                  op == OC_TILE_RMAX);
+            (path == 2 ? exp_chunk16 : exp_chunk8)(d + j, x + j, w, scale, bias, &ls,
+                                                  nx ? nx + j : NULL, &ln, op == OC_TILE_RMAX);
             k = j + w / 16 * 16;
             continue;
         }
@@ -968,6 +968,19 @@ OC_TILE_FN void oc_tile_activation_reduce(oc_tile *dst, const oc_tile *a, oc_til
 
 /* ---- softmax ---------------------------------------------------------------------- */
 
+/* The softmax's bias for a row whose max is m: m * -1 + 0, as
+ * oc_tile_unary(IDENTITY, -1, 0) gives it. */
+static inline float neg_max(float m)
+{
+    return m * -1.0f + 0.0f;
+}
+
+/* 1 / a row's sum, as oc_tile_unary(RECIPROCAL, 1, 0) gives it. */
+static inline float inv_sum(float s)
+{
+    return 1.0f / (s * 1.0f + 0.0f);
+}
+
 #ifdef OC_TILE_EXP_X86
 /* exp16's lanes of v = x * scale + bias (src: x, for the lanes the scalar expf
  * takes, as exp_fix computes them), those lanes fixed in the vector. */
@@ -1000,8 +1013,9 @@ exp16_fixed(__m512 v, const float *src, int64_t left, float scale, float bias)
  * (activation_reduce, RECIPROCAL, MUL). (Keeping the exps in a 32 KiB
  * thread-local buffer instead was 3% faster, but static TLS comes out of
  * every thread's stack: tests/c/test_kernel_stack's tiny stacks fault.) */
-__attribute__((target("avx512f"))) static void softmax_row16(float *d, const float *x, int64_t n, float bias,
-                                                            const float *nx, float *next_max)
+__attribute__((target("avx512f"))) static void softmax_row16(float *d, const float *x, int64_t n,
+                                                            float bias, const float *nx,
+                                                            float *next_max)
 {
     const __m512 bi = _mm512_set1_ps(bias);
     float tail[16]; /* the tail's exps */
@@ -1011,22 +1025,25 @@ __attribute__((target("avx512f"))) static void softmax_row16(float *d, const flo
     int64_t nb = n / 16, i, left = n - 16 * nb;
     for (i = 0; i < nb; i++) {
         if (nx) __builtin_prefetch(nx + 16 * i + OC_TILE_PF_AHEAD, 0, 2);
-        s = _mm512_add_ps(s, exp16_fixed(_mm512_add_ps(_mm512_loadu_ps(x + 16 * i), bi), x + 16 * i, 16, 1.0f,
-                                         bias));
+        __m512 v = _mm512_add_ps(_mm512_loadu_ps(x + 16 * i), bi);
+        s = _mm512_add_ps(s, exp16_fixed(v, x + 16 * i, 16, 1.0f, bias));
     }
     lanes_put16(&ls, s);
     __mmask16 tm = (__mmask16)((1u << left) - 1);
-    if (left) _mm512_storeu_ps(tail, exp16_fixed(_mm512_add_ps(_mm512_maskz_loadu_ps(tm, x + 16 * nb), bi),
-                                               x + 16 * nb, left, 1.0f, bias));
+    if (left) {
+        __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(tm, x + 16 * nb), bi);
+        _mm512_storeu_ps(tail, exp16_fixed(v, x + 16 * nb, left, 1.0f, bias));
+    }
     float sum = lanes_finish(&ls, tail, 0, left, OC_TILE_SUM, 0.0f); /* the lanes, then the tail */
-    const __m512 rv = _mm512_set1_ps(1.0f / (sum * 1.0f + 0.0f));
+    const __m512 rv = _mm512_set1_ps(inv_sum(sum));
     lanes ln;
     lanes_init(&ln, OC_TILE_RMAX);
     __m512 m = lanes_get16(&ln);
     __mmask16 nan = 0;
     for (i = 0; i < nb; i++) {
         __builtin_prefetch(d + 16 * i + OC_TILE_PF_AHEAD, 1, 3);
-        __m512 y = exp16_fixed(_mm512_add_ps(_mm512_loadu_ps(x + 16 * i), bi), x + 16 * i, 16, 1.0f, bias);
+        __m512 v = _mm512_add_ps(_mm512_loadu_ps(x + 16 * i), bi);
+        __m512 y = exp16_fixed(v, x + 16 * i, 16, 1.0f, bias);
         _mm512_storeu_ps(d + 16 * i, _mm512_mul_ps(y, rv));
         if (nx && (i & 1)) {
             __m512 v0 = _mm512_loadu_ps(nx + 16 * i - 16), v1 = _mm512_loadu_ps(nx + 16 * i);
@@ -1041,30 +1058,21 @@ __attribute__((target("avx512f"))) static void softmax_row16(float *d, const flo
         nan |= _mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q);
         m = EXT16(true, v0, m);
     }
-    if (nan) {
-        lanes_init(&ln, OC_TILE_RMAX);
-        for (i = 0; i < nb; i++) lanes_add16(&ln, nx + 16 * i, OC_TILE_RMAX, 0.0f);
-    } else {
-        lanes_put16(&ln, m);
-    }
+    const lanes ln0 = ln;
+    if (nan) lanes_redo(&ln, &ln0, nx, nb, OC_TILE_RMAX);
+    else lanes_put16(&ln, m);
     *next_max = lanes_finish(&ln, nx, 16 * nb, n, OC_TILE_RMAX, 0.0f);
 }
 #endif
 
-/* The softmax's bias for a row whose max is m: m * -1 + 0, as
- * oc_tile_unary(IDENTITY, -1, 0) gives it. */
-OC_TILE_INLINE float neg_max(float m)
-{
-    return m * -1.0f + 0.0f;
-}
-
 /* One row of the in-cache softmax: d = exp(x - m) with its sum and the next
  * row's max (act_row), then d *= 1 / sum. */
-OC_TILE_INLINE float softmax_row_cached(float *d, const float *x, int64_t n, float bias, const float *nx)
+OC_TILE_INLINE float softmax_row_cached(float *d, const float *x, int64_t n, float bias,
+                                        const float *nx)
 {
     float sum = 0.0f, nm = 0.0f;
     act_row(d, x, OC_TILE_EXP, 1.0f, bias, n, &sum, nx, OC_TILE_RMAX, &nm);
-    float r = 1.0f / (sum * 1.0f + 0.0f);
+    float r = inv_sum(sum);
     bin_row(d, 1, d, 1, &r, 0, n, OC_TILE_MUL);
     return nm;
 }
@@ -1072,37 +1080,31 @@ OC_TILE_INLINE float softmax_row_cached(float *d, const float *x, int64_t n, flo
 OC_TILE_FN void oc_tile_softmax(oc_tile *dst, const oc_tile *x)
 {
     const char *fn = "oc_tile_softmax";
-    if (!oc__tile_want_f32(dst, fn, "dst") || !oc__tile_want_f32(x, fn, "x") || !oc__tile_apart(dst, x, true, fn, "x"))
+    if (!oc__tile_want_f32(dst, fn, "dst") || !oc__tile_want_f32(x, fn, "x") ||
+        !oc__tile_apart(dst, x, true, fn, "x"))
         return;
     if (dst->rows != x->rows || dst->cols != x->cols) {
-        oc__raise(OC_EINVAL, "%s: dst is %lld x %lld, x %lld x %lld (want the same shape)", fn, (long long)dst->rows,
-                  (long long)dst->cols, (long long)x->rows, (long long)x->cols);
+        oc__raise(OC_EINVAL, "%s: dst is %lld x %lld, x %lld x %lld (want the same shape)", fn,
+                  (long long)dst->rows, (long long)dst->cols, (long long)x->rows,
+                  (long long)x->cols);
         return;
     }
     int64_t n = x->cols, rows = x->rows;
     if (rows == 0 || n == 0) return;
     if (x->cs != 1 || dst->cs != 1) { /* strided rows: the composition, a row at a time */
         for (int64_t i = 0; i < rows; i++) {
-            oc_tile xr = {(void *)CF32(x, i), 1, n, x->rs, x->cs, OC_FLOAT32, false};
-            oc_tile dr = {F32(dst, i), 1, n, dst->rs, dst->cs, OC_FLOAT32, false};
-            float m, s;
-            oc_tile mt = {&m, 1, 1, 1, 1, OC_FLOAT32, false}, st = {&s, 1, 1, 1, 1, OC_FLOAT32, false};
-            reduce_rows_body(&mt, &xr, OC_TILE_RMAX);
-            m = neg_max(m);
-            rowbias_rows(&dr, &xr, OC_TILE_EXP, 1.0f, &mt);
-            reduce_rows_body(&st, &dr, OC_TILE_SUM);
-            float r = 1.0f / (s * 1.0f + 0.0f);
-            oc_tile rt = {&r, 1, 1, 1, 1, OC_FLOAT32, false};
-            for (int64_t j = 0; j < n; j++) F32(&dr, 0)[j * dr.cs] *= *F32(&rt, 0);
+            float *d = F32(dst, i), bias = neg_max(row_reduce(x, i, OC_TILE_RMAX, 0.0f));
+            un_row(d, dst->cs, CF32(x, i), n == 1 ? 0 : x->cs, n, OC_TILE_EXP, 1.0f, bias);
+            float r = inv_sum(row_reduce(dst, i, OC_TILE_SUM, 0.0f));
+            bin_row(d, dst->cs, d, dst->cs, &r, 0, n, OC_TILE_MUL);
         }
         return;
     }
     float m = reduce_run(CF32(x, 0), n, OC_TILE_RMAX, 0.0f);
+#ifdef OC_TILE_EXP_X86
     /* From memory (more rows than half of L2): the output written once, two
      * exps an element; in cache: one exp, the output scaled in place. */
-    bool stream = rows * n * 4 > (int64_t)oc_tile_l2_bytes() / 2;
-#ifdef OC_TILE_EXP_X86
-    if (stream && d_ok_avx512()) {
+    if (rows * n * 4 > (int64_t)oc_tile_l2_bytes() / 2 && exp_path() == 2) {
         for (int64_t i = 0; i < rows; i++) {
             const float *nx = i + 1 < rows ? CF32(x, i + 1) : NULL;
             float nm = 0.0f;
@@ -1113,7 +1115,8 @@ OC_TILE_FN void oc_tile_softmax(oc_tile *dst, const oc_tile *x)
     }
 #endif
     for (int64_t i = 0; i < rows; i++)
-        m = softmax_row_cached(F32(dst, i), CF32(x, i), n, neg_max(m), i + 1 < rows ? CF32(x, i + 1) : NULL);
+        m = softmax_row_cached(F32(dst, i), CF32(x, i), n, neg_max(m),
+                               i + 1 < rows ? CF32(x, i + 1) : NULL);
 }
 
 OC_TILE_FN void oc_tile_reduce_cols(oc_tile *dst, const oc_tile *a, oc_tile_redop op)

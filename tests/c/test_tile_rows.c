@@ -161,7 +161,8 @@ static void test_exp_reduce_bits(void **state)
                     fail_msg("exp, no bias, pattern %d, row %lld of %lld, element %lld: got %.9g, "
                              "want %.9g (x %.9g)", p, (long long)(j / n), (long long)n,
                              (long long)(j % n), d[j], want_d[j], x[j]);
-            for (int r = 0; r < ROWS; r++) same_bits(sum[r], oc_sum_f32(d + r * n, n), "sum", p, n, r);
+            for (int r = 0; r < ROWS; r++)
+                same_bits(sum[r], oc_sum_f32(d + r * n, n), "sum", p, n, r);
         }
     }
 }
@@ -183,12 +184,14 @@ static void softmax_ref(float *d, const oc_tile *x)
     free(m), free(s);
 }
 
-static void same_rows(const float *got, const float *want, int64_t count, const char *what, int p, int64_t n)
+static void same_rows(const float *got, const float *want, int64_t count, const char *what, int p,
+                      int64_t n)
 {
     for (int64_t j = 0; j < count; j++)
         if (memcmp(&got[j], &want[j], 4) && !(isnan(got[j]) && isnan(want[j])))
-            fail_msg("softmax %s, pattern %d, row %lld of %lld, element %lld: got %.9g, want %.9g", what, p,
-                     (long long)(j / n), (long long)n, (long long)(j % n), got[j], want[j]);
+            fail_msg("softmax %s, pattern %d, row %lld of %lld, element %lld: got %.9g, want %.9g",
+                     what, p, (long long)(j / n), (long long)n, (long long)(j % n), got[j],
+                     want[j]);
 }
 
 /* oc_tile_softmax: the composition's bits (on the same layout) on rows in
@@ -204,10 +207,12 @@ static void test_softmax_bits(void **state)
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         int64_t rows = shapes[si][0], n = shapes[si][1];
         size_t bytes = sizeof(float) * (size_t)(rows * n);
-        float *x = malloc(bytes), *d = malloc(bytes), *want = malloc(bytes), *xs = malloc(2 * bytes);
+        float *x = malloc(bytes), *d = malloc(bytes), *want = malloc(bytes);
+        float *xs = malloc(2 * bytes);
         for (int p = 0; p < 6; p++) {
             for (int64_t r = 0; r < rows; r++) fill_row(x + r * n, n, p, (int)r);
-            if (p == 4) x[n / 2] = -INFINITY, x[n - 1] = -200.0f; /* below the max by more than 87 */
+            if (p == 4) /* below the max by more than 87 */
+                x[n / 2] = -INFINITY, x[n - 1] = -200.0f;
             oc_tile X = tile_of(x, rows, n), D = tile_of(d, rows, n);
             softmax_ref(want, &X);
             memset(d, 0xff, bytes);
