@@ -480,7 +480,7 @@ bool carried(oc_arg_type t)
 
 // The version of this interface (these entry points, autograd_kernel.cc's
 // and struct oc_torch_host): opcore checks it before use.
-OC_SHIM_API int oc_torch_shim_version(void) { return 5; }
+OC_SHIM_API int oc_torch_shim_version(void) { return 6; }
 
 OC_SHIM_API void oc_torch_shim_init(const oc_torch_host *h)
 {
