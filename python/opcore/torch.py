@@ -713,6 +713,22 @@ class _NativeAutograd:
             _C._torch_autograd_drop(handle)
 
 
+class _PyAutograd(_NativeAutograd):
+    """A Python backward's registration (torch.library's Autograd kernel in
+    `lib`) with the shim's kernel in front of it at AutogradCPU (handle):
+    destroyed together, the shim's first."""
+
+    def __init__(self, lib, handle):
+        super().__init__(handle)
+        self._lib = lib
+
+    def _destroy(self):
+        super()._destroy()
+        lib, self._lib = self._lib, None
+        if lib is not None:
+            lib._destroy()
+
+
 _FEED_KINDS = {"input": 0, "result": 1, "grad": 2, "default": 3}
 
 
@@ -795,6 +811,9 @@ def register_autograd(forward, backward, *, positional=False):
 
             backward_fn.__name__ = f"{fname.split('::')[-1]}_backward_fn"
             torch.library.register_autograd(fname, backward_fn, setup_context=setup_context, lib=lib)
+            if _torch_native.available():
+                # the shim's kernel in front of it: calls that need no graph skip Python
+                lib = _PyAutograd(lib, _C._torch_autograd_py_impl(fname))
         _autograd_libs[fname] = (lib, pairing.bwd.name() if pairing.is_op else "")
     # An earlier trace (torch.compile) may have cached "no autograd kernel"
     # in the op's Python-dispatcher cache (torch.library.register_autograd

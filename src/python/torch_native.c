@@ -50,6 +50,7 @@ static struct {
     int (*autograd)(const char *forward, const char *backward, const int32_t *feed_kind, const int32_t *feed_index,
                     int nfeed, const int32_t *targets, int ntargets, void **reg, char *err, size_t errlen);
     void (*autograd_drop)(void *reg);
+    int (*autograd_py)(const char *forward, void **reg, char *err, size_t errlen);
 } S;
 
 /* _torch_native_init(path) -> bool: find torch's thread pool calls through
@@ -143,9 +144,10 @@ static PyObject *py_use_shim(PyObject *self, PyObject *arg)
     *(void **)&S.prepared = dlsym(h, "oc_torch_shim_prepared");
     *(void **)&S.autograd = dlsym(h, "oc_torch_shim_autograd");
     *(void **)&S.autograd_drop = dlsym(h, "oc_torch_shim_autograd_drop");
+    *(void **)&S.autograd_py = dlsym(h, "oc_torch_shim_autograd_py");
     if (!version || version() != OCPY_TORCH_SHIM_VERSION || !init || !S.impl || !S.drop || !S.swap ||
         !S.retire || !S.prepared ||
-        !S.autograd || !S.autograd_drop) {
+        !S.autograd || !S.autograd_drop || !S.autograd_py) {
         S.impl = NULL;
         return PyErr_Format(PyExc_OSError, "opcore: the torch kernel shim is not this opcore's (interface %d, "
                             "expected %d): rebuild it (python -m opcore build-torch-shim)",
@@ -313,6 +315,25 @@ static PyObject *py_autograd_impl(PyObject *self, PyObject *args)
     return PyLong_FromVoidPtr(reg);
 }
 
+/* _torch_autograd_py_impl(forward) -> int: the shim's kernel in front of
+ * forward's Python Autograd kernel (src/torch/autograd_kernel.cc:
+ * oc_torch_shim_autograd_py); the int is the registration, for
+ * _torch_autograd_drop. */
+static PyObject *py_autograd_py_impl(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *fwd = PyUnicode_AsUTF8(arg);
+    if (!fwd) return NULL;
+    if (!S.impl)
+        return PyErr_Format(PyExc_RuntimeError, "opcore: the torch kernel shim is not loaded");
+    void *reg = NULL;
+    char err[512];
+    if (S.autograd_py(fwd, &reg, err, sizeof err) != 0)
+        return PyErr_Format(PyExc_RuntimeError,
+                            "opcore: cannot register the autograd kernel of %s: %s", fwd, err);
+    return PyLong_FromVoidPtr(reg);
+}
+
 /* _torch_autograd_drop(registration): take it out of torch again */
 static PyObject *py_autograd_drop(PyObject *self, PyObject *arg)
 {
@@ -353,6 +374,9 @@ PyMethodDef ocpy_torch_native_methods[] = {
     {"_torch_autograd_impl", py_autograd_impl, METH_VARARGS,
      "_torch_autograd_impl(forward, backward, feed_kinds, feed_indices, targets) -> int: register the shim's "
      "C++ Autograd kernel pairing op forward with op backward (src/torch/autograd_kernel.cc); the registration"},
+    {"_torch_autograd_py_impl", py_autograd_py_impl, METH_O,
+     "_torch_autograd_py_impl(forward) -> int: register the shim's kernel in front of forward's "
+     "Python Autograd kernel: calls that need no graph skip Python (src/torch/autograd_kernel.cc)"},
     {"_torch_autograd_drop", py_autograd_drop, METH_O,
      "_torch_autograd_drop(registration): take a _torch_autograd_impl registration out of torch"},
     {"_torch_native_init", py_native_init, METH_O,

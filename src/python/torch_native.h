@@ -18,7 +18,7 @@ extern "C" {
  * oc_torch_shim_version), and what it borrows from this extension (the
  * shim repeats the struct): fail raises opcore's exception for `st` as a
  * C++ throw and never returns; lend_begin / lend_end bracket a run. */
-#define OCPY_TORCH_SHIM_VERSION 5
+#define OCPY_TORCH_SHIM_VERSION 6
 typedef struct ocpy_torch_host {
     void (*fail)(const oc_op *op, oc_status st);
     bool (*lend_begin)(void);

@@ -361,6 +361,47 @@ private:
     std::shared_ptr<const Binding> b_;
 };
 
+// The Autograd kernel of an op whose backward is Python (a callable given
+// to register_autograd): torch.library.register_autograd's Python kernel
+// serves every call that may record a graph; the others (no input with
+// autograd metadata: nothing requires grad or carries a forward grad)
+// redispatch below autograd here, as that kernel's no-grad branch does,
+// without entering Python (a [1, 16] rmsnorm call took 8.4 us with every
+// call through the Python kernel, 3.8 us for layer_norm's C++ one).
+class PyFallback final : public c10::OperatorKernel {
+public:
+    PyFallback(c10::SafeKernelFunction py, size_t nargs) : py_(std::move(py)), nargs_(nargs) {}
+
+    void operator()(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit::Stack *stack)
+    {
+        const size_t base = stack->size() - nargs_;
+        for (size_t i = base; i < stack->size(); i++)
+            if (has_autograd((*stack)[i])) {
+                py_.callBoxed(op, ks, stack);
+                return;
+            }
+        at::AutoDispatchBelowAutograd guard;
+        op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+    }
+
+private:
+    static bool meta(const at::Tensor &t)
+    {
+        return t.defined() && t.unsafeGetTensorImpl()->autograd_meta();
+    }
+    static bool has_autograd(const c10::IValue &v)
+    {
+        if (v.isTensor()) return meta(v.toTensor());
+        if (!v.isList()) return false;
+        for (const c10::IValue &e : v.toListRef())
+            if (e.isTensor() && meta(e.toTensor())) return true;
+        return false;
+    }
+
+    c10::SafeKernelFunction py_;
+    size_t nargs_;
+};
+
 bool is_tensor(const c10::TypePtr &t)
 {
     if (t->kind() == c10::TypeKind::TensorType) return true;
@@ -432,6 +473,31 @@ std::shared_ptr<Binding> make_binding(const char *forward, const char *backward,
     return b;
 }
 
+// Register the boxed functor make() builds (it may throw) as op forward's
+// kernel at `key`; *reg: the registration. 0, or -1 with a message in err.
+template <typename Make>
+int register_at(const char *forward, c10::DispatchKey key, void **reg, char *err, size_t errlen,
+                Make make)
+{
+    *reg = nullptr;
+    try {
+        std::string q(forward);
+        size_t sep = q.find("::");
+        std::string ns = q.substr(0, sep), name = q.substr(sep + 2);
+        auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, ns, key,
+                                                    "opcore/torch/autograd_kernel.cc", __LINE__);
+        lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(make()));
+        *reg = lib.release();
+        return 0;
+    } catch (const c10::Error &e) {
+        std::snprintf(err, errlen, "%s", e.what_without_backtrace());
+        return -1;
+    } catch (const std::exception &e) {
+        std::snprintf(err, errlen, "%s", e.what());
+        return -1;
+    }
+}
+
 } // namespace
 
 // Register the Autograd kernel pairing op `forward` ("ns::op[.overload]")
@@ -446,28 +512,32 @@ oc_torch_shim_autograd(const char *forward, const char *backward, const int32_t 
                        const int32_t *feed_index, int nfeed, const int32_t *targets, int ntargets, void **reg,
                        char *err, size_t errlen)
 {
-    *reg = nullptr;
-    try {
+    return register_at(forward, c10::DispatchKey::Autograd, reg, err, errlen, [&] {
         auto b = make_binding(forward, backward, feed_kind, feed_index, nfeed, targets, ntargets);
         {
             std::lock_guard<std::mutex> lock(registry_lock);
             registry[b->key] = b;
         }
-        std::string q(forward);
-        size_t sep = q.find("::");
-        std::string ns = q.substr(0, sep), name = q.substr(sep + 2);
-        auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, ns, c10::DispatchKey::Autograd,
-                                                    "opcore/torch/autograd_kernel.cc", __LINE__);
-        lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<Kernel>(std::move(b))));
-        *reg = lib.release();
-        return 0;
-    } catch (const c10::Error &e) {
-        std::snprintf(err, errlen, "%s", e.what_without_backtrace());
-        return -1;
-    } catch (const std::exception &e) {
-        std::snprintf(err, errlen, "%s", e.what());
-        return -1;
-    }
+        return std::make_unique<Kernel>(std::move(b));
+    });
+}
+
+// In front of the Python Autograd kernel torch.library.register_autograd
+// registered for `forward` (at the Autograd alias): a kernel at AutogradCPU
+// that runs calls needing no graph without Python (PyFallback above) and
+// hands the others to that kernel. *reg: as oc_torch_shim_autograd's. 0, or
+// -1 with a message in err (no Python kernel there: the caller keeps it).
+extern "C" __attribute__((visibility("default"))) int
+oc_torch_shim_autograd_py(const char *forward, void **reg, char *err, size_t errlen)
+{
+    return register_at(forward, c10::DispatchKey::AutogradCPU, reg, err, errlen, [&] {
+        c10::OperatorHandle fwd = find(forward);
+        TORCH_CHECK(fwd.hasKernelForDispatchKey(c10::DispatchKey::Autograd), forward,
+                    " has no Autograd kernel to stand in front of");
+        size_t nargs = fwd.schema().arguments().size();
+        return std::make_unique<PyFallback>(
+            fwd.getComputedKernelForDispatchKey(c10::DispatchKey::AutogradCPU), nargs);
+    });
 }
 
 // Take an oc_torch_shim_autograd registration out of torch again.

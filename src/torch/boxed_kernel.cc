@@ -144,6 +144,7 @@ struct Site {
     oc_arg_type type[kMaxArgs];
     bool optional[kMaxArgs], bump[kMaxArgs];
     int alias[OC_MAX_RESULTS], ret_index[OC_MAX_RESULTS];
+    bool any_alias = false;          // a result returned is an argument (Tensor(a!))
     bool keyed_args;                 // every argument can key a prepared call
     std::atomic<bool> eligible;      // for prepared calls (not for --debug libraries)
     std::atomic<bool> gone{false};   // its library was reloaded without it (oc_torch_shim_retire)
@@ -458,6 +459,11 @@ public:
             if (s.type[i] == OC_ARG_TENSOR) bump(args[i].toTensor());
             else for (const c10::IValue &t : args[i].toListRef()) bump(t.toTensor());
         }
+        if (!s.any_alias) { // every result fresh: straight from the call onto the stack
+            stack->erase(stack->end() - s.nargs, stack->end());
+            for (int j = 0; j < s.nret; j++) stack->emplace_back(std::move(c.results[s.ret_index[j]]));
+            return;
+        }
         c10::IValue out[OC_MAX_RESULTS];
         for (int j = 0; j < s.nret; j++) {
             int r = s.ret_index[j], a = s.alias[r];
@@ -480,7 +486,7 @@ bool carried(oc_arg_type t)
 
 // The version of this interface (these entry points, autograd_kernel.cc's
 // and struct oc_torch_host): opcore checks it before use.
-OC_SHIM_API int oc_torch_shim_version(void) { return 5; }
+OC_SHIM_API int oc_torch_shim_version(void) { return 6; }
 
 OC_SHIM_API void oc_torch_shim_init(const oc_torch_host *h)
 {
@@ -515,7 +521,9 @@ OC_SHIM_API int oc_torch_shim_impl(const oc_op *op, const char *ns, const char *
     s->eligible.store(s->keyed_args && !oc_library_debug(oc_op_library(op)));
     for (int r = 0; r < nres; r++) {
         s->alias[r] = oc_op_result_alias(op, r);
-        if (!fresh_only || s->alias[r] < 0) s->ret_index[s->nret++] = r;
+        if (fresh_only && s->alias[r] >= 0) continue;
+        s->ret_index[s->nret++] = r;
+        s->any_alias = s->any_alias || s->alias[r] >= 0;
     }
     try {
         auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, ns, c10::DispatchKey::CPU,

@@ -261,3 +261,49 @@ def test_compiled_autograd_traces_the_pairing(lib):
         with compiled_autograd._enable(torch.compile(backend="eager")):
             step().backward()
         assert torch.allclose(x.grad, want[0]) and torch.allclose(b.grad, want[1])
+
+
+def _scale_back(grad, x, bias, alpha):
+    return grad * alpha, (grad if bias is not None else None)
+
+
+def _python_frames(fn):
+    """fn()'s result and the names of the Python functions it entered."""
+    import sys
+    seen = []
+
+    def prof(frame, event, arg):
+        if event == "call":
+            seen.append(frame.f_code.co_name)
+    sys.setprofile(prof)
+    try:
+        out = fn()
+    finally:
+        sys.setprofile(None)
+    return out, seen
+
+
+@pytest.mark.parametrize("route", ["native", "python"])
+def test_a_python_backward_leaves_calls_without_grad_out_of_python(ops, monkeypatch, route):
+    """A Python backward: torch.library's Python Autograd kernel records the
+    graph; on the native route the shim's kernel in front of it runs the
+    calls that need none without entering Python."""
+    if route == "python":
+        monkeypatch.setenv("OPCORE_TORCH_NATIVE", "0")
+    ot.register_autograd("oc_agk::scale", _scale_back)
+    scale = torch.ops.oc_agk.scale
+    x = torch.randn(5)
+    y, seen = _python_frames(lambda: scale(x, 3.0))
+    torch.testing.assert_close(y, x * 3.0)
+    assert ("autograd_impl" in seen) is not (route == "native" and NODE), seen
+    xg, b = torch.randn(5, requires_grad=True), torch.randn(5, requires_grad=True)
+    y, seen = _python_frames(lambda: scale(xg, 2.0, b))
+    assert "autograd_impl" in seen and y.grad_fn is not None
+    y.sum().backward()
+    torch.testing.assert_close(xg.grad, torch.full_like(xg, 2.0))
+    torch.testing.assert_close(b.grad, torch.ones_like(b))
+    with torch.no_grad():
+        assert scale(xg, 2.0).grad_fn is None
+    assert scale(xg.detach(), 2.0).grad_fn is None
+    torch.library.opcheck(scale, (torch.randn(3, requires_grad=True), 2.0))
+    ot.register_autograd("oc_agk::scale", "oc_agk::scale_backward")  # as the other tests expect
