@@ -17,7 +17,8 @@ Writes bench/results/tiles.json (bench/report.py format).
 
 A short run of the norm and small-shape rows (about 4 minutes on 2 cores):
     python bench/tiles_bench.py --norms-only --rounds 2
-one op at one thread count: --norms-only --ops softmax --counts 1.
+one op at one thread count: --norms-only --ops softmax --counts 1; one shape:
+--norm-shapes 32x4096 (with --results elsewhere: a partial run rewrites tiles.json).
 """
 import argparse
 import ctypes
@@ -304,6 +305,8 @@ def main():
                    help="only the small-shape rows (a few seconds a thread count)")
     p.add_argument("--ops", default=",".join(OPS), help="norm / small-shape ops to run (comma-separated)")
     p.add_argument("--counts", default="", help="thread counts to run, e.g. 1,2 (default 1, 2 and all)")
+    p.add_argument("--norm-shapes", default="", dest="norm_shapes_arg",
+                   help="norm shapes to run, e.g. 32x4096 (default [4096, 8192] and [32, 4096])")
     p.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--thp", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--results", default=os.path.join(HERE, "results"))
@@ -315,6 +318,9 @@ def main():
     else:
         args.mnk, args.bf16_rows, args.attn = (4096, 1024, 2048), 512, (1, 8, 4096, 128)
         args.norm_shapes = [(4096, 8192), (32, 4096)]
+    if args.norm_shapes_arg:
+        args.norm_shapes = [tuple(int(v) for v in sh.split("x"))
+                            for sh in args.norm_shapes_arg.split(",")]
     if args.threads:
         return child(args)
     import benchlib
@@ -332,6 +338,7 @@ def main():
         cmd += ["--norms-only"] if args.norms_only else []
         cmd += ["--small-only"] if args.small_only else []
         cmd += ["--ops", args.ops]
+        cmd += ["--norm-shapes", ",".join("%dx%d" % sh for sh in args.norm_shapes)]
         env = {**os.environ, "OC_NUM_CORES": str(threads)}
         if thp:
             env["THP_MEM_ALLOC_ENABLE"] = "1"

@@ -17,8 +17,7 @@ void layer_norm(const oc_tensor *x, const oc_tensor *w, const oc_tensor *b, doub
     oc_tile X = oc_tile_of_tensor(&xv, 0), O = oc_tile_of_tensor(&ov, 0);
     oc_tile Mr = oc_tile_of_tensor(&mv, 0), Rr = oc_tile_of_tensor(&rv, 0);
     oc_tile M = oc_tile_t(&Mr), R = oc_tile_t(&Rr); /* mean and rstd in place, as [rows, 1] */
-    oc_tile tw = oc_tile_alloc(1, p.d, OC_FLOAT32), tb = oc_tile_alloc(1, p.d, OC_FLOAT32);
-    oc_tile_load(&tw, w, 0, 0, 0, 0.0f), oc_tile_load(&tb, b, 0, 0, 0, 0.0f);
+    oc_tile tw = vec_tile(w, p.d), tb = vec_tile(b, p.d);
     for (int64_t r = p.lo, n = p.rb; r < p.hi; r += n) {
         n = rows_at(&p, r);
         oc_tile xt = oc_tile_view(&X, r, 0, n, p.d), ot = oc_tile_view(&O, r, 0, n, p.d);

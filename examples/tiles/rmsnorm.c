@@ -14,9 +14,9 @@ oc_tensor *rmsnorm(const oc_tensor *x, const oc_tensor *w, double eps)
     int64_t l2 = (int64_t)oc_tile_l2_bytes(), l2rows = l2 / 16 / (p.d * 4);
     if ((p.hi - p.lo) * p.d * 4 > l2) p.rb = l2rows < 1 ? 1 : l2rows < p.rb ? l2rows : p.rb;
     oc_tile X = oc_tile_of_tensor(&xv, 0), O = oc_tile_of_tensor(&ov, 0), zero = oc_tile_alloc(1, 1, OC_FLOAT32);
-    oc_tile tw = oc_tile_alloc(1, p.d, OC_FLOAT32);
+    oc_tile tw = vec_tile(w, p.d);
     oc_tile s[2] = {oc_tile_alloc(p.rb, 1, OC_FLOAT32), oc_tile_alloc(p.rb, 1, OC_FLOAT32)};
-    oc_tile_load(&tw, w, 0, 0, 0, 0.0f), oc_tile_fill(&zero, 0.0f);
+    oc_tile_fill(&zero, 0.0f);
     for (int64_t r = p.lo, n = p.rb, k = 0; r < p.hi; r += n, k ^= 1) {
         n = rows_at(&p, r);
         oc_tile xt = oc_tile_view(&X, r, 0, n, p.d), ot = oc_tile_view(&O, r, 0, n, p.d);

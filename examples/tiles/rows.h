@@ -39,4 +39,17 @@ static inline oc_tensor rows_view2(const oc_tensor *x, int64_t d)
 static inline oc_tensor rows_view(const oc_tensor *x) { return rows_view2(x, x->sizes[x->ndim - 1]); }
 /* ... and as one row [1, numel] (per-row statistics, weight gradients). */
 static inline oc_tensor flat_view(const oc_tensor *x) { return rows_view2(x, oc_numel(x)); }
+
+/* A weight vector of d floats as a [1, d] tile: viewed in place when it is
+ * contiguous float32 (no copy into the TCM each call), else loaded. */
+static inline oc_tile vec_tile(const oc_tensor *t, int64_t d)
+{
+    if (t->dtype == OC_FLOAT32 && oc_is_contiguous(t)) {
+        oc_tensor v = flat_view(t);
+        return oc_tile_of_tensor(&v, 0);
+    }
+    oc_tile c = oc_tile_alloc(1, d, OC_FLOAT32);
+    oc_tile_load(&c, t, 0, 0, 0, 0.0f);
+    return c;
+}
 #endif
