@@ -277,9 +277,12 @@ static bool xsmm_sgemm(fmat *c, const fmat *a, const fmat *b, float beta)
  * guest does) it takes 'haswell', AVX2 kernels at half the FMA width. Where
  * BLIS took haswell on a CPU with AVX-512 F/DQ/BW/VL and AVX512-BF16 or AMX
  * (Cooper Lake and later Xeons: two FMA units each), opcore hands BLIS its
- * skx context: 1.48x the GFLOP/s at 1024x2048x1024, 1.14x at 64x960x576.
- * BLIS_ARCH_TYPE (BLIS's own setting) or OC_TILE_ISA below avx512 keep
- * BLIS's choice. NULL: BLIS's choice. */
+ * skx context for products of SKX_MIN_M rows of c or more: BLIS alone,
+ * interleaved, skx ran 1.06-1.56x haswell's GFLOP/s from 48 rows (1.52x at
+ * 128x2048x1024, 1.19x at 64x960x576) and 0.55-0.84x below (haswell's
+ * small-m kernels: 0.78x at 32x960x576). BLIS_ARCH_TYPE (BLIS's own
+ * setting) or OC_TILE_ISA below avx512 keep BLIS's choice. NULL: BLIS's. */
+#define SKX_MIN_M 48
 cntx_t *bli_gks_lookup_nat_cntx(arch_t id); /* in BLIS, not in its public header's exports */
 
 static cntx_t *blis_cntx_v;
@@ -304,9 +307,12 @@ static cntx_t *blis_cntx(void)
     return blis_cntx_v;
 }
 
+/* The configuration BLIS chose itself (BLIS initialised first: with
+ * BLIS_ARCH_TYPE set, BLIS's query aborts before its init). */
 static const char *blis_arch_name(void)
 {
-    return blis_cntx() ? bli_arch_string(BLIS_ARCH_SKX) : bli_arch_string(bli_arch_query_id());
+    blis_cntx();
+    return bli_arch_string(bli_arch_query_id());
 }
 
 static void sgemm(fmat *c, const fmat *a, const fmat *b, float beta)
@@ -316,7 +322,8 @@ static void sgemm(fmat *c, const fmat *a, const fmat *b, float beta)
 #endif
     float one = 1.0f;
     bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, c->rows, c->cols, a->cols, &one, a->p, a->rs,
-                 a->cs, b->p, b->rs, b->cs, &beta, c->p, c->rs, c->cs, blis_cntx(), NULL);
+                 a->cs, b->p, b->rs, b->cs, &beta, c->p, c->rs, c->cs,
+                 c->rows >= SKX_MIN_M ? blis_cntx() : NULL, NULL);
 }
 
 /* int8: c[i][j] += sum_p a(i,p) * b(p,j), exact in int32. op(b) is
@@ -430,13 +437,19 @@ const char *oc_tile_matmul_path(oc_dtype dtype)
                      "m, n, k <= %d and c is row-major, else ", TINY_MACS, LIBXSMM_VERSION,
                      XSMM_MAX_DIM);
 #endif
-        if (dtype == OC_FLOAT32)
-            snprintf(buf, sizeof buf, "float32: %sBLIS %s sgemm, configuration '%s', single-threaded", small,
-                     bli_info_get_version_str(), arch);
+        char cfg[96];
+        if (blis_cntx())
+            snprintf(cfg, sizeof cfg, "configuration 'skx' from %d rows of c, else '%s'", SKX_MIN_M,
+                     arch);
         else
-            snprintf(buf, sizeof buf, "%s: widened to float32 (exact), then %sBLIS %s sgemm, configuration '%s' "
+            snprintf(cfg, sizeof cfg, "configuration '%s'", arch);
+        if (dtype == OC_FLOAT32)
+            snprintf(buf, sizeof buf, "float32: %sBLIS %s sgemm, %s, single-threaded", small,
+                     bli_info_get_version_str(), cfg);
+        else
+            snprintf(buf, sizeof buf, "%s: widened to float32 (exact), then %sBLIS %s sgemm, %s "
                      "(no bf16/fp16 GEMM kernel in this BLIS)", oc_dtype_name(dtype), small,
-                     bli_info_get_version_str(), arch);
+                     bli_info_get_version_str(), cfg);
         break;
     }
     case OC_INT8: return oc__lowp_i8_matmul_path(1, 1);

@@ -1,7 +1,7 @@
 """The BLIS configuration the tile matmul runs (src/tile/matmul.c): BLIS's
-own choice, except that opcore hands BLIS its AVX-512 configuration ('skx')
-where BLIS took 'haswell' on an Intel CPU with AVX-512 F/DQ/BW/VL and
-AVX512-BF16 or AMX; OC_TILE_ISA below avx512 and BLIS_ARCH_TYPE keep BLIS's
+own choice, except that opcore hands BLIS its AVX-512 configuration ('skx',
+for products of 48 rows of c or more) where BLIS took 'haswell' on an Intel
+CPU with AVX-512 F/DQ/BW/VL and AVX512-BF16 or AMX; OC_TILE_ISA below avx512 and BLIS_ARCH_TYPE keep BLIS's
 choice. Each case runs in a fresh process (the choice is made once), and
 multiplies there a product BLIS takes (a dim over libxsmm's 256)."""
 import os
