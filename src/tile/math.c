@@ -245,10 +245,10 @@ __attribute__((target("avx512f"))) static void normalize_rows16(oc_tile *dst, co
 }
 #endif
 
-OC_TILE_FN void oc_tile_normalize(oc_tile *dst, const oc_tile *x, const oc_tile *mean, const oc_tile *rstd,
-                                  const oc_tile *w, const oc_tile *b)
+/* normalize_rows on the CPU's path (its shapes checked). */
+static void normalize_go(oc_tile *dst, const oc_tile *x, const oc_tile *mean, const oc_tile *rstd,
+                         const oc_tile *w, const oc_tile *b)
 {
-    if (!check_norm(dst, x, mean, rstd, w, b)) return;
 #ifdef OC_TILE_EXP_X86
     if (exp_path() == 2) {
         normalize_rows16(dst, x, mean, rstd, w, b);
@@ -256,6 +256,12 @@ OC_TILE_FN void oc_tile_normalize(oc_tile *dst, const oc_tile *x, const oc_tile 
     }
 #endif
     normalize_rows(dst, x, mean, rstd, w, b);
+}
+
+OC_TILE_FN void oc_tile_normalize(oc_tile *dst, const oc_tile *x, const oc_tile *mean, const oc_tile *rstd,
+                                  const oc_tile *w, const oc_tile *b)
+{
+    if (check_norm(dst, x, mean, rstd, w, b)) normalize_go(dst, x, mean, rstd, w, b);
 }
 
 /* ---- unary --------------------------------------------------------------------- */
@@ -836,12 +842,9 @@ __attribute__((target("avx512f"))) static void moments_rows16(oc_tile *mean, oc_
 }
 #endif
 
-OC_TILE_FN void oc_tile_moments(oc_tile *mean, oc_tile *var, const oc_tile *a)
+/* moments_rows on the CPU's path (its shapes checked). */
+static void moments_go(oc_tile *mean, oc_tile *var, const oc_tile *a)
 {
-    const char *fn = "oc_tile_moments";
-    if ((mean && !red_ok(fn, mean, "mean", a, a->rows, 1, OC_TILE_MEAN)) ||
-        !red_ok(fn, var, "var", a, a->rows, 1, OC_TILE_SUMSQ))
-        return;
 #ifdef OC_TILE_EXP_X86
     if (exp_path() == 2) {
         moments_rows16(mean, var, a);
@@ -849,6 +852,14 @@ OC_TILE_FN void oc_tile_moments(oc_tile *mean, oc_tile *var, const oc_tile *a)
     }
 #endif
     moments_rows(mean, var, a);
+}
+
+OC_TILE_FN void oc_tile_moments(oc_tile *mean, oc_tile *var, const oc_tile *a)
+{
+    const char *fn = "oc_tile_moments";
+    if ((!mean || red_ok(fn, mean, "mean", a, a->rows, 1, OC_TILE_MEAN)) &&
+        red_ok(fn, var, "var", a, a->rows, 1, OC_TILE_SUMSQ))
+        moments_go(mean, var, a);
 }
 
 /* How far ahead (elements) the fused normalising loop prefetches the row
@@ -956,7 +967,7 @@ OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc
     const char *fn = "oc_tile_normalize_ahead";
     if (!check_norm(dst, x, mean, rstd, w, b)) return;
     if (next == NULL) {
-        oc_tile_normalize(dst, x, mean, rstd, w, b);
+        normalize_go(dst, x, mean, rstd, w, b);
         return;
     }
     if ((next_mean && !red_ok(fn, next_mean, "next_mean", next, next->rows, 1, OC_TILE_MEAN)) ||
@@ -967,8 +978,8 @@ OC_TILE_FN void oc_tile_normalize_ahead(oc_tile *dst, const oc_tile *x, const oc
     bool fused = (!w || (w->cols == x->cols && w->cs == 1)) && (!b || (b->cols == x->cols && b->cs == 1)) &&
                  x->cs == 1 && dst->cs == 1 && next->cs == 1 && next->cols == x->cols;
     if (!fused) {
-        oc_tile_normalize(dst, x, mean, rstd, w, b);
-        oc_tile_moments(next_mean, next_var, next);
+        normalize_go(dst, x, mean, rstd, w, b);
+        moments_go(next_mean, next_var, next);
         return;
     }
 #ifdef OC_TILE_EXP_X86

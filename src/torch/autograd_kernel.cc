@@ -308,6 +308,13 @@ private:
     std::vector<torch::autograd::VariableInfo> input_info_, result_info_; // per edge, per result
 };
 
+// A tensor that can record a graph or carries a forward grad: one with
+// autograd metadata (a plain tensor has none).
+bool has_meta(const at::Tensor &t)
+{
+    return t.defined() && t.unsafeGetTensorImpl()->autograd_meta();
+}
+
 class Kernel final : public c10::OperatorKernel {
 public:
     explicit Kernel(std::shared_ptr<const Binding> b) : b_(std::move(b)) {}
@@ -322,7 +329,7 @@ public:
             const c10::IValue &v = (*stack)[base + static_cast<size_t>(i)];
             if (!v.isTensor() || !v.toTensor().defined()) continue;
             const at::Tensor &t = v.toTensor();
-            if (!t.unsafeGetTensorImpl()->autograd_meta()) continue; // no grad, no forward grad
+            if (!has_meta(t)) continue; // no grad, no forward grad
             TORCH_CHECK(!t._fw_grad(/*level*/ 0).defined(), "opcore: ", b.fname,
                         " has no forward-mode derivative: register_autograd pairs it with a backward (reverse "
                         "mode) only; use torch.func.vjp / .backward(), or a torch op with a jvp");
@@ -385,16 +392,12 @@ public:
     }
 
 private:
-    static bool meta(const at::Tensor &t)
-    {
-        return t.defined() && t.unsafeGetTensorImpl()->autograd_meta();
-    }
     static bool has_autograd(const c10::IValue &v)
     {
-        if (v.isTensor()) return meta(v.toTensor());
+        if (v.isTensor()) return has_meta(v.toTensor());
         if (!v.isList()) return false;
         for (const c10::IValue &e : v.toListRef())
-            if (e.isTensor() && meta(e.toTensor())) return true;
+            if (e.isTensor() && has_meta(e.toTensor())) return true;
         return false;
     }
 
