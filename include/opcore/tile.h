@@ -182,11 +182,10 @@ OC_API void oc_tile_activation_reduce(oc_tile *dst, const oc_tile *a, oc_tile_un
 /* Softmax along each row (NKI's nl.softmax over the free axis): dst =
  * exp(x - max) / sum, dst may be x. The bits of the row-blocked softmax
  * above with 1 / sum (oc_tile_unary RECIPROCAL) and a MUL in place of the
- * DIV (examples/tiles/softmax.c) on the same layout; unit-stride rows run in one
- * pass each: rows that fit in half of L2 take one exp an element and scale
- * in place, more rows (from memory) are written once, the exp's sum taken
- * first in cache, while the next row is read (two exps an element, one read
- * and one write of memory, as a copy). */
+ * DIV (examples/tiles/softmax.c) on the same layout; unit-stride rows run a
+ * row at a time: one exp an element with its sum, the row then scaled in
+ * place while it is still in cache, the next row's max taken in the same
+ * loop (one read and one write of memory, as a copy). */
 OC_API void oc_tile_softmax(oc_tile *dst, const oc_tile *x);
 
 /* Along each row: dst (rows x 1, float32) = op over a's columns.
