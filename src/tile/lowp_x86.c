@@ -640,6 +640,14 @@ static T5 void pack_panel(int32_t *pack, const int8_t *w, int64_t wrb, int64_t k
             for (int g = 0; g < 4; g++, o = _mm512_add_epi32(o, step))
                 _mm512_store_si512(pack + q * PANEL + 16 * g,
                                    _mm512_i32gather_epi32(o, (const void *)(base + 4 * q), 1));
+            /* 64 rows read forward at once, more streams than the hardware
+             * prefetcher follows: each row's line two lines ahead of the
+             * gathers goes to L2, four rows a step (bfloat16 prefill, m = 32,
+             * k = 576: 1.12-1.34x) */
+            int64_t ahead = 64 * (q / 16 + 2);
+            if (ahead < wrb)
+                for (int r = 0; r < 4; r++)
+                    __builtin_prefetch(base + (4 * (q % 16) + r) * wrb + ahead, 0, 2);
         }
     } else {
         for (int64_t q = 0; q < full; q++)
