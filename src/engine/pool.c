@@ -85,6 +85,7 @@ static struct {
     atomic_int bar_sleepers;
     uint64_t *slots;             /* exchange: one 8-byte value per share */
     _Atomic uint64_t solo_until; /* launches run on their caller until then (a straggler was seen) */
+    uint64_t solo_ns;            /* the last solo period (under the lock) */
     _Atomic uint64_t lend_until; /* lent threads declined until then (their join stalled a launch) */
     _Atomic uint64_t last_done;  /* when the running launch's last share finished */
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -96,12 +97,17 @@ static struct {
  *   - a launch whose caller, done with every share it could claim, then
  *     waited more than OC_STRAGGLER_US (default 1 ms; and more than twice
  *     its own longest share) for a worker's share: that worker was
- *     descheduled. For SOLO_NS, launches run on their caller alone.
+ *     descheduled. For a while launches run on their caller alone: SOLO_MIN_NS,
+ *     doubled (up to SOLO_NS) each time the first split launch after a solo
+ *     period straggles again: a blip (another process's threads spinning down)
+ *     costs 10 ms on one core, a machine that stays busier than its cores
+ *     soon gets the whole 200 ms.
  *   - a launch on lent threads whose helpers returned more than LEND_STALL_NS
  *     after its last share finished: the host's join waited for one of its
  *     threads the OS had descheduled. For LEND_PAUSE_NS, lent threads are
  *     not asked; the engine's own workers run the launches. */
 #define SOLO_NS 200000000ull
+#define SOLO_MIN_NS 10000000ull
 #define LEND_STALL_NS 500000ull
 #define LEND_PAUSE_NS 1000000000ull
 
@@ -460,8 +466,14 @@ oc_status oc__pool_launch(oc_core *caller, oc_exec *job)
     }
     if (t_done) {
         uint64_t t = now_ns(), waited = t - t_done;
-        if (pool.straggler_ns && waited > pool.straggler_ns && waited > 2 * longest)
-            atomic_store_explicit(&pool.solo_until, t + SOLO_NS, memory_order_relaxed);
+        if (pool.straggler_ns && waited > pool.straggler_ns && waited > 2 * longest) {
+            /* again within one period of the last one's end: twice as long */
+            uint64_t until = atomic_load_explicit(&pool.solo_until, memory_order_relaxed);
+            bool again = until && t - until < pool.solo_ns;
+            pool.solo_ns = !again ? SOLO_MIN_NS : 2 * pool.solo_ns > SOLO_NS ? SOLO_NS
+                                                                             : 2 * pool.solo_ns;
+            atomic_store_explicit(&pool.solo_until, t + pool.solo_ns, memory_order_relaxed);
+        }
     }
     pool.job = NULL;
     pthread_mutex_unlock(&pool.lock);

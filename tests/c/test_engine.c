@@ -222,7 +222,8 @@ static const char *straggle_compute =
  * oc_cpu_count() of the launch right after it. Returns the first count
  * equal to `want`, else the last count seen (0: no worker ever took a
  * share). A try can miss the solo window only if this thread is descheduled
- * for longer than it lasts (200 ms): the next try catches it. */
+ * for longer than it lasts (10 ms, doubled for a straggler right after one):
+ * the next try catches it. */
 static int count_after_straggler(int want, int tries)
 {
     oc_library *lib = test_build_and_load("straggle", straggle_compute, straggle_shape,
