@@ -467,9 +467,9 @@ oc_status oc__pool_launch(oc_core *caller, oc_exec *job)
     if (t_done) {
         uint64_t t = now_ns(), waited = t - t_done;
         if (pool.straggler_ns && waited > pool.straggler_ns && waited > 2 * longest) {
-            /* again within one period of the last one's end: twice as long */
+            /* a launch begun within one period of the last one's end: twice as long */
             uint64_t until = atomic_load_explicit(&pool.solo_until, memory_order_relaxed);
-            bool again = until && t - until < pool.solo_ns;
+            bool again = until && t_done - until < pool.solo_ns;
             pool.solo_ns = !again ? SOLO_MIN_NS : 2 * pool.solo_ns > SOLO_NS ? SOLO_NS
                                                                              : 2 * pool.solo_ns;
             atomic_store_explicit(&pool.solo_until, t + pool.solo_ns, memory_order_relaxed);
