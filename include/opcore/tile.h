@@ -416,9 +416,12 @@ OC_API oc_weights oc_weights_of_packed(const void *bytes, size_t nbytes);
  * any row strides, unit column strides for x and y. x and y are float32
  * or bfloat16 (a bfloat16 x is widened exactly and runs the float32 x
  * path; a bfloat16 y is the float32 result rounded to nearest even).
- *   float weights: m <= 32 run opcore's skinny kernels (each output a dot
- *     product over k, 4 rows of w at a time sharing x's loads); larger m
- *     the tile matmul (BLIS) on this part's rows of w.
+ *   float weights: m <= 32 (float32 weights: m <= 4) run opcore's skinny
+ *     kernels (each output a dot product over k, 4 rows of w at a time
+ *     sharing x's loads); float32 weights with 5 <= m < 48 on AVX-512,
+ *     blocks of 4 rows of x by 4 of w (each output a dot product over k,
+ *     its bits independent of m and of the part); larger m the tile matmul
+ *     (BLIS) on this part's rows of w.
  *   OC_W_BF16 from m = 32 on a CPU with AMX or AVX512-BF16: x is
  *     rounded to bfloat16 (nearest even) and AMX-BF16 (tdpbf16ps) or
  *     vdpbf16ps sums the exact pair products in float32: not the float32

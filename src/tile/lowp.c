@@ -456,6 +456,13 @@ static bool linear_group(oc_tile *y, const oc_tile *x, int64_t xrs, const oc_wei
 
 static bool linear_f32(oc_tile *y, const oc_tile *x, const oc_weights *w, int64_t j0, int64_t j1);
 
+/* float32 weights, a few rows of x, on AVX-512: lowp_fmm.c's blocked dots. */
+static bool fmm_for(const oc__lowp_kernels *ks, oc_wtype t, int64_t m)
+{
+    return t == OC_W_F32 && m >= OC__LOWP_FMM_MIN_M && m < OC__LOWP_FMM_MAX_M &&
+           (ks == &oc__lowp_avx512 || ks == &oc__lowp_avx512bf16 || ks == &oc__lowp_amx);
+}
+
 /* bfloat16 weights from this many rows of x on AMX-BF16 or AVX512-BF16 (prefill): x
  * rounded to bfloat16, pair products summed (tile.h's bound). */
 #define BF16_AMX_M 32
@@ -534,6 +541,9 @@ static bool linear_f32(oc_tile *y, const oc_tile *x, const oc_weights *w, int64_
         if (m <= skinny_m(w->type) || k == 0) {
             ks->fdot(y->data, yrs_of(y), x->data, xrs, m, w->data, w->row_bytes, w->type, k, j0,
                      j1);
+        } else if (fmm_for(ks, w->type, m)) {
+            oc__lowp_fmm_avx512(y->data, yrs_of(y), x->data, xrs, m, w->data,
+                                w->row_bytes / (int64_t)sizeof(float), k, j0, j1);
         } else {
             int64_t es = (int64_t)oc_dtype_size(wtype_dtype(w->type));
             oc_tile wt = {(char *)w->data + j0 * w->row_bytes,
@@ -655,6 +665,11 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
                      "%s weights, m <= %d: opcore's skinny %s kernel (dot products over k, "
                      "4 rows of w at a time, float32 sums), split along n",
                      oc_wtype_name(type), (int)skinny_m(type), isa);
+        else if (fmm_for(ks, type, m))
+            snprintf(buf, sizeof buf,
+                     "float32 weights, %d <= m < %d: opcore's avx512 blocked dots (4 rows of x "
+                     "by 4 of w, dot products over k, float32 sums), split along n",
+                     OC__LOWP_FMM_MIN_M, OC__LOWP_FMM_MAX_M);
         else
             snprintf(buf, sizeof buf,
                      "%s weights, m > %d: the tile matmul on each part's rows of w (%s)",

@@ -211,4 +211,12 @@ typedef void (*oc__lowp_qgemm_fn)(float *y, int64_t yrs, const int8_t *xq, const
 #define oc__LOWP_QGEMM_BYTES(k) ((size_t)(k) / 32 * 2304 + 4 * 8 * 64 * sizeof(float))
 extern const oc__lowp_qgemm_fn oc__lowp_qgemm_avx512;
 
+/* float32 weights (rows of wrs floats) against m rows of x, into y's
+ * columns [j0, j1), for OC__LOWP_FMM_MIN_M <= m < OC__LOWP_FMM_MAX_M on a CPU
+ * with AVX-512 (lowp_fmm.c; a no-op where not built). */
+#define OC__LOWP_FMM_MIN_M 5
+#define OC__LOWP_FMM_MAX_M 48
+void oc__lowp_fmm_avx512(float *y, int64_t yrs, const float *x, int64_t xrs, int64_t m,
+                         const float *w, int64_t wrs, int64_t k, int64_t j0, int64_t j1);
+
 #endif
