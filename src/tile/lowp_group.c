@@ -101,6 +101,19 @@ static INL T2 __m256 g8_avx2(__m128i e, oc_wtype t, __m256 z)
     return _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(e)), z);
 }
 
+/* uint4 elements p .. p + 7 as q' (the same two steps as g8_avx2's)
+ * without a shuffle: vpbroadcastd of their 4 bytes (a load), vpsrlvd by
+ * 4 l and a mask put element p + l in lane l. */
+static INL T2 __m256 u4_8(const char *row, int64_t p, __m256 z)
+{
+    const __m256i sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    int32_t b;
+    memcpy(&b, row + p / 2, 4);
+    __m256i q = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b), sh),
+                                 _mm256_set1_epi32(15));
+    return _mm256_sub_ps(_mm256_cvtepi32_ps(q), z);
+}
+
 static INL T2 float red16_avx2(__m256 lo, __m256 hi)
 {
     __m256 s8 = _mm256_add_ps(lo, hi);
@@ -133,6 +146,9 @@ static INL T2 void grows_avx2(float *y, int64_t yrs, const float *x, int64_t xrs
                     if (pre) {
                         w0 = _mm256_loadu_ps((const float *)wr[r] + p);
                         w1 = _mm256_loadu_ps((const float *)wr[r] + p + 8);
+                    } else if (t == OC_W_U4G) {
+                        w0 = u4_8(wr[r], p, z[r]);
+                        w1 = u4_8(wr[r], p + 8, z[r]);
                     } else {
                         __m128i e = g16_bytes(wr[r], t, p);
                         w0 = g8_avx2(e, t, z[r]);
@@ -211,9 +227,9 @@ static inline int grows_of(const oc_weights *w, int64_t j, int64_t j1, const cha
     }
 
 static INL T2 void gdot_avx2_t(float *y, int64_t yrs, const float *x, int64_t xrs, int64_t m,
-                               const oc_weights *w, oc_wtype t, int64_t j0, int64_t j1, float *wbuf)
+                               const oc_weights *w, oc_wtype t, int64_t gs, int64_t j0,
+                               int64_t j1, float *wbuf)
 {
-    int64_t gs = w->group;
     GDOT_BODY(grows_avx2, gq_avx2)
 }
 
@@ -221,9 +237,13 @@ static T2 void gdot_avx2(float *y, int64_t yrs, const float *x, int64_t xrs, int
                          const oc_weights *w, int64_t j0, int64_t j1, float *wbuf)
 {
     if (w->type == OC_W_I8G)
-        gdot_avx2_t(y, yrs, x, xrs, m, w, OC_W_I8G, j0, j1, wbuf);
+        gdot_avx2_t(y, yrs, x, xrs, m, w, OC_W_I8G, w->group, j0, j1, wbuf);
+    else if (w->group == 32) /* uint4's steps per group a constant: the loop unrolled */
+        gdot_avx2_t(y, yrs, x, xrs, m, w, OC_W_U4G, 32, j0, j1, wbuf);
+    else if (w->group == 128)
+        gdot_avx2_t(y, yrs, x, xrs, m, w, OC_W_U4G, 128, j0, j1, wbuf);
     else
-        gdot_avx2_t(y, yrs, x, xrs, m, w, OC_W_U4G, j0, j1, wbuf);
+        gdot_avx2_t(y, yrs, x, xrs, m, w, OC_W_U4G, w->group, j0, j1, wbuf);
 }
 
 /* ---- AVX-512: 16 lanes in one register ---------------------------------------- */
