@@ -440,10 +440,11 @@ def main():
              "it also time a read of the same weights with the GEMV's widening alone (lowp_widen: "
              "the same loads, vcvtph2ps for float16, vpmovzxwd and a shift for bfloat16, an add "
              "where the GEMV has its FMA with x): the ceiling of a GEMV that widens half weights "
-             "in registers. Where that ceiling is itself under 1.8x torch's float32 GEMV, the "
-             "widening instructions per weight byte are the limit (a plain read streams faster, "
-             "the float32 rows' w.sum()), and what would reach the target is a path with fewer "
-             "of them (a matrix unit or dot product taking float16 pairs into float32 sums).")
+             "in registers. Where that ceiling is itself under 1.8x torch's float32 GEMV, no "
+             "GEMV that loads and widens the half weights this way reaches the target here; a "
+             "plain read of the same bytes with 64-byte loads streams faster, and what would "
+             "reach it is a kernel streaming at that rate while widening (see "
+             "docs/gemm_library.md for the variants tried).")
     huge = args.pages == "huge"
     if huge:
         notes += (" Every tensor of 2 MiB or more (weights, copies, results) on huge pages, both "
