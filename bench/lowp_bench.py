@@ -21,8 +21,10 @@ PyTorch at decode and prefill shapes, 1 and 2 threads:
   the cache: the kernel alone against torch alone, the ceiling of the
   first), and on weights beyond the cache (several copies of each weight
   called in turn, 256 MiB or more of each kind: what a decoder's layers
-  see). A 1x4096x4096 layer's weights (64 MiB float32, 32 MiB half)
-  stay in a large last-level cache between calls of the same layer; a
+  see); beside the last two, the same weights read and widened alone
+  (lowp_widen: the GEMV's ceiling). A 1x4096x4096 layer's weights (64
+  MiB float32, 32 MiB half) stay in a large last-level cache between
+  calls of the same layer; a
   block of torch's calls evicts the half weights, so the first calls of
   the next block read them from memory;
 - bfloat16 weights at prefill shapes, M = 64 and 256, K = N = 4096 (AMX-BF16
@@ -64,6 +66,8 @@ READ = "read of the weight bytes (w.sum())"
 # copying its share (lowp_copy); torch's copy_ into a preallocated tensor, for reference
 MEMCPY = "memcpy of the weight bytes (C, split across the cores)"
 QMEMCPY = "memcpy of the quantised bytes (C, split across the cores)"
+# the ceiling of a half-weight GEMV that widens in registers: the same reads and widening alone
+WIDEN = "read and widening of the half weights alone (lowp_widen)"
 # weights beyond the cache: at least this many bytes of each kind, called in turn
 BEYOND = 256 << 20
 W = {"float32": 0, "bfloat16": 1, "float16": 2, "q8_0": 3, "q4_0": 4, "int8": 5, "int8-group": 6,
@@ -163,16 +167,18 @@ def child(args):
         nbytes = {f"opcore {name}": wl.nbytes, "torch.matmul float32": w.nbytes}
         run(f"GEMV {name} weights 1x{K}x{N}", cands, nbytes, ["torch.matmul float32"],
             args.rounds, args.reps)
-        run(f"GEMV {name} weights 1x{K}x{N}, each block after one untimed call", cands, nbytes,
-            ["torch.matmul float32"], args.rounds, args.reps, warm=True)
+        run(f"GEMV {name} weights 1x{K}x{N}, each block after one untimed call",
+            {**cands, WIDEN: lambda wl=wl: T.lowp_widen(wl)}, {**nbytes, WIDEN: wl.nbytes},
+            ["torch.matmul float32", WIDEN], args.rounds, args.reps, warm=True)
         # weights beyond the cache: copies called in turn, as a decoder's layers are
         nf, nh = (max(2, -(-BEYOND // t.nbytes)) for t in (w, wl))
         fs, hs = [w.clone() for _ in range(nf)], [wl.clone() for _ in range(nh)]
         run(f"GEMV {name} weights 1x{K}x{N}, weights beyond the cache ({nh} copies of the "
             f"{name} weights, {nf} of the float32 ones, called in turn)",
             {f"opcore {name}": _in_turn(hs, lambda wl, name=name: lin(x1, wl, none, W[name])),
-             "torch.matmul float32": _in_turn(fs, lambda wf: F.linear(x1, wf))},
-            nbytes, ["torch.matmul float32"], args.rounds, args.reps)
+             "torch.matmul float32": _in_turn(fs, lambda wf: F.linear(x1, wf)),
+             WIDEN: _in_turn(hs, T.lowp_widen)},
+            {**nbytes, WIDEN: wl.nbytes}, ["torch.matmul float32", WIDEN], args.rounds, args.reps)
         del fs, hs
 
     # bfloat16 weights at prefill shapes (AMX-BF16 where there is AMX): against torch's
@@ -401,7 +407,11 @@ def main():
                    "its own (the kernel alone against torch alone: weights back in the cache)")
             v = val(f"{op}, weights beyond", threads, f"opcore {name}", "vs torch.matmul float32")
             target(f"{name} weight GEMV, {threads} thread(s), weights beyond the cache (a "
-                   "decoder's layers): speed vs float32 torch.matmul", 1.8, v)
+                   "decoder's layers): speed vs float32 torch.matmul", 1.8, v,
+                   ceiling=val(f"{op}, weights beyond", threads, WIDEN, "vs torch.matmul float32"),
+                   ceiling_what="the same weights read and widened alone (lowp_widen: the "
+                   "GEMV's loads and widening instructions, no x, no multiply) against the "
+                   "same torch calls")
         for name in ("q8_0", "q4_0", "uint4 group 32", "uint4 group 128", "int8 group 32",
                      "int8 group 128"):
             bw, cp, tc = (val(f"GEMV {name}", threads, i, "GB/s")
@@ -426,7 +436,15 @@ def main():
              "untimed call of its own: what the interleaved rows lose to it is the refill of the "
              "half weights that the float32 block evicted, and the ratio reaches that ceiling "
              "where a layer's weights stay in the cache between its calls or, as in a decoder, "
-             "none do (the rows beyond the cache).")
+             "none do (the rows beyond the cache). The half-weight rows in the cache and beyond "
+             "it also time a read of the same weights with the GEMV's widening alone (lowp_widen: "
+             "the same loads, vcvtph2ps for float16, vpmovzxwd and a shift for bfloat16, an add "
+             "where the GEMV has its FMA with x): the ceiling of a GEMV that widens half weights "
+             "in registers. Where that ceiling is itself under 1.8x torch's float32 GEMV, no "
+             "GEMV that loads and widens the half weights this way reaches the target here; a "
+             "plain read of the same bytes with 64-byte loads streams faster, and what would "
+             "reach it is a kernel streaming at that rate while widening (see "
+             "docs/gemm_library.md for the variants tried).")
     huge = args.pages == "huge"
     if huge:
         notes += (" Every tensor of 2 MiB or more (weights, copies, results) on huge pages, both "
@@ -438,7 +456,7 @@ def main():
                                     "vs copy of the weight bytes", "vs torch.matmul float32",
                                     "vs copy of the quantised bytes", f"vs {MEMCPY}",
                                     f"vs {QMEMCPY}",
-                                    "vs torch.ao dynamic Linear (fbgemm)",
+                                    f"vs {WIDEN}", "vs torch.ao dynamic Linear (fbgemm)",
                                     "vs torch.matmul bfloat16", "vs opcore int8 unpacked",
                                     "vs torch._int_mm"],
         "target": targets})

@@ -13,8 +13,18 @@
  * (oc_tile_matmul), c's columns split across the op's cores.
  * lowp_copy: dst = src's bytes by C memcpy, each core copying its share
  * (whole cache lines): the bench's memory-bandwidth floor at the same
- * number of cores as the GEMV. */
+ * number of cores as the GEMV. lowp_widen: y[j] = the sum of row j of
+ * float16 / bfloat16 w widened to float32, rows split across the cores as
+ * the GEMV splits them, 4 rows at a time with the GEMV's loads and
+ * widening instructions (vcvtph2ps; vpmovzxwd and a shift) and an add
+ * where it has an FMA with x: the ceiling of a half-weight GEMV that
+ * widens in registers. */
+#include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__F16C__))
+#include <immintrin.h>
+#endif
 
 #include <opcore/kernel.h>
 #include <opcore/tile.h>
@@ -96,4 +106,73 @@ void lowp_copy(const oc_tensor *src, oc_tensor *dst)
     int64_t lo, hi;
     oc_core_range(oc_nbytes(src), 64, &lo, &hi);
     if (hi > lo) memcpy((char *)dst->data + lo, (const char *)src->data + lo, (size_t)(hi - lo));
+}
+
+#if defined(__AVX512F__)
+#define WVEC __m512
+#define WLANES 16
+#define WZERO _mm512_setzero_ps()
+#define WADD _mm512_add_ps
+#define WSUM _mm512_reduce_add_ps
+static inline __m512 widen(const uint16_t *p, bool bf)
+{
+    __m256i h = _mm256_loadu_si256((const __m256i *)p);
+    return bf ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
+              : _mm512_cvtph_ps(h);
+}
+#elif defined(__AVX2__) && defined(__F16C__)
+#define WVEC __m256
+#define WLANES 8
+#define WZERO _mm256_setzero_ps()
+#define WADD _mm256_add_ps
+static inline float WSUM(__m256 v)
+{
+    float a[8], s = 0;
+    _mm256_storeu_ps(a, v);
+    for (int l = 0; l < 8; l++) s += a[l];
+    return s;
+}
+static inline __m256 widen(const uint16_t *p, bool bf)
+{
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    return bf ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+              : _mm256_cvtph_ps(h);
+}
+#endif
+
+static float widen1(uint16_t h, bool bf)
+{
+    if (!bf) return oc_half_to_f32(h);
+    uint32_t b = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+oc_tensor *lowp_widen(const oc_tensor *w)
+{
+    oc_tensor *y = oc_dst_tensor();
+    bool bf = w->dtype == OC_BFLOAT16;
+    int64_t k = w->sizes[1], rs = w->strides[0], lo, hi;
+    float *out = y->data;
+    oc_core_range(w->sizes[0], 16, &lo, &hi);
+    for (int64_t j = lo, nr; j < hi; j += nr) {
+        nr = hi - j >= 4 ? 4 : 1;
+        for (int r = 0; r < nr; r++) out[j + r] = 0;
+        const uint16_t *row = (const uint16_t *)w->data + j * rs;
+        int64_t p = 0;
+#ifdef WLANES
+        WVEC a[4], b[4];
+        for (int r = 0; r < 4; r++) a[r] = b[r] = WZERO;
+        for (; p + 2 * WLANES <= k; p += 2 * WLANES)
+            for (int r = 0; r < nr; r++) {
+                a[r] = WADD(a[r], widen(row + r * rs + p, bf));
+                b[r] = WADD(b[r], widen(row + r * rs + p + WLANES, bf));
+            }
+        for (int r = 0; r < nr; r++) out[j + r] = WSUM(WADD(a[r], b[r]));
+#endif
+        for (int r = 0; r < nr; r++)
+            for (int64_t q = p; q < k; q++) out[j + r] += widen1(row[r * rs + q], bf);
+    }
+    return y;
 }

@@ -92,8 +92,19 @@ static void lowp_copy_shape(const oc_tensor *src, oc_tensor *dst)
              oc_is_contiguous(dst) ? "contiguous" : "strided");
 }
 
+static oc_tensor *lowp_widen_shape(const oc_tensor *w)
+{
+    OC_CHECK((w->dtype == OC_FLOAT16 || w->dtype == OC_BFLOAT16) && w->ndim == 2 &&
+                 (w->sizes[1] <= 1 || w->strides[1] == 1),
+             "w must be a 2-D float16 or bfloat16 tensor with contiguous rows, got %d-D %s",
+             w->ndim, oc_dtype_name(w->dtype));
+    return oc_empty(OC_FLOAT32, 1, (int64_t[]){w->sizes[0]});
+}
+
 OC_LIBRARY(lowp, m)
 {
+    oc_def(m, "lowp_widen(Tensor w) -> Tensor", lowp_widen_shape, "lowp_widen",
+           .multicore = true);
     oc_def(m, "lowp_copy(Tensor src, Tensor(a!) dst) -> ()", lowp_copy_shape, "lowp_copy",
            .multicore = true);
     oc_def(m, "lowp_pack_i8(Tensor w, Tensor scale) -> Tensor", lowp_pack_i8_shape,

@@ -101,6 +101,19 @@ static INL T2 __m256 g8_avx2(__m128i e, oc_wtype t, __m256 z)
     return _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(e)), z);
 }
 
+/* uint4 elements p .. p + 7 as q' (the same two steps as g8_avx2's)
+ * without a shuffle: vpbroadcastd of their 4 bytes (a load), vpsrlvd by
+ * 4 l and a mask put element p + l in lane l. */
+static INL T2 __m256 u4_8(const char *row, int64_t p, __m256 z)
+{
+    const __m256i sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    int32_t b;
+    memcpy(&b, row + p / 2, 4);
+    __m256i q = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b), sh),
+                                 _mm256_set1_epi32(15));
+    return _mm256_sub_ps(_mm256_cvtepi32_ps(q), z);
+}
+
 static INL T2 float red16_avx2(__m256 lo, __m256 hi)
 {
     __m256 s8 = _mm256_add_ps(lo, hi);
@@ -133,6 +146,9 @@ static INL T2 void grows_avx2(float *y, int64_t yrs, const float *x, int64_t xrs
                     if (pre) {
                         w0 = _mm256_loadu_ps((const float *)wr[r] + p);
                         w1 = _mm256_loadu_ps((const float *)wr[r] + p + 8);
+                    } else if (t == OC_W_U4G) {
+                        w0 = u4_8(wr[r], p, z[r]);
+                        w1 = u4_8(wr[r], p + 8, z[r]);
                     } else {
                         __m128i e = g16_bytes(wr[r], t, p);
                         w0 = g8_avx2(e, t, z[r]);
@@ -170,37 +186,49 @@ static INL T2 void gq_avx2(float *buf, const oc_weights *w, oc_wtype t, int64_t 
     }
 }
 
+/* Rows j .. j + nr of w: their bytes, scales and (uint4) zero points;
+ * 4 rows from j where as many are left, else 1 (the count returned). */
+static inline int grows_of(const oc_weights *w, int64_t j, int64_t j1, const char *wr[4],
+                           const float *sr[4], const float *zr[4])
+{
+    int nr = j1 - j >= 4 ? 4 : 1;
+    int64_t ng = w->k / w->group;
+    for (int r = 0; r < nr; r++) {
+        wr[r] = (const char *)w->data + (j + r) * w->row_bytes;
+        sr[r] = w->scale + (j + r) * ng;
+        zr[r] = w->type == OC_W_U4G ? w->zero + (j + r) * ng : NULL;
+    }
+    return nr;
+}
+
 /* The row loop of both sets: 4 rows of w at a time (then 1); m <= 2
- * widens in registers for each row of x, more rows once into wbuf. */
-#define GDOT_BODY(GROWS, GQ)                                                                     \
-    int64_t k = w->k, ng = k / w->group;                                                      \
+ * widens in registers for each row of x, more rows once into wbuf; gs
+ * the group (a constant where the caller made one). */
+#define GDOT_BODY(GROWS, GQ)                                                                  \
+    int64_t k = w->k;                                                                         \
     for (int64_t j = j0; j < j1;) {                                                           \
-        int nr = j1 - j >= 4 ? 4 : 1;                                                         \
         const char *wr[4] = {0};                                                              \
         const float *sr[4] = {0}, *zr[4] = {0};                                               \
-        for (int r = 0; r < nr; r++) {                                                        \
-            wr[r] = (const char *)w->data + (j + r) * w->row_bytes;                           \
-            sr[r] = w->scale + (j + r) * ng;                                                  \
-            zr[r] = t == OC_W_U4G ? w->zero + (j + r) * ng : NULL;                            \
-        }                                                                                     \
+        int nr = grows_of(w, j, j1, wr, sr, zr);                                              \
         bool pre = m > 2;                                                                     \
         if (pre) {                                                                            \
             GQ(wbuf, w, t, j, nr);                                                            \
             for (int r = 0; r < nr; r++) wr[r] = (const char *)(wbuf + r * k);               \
         }                                                                                     \
         if (nr == 4 && pre)                                                                   \
-            GROWS(y, yrs, x, xrs, m, wr, sr, zr, t, true, k, w->group, j, 4);                 \
+            GROWS(y, yrs, x, xrs, m, wr, sr, zr, t, true, k, gs, j, 4);                      \
         else if (nr == 4)                                                                     \
-            GROWS(y, yrs, x, xrs, m, wr, sr, zr, t, false, k, w->group, j, 4);                \
+            GROWS(y, yrs, x, xrs, m, wr, sr, zr, t, false, k, gs, j, 4);                     \
         else if (pre)                                                                         \
-            GROWS(y, yrs, x, xrs, m, wr, sr, zr, t, true, k, w->group, j, 1);                 \
+            GROWS(y, yrs, x, xrs, m, wr, sr, zr, t, true, k, gs, j, 1);                      \
         else                                                                                  \
-            GROWS(y, yrs, x, xrs, m, wr, sr, zr, t, false, k, w->group, j, 1);                \
+            GROWS(y, yrs, x, xrs, m, wr, sr, zr, t, false, k, gs, j, 1);                     \
         j += nr;                                                                              \
     }
 
 static INL T2 void gdot_avx2_t(float *y, int64_t yrs, const float *x, int64_t xrs, int64_t m,
-                               const oc_weights *w, oc_wtype t, int64_t j0, int64_t j1, float *wbuf)
+                               const oc_weights *w, oc_wtype t, int64_t gs, int64_t j0,
+                               int64_t j1, float *wbuf)
 {
     GDOT_BODY(grows_avx2, gq_avx2)
 }
@@ -209,9 +237,13 @@ static T2 void gdot_avx2(float *y, int64_t yrs, const float *x, int64_t xrs, int
                          const oc_weights *w, int64_t j0, int64_t j1, float *wbuf)
 {
     if (w->type == OC_W_I8G)
-        gdot_avx2_t(y, yrs, x, xrs, m, w, OC_W_I8G, j0, j1, wbuf);
+        gdot_avx2_t(y, yrs, x, xrs, m, w, OC_W_I8G, w->group, j0, j1, wbuf);
+    else if (w->group == 32) /* uint4's steps per group a constant: the loop unrolled */
+        gdot_avx2_t(y, yrs, x, xrs, m, w, OC_W_U4G, 32, j0, j1, wbuf);
+    else if (w->group == 128)
+        gdot_avx2_t(y, yrs, x, xrs, m, w, OC_W_U4G, 128, j0, j1, wbuf);
     else
-        gdot_avx2_t(y, yrs, x, xrs, m, w, OC_W_U4G, j0, j1, wbuf);
+        gdot_avx2_t(y, yrs, x, xrs, m, w, OC_W_U4G, w->group, j0, j1, wbuf);
 }
 
 /* ---- AVX-512: 16 lanes in one register ---------------------------------------- */
@@ -242,6 +274,32 @@ static INL T5 float red16_avx512(__m512 v)
     return red16_avx2(_mm512_castps512_ps256(v), hi);
 }
 
+/* uint4 for one or two rows of x (a GEMV: weights read once, the
+ * shuffle port the limit): vpbroadcastq of 8 bytes (16 weights, a load,
+ * no shuffle), vpsrlvd by 4 * (l / 2) puts element l / 2 + 8 (l & 1) in
+ * the low 4 bits of lane l, and vpermps looks its q' up: one shuffle per
+ * 16 weights (g16_avx512 takes two). x's 16 values of each step are
+ * ordered the same way (xp, once per call), so each lane sums tile.h's
+ * lane l / 2 + 8 (l & 1) in order of p, and the lanes are put back in
+ * order before the halves are added: the same bits. */
+static INL T5 __m512 u4_bcast(const char *row, int64_t p, __m512 tab)
+{
+    const __m512i sh =
+        _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28);
+    int64_t b;
+    memcpy(&b, row + p / 2, 8);
+    return _mm512_permutexvar_ps(_mm512_srlv_epi32(_mm512_set1_epi64(b), sh), tab);
+}
+
+/* Lane l of x's each 16 values from element l / 2 + 8 (l & 1) (u4_bcast's
+ * order): k a multiple of 16 (of the group). */
+static INL T5 void u4_xorder(float *xp, const float *x, int64_t k)
+{
+    const __m512i ix = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    for (int64_t p = 0; p < k; p += 16)
+        _mm512_storeu_ps(xp + p, _mm512_permutexvar_ps(ix, _mm512_loadu_ps(x + p)));
+}
+
 static INL T5 void grows_avx512(float *y, int64_t yrs, const float *x, int64_t xrs, int64_t m,
                                 const char *const *wr, const float *const *sr,
                                 const float *const *zr, oc_wtype t, bool pre, int64_t k,
@@ -262,16 +320,20 @@ static INL T5 void grows_avx512(float *y, int64_t yrs, const float *x, int64_t x
                 __m512 xv = _mm512_loadu_ps(xr + p);
                 _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++)
                 {
-                    __m512 wv = pre ? _mm512_loadu_ps((const float *)wr[r] + p)
-                                    : g16_avx512(wr[r], t, p, z[r]);
+                    __m512 wv = pre             ? _mm512_loadu_ps((const float *)wr[r] + p)
+                                : t == OC_W_U4G ? u4_bcast(wr[r], p, z[r])
+                                                : g16_avx512(wr[r], t, p, z[r]);
                     part[r] = _mm512_fmadd_ps(xv, wv, part[r]);
                 }
             }
             _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) acc[r] =
                 _mm512_fmadd_ps(part[r], _mm512_set1_ps(sr[r][g]), acc[r]);
         }
-        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) y[i * yrs + j + r] =
-            red16_avx512(acc[r]);
+        /* u4_bcast's lanes back in tile.h's order: l < 8 from 2 l, the others 2 (l - 8) + 1 */
+        const __m512i back =
+            _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) y[i * yrs + j + r] = red16_avx512(
+            t == OC_W_U4G && !pre ? _mm512_permutexvar_ps(back, acc[r]) : acc[r]);
     }
 }
 
@@ -290,9 +352,13 @@ static INL T5 void gq_avx512(float *buf, const oc_weights *w, oc_wtype t, int64_
 }
 
 static INL T5 void gdot_avx512_t(float *y, int64_t yrs, const float *x, int64_t xrs, int64_t m,
-                                 const oc_weights *w, oc_wtype t, int64_t j0, int64_t j1,
-                                 float *wbuf)
+                                 const oc_weights *w, oc_wtype t, int64_t gs, int64_t j0,
+                                 int64_t j1, float *wbuf)
 {
+    if (t == OC_W_U4G && m <= 2) { /* u4_bcast's order of x, in wbuf */
+        for (int64_t i = 0; i < m; i++) u4_xorder(wbuf + i * w->k, x + i * xrs, w->k);
+        x = wbuf, xrs = w->k;
+    }
     GDOT_BODY(grows_avx512, gq_avx512)
 }
 
@@ -300,9 +366,13 @@ static T5 void gdot_avx512(float *y, int64_t yrs, const float *x, int64_t xrs, i
                            const oc_weights *w, int64_t j0, int64_t j1, float *wbuf)
 {
     if (w->type == OC_W_I8G)
-        gdot_avx512_t(y, yrs, x, xrs, m, w, OC_W_I8G, j0, j1, wbuf);
+        gdot_avx512_t(y, yrs, x, xrs, m, w, OC_W_I8G, w->group, j0, j1, wbuf);
+    else if (w->group == 32) /* uint4's steps per group a constant: the loop unrolled */
+        gdot_avx512_t(y, yrs, x, xrs, m, w, OC_W_U4G, 32, j0, j1, wbuf);
+    else if (w->group == 128)
+        gdot_avx512_t(y, yrs, x, xrs, m, w, OC_W_U4G, 128, j0, j1, wbuf);
     else
-        gdot_avx512_t(y, yrs, x, xrs, m, w, OC_W_U4G, j0, j1, wbuf);
+        gdot_avx512_t(y, yrs, x, xrs, m, w, OC_W_U4G, w->group, j0, j1, wbuf);
 }
 
 const oc__lowp_gdot_fn oc__lowp_gdot_avx2 = gdot_avx2, oc__lowp_gdot_avx512 = gdot_avx512;
