@@ -1442,3 +1442,107 @@ OC_TILE_FN void oc_tile_affine_select(oc_tile *dst, const oc_tile *a, int64_t c0
         for (int64_t j = 0; j < dst->cols; j++) d[j * dst->cs] = base + cj * j >= 0 ? x[j * as] : fill;
     }
 }
+
+/* ---- softmax of a small tile ----------------------------------------------------- */
+
+/* Up to this many elements a tile is small: x and dst stay in L1 (32 KiB). */
+enum { SOFTMAX_SMALL_NUMEL = 4096 };
+
+#ifdef OC_TILE_EXP_X86
+/* The softmax's bias for row x (n floats): neg_max of its max, lanes_run's
+ * bits. The max of a row without NaN is one value whatever the order, but
+ * for the sign of a zero, which m * -1 + 0 drops: so 16-lane vmaxps, and
+ * the exact steps only for a row holding a NaN (whose payload they choose). */
+__attribute__((target("avx512f"))) static inline float small_bias(const float *x, int64_t n)
+{
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 m = ninf;
+    __mmask16 nan = 0;
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 v = _mm512_loadu_ps(x + j);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), m = _mm512_max_ps(v, m);
+    }
+    if (j < n) {
+        __m512 v = _mm512_mask_loadu_ps(ninf, (__mmask16)((1u << (n - j)) - 1), x + j);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), m = _mm512_max_ps(v, m);
+    }
+    if (__builtin_expect(nan != 0, 0)) return neg_max(lanes_run(x, n, OC_TILE_RMAX, 0.0f));
+    return neg_max(_mm512_reduce_max_ps(m));
+}
+
+/* exp(x + bias) of one row into d, 1 / its sum returned: exp16's lanes (the
+ * scalar expf's fixed), summed in the lanes' order as act_row sums them (16
+ * lanes a block, a + b, pairwise, then the tail in order). Each block is read
+ * before it is written: d may be x. */
+__attribute__((target("avx512f"))) static inline float small_exp(float *d, const float *x,
+                                                                 int64_t n, float bias)
+{
+    const __m512 bi = _mm512_set1_ps(bias);
+    const int64_t nb = n / 16, left = n - 16 * nb;
+    __m512 s = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        __m512 v = _mm512_add_ps(_mm512_loadu_ps(x + 16 * i), bi);
+        __m512 y = exp16_fixed(v, x + 16 * i, 16, 1.0f, bias);
+        _mm512_storeu_ps(d + 16 * i, y);
+        s = _mm512_add_ps(s, y);
+    }
+    __m256 t = _mm256_add_ps(_mm512_castps512_ps256(s), _mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                                            _mm512_castps_pd(s), 1)));
+    __m128 u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+    __m128 w = _mm_add_ps(u, _mm_movehl_ps(u, u)); /* (t0 + t4) + (t2 + t6), (t1 + t5) + ... */
+    float sum = _mm_cvtss_f32(_mm_add_ss(w, _mm_movehdup_ps(w)));
+    if (left) {
+        const __mmask16 tm = (__mmask16)((1u << left) - 1);
+        __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(tm, x + 16 * nb), bi);
+        __m512 y = exp16_fixed(v, x + 16 * nb, left, 1.0f, bias);
+        _mm512_mask_storeu_ps(d + 16 * nb, tm, y);
+        float e[16];
+        _mm512_storeu_ps(e, y);
+        for (int64_t j = 0; j < left; j++) sum += e[j];
+    }
+    return inv_sum(sum);
+}
+
+/* Unit-stride rows of oc_tile_softmax in L1, AVX-512, with its bits, in
+ * three passes over up to 16 rows: each row's bias, each row's exps and
+ * 1 / sum, the products. A row's steps are a chain of dependent latencies
+ * (the max, the sum's tail, the division); in passes, the rows' chains
+ * overlap. */
+__attribute__((target("avx512f"))) static void softmax_small16(oc_tile *dst, const oc_tile *x)
+{
+    const int64_t n = x->cols, nb = n / 16, left = n - 16 * nb;
+    const __mmask16 tm = (__mmask16)((1u << left) - 1);
+    for (int64_t i0 = 0; i0 < x->rows; i0 += 16) {
+        int64_t k = x->rows - i0 < 16 ? x->rows - i0 : 16;
+        float b[16], r[16];
+        for (int64_t i = 0; i < k; i++) b[i] = small_bias(CF32(x, i0 + i), n);
+        for (int64_t i = 0; i < k; i++) r[i] = small_exp(F32(dst, i0 + i), CF32(x, i0 + i), n, b[i]);
+        for (int64_t i = 0; i < k; i++) {
+            float *d = F32(dst, i0 + i);
+            const __m512 rv = _mm512_set1_ps(r[i]);
+            for (int64_t q = 0; q < nb; q++)
+                _mm512_storeu_ps(d + 16 * q, _mm512_mul_ps(_mm512_loadu_ps(d + 16 * q), rv));
+            if (left)
+                _mm512_mask_storeu_ps(d + 16 * nb, tm,
+                                      _mm512_mul_ps(_mm512_maskz_loadu_ps(tm, d + 16 * nb), rv));
+        }
+    }
+}
+#endif
+
+/* A small tile of unit-stride float32 rows on the AVX-512 path: in passes;
+ * anything else (a bad argument included: its checks and errors) is
+ * oc_tile_softmax's. */
+void oc_tile_softmax_small(oc_tile *dst, const oc_tile *x)
+{
+#ifdef OC_TILE_EXP_X86
+    if (dst->dtype == OC_FLOAT32 && x->dtype == OC_FLOAT32 && dst->rows == x->rows &&
+        dst->cols == x->cols && dst->cs == 1 && x->cs == 1 && x->rows > 0 && x->cols > 0 &&
+        x->rows * x->cols <= SOFTMAX_SMALL_NUMEL && exp_path() == 2) {
+        if (oc__tile_apart(dst, x, true, "oc_tile_softmax_small", "x")) softmax_small16(dst, x);
+        return;
+    }
+#endif
+    oc_tile_softmax(dst, x);
+}
