@@ -191,10 +191,11 @@ OC_API void oc_tile_softmax(oc_tile *dst, const oc_tile *x);
 
 /* oc_tile_softmax for a small tile (a few thousand elements, in L1 with its
  * result: a tiny input's whole share), with the same bits: on the AVX-512
- * path each unit-stride row in two short loops (its max, then exp with the
- * sum, then the products), without oc_tile_softmax's row-to-row pipeline;
- * any other tile, or another path, is oc_tile_softmax's (its checks and
- * errors too). */
+ * and AVX2 paths, unit-stride rows in three passes over up to 16 rows at a
+ * time (each row's max, then its exps with their sum, then the products),
+ * so the rows' dependent steps overlap, without oc_tile_softmax's
+ * row-to-row pipeline; any other tile, or the portable path, is
+ * oc_tile_softmax's (its checks and errors too). */
 OC_API void oc_tile_softmax_small(oc_tile *dst, const oc_tile *x);
 
 /* Along each row: dst (rows x 1, float32) = op over a's columns.
