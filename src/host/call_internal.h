@@ -102,7 +102,8 @@ static inline bool oc__outs_clear(const struct oc_op *op, const call_frame *f, c
  * every result buffer not aliasing an argument contiguous, its bytes
  * missing each input's span (f->spans, every one recorded: spans_dense) and
  * each other result's. False only means the full check runs. */
-static inline bool oc__outs_apart(const struct oc_op *op, const call_frame *f, const oc_tensor *outs)
+static inline bool oc__outs_apart(const struct oc_op *op, const call_frame *f,
+                                   const oc_tensor *outs)
 {
     if (!f->spans_dense) return false;
     uintptr_t rl[OC_MAX_RESULTS], rh[OC_MAX_RESULTS], l, h;

@@ -1515,7 +1515,8 @@ __attribute__((target("avx512f"))) static void small_mul16(float *d, int64_t n, 
 {
     const __m512 rv = _mm512_set1_ps(r);
     int64_t j = 0;
-    for (; j + 16 <= n; j += 16) _mm512_storeu_ps(d + j, _mm512_mul_ps(_mm512_loadu_ps(d + j), rv));
+    for (; j + 16 <= n; j += 16)
+        _mm512_storeu_ps(d + j, _mm512_mul_ps(_mm512_loadu_ps(d + j), rv));
     if (j < n) {
         const __mmask16 tm = (__mmask16)((1u << (n - j)) - 1);
         _mm512_mask_storeu_ps(d + j, tm, _mm512_mul_ps(_mm512_maskz_loadu_ps(tm, d + j), rv));
@@ -1620,7 +1621,8 @@ static void softmax_passes(oc_tile *dst, const oc_tile *x, bool w16)
             b[i] = (w16 ? small_bias16 : small_bias8)(CF32(x, i0 + i), n);
         for (int64_t i = 0; i < k; i++)
             r[i] = (w16 ? small_exp16 : small_exp8)(F32(dst, i0 + i), CF32(x, i0 + i), n, b[i]);
-        for (int64_t i = 0; i < k; i++) (w16 ? small_mul16 : small_mul8)(F32(dst, i0 + i), n, r[i]);
+        for (int64_t i = 0; i < k; i++)
+            (w16 ? small_mul16 : small_mul8)(F32(dst, i0 + i), n, r[i]);
     }
 }
 #endif
