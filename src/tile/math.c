@@ -1523,6 +1523,34 @@ __attribute__((target("avx512f"))) static void small_mul16(float *d, int64_t n, 
     }
 }
 
+/* Rows of at most 16 floats on the AVX-512 path: each row one masked
+ * vector, its steps (small_bias16's, small_exp16's, small_mul16's, with their
+ * bits) in registers, in one loop whose rows' chains overlap. */
+__attribute__((target("avx512f"))) static void softmax_tiny16(oc_tile *dst, const oc_tile *x)
+{
+    const int64_t n = x->cols;
+    const __mmask16 tm = (__mmask16)((1u << n) - 1);
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    for (int64_t i = 0; i < x->rows; i++) {
+        const float *xr = CF32(x, i);
+        __m512 v = _mm512_mask_loadu_ps(ninf, tm, xr);
+        float bias = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q)
+                         ? neg_max(lanes_run(xr, n, OC_TILE_RMAX, 0.0f))
+                         : neg_max(_mm512_reduce_max_ps(v));
+        v = _mm512_add_ps(_mm512_maskz_loadu_ps(tm, xr), _mm512_set1_ps(bias));
+        __m512 y = exp16_fixed(v, xr, n, 1.0f, bias);
+        float sum = 0.0f, e[16]; /* no whole block: the lanes' sum is +0 */
+        if (n == 16) {
+            sum = small_sum8(_mm256_add_ps(_mm512_castps512_ps256(y), _mm256_castpd_ps(
+                                               _mm512_extractf64x4_pd(_mm512_castps_pd(y), 1))));
+        } else {
+            _mm512_storeu_ps(e, y);
+            for (int64_t j = 0; j < n; j++) sum += e[j];
+        }
+        _mm512_mask_storeu_ps(F32(dst, i), tm, _mm512_mul_ps(y, _mm512_set1_ps(inv_sum(sum))));
+    }
+}
+
 /* The AVX2 path's: 8 lanes a vector, a 16-element block's elements 0-7 and
  * 8-15 in two sums (a lanes state's a and b). The first k lanes (k >= 8:
  * all) as an integer mask. */
@@ -1614,6 +1642,10 @@ __attribute__((target("avx2"))) static void small_mul8(float *d, int64_t n, floa
 static void softmax_passes(oc_tile *dst, const oc_tile *x, bool w16)
 {
     const int64_t n = x->cols;
+    if (w16 && n <= 16) {
+        softmax_tiny16(dst, x);
+        return;
+    }
     for (int64_t i0 = 0; i0 < x->rows; i0 += 16) {
         int64_t k = x->rows - i0 < 16 ? x->rows - i0 : 16;
         float b[16], r[16];

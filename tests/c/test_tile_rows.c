@@ -201,8 +201,8 @@ static void same_rows(const float *got, const float *want, int64_t count, const 
 static void test_softmax_bits(void **state)
 {
     (void)state;
-    const int64_t shapes[][2] = {{6, 1}, {2, 5}, {6, 17}, {8, 64}, {6, 100}, {64, 64}, {3, 1040},
-                                 {5, 3100},
+    const int64_t shapes[][2] = {{6, 1}, {2, 5}, {3, 15}, {4, 16}, {6, 17}, {8, 64}, {6, 100},
+                                 {64, 64}, {3, 1040}, {5, 3100},
                                  {2 + (int64_t)oc_tile_l2_bytes() / 4096 / 4 * 4 / 2, 1024 + 7},
                                  {2 + (int64_t)oc_tile_l2_bytes() / 8200 / 4 / 2, 8200}};
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
