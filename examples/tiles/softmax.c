@@ -4,15 +4,12 @@
  * The backward: grad_x = y * (grad - sum(grad * y)) along each row. */
 #include "rows.h"
 
-/* Tiny inputs (this core's share at most SMALL_ROWS rows, the whole input at
- * most SMALL_NUMEL floats): the same math, bit for bit, with one tile call
- * instead of five and no TCM tile or row blocking. The row max is
- * oc_max_f32 (the tile layer's reduction order), negated as
- * oc_tile_unary(IDENTITY, -1, 0) does; exp and the row sums are
- * oc_tile_activation_reduce's own; then 1 / sum and the products, as
- * oc_tile_unary(RECIPROCAL) and oc_tile_binary(MUL) compute them. At
- * [2, 5] the blocked path's fixed cost was 4 times this one's. */
-enum { SMALL_ROWS = 64, SMALL_NUMEL = 4096 };
+/* Tiny inputs (the whole input at most SMALL_NUMEL floats, in L1 with its
+ * result): this core's rows straight from the tensors by
+ * oc_tile_softmax_small (the same bits, without the row blocking's plan or
+ * oc_tile_softmax's row-to-row pipeline), the fixed cost of a call on
+ * [2, 5] .. [8, 64]. */
+enum { SMALL_NUMEL = 4096 };
 
 static bool softmax_small(const oc_tensor *x, oc_tensor *out)
 {
@@ -20,21 +17,10 @@ static bool softmax_small(const oc_tensor *x, oc_tensor *out)
     if (d < 1 || oc_numel(x) > SMALL_NUMEL || !oc_is_contiguous(x) || !oc_is_contiguous(out))
         return false;
     oc_core_range(oc_numel(x) / d, 1, &lo, &hi);
-    if (hi - lo > SMALL_ROWS) return false;
     if (hi <= lo) return true;
-    int64_t n = hi - lo;
-    float neg_max[SMALL_ROWS], sum[SMALL_ROWS];
-    const float *xp = (const float *)x->data + lo * d;
-    float *op = (float *)out->data + lo * d;
-    for (int64_t i = 0; i < n; i++) neg_max[i] = oc_max_f32(xp + i * d, d) * -1.0f + 0.0f;
-    oc_tile X = {(void *)xp, n, d, d, 1, OC_FLOAT32, false};
-    oc_tile O = {op, n, d, d, 1, OC_FLOAT32, false};
-    oc_tile m = {neg_max, n, 1, 1, 1, OC_FLOAT32, false}, s = {sum, n, 1, 1, 1, OC_FLOAT32, false};
-    oc_tile_activation_reduce(&O, &X, OC_TILE_EXP, 1.0f, &m, &s, NULL, NULL, OC_TILE_SUM);
-    for (int64_t i = 0; i < n; i++) {
-        float r = 1.0f / (sum[i] * 1.0f + 0.0f);
-        for (int64_t j = 0; j < d; j++) op[i * d + j] = op[i * d + j] * r;
-    }
+    oc_tile X = {(float *)x->data + lo * d, hi - lo, d, d, 1, OC_FLOAT32, false};
+    oc_tile O = {(float *)out->data + lo * d, hi - lo, d, d, 1, OC_FLOAT32, false};
+    oc_tile_softmax_small(&O, &X);
     return true;
 }
 

@@ -66,6 +66,18 @@ typedef struct call_frame {
 static const uint8_t oc__elem_bytes[OC_NUM_DTYPES] = {OC_DTYPE_MAP(OC__ELEM_BYTES_)};
 #undef OC__ELEM_BYTES_
 
+/* A result buffer's bytes [*l, *h), false where it is not contiguous. */
+static inline bool oc__out_bytes(const oc_tensor *t, uintptr_t *l, uintptr_t *h)
+{
+    int64_t n = 1;
+    for (int d = t->ndim - 1; d >= 0 && n; d--) {
+        if (t->sizes[d] != 1 && t->sizes[d] != 0 && t->strides[d] != n) return false;
+        n *= t->sizes[d];
+    }
+    *l = (uintptr_t)t->data, *h = *l + (uintptr_t)n * oc__elem_bytes[t->dtype];
+    return true;
+}
+
 /* The usual oc_op_call (caller's result buffers) in a few compares: true
  * when every result buffer not aliasing an argument is contiguous and its
  * bytes miss the bound tensors' hull (f->lo, f->hi) and each other, so the
@@ -73,20 +85,38 @@ static const uint8_t oc__elem_bytes[OC_NUM_DTYPES] = {OC_DTYPE_MAP(OC__ELEM_BYTE
  * (oc__frame_layout): spans that meet may still not overlap. */
 static inline bool oc__outs_clear(const struct oc_op *op, const call_frame *f, const oc_tensor *outs)
 {
-    uintptr_t lo = f->lo, hi = f->hi;
+    uintptr_t lo = f->lo, hi = f->hi, l, h;
     for (int r = 0; r < op->num_results; r++) {
         if (op->def.schema.results[r].alias_arg >= 0) continue;
-        const oc_tensor *t = &outs[r];
-        int64_t n = 1;
-        for (int d = t->ndim - 1; d >= 0 && n; d--) {
-            if (t->sizes[d] != 1 && t->sizes[d] != 0 && t->strides[d] != n) return false;
-            n *= t->sizes[d];
-        }
-        uintptr_t l = (uintptr_t)t->data, h = l + (uintptr_t)n * oc__elem_bytes[t->dtype];
+        if (!oc__out_bytes(&outs[r], &l, &h)) return false;
         if (l == h) continue;
         if (l < hi && lo < h) return false;
         lo = l < lo ? l : lo;
         hi = h > hi ? h : hi;
+    }
+    return true;
+}
+
+/* oc__outs_clear's exact form, for when the hull test fails (a fresh result
+ * the allocator placed between two inputs: an op of several inputs, often):
+ * every result buffer not aliasing an argument contiguous, its bytes
+ * missing each input's span (f->spans, every one recorded: spans_dense) and
+ * each other result's. False only means the full check runs. */
+static inline bool oc__outs_apart(const struct oc_op *op, const call_frame *f,
+                                   const oc_tensor *outs)
+{
+    if (!f->spans_dense) return false;
+    uintptr_t rl[OC_MAX_RESULTS], rh[OC_MAX_RESULTS], l, h;
+    int nr = 0;
+    for (int r = 0; r < op->num_results; r++) {
+        if (op->def.schema.results[r].alias_arg >= 0) continue;
+        if (!oc__out_bytes(&outs[r], &l, &h)) return false;
+        if (l == h) continue;
+        for (int s = 0; s < f->nspans; s++)
+            if (l < f->spans[s].hi && f->spans[s].lo < h) return false;
+        for (int k = 0; k < nr; k++)
+            if (l < rh[k] && rl[k] < h) return false;
+        rl[nr] = l, rh[nr++] = h;
     }
     return true;
 }

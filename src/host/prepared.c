@@ -216,9 +216,9 @@ __attribute__((noinline)) static oc_status run_here(oc_call *c, void *const *dat
                             c->ndata);
     if (c->fast) {
         /* the frame's data, and what binding finds from it: the inputs' hull
-         * for oc__outs_clear and, with arguments written in place, each
-         * input's bytes for oc__args_clear (the same spans in the same order:
-         * the non-empty inputs, all dense here) */
+         * for oc__outs_clear, and each input's bytes for oc__outs_apart and,
+         * with arguments written in place, oc__args_clear (the same spans in
+         * the same order: the non-empty inputs, all dense here) */
         uintptr_t lo = UINTPTR_MAX, hi = 0;
         for (int k = 0, s = 0; k < c->ndata; k++) {
             if (!data[k] && !c->empty[k]) return null_data(c, k);
@@ -227,14 +227,15 @@ __attribute__((noinline)) static oc_status run_here(oc_call *c, void *const *dat
             uintptr_t l = (uintptr_t)data[k], h = l + c->bytes[k];
             lo = l < lo ? l : lo;
             hi = h > hi ? h : hi;
-            if (!c->f.plain) c->f.spans[s].lo = l, c->f.spans[s++].hi = h;
+            c->f.spans[s].lo = l, c->f.spans[s++].hi = h;
         }
         c->f.lo = lo, c->f.hi = hi;
     } else {
         for (int k = 0; k < c->ndata; k++)
             if (!data[k] && !c->empty[k]) return null_data(c, k);
     }
-    if (!c->fast || !oc__args_clear(&c->f) || !oc__outs_clear(op, &c->f, c->outs)) {
+    if (!c->fast || !oc__args_clear(&c->f) ||
+        !(oc__outs_clear(op, &c->f, c->outs) || oc__outs_apart(op, &c->f, c->outs))) {
         /* the long way decides, and reports */
         for (int k = 0; k < c->ndata; k++) c->copy_slot[k]->data = data[k];
         return oc_op_call_prechecked(op, c->args, c->nargs, c->outs, c->has_grid ? &c->grid : NULL);

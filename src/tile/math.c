@@ -1351,3 +1351,236 @@ OC_TILE_FN void oc_tile_affine_select(oc_tile *dst, const oc_tile *a, int64_t c0
         for (int64_t j = 0; j < dst->cols; j++) d[j * dst->cs] = base + cj * j >= 0 ? x[j * as] : fill;
     }
 }
+
+/* ---- softmax of a small tile ----------------------------------------------------- */
+
+/* Up to this many elements a tile is small: x and dst stay in L1 (32 KiB). */
+enum { SOFTMAX_SMALL_NUMEL = 4096 };
+
+#ifdef OC_TILE_EXP_X86
+/* The softmax's bias for row x (n floats): neg_max of its max, lanes_run's
+ * bits. The max of a row without NaN is one value whatever the order, but
+ * for the sign of a zero, which m * -1 + 0 drops: so vmaxps, and the exact
+ * steps only for a row holding a NaN (whose payload they choose). */
+__attribute__((target("avx512f"))) static float small_bias16(const float *x, int64_t n)
+{
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 m = ninf;
+    __mmask16 nan = 0;
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 v = _mm512_loadu_ps(x + j);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), m = _mm512_max_ps(v, m);
+    }
+    if (j < n) {
+        __m512 v = _mm512_mask_loadu_ps(ninf, (__mmask16)((1u << (n - j)) - 1), x + j);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), m = _mm512_max_ps(v, m);
+    }
+    if (__builtin_expect(nan != 0, 0)) return neg_max(lanes_run(x, n, OC_TILE_RMAX, 0.0f));
+    return neg_max(_mm512_reduce_max_ps(m));
+}
+
+/* A lanes state's a + b as 8 lanes, finished as lanes_finish sums them:
+ * ((t0 + t4) + (t2 + t6)) + ((t1 + t5) + (t3 + t7)). */
+__attribute__((target("avx2"), always_inline)) static inline float small_sum8(__m256 t)
+{
+    __m128 u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+    __m128 w = _mm_add_ps(u, _mm_movehl_ps(u, u));
+    return _mm_cvtss_f32(_mm_add_ss(w, _mm_movehdup_ps(w)));
+}
+
+/* exp(x + bias) of one row into d, 1 / its sum returned: exp16's lanes (the
+ * scalar expf's fixed), summed in the lanes' order as act_row sums them (16
+ * lanes a block, a + b, pairwise, then the tail in order). Each block is read
+ * before it is written: d may be x. */
+__attribute__((target("avx512f"))) static float small_exp16(float *d, const float *x, int64_t n,
+                                                            float bias)
+{
+    const __m512 bi = _mm512_set1_ps(bias);
+    const int64_t nb = n / 16, left = n - 16 * nb;
+    __m512 s = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        __m512 v = _mm512_add_ps(_mm512_loadu_ps(x + 16 * i), bi);
+        __m512 y = exp16_fixed(v, x + 16 * i, 16, 1.0f, bias);
+        _mm512_storeu_ps(d + 16 * i, y);
+        s = _mm512_add_ps(s, y);
+    }
+    float sum = small_sum8(_mm256_add_ps(_mm512_castps512_ps256(s), _mm256_castpd_ps(
+                                             _mm512_extractf64x4_pd(_mm512_castps_pd(s), 1))));
+    if (left) {
+        const __mmask16 tm = (__mmask16)((1u << left) - 1);
+        __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(tm, x + 16 * nb), bi);
+        __m512 y = exp16_fixed(v, x + 16 * nb, left, 1.0f, bias);
+        _mm512_mask_storeu_ps(d + 16 * nb, tm, y);
+        float e[16];
+        _mm512_storeu_ps(e, y);
+        for (int64_t j = 0; j < left; j++) sum += e[j];
+    }
+    return inv_sum(sum);
+}
+
+/* d[0..n) *= r (bin_row MUL's bits: one product each). */
+__attribute__((target("avx512f"))) static void small_mul16(float *d, int64_t n, float r)
+{
+    const __m512 rv = _mm512_set1_ps(r);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        _mm512_storeu_ps(d + j, _mm512_mul_ps(_mm512_loadu_ps(d + j), rv));
+    if (j < n) {
+        const __mmask16 tm = (__mmask16)((1u << (n - j)) - 1);
+        _mm512_mask_storeu_ps(d + j, tm, _mm512_mul_ps(_mm512_maskz_loadu_ps(tm, d + j), rv));
+    }
+}
+
+/* Rows of at most 16 floats on the AVX-512 path: each row one masked
+ * vector, its steps (small_bias16's, small_exp16's, small_mul16's, with their
+ * bits) in registers, in one loop whose rows' chains overlap. */
+__attribute__((target("avx512f"))) static void softmax_tiny16(oc_tile *dst, const oc_tile *x)
+{
+    const int64_t n = x->cols;
+    const __mmask16 tm = (__mmask16)((1u << n) - 1);
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    for (int64_t i = 0; i < x->rows; i++) {
+        const float *xr = CF32(x, i);
+        __m512 v = _mm512_mask_loadu_ps(ninf, tm, xr);
+        float bias = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q)
+                         ? neg_max(lanes_run(xr, n, OC_TILE_RMAX, 0.0f))
+                         : neg_max(_mm512_reduce_max_ps(v));
+        v = _mm512_add_ps(_mm512_maskz_loadu_ps(tm, xr), _mm512_set1_ps(bias));
+        __m512 y = exp16_fixed(v, xr, n, 1.0f, bias);
+        float sum = 0.0f, e[16]; /* no whole block: the lanes' sum is +0 */
+        if (n == 16) {
+            sum = small_sum8(_mm256_add_ps(_mm512_castps512_ps256(y), _mm256_castpd_ps(
+                                               _mm512_extractf64x4_pd(_mm512_castps_pd(y), 1))));
+        } else {
+            _mm512_storeu_ps(e, y);
+            for (int64_t j = 0; j < n; j++) sum += e[j];
+        }
+        _mm512_mask_storeu_ps(F32(dst, i), tm, _mm512_mul_ps(y, _mm512_set1_ps(inv_sum(sum))));
+    }
+}
+
+/* The AVX2 path's: 8 lanes a vector, a 16-element block's elements 0-7 and
+ * 8-15 in two sums (a lanes state's a and b). The first k lanes (k >= 8:
+ * all) as an integer mask. */
+__attribute__((target("avx2"), always_inline)) static inline __m256i small_first8(int64_t k)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(k < 8 ? (int)k : 8),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+__attribute__((target("avx2,fma"))) static float small_bias8(const float *x, int64_t n)
+{
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 m = ninf, nan = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; j += 8) {
+        __m256i tm = small_first8(n - j);
+        __m256 v = _mm256_blendv_ps(ninf, _mm256_maskload_ps(x + j, tm), _mm256_castsi256_ps(tm));
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q)), m = _mm256_max_ps(v, m);
+    }
+    if (__builtin_expect(!_mm256_testz_ps(nan, nan), 0))
+        return neg_max(lanes_run(x, n, OC_TILE_RMAX, 0.0f));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    return neg_max(_mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h))));
+}
+
+/* exp8's lanes of v = x + bias over the first lanes of tm (src: x), the
+ * lanes for the scalar expf fixed in the vector (as exp_fix takes them). */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256
+exp8_fixed(__m256 v, const float *src, __m256i tm, float bias)
+{
+    __m256 y;
+    __m256i sp;
+    EXP_LANES(_mm256, 256, v, y, sp, _mm256_cmpgt_epi32);
+    sp = _mm256_and_si256(sp, tm);
+    if (__builtin_expect(!_mm256_testz_si256(sp, sp), 0)) {
+        float t[8];
+        int32_t f[8];
+        _mm256_storeu_ps(t, y), _mm256_storeu_si256((__m256i *)(void *)f, sp);
+        for (int l = 0; l < 8; l++)
+            if (f[l]) {
+                float u = src[l] * 1.0f;
+                t[l] = expf(u + bias);
+            }
+        y = _mm256_loadu_ps(t);
+    }
+    return y;
+}
+
+/* small_exp16 on 8 lanes. */
+__attribute__((target("avx2,fma"))) static float small_exp8(float *d, const float *x, int64_t n,
+                                                            float bias)
+{
+    const __m256 bi = _mm256_set1_ps(bias);
+    const __m256i all = _mm256_set1_epi32(-1);
+    const int64_t nb = n / 16, left = n - 16 * nb;
+    __m256 s[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < nb; i++)
+        for (int h = 0; h < 2; h++) {
+            const float *p = x + 16 * i + 8 * h;
+            __m256 y = exp8_fixed(_mm256_add_ps(_mm256_loadu_ps(p), bi), p, all, bias);
+            _mm256_storeu_ps(d + 16 * i + 8 * h, y);
+            s[h] = _mm256_add_ps(s[h], y);
+        }
+    float sum = small_sum8(_mm256_add_ps(s[0], s[1])), e[16];
+    for (int64_t h = 0; 8 * h < left; h++) {
+        __m256i tm = small_first8(left - 8 * h);
+        const float *p = x + 16 * nb + 8 * h;
+        __m256 y = exp8_fixed(_mm256_add_ps(_mm256_maskload_ps(p, tm), bi), p, tm, bias);
+        _mm256_maskstore_ps(d + 16 * nb + 8 * h, tm, y);
+        _mm256_storeu_ps(e + 8 * h, y);
+    }
+    for (int64_t j = 0; j < left; j++) sum += e[j];
+    return inv_sum(sum);
+}
+
+__attribute__((target("avx2"))) static void small_mul8(float *d, int64_t n, float r)
+{
+    const __m256 rv = _mm256_set1_ps(r);
+    for (int64_t j = 0; j < n; j += 8) {
+        __m256i tm = small_first8(n - j);
+        _mm256_maskstore_ps(d + j, tm, _mm256_mul_ps(_mm256_maskload_ps(d + j, tm), rv));
+    }
+}
+
+/* Unit-stride rows of oc_tile_softmax in L1, with its bits, in three passes
+ * over up to 16 rows: each row's bias, each row's exps and 1 / sum, the
+ * products. A row's steps are a chain of dependent latencies (the max, the
+ * sum's tail, the division); in passes, the rows' chains overlap. */
+static void softmax_passes(oc_tile *dst, const oc_tile *x, bool w16)
+{
+    const int64_t n = x->cols;
+    if (w16 && n <= 16) {
+        softmax_tiny16(dst, x);
+        return;
+    }
+    for (int64_t i0 = 0; i0 < x->rows; i0 += 16) {
+        int64_t k = x->rows - i0 < 16 ? x->rows - i0 : 16;
+        float b[16], r[16];
+        for (int64_t i = 0; i < k; i++)
+            b[i] = (w16 ? small_bias16 : small_bias8)(CF32(x, i0 + i), n);
+        for (int64_t i = 0; i < k; i++)
+            r[i] = (w16 ? small_exp16 : small_exp8)(F32(dst, i0 + i), CF32(x, i0 + i), n, b[i]);
+        for (int64_t i = 0; i < k; i++)
+            (w16 ? small_mul16 : small_mul8)(F32(dst, i0 + i), n, r[i]);
+    }
+}
+#endif
+
+/* A small tile of unit-stride float32 rows on the AVX-512 or AVX2 path: in
+ * passes; anything else (a bad argument included: its checks and errors) is
+ * oc_tile_softmax's. */
+void oc_tile_softmax_small(oc_tile *dst, const oc_tile *x)
+{
+#ifdef OC_TILE_EXP_X86
+    if (dst->dtype == OC_FLOAT32 && x->dtype == OC_FLOAT32 && dst->rows == x->rows &&
+        dst->cols == x->cols && dst->cs == 1 && x->cs == 1 && x->rows > 0 && x->cols > 0 &&
+        x->rows * x->cols <= SOFTMAX_SMALL_NUMEL && exp_path() > 0) {
+        if (oc__tile_apart(dst, x, true, "oc_tile_softmax_small", "x"))
+            softmax_passes(dst, x, exp_path() == 2);
+        return;
+    }
+#endif
+    oc_tile_softmax(dst, x);
+}

@@ -261,6 +261,24 @@ static void test_overlap_checked_per_run(void **state)
     oc_call_free(c);
 }
 
+/* a result between two inputs (inside their hull, meeting neither) runs; one
+ * meeting the second input in part is refused, nothing written */
+static void test_result_between_inputs(void **state)
+{
+    (void)state;
+    float buf[16] = {1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 100, 200, 0, 0};
+    oc_tensor items[1] = {vec(NULL, 2)}, wt = vec(NULL, 2), ys = vec(NULL, 2);
+    oc_value a[] = {oc_value_tensors(items, 1), oc_value_tensor(&wt)};
+    oc_call *c = prepare("prep::sum_opt", a, 2, &ys);
+    run_ok(c, (void *[]){buf, buf + 12, buf + 4});
+    assert_true(buf[4] == 101 && buf[5] == 202);
+    assert_int_equal(oc_call_run(c, (void *[]){buf, buf + 12, buf + 13}), OC_EINVAL);
+    test_assert_contains(oc_errmsg(), "op 'prep::sum_opt'");
+    test_assert_contains(oc_errmsg(), "refer to a single memory location");
+    assert_true(buf[13] == 200 && buf[14] == 0);
+    oc_call_free(c);
+}
+
 /* bad use: clear errors naming the op and the slot */
 static void test_errors(void **state)
 {
@@ -353,6 +371,7 @@ int main(void)
         cmocka_unit_test(test_strided_input_arrives_dense),
         cmocka_unit_test(test_in_place_op),
         cmocka_unit_test(test_overlap_checked_per_run),
+        cmocka_unit_test(test_result_between_inputs),
         cmocka_unit_test(test_written_argument_checked_per_run),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_kernel_failure_in_a_run),

@@ -194,14 +194,15 @@ static void same_rows(const float *got, const float *want, int64_t count, const 
                      want[j]);
 }
 
-/* oc_tile_softmax: the composition's bits (on the same layout) on rows in
- * cache and rows from memory (more than half of L2), in place, and on
- * strided rows; patterns with
+/* oc_tile_softmax and oc_tile_softmax_small: the composition's bits (on the
+ * same layout) on rows in cache and rows from memory (more than half of L2),
+ * in place, and on strided rows; patterns with
  * lanes for the scalar expf (-Inf, far below the max), NaNs and zeros. */
 static void test_softmax_bits(void **state)
 {
     (void)state;
-    const int64_t shapes[][2] = {{6, 1}, {6, 17}, {6, 100}, {3, 1040}, {5, 3100},
+    const int64_t shapes[][2] = {{6, 1}, {2, 5}, {3, 15}, {4, 16}, {6, 17}, {8, 64}, {6, 100},
+                                 {64, 64}, {3, 1040}, {5, 3100},
                                  {2 + (int64_t)oc_tile_l2_bytes() / 4096 / 4 * 4 / 2, 1024 + 7},
                                  {2 + (int64_t)oc_tile_l2_bytes() / 8200 / 4 / 2, 8200}};
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
@@ -222,12 +223,22 @@ static void test_softmax_bits(void **state)
             memcpy(d, x, bytes); /* in place */
             oc_tile_softmax(&D, &D);
             same_rows(d, want, rows * n, "in place", p, n);
+            memset(d, 0xff, bytes); /* the small tiles' entry: the same bits */
+            oc_tile_softmax_small(&D, &X);
+            assert_int_equal(oc_errcode(), OC_OK);
+            same_rows(d, want, rows * n, "small", p, n);
+            memcpy(d, x, bytes);
+            oc_tile_softmax_small(&D, &D);
+            same_rows(d, want, rows * n, "small, in place", p, n);
             for (int64_t j = 0; j < rows * n; j++) xs[2 * j] = x[j], xs[2 * j + 1] = 7.0f;
             oc_tile XS = {xs, rows, n, 2 * n, 2, OC_FLOAT32, false}; /* every other element */
             softmax_ref(want, &XS); /* strided: libm's expf, as the calls take it there */
             memset(d, 0xff, bytes);
             oc_tile_softmax(&D, &XS);
             same_rows(d, want, rows * n, "strided", p, n);
+            memset(d, 0xff, bytes);
+            oc_tile_softmax_small(&D, &XS);
+            same_rows(d, want, rows * n, "small, strided", p, n);
         }
         free(x), free(d), free(want), free(xs);
     }
@@ -236,6 +247,14 @@ static void test_softmax_bits(void **state)
     oc_tile_softmax(&B, &A);
     assert_int_equal(oc_errcode(), OC_EINVAL);
     test_assert_contains(oc_errmsg(), "oc_tile_softmax: dst is 2 x 3, x 2 x 4");
+    oc_tile_softmax_small(&B, &A);
+    assert_int_equal(oc_errcode(), OC_EINVAL);
+    test_assert_contains(oc_errmsg(), "oc_tile_softmax: dst is 2 x 3, x 2 x 4"); /* its checks */
+    float e[12] = {0};
+    oc_tile E = tile_of(e, 2, 4), F = tile_of(e + 1, 2, 4); /* overlapping, not the same tile */
+    oc_tile_softmax_small(&F, &E);
+    assert_int_equal(oc_errcode(), OC_EINVAL);
+    test_assert_contains(oc_errmsg(), "overlap in part");
 }
 
 static int run_rows(void)
