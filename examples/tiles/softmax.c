@@ -5,10 +5,9 @@
 #include "rows.h"
 
 /* Tiny inputs (the whole input at most SMALL_NUMEL floats, in L1 with its
- * result): this core's rows straight from the tensors by
- * oc_tile_softmax_small (the same bits, without the row blocking's plan or
- * oc_tile_softmax's row-to-row pipeline), the fixed cost of a call on
- * [2, 5] .. [8, 64]. */
+ * result): this core's rows straight from the tensors by oc_tile_softmax,
+ * without the row blocking's plan: the fixed cost of a call on [2, 5] ..
+ * [8, 64]. */
 enum { SMALL_NUMEL = 4096 };
 
 static bool softmax_small(const oc_tensor *x, oc_tensor *out)
@@ -20,7 +19,7 @@ static bool softmax_small(const oc_tensor *x, oc_tensor *out)
     if (hi <= lo) return true;
     oc_tile X = {(float *)x->data + lo * d, hi - lo, d, d, 1, OC_FLOAT32, false};
     oc_tile O = {(float *)out->data + lo * d, hi - lo, d, d, 1, OC_FLOAT32, false};
-    oc_tile_softmax_small(&O, &X);
+    oc_tile_softmax(&O, &X);
     return true;
 }
 

@@ -185,17 +185,11 @@ OC_API void oc_tile_activation_reduce(oc_tile *dst, const oc_tile *a, oc_tile_un
  * DIV (examples/tiles/softmax.c) on the same layout; unit-stride rows run a
  * row at a time: one exp an element with its sum, the row then scaled in
  * place while it is still in cache, the next row's max taken in the same
- * loop (one read and one write of memory, as a copy). */
+ * loop (one read and one write of memory, as a copy). A small tile (up to
+ * 4096 elements: in L1 with its result) on the AVX-512 or AVX2 path runs in
+ * three passes over up to 16 rows at a time (each row's max, its exps with
+ * their sum, the products), so the rows' dependent steps overlap. */
 OC_API void oc_tile_softmax(oc_tile *dst, const oc_tile *x);
-
-/* oc_tile_softmax for a small tile (a few thousand elements, in L1 with its
- * result: a tiny input's whole share), with the same bits: on the AVX-512
- * and AVX2 paths, unit-stride rows in three passes over up to 16 rows at a
- * time (each row's max, then its exps with their sum, then the products),
- * so the rows' dependent steps overlap, without oc_tile_softmax's
- * row-to-row pipeline; any other tile, or the portable path, is
- * oc_tile_softmax's (its checks and errors too). */
-OC_API void oc_tile_softmax_small(oc_tile *dst, const oc_tile *x);
 
 /* Along each row: dst (rows x 1, float32) = op over a's columns.
  * max/min propagate NaN. */

@@ -1197,6 +1197,12 @@ OC_TILE_INLINE float softmax_row(float *d, const float *x, int64_t n, float bias
     return nm;
 }
 
+/* Up to this many elements a tile is small: x and dst stay in L1 (32 KiB). */
+enum { SOFTMAX_SMALL_NUMEL = 4096 };
+#ifdef OC_TILE_EXP_X86
+static void softmax_passes(oc_tile *dst, const oc_tile *x, bool w16);
+#endif
+
 OC_TILE_FN void oc_tile_softmax(oc_tile *dst, const oc_tile *x)
 {
     const char *fn = "oc_tile_softmax";
@@ -1220,6 +1226,12 @@ OC_TILE_FN void oc_tile_softmax(oc_tile *dst, const oc_tile *x)
         }
         return;
     }
+#ifdef OC_TILE_EXP_X86
+    if (rows * n <= SOFTMAX_SMALL_NUMEL && exp_path() > 0) { /* a tiny input's share */
+        softmax_passes(dst, x, exp_path() == 2);
+        return;
+    }
+#endif
     float m = reduce_run(CF32(x, 0), n, OC_TILE_RMAX, 0.0f);
     /* One exp an element, its row scaled in place while still in L1 / L2 (a
      * row at a time, the next row's max riding along). Rows from memory ran
@@ -1354,10 +1366,29 @@ OC_TILE_FN void oc_tile_affine_select(oc_tile *dst, const oc_tile *a, int64_t c0
 
 /* ---- softmax of a small tile ----------------------------------------------------- */
 
-/* Up to this many elements a tile is small: x and dst stay in L1 (32 KiB). */
-enum { SOFTMAX_SMALL_NUMEL = 4096 };
-
 #ifdef OC_TILE_EXP_X86
+/* exp16's lanes of v = x * scale + bias (src: x, for the lanes the scalar expf
+ * takes, as exp_fix computes them), those lanes fixed in the vector. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512
+exp16_fixed(__m512 v, const float *src, int64_t left, float scale, float bias)
+{
+    __m512 y;
+    __mmask16 sp;
+    EXP_LANES(_mm512, 512, v, y, sp, _mm512_cmpgt_epi32_mask);
+    sp &= left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+    if (__builtin_expect(sp != 0, 0)) {
+        float t[16];
+        _mm512_storeu_ps(t, y);
+        for (int l = 0; l < 16; l++)
+            if (sp >> l & 1) {
+                float u = src[l] * scale;
+                t[l] = expf(u + bias);
+            }
+        y = _mm512_loadu_ps(t);
+    }
+    return y;
+}
+
 /* The softmax's bias for row x (n floats): neg_max of its max, lanes_run's
  * bits. The max of a row without NaN is one value whatever the order, but
  * for the sign of a zero, which m * -1 + 0 drops: so vmaxps, and the exact
@@ -1567,20 +1598,3 @@ static void softmax_passes(oc_tile *dst, const oc_tile *x, bool w16)
     }
 }
 #endif
-
-/* A small tile of unit-stride float32 rows on the AVX-512 or AVX2 path: in
- * passes; anything else (a bad argument included: its checks and errors) is
- * oc_tile_softmax's. */
-void oc_tile_softmax_small(oc_tile *dst, const oc_tile *x)
-{
-#ifdef OC_TILE_EXP_X86
-    if (dst->dtype == OC_FLOAT32 && x->dtype == OC_FLOAT32 && dst->rows == x->rows &&
-        dst->cols == x->cols && dst->cs == 1 && x->cs == 1 && x->rows > 0 && x->cols > 0 &&
-        x->rows * x->cols <= SOFTMAX_SMALL_NUMEL && exp_path() > 0) {
-        if (oc__tile_apart(dst, x, true, "oc_tile_softmax_small", "x"))
-            softmax_passes(dst, x, exp_path() == 2);
-        return;
-    }
-#endif
-    oc_tile_softmax(dst, x);
-}

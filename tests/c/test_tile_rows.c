@@ -194,8 +194,8 @@ static void same_rows(const float *got, const float *want, int64_t count, const 
                      want[j]);
 }
 
-/* oc_tile_softmax and oc_tile_softmax_small: the composition's bits (on the
- * same layout) on rows in cache and rows from memory (more than half of L2),
+/* oc_tile_softmax: the composition's bits (on the same layout) on small
+ * tiles (in passes), rows in cache and rows from memory (more than half of L2),
  * in place, and on strided rows; patterns with
  * lanes for the scalar expf (-Inf, far below the max), NaNs and zeros. */
 static void test_softmax_bits(void **state)
@@ -223,22 +223,12 @@ static void test_softmax_bits(void **state)
             memcpy(d, x, bytes); /* in place */
             oc_tile_softmax(&D, &D);
             same_rows(d, want, rows * n, "in place", p, n);
-            memset(d, 0xff, bytes); /* the small tiles' entry: the same bits */
-            oc_tile_softmax_small(&D, &X);
-            assert_int_equal(oc_errcode(), OC_OK);
-            same_rows(d, want, rows * n, "small", p, n);
-            memcpy(d, x, bytes);
-            oc_tile_softmax_small(&D, &D);
-            same_rows(d, want, rows * n, "small, in place", p, n);
             for (int64_t j = 0; j < rows * n; j++) xs[2 * j] = x[j], xs[2 * j + 1] = 7.0f;
             oc_tile XS = {xs, rows, n, 2 * n, 2, OC_FLOAT32, false}; /* every other element */
             softmax_ref(want, &XS); /* strided: libm's expf, as the calls take it there */
             memset(d, 0xff, bytes);
             oc_tile_softmax(&D, &XS);
             same_rows(d, want, rows * n, "strided", p, n);
-            memset(d, 0xff, bytes);
-            oc_tile_softmax_small(&D, &XS);
-            same_rows(d, want, rows * n, "small, strided", p, n);
         }
         free(x), free(d), free(want), free(xs);
     }
@@ -247,12 +237,9 @@ static void test_softmax_bits(void **state)
     oc_tile_softmax(&B, &A);
     assert_int_equal(oc_errcode(), OC_EINVAL);
     test_assert_contains(oc_errmsg(), "oc_tile_softmax: dst is 2 x 3, x 2 x 4");
-    oc_tile_softmax_small(&B, &A);
-    assert_int_equal(oc_errcode(), OC_EINVAL);
-    test_assert_contains(oc_errmsg(), "oc_tile_softmax: dst is 2 x 3, x 2 x 4"); /* its checks */
     float e[12] = {0};
     oc_tile E = tile_of(e, 2, 4), F = tile_of(e + 1, 2, 4); /* overlapping, not the same tile */
-    oc_tile_softmax_small(&F, &E);
+    oc_tile_softmax(&F, &E);
     assert_int_equal(oc_errcode(), OC_EINVAL);
     test_assert_contains(oc_errmsg(), "overlap in part");
 }
