@@ -78,44 +78,37 @@ static inline bool oc__out_bytes(const oc_tensor *t, uintptr_t *l, uintptr_t *h)
     return true;
 }
 
-/* The usual oc_op_call (caller's result buffers) in a few compares: true
- * when every result buffer not aliasing an argument is contiguous and its
- * bytes miss the bound tensors' hull (f->lo, f->hi) and each other, so the
- * overlap check has nothing to find. False only means the full check runs
- * (oc__frame_layout): spans that meet may still not overlap. */
-static inline bool oc__outs_clear(const struct oc_op *op, const call_frame *f, const oc_tensor *outs)
+/* A result's bytes [l, h) meet no input's span (every one recorded:
+ * spans_dense) and none of the nr results before it. */
+static inline bool oc__out_apart(const call_frame *f, const uintptr_t *rl, const uintptr_t *rh,
+                                 int nr, uintptr_t l, uintptr_t h)
 {
-    uintptr_t lo = f->lo, hi = f->hi, l, h;
-    for (int r = 0; r < op->num_results; r++) {
-        if (op->def.schema.results[r].alias_arg >= 0) continue;
-        if (!oc__out_bytes(&outs[r], &l, &h)) return false;
-        if (l == h) continue;
-        if (l < hi && lo < h) return false;
-        lo = l < lo ? l : lo;
-        hi = h > hi ? h : hi;
-    }
+    if (!f->spans_dense) return false;
+    for (int s = 0; s < f->nspans; s++)
+        if (l < f->spans[s].hi && f->spans[s].lo < h) return false;
+    for (int k = 0; k < nr; k++)
+        if (l < rh[k] && rl[k] < h) return false;
     return true;
 }
 
-/* oc__outs_clear's exact form, for when the hull test fails (a fresh result
- * the allocator placed between two inputs: an op of several inputs, often):
- * every result buffer not aliasing an argument contiguous, its bytes
- * missing each input's span (f->spans, every one recorded: spans_dense) and
- * each other result's. False only means the full check runs. */
-static inline bool oc__outs_apart(const struct oc_op *op, const call_frame *f,
-                                   const oc_tensor *outs)
+/* The usual oc_op_call (caller's result buffers) in a few compares: true
+ * when every result buffer not aliasing an argument is contiguous and its
+ * bytes miss the bound tensors' hull (f->lo, f->hi) and each other, so the
+ * overlap check has nothing to find; a result inside the hull (a fresh one
+ * the allocator placed between two inputs: an op of several inputs, often)
+ * is checked against each input's span and each other result exactly.
+ * False only means the full check runs (oc__frame_layout). */
+static inline bool oc__outs_clear(const struct oc_op *op, const call_frame *f, const oc_tensor *outs)
 {
-    if (!f->spans_dense) return false;
-    uintptr_t rl[OC_MAX_RESULTS], rh[OC_MAX_RESULTS], l, h;
+    uintptr_t lo = f->lo, hi = f->hi, l, h, rl[OC_MAX_RESULTS], rh[OC_MAX_RESULTS];
     int nr = 0;
     for (int r = 0; r < op->num_results; r++) {
         if (op->def.schema.results[r].alias_arg >= 0) continue;
         if (!oc__out_bytes(&outs[r], &l, &h)) return false;
         if (l == h) continue;
-        for (int s = 0; s < f->nspans; s++)
-            if (l < f->spans[s].hi && f->spans[s].lo < h) return false;
-        for (int k = 0; k < nr; k++)
-            if (l < rh[k] && rl[k] < h) return false;
+        if (l < hi && lo < h && !oc__out_apart(f, rl, rh, nr, l, h)) return false;
+        lo = l < lo ? l : lo;
+        hi = h > hi ? h : hi;
         rl[nr] = l, rh[nr++] = h;
     }
     return true;

@@ -216,7 +216,7 @@ __attribute__((noinline)) static oc_status run_here(oc_call *c, void *const *dat
                             c->ndata);
     if (c->fast) {
         /* the frame's data, and what binding finds from it: the inputs' hull
-         * for oc__outs_clear, and each input's bytes for oc__outs_apart and,
+         * for oc__outs_clear, and each input's bytes for its exact test and,
          * with arguments written in place, oc__args_clear (the same spans in
          * the same order: the non-empty inputs, all dense here) */
         uintptr_t lo = UINTPTR_MAX, hi = 0;
@@ -234,8 +234,7 @@ __attribute__((noinline)) static oc_status run_here(oc_call *c, void *const *dat
         for (int k = 0; k < c->ndata; k++)
             if (!data[k] && !c->empty[k]) return null_data(c, k);
     }
-    if (!c->fast || !oc__args_clear(&c->f) ||
-        !(oc__outs_clear(op, &c->f, c->outs) || oc__outs_apart(op, &c->f, c->outs))) {
+    if (!c->fast || !oc__args_clear(&c->f) || !oc__outs_clear(op, &c->f, c->outs)) {
         /* the long way decides, and reports */
         for (int k = 0; k < c->ndata; k++) c->copy_slot[k]->data = data[k];
         return oc_op_call_prechecked(op, c->args, c->nargs, c->outs, c->has_grid ? &c->grid : NULL);

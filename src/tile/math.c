@@ -339,14 +339,20 @@ static void exp_in_place(float *d, int64_t n, float scale, float bias,
     }
 }
 
+/* The first k lanes (k >= 8: all) as an integer mask. */
+__attribute__((target("avx2"), always_inline)) static inline __m256i first8(int64_t k)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(k < 8 ? (int)k : 8),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
 /* 8 lanes of exp(a * scale + bias) into d, true if a lane needs exp_fix;
  * left < 8: only the first left (masked loads and stores, nothing touched
  * past them). */
 __attribute__((target("avx2,fma"), always_inline)) static inline bool
 exp8(float *d, const float *a, __m256 sc, __m256 bi, int64_t left)
 {
-    __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(left < 8 ? (int)left : 8),
-                                      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), sp;
+    __m256i tail = first8(left), sp;
     __m256 x = left >= 8 ? _mm256_loadu_ps(a) : _mm256_maskload_ps(a, tail), y;
     x = _mm256_add_ps(_mm256_mul_ps(x, sc), bi);
     EXP_LANES(_mm256, 256, x, y, sp, _mm256_cmpgt_epi32);
@@ -1492,20 +1498,13 @@ __attribute__((target("avx512f"))) static void softmax_tiny16(oc_tile *dst, cons
 }
 
 /* The AVX2 path's: 8 lanes a vector, a 16-element block's elements 0-7 and
- * 8-15 in two sums (a lanes state's a and b). The first k lanes (k >= 8:
- * all) as an integer mask. */
-__attribute__((target("avx2"), always_inline)) static inline __m256i small_first8(int64_t k)
-{
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(k < 8 ? (int)k : 8),
-                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
+ * 8-15 in two sums (a lanes state's a and b). */
 __attribute__((target("avx2,fma"))) static float small_bias8(const float *x, int64_t n)
 {
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
     __m256 m = ninf, nan = _mm256_setzero_ps();
     for (int64_t j = 0; j < n; j += 8) {
-        __m256i tm = small_first8(n - j);
+        __m256i tm = first8(n - j);
         __m256 v = _mm256_blendv_ps(ninf, _mm256_maskload_ps(x + j, tm), _mm256_castsi256_ps(tm));
         nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q)), m = _mm256_max_ps(v, m);
     }
@@ -1556,7 +1555,7 @@ __attribute__((target("avx2,fma"))) static float small_exp8(float *d, const floa
         }
     float sum = small_sum8(_mm256_add_ps(s[0], s[1])), e[16];
     for (int64_t h = 0; 8 * h < left; h++) {
-        __m256i tm = small_first8(left - 8 * h);
+        __m256i tm = first8(left - 8 * h);
         const float *p = x + 16 * nb + 8 * h;
         __m256 y = exp8_fixed(_mm256_add_ps(_mm256_maskload_ps(p, tm), bi), p, tm, bias);
         _mm256_maskstore_ps(d + 16 * nb + 8 * h, tm, y);
@@ -1570,7 +1569,7 @@ __attribute__((target("avx2"))) static void small_mul8(float *d, int64_t n, floa
 {
     const __m256 rv = _mm256_set1_ps(r);
     for (int64_t j = 0; j < n; j += 8) {
-        __m256i tm = small_first8(n - j);
+        __m256i tm = first8(n - j);
         _mm256_maskstore_ps(d + j, tm, _mm256_mul_ps(_mm256_maskload_ps(d + j, tm), rv));
     }
 }
