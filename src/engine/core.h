@@ -116,6 +116,7 @@ typedef struct oc_core {
     uint32_t id, count;       /* oc_cpu_id / oc_cpu_count of the running call (a grid launch:
                                  the instance's linear id and the number of instances) */
     uint32_t lane;            /* the engine core this is: 0 for a calling thread, i for worker i */
+    uint32_t last_share;      /* the share this thread ran last (pool.c: it takes it again) */
     oc_exec *exec;
 
     char *tcm;                /* TCM arena */
