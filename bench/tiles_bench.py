@@ -295,6 +295,20 @@ def norm_rows(args, T, rnd, run, R, C, mine, theirs, rows):
             rows[-len(cands) + list(cands).index(FIXED % op)].pop("GB/s", None)
 
 
+def bf16_note():
+    """What the bfloat16 matmul row compares on this CPU."""
+    import benchlib
+    have = set(benchlib.isa())
+    if "AMX" in have:
+        return ("tiles::matmul runs AMX-BF16 (tdpbf16ps on b packed in panels, exact products, "
+                "float32 sums), torch's bfloat16 matmul oneDNN's AMX kernels.")
+    if "AVX-512BF16" in have:
+        return ("torch's bfloat16 matmul runs oneDNN's AVX512-BF16 kernels; tiles::matmul widens "
+                "to float32 for BLIS (its vdpbf16ps kernel was slower at this shape).")
+    return ("torch's bfloat16 matmul on this CPU (no AVX512-BF16, no AMX) runs at well under "
+            "1 GFLOP/s; tiles::matmul widens to float32 for BLIS.")
+
+
 def main():
     global OPS
     p = argparse.ArgumentParser()
@@ -411,7 +425,7 @@ def main():
              + ", ".join(f"{t} thread(s){' (torch THP)' if h else ''}: {a:.1f} -> {b:.1f}"
                          for t, h, (a, b) in loads)
              + " (other work shares this machine's cores). bfloat16 runs on a " + str(args.bf16_rows)
-             + "-row A: torch's bfloat16 matmul on this CPU (no AVX512-BF16) runs at well under 1 GFLOP/s. "
+             + "-row A: " + bf16_note() + " "
              "Each norm row names the pages of both sides' results. A fresh [4096, 8192] float32 result "
              "is 128 MiB: its first touch costs a page fault per 4 KiB (about 90 ms here, more than any "
              "of these kernels). opcore advises transparent huge pages for a fresh result of 4 MiB or "

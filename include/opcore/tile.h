@@ -267,7 +267,12 @@ enum {
  * is copied first), others BLIS's single-threaded micro-kernels (each core
  * its own call; OC_TILE_XSMM=0 in the environment: BLIS for all); a
  * float32 a and c with at most 32 rows against a larger b run opcore's
- * skinny kernels, which read b once (a decode step's GEMV);
+ * skinny kernels, which read b once (a decode step's GEMV); bfloat16 a
+ * and b with 32 rows or more (a not transposed, unit column strides) run
+ * the bfloat16 linear layer's AMX kernel where the CPU has AMX-BF16: b
+ * packed in 64-column panels, tdpbf16ps, the products exact and summed in
+ * float32 in pairs (not the widened path's bits; denormal inputs read as
+ * zero; OC_TILE_ISA=avx512bf16 or lower keeps the widened path);
  * `oc_tile_matmul_path` says which path a dtype takes,
  * `oc_tile_matmul_path_shape` which one a shape takes. */
 OC_API void oc_tile_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags);
@@ -284,8 +289,9 @@ OC_API const char *oc_tile_matmul_path(oc_dtype dtype);
  * op(b) with b of `dtype`. m <= 32 with n or k above 256 (and unit column
  * strides) runs opcore's skinny kernels, which read b once (b transposed,
  * n x k: the linear layer's dot products; b k x n: a row-update loop);
- * other shapes as oc_tile_matmul_path says. int8: the int8 kernel that
- * m rows and k take. */
+ * bfloat16 from 32 rows on AMX-BF16 as above; other shapes
+ * as oc_tile_matmul_path says. int8: the int8 kernel that m rows and k
+ * take. */
 OC_API const char *oc_tile_matmul_path_shape(oc_dtype dtype, int64_t m, int64_t n, int64_t k,
                                              unsigned flags);
 

@@ -1,10 +1,12 @@
 /* The pool of cores: persistent worker threads plus the calling thread.
  *
  * A multicore launch of N shares (oc_cpu_count() == N) publishes the job
- * and bumps a generation counter the workers wait on. Shares are *claimed*, not assigned: the
- * caller and every worker that wakes take share ids from one atomic counter
- * until none are left, so each oc_cpu_id() runs exactly once, on whichever
- * thread got there first. On an idle machine every thread takes one share;
+ * and bumps a generation counter the workers wait on. Shares are *claimed*,
+ * not assigned: the caller and every worker that wakes take shares from one
+ * atomic counter until none are left, so each oc_cpu_id() runs exactly
+ * once, on whichever thread got there first (a thread takes the share it
+ * ran last if that one is still free: pick_share). On an idle machine every
+ * thread takes one share;
  * on a busy one, the caller runs the shares of workers the OS has not
  * scheduled yet instead of waiting for them.
  *

@@ -43,10 +43,11 @@ typedef void (*oc__lowp_i8p_fn)(float *y, int64_t yrs, const uint8_t *xu, int64_
  * (nearest even; rows xs values apart, kp = k rounded up to 32 of them
  * used, rows padded to a multiple of 16, zeros), pack a workspace of oc__LOWP_BF16P_BYTES(kp)
  * bytes (64-byte aligned); y's columns [j0, j1), float32 sums of pair
- * products (tile.h's bound, not the float32 path's bits). */
+ * products (tile.h's bound, not the float32 path's bits). w: n rows of k
+ * (wrb bytes apart), or with kn k rows of n (a matmul's untransposed b). */
 typedef void (*oc__lowp_bf16p_fn)(float *y, int64_t yrs, const uint16_t *xb, int64_t xs,
-                                  int64_t kp, int64_t m, const char *w, int64_t wrb, int64_t k,
-                                  int64_t j0, int64_t j1, void *pack);
+                                  int64_t kp, int64_t m, const char *w, int64_t wrb, bool kn,
+                                  int64_t k, int64_t j0, int64_t j1, void *pack);
 #define oc__LOWP_BF16P_BYTES(kp, m) ((size_t)(kp) * 128 + ((size_t)(m) + 33) * 256)
 
 /* Prepacked int8 weights (OC_W_I8_PACKED, lowp_i8.c): xu and xs as for
@@ -173,6 +174,18 @@ void oc__lowp_skinny_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsi
                             bool accumulate, const char *fn);
 /* The sentence for oc_tile_matmul_path_shape; NULL: not a skinny product. */
 const char *oc__lowp_skinny_path(oc_dtype dtype, int64_t m, int64_t n, int64_t k, unsigned flags);
+
+/* oc_tile_matmul's bfloat16 x bfloat16 products on the bfloat16 linear
+ * layer's AMX-BF16 kernel (lowp.c): whether it takes
+ * c = a op(b) (m >= 32, a not transposed, unit column strides, c float32
+ * or bfloat16), the product (accumulate: c +=), and the path's sentence
+ * (NULL: not taken). The products are exact and summed in float32,
+ * denormal inputs read as zero (tile.h). Shapes and dtypes checked before. */
+bool oc__lowp_bf16_matmul_takes(const oc_tile *c, const oc_tile *a, const oc_tile *b,
+                                unsigned flags);
+void oc__lowp_bf16_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags,
+                          bool accumulate, const char *fn);
+const char *oc__lowp_bf16_matmul_path(oc_dtype dtype, int64_t m, unsigned flags);
 
 /* oc_tile_matmul's int8 x int8 -> int32 products (lowp_i8.c): whether the
  * linear layer's int8 kernels take c += op(a) op(b) (k below the exact

@@ -166,8 +166,10 @@ static INL T5 void fdot_rows512(float *y, int64_t yrs, const float *x, int64_t x
      * of its lines in flight (1.04x vpmovzxwd + shift, on top of the
      * prefetch above, on two cores beyond the cache). */
     const __m512i bf_hi = _mm512_set1_epi32((int)0xffff0000u);
-    const __m512i bf_even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i bf_odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    const __m512i bf_even =
+        _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i bf_odd =
+        _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
     for (int64_t i = 0; i < m; i++) {
         const float *xr = x + i * xrs;
         __m512 acc[4], acc2[4];
@@ -1005,6 +1007,48 @@ static INL T5 void bf16p_out(float *y, int64_t yrs, const int32_t *cbuf, int64_t
     }
 }
 
+/* pack_panel's bfloat16 panel of columns [j, j + nc) from a k x n b (rows
+ * brs elements apart): the pair (b[2q][c], b[2q + 1][c]) in element
+ * q * 64 + c, rows 2q and 2q + 1 of b interleaved by vpermt2w, zeros past
+ * k and n. */
+static T5 void pack_panel_kn(int32_t *pack, const uint16_t *b, int64_t brs, int64_t k,
+                             int64_t kp, int64_t j, int nc)
+{
+    static const uint16_t il[2][32] = {
+        {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
+         8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47},
+        {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+         24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63}};
+    __m512i lo = _mm512_loadu_si512(il[0]), hi = _mm512_loadu_si512(il[1]);
+    __mmask32 m0 = nc >= 32 ? ~0u : (1u << nc) - 1;
+    __mmask32 m1 = nc >= 64 ? ~0u : nc > 32 ? (1u << (nc - 32)) - 1 : 0;
+    for (int64_t q = 0; q < kp / 2; q++) {
+        __m512i r[2][2];
+        for (int h = 0; h < 2; h++) {
+            int64_t row = 2 * q + h;
+            const uint16_t *p = b + row * brs + j;
+            r[h][0] = row < k ? _mm512_maskz_loadu_epi16(m0, p) : _mm512_setzero_si512();
+            r[h][1] = row < k ? _mm512_maskz_loadu_epi16(m1, p + 32) : _mm512_setzero_si512();
+        }
+        int32_t *o = pack + q * PANEL;
+        for (int g = 0; g < 2; g++) {
+            _mm512_store_si512(o + 32 * g, _mm512_permutex2var_epi16(r[0][g], lo, r[1][g]));
+            _mm512_store_si512(o + 32 * g + 16, _mm512_permutex2var_epi16(r[0][g], hi, r[1][g]));
+        }
+    }
+}
+
+/* A panel of columns [j, j + nc) of the bfloat16 w^T in AMX's B layout:
+ * from w's rows, or from a k x n b (kn). */
+static T5 void bf16_panel(int32_t *pack, const char *w, int64_t wrb, bool kn, int64_t k,
+                          int64_t kp, int64_t j, int nc)
+{
+    if (kn)
+        pack_panel_kn(pack, (const uint16_t *)w, wrb / 2, k, kp, j, nc);
+    else
+        pack_panel(pack, (const int8_t *)w, wrb, 2 * k, 2 * kp, j, nc, false);
+}
+
 /* ---- bfloat16 weights, many rows, on AMX-BF16 ---------------------------------
  *
  * The same panels hold bfloat16 w^T in AMX's B layout for tdpbf16ps (2
@@ -1018,9 +1062,8 @@ static INL T5 void bf16p_out(float *y, int64_t yrs, const int32_t *cbuf, int64_t
                           "bf16")))
 
 static TB void bf16p_amx(float *y, int64_t yrs, const uint16_t *xb, int64_t xs, int64_t kp,
-                         int64_t m,
-                         const char *w, int64_t wrb, int64_t k, int64_t j0, int64_t j1,
-                         void *pack)
+                         int64_t m, const char *w, int64_t wrb, bool kn, int64_t k, int64_t j0,
+                         int64_t j1, void *pack)
 {
     struct amx_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -1031,7 +1074,7 @@ static TB void bf16p_amx(float *y, int64_t yrs, const uint16_t *xb, int64_t xs, 
     int32_t *pk = pack, *cbuf = pk + np * PANEL;
     for (int64_t j = j0; j < j1; j += PANEL) {
         int nc = j1 - j >= PANEL ? PANEL : (int)(j1 - j);
-        pack_panel(pk, (const int8_t *)w, wrb, 2 * k, 2 * kp, j, nc, false);
+        bf16_panel(pk, w, wrb, kn, k, kp, j, nc);
         int64_t i = 0;
         for (; i + 32 <= m; i += 32) { /* 32 x 32 blocks of y: 2 A and 2 B tiles */
             for (int h = 0; h < 2; h++) {
@@ -1119,14 +1162,14 @@ static INL TF void bf16_block(float *y, int64_t yrs, const uint16_t *xb, int64_t
 #define BF16_BLOCK(R) bf16_block(y, yrs, xb, xs, pack, i, j, nc, R, q0, q1, pt, first, last)
 
 static TF void bf16p_avx512(float *y, int64_t yrs, const uint16_t *xb, int64_t xs, int64_t kp,
-                            int64_t m, const char *w, int64_t wrb, int64_t k, int64_t j0,
-                            int64_t j1, void *pack)
+                            int64_t m, const char *w, int64_t wrb, bool kn, int64_t k,
+                            int64_t j0, int64_t j1, void *pack)
 {
     int64_t np = kp / 2;
     float *part = (float *)((int32_t *)pack + np * PANEL + PANEL);
     for (int64_t j = j0; j < j1; j += PANEL) {
         int nc = j1 - j >= PANEL ? PANEL : (int)(j1 - j);
-        pack_panel(pack, (const int8_t *)w, wrb, 2 * k, 2 * kp, j, nc, false);
+        bf16_panel(pack, w, wrb, kn, k, kp, j, nc);
         for (int64_t q0 = 0; q0 < np; q0 += KQ) {
             int64_t q1 = np - q0 > KQ ? q0 + KQ : np;
             bool first = q0 == 0, last = q1 == np;

@@ -463,17 +463,30 @@ static void test_matmul_float(void **state)
             b16[i] = d ? oc_f32_to_half(b[i]) : oc_f32_to_bf16(b[i]);
             br[i] = d ? oc_half_to_f32(b16[i]) : oc_bf16_to_f32(b16[i]);
         }
-        oc_tensor ta = mk(a16, dt, M, K), tb = mk(b16, dt, K, N), tc = mk(c, OC_FLOAT32, M, N);
-        memset(c, 0, sizeof c);
-        assert_int_equal(run("tiletest::tcase", &tc, &ta, &tb, 70), OC_OK);
-        mm_ref(ref, ar, br, M, N, K, 0);
-        for (int i = 0; i < M * N; i++) near(c[i], ref[i], 1e-5, "matmul16", i);
-        /* matmul_to: the result in bfloat16, rounded once from float32 */
-        static uint16_t c16[M * N];
-        tc = mk(c16, OC_BFLOAT16, M, N);
-        assert_int_equal(run("tiletest::tcase", &tc, &ta, &tb, 74), OC_OK);
-        for (int i = 0; i < M * N; i++) near(oc_bf16_to_f32(c16[i]), ref[i], 1.0 / 128, "matmul_to", i);
+        /* b as k x n and transposed (n x k: the same values read as b^T); with
+         * AMX-BF16 bfloat16 takes its kernel (M >= 32), the panels packed from
+         * either layout; float16 and other CPUs widen */
+        for (unsigned flags = 0; flags <= OC_TILE_TRANS_B; flags += OC_TILE_TRANS_B) {
+            oc_tensor ta = mk(a16, dt, M, K), tc = mk(c, OC_FLOAT32, M, N);
+            oc_tensor tb = flags ? mk(b16, dt, N, K) : mk(b16, dt, K, N);
+            for (int i = 0; i < M * N; i++) c[i] = 1.0f; /* accumulates: c += a b */
+            assert_int_equal(run("tiletest::tcase", &tc, &ta, &tb, 70 + (int)flags), OC_OK);
+            mm_ref(ref, ar, br, M, N, K, flags);
+            for (int i = 0; i < M * N; i++) near(c[i], ref[i] + 1, 1e-5, "matmul16", i);
+            /* matmul_to: the result in bfloat16, rounded once from float32 */
+            static uint16_t c16[M * N];
+            tc = mk(c16, OC_BFLOAT16, M, N);
+            assert_int_equal(run("tiletest::tcase", &tc, &ta, &tb, 74 + (int)flags), OC_OK);
+            for (int i = 0; i < M * N; i++)
+                near(oc_bf16_to_f32(c16[i]), ref[i], 1.0 / 128, "matmul_to", i);
+        }
     }
+    const char *isa = getenv("OC_TILE_ISA");
+    bool bf16k = (!isa || !*isa) && __builtin_cpu_supports("amx-bf16");
+    const char *p32 = oc_tile_matmul_path_shape(OC_BFLOAT16, M, N, K, 0);
+    if (bf16k) test_assert_contains(p32, "exact products summed in float32");
+    else test_assert_contains(p32, "widened to float32");
+    test_assert_contains(oc_tile_matmul_path_shape(OC_BFLOAT16, 31, N, K, 0), "widened to float32");
     /* wrong shapes and dtypes: clear errors */
     oc_tensor ta = mk(a, OC_FLOAT32, M, K), tb = mk(b, OC_FLOAT32, N, K), tc = mk(c, OC_FLOAT32, M, N);
     assert_int_equal(run("tiletest::tcase", &tc, &ta, &tb, 70), OC_EKERNEL);

@@ -9,7 +9,7 @@
  *   64       round trip: x (float32) -> tile of out's dtype -> out
  *   70 + f   matmul out += op(x) op(y) (f: OC_TILE_TRANS_* bits), out f32
  *            or int32 accumulates in place, x and y used in place
- *   74       matmul_to out (any float dtype) = x y
+ *   74 + f   matmul_to out (any float dtype) = x op(y) (f: 0 or OC_TILE_TRANS_B)
  *   80       a TCM tile bigger than the TCM; 81 max_rows then one more
  *   82       the tile sizes: out[0..3] = l1, l2, max_rows(cols 1024, f32, 2),
  *            the TCM's capacity.
@@ -92,9 +92,9 @@ void tcase(oc_tensor *out, const oc_tensor *x, const oc_tensor *y, int64_t which
         oc_tile c = oc_tile_of_tensor(out, 0), a = oc_tile_of_tensor(x, 0), b = oc_tile_of_tensor(y, 0);
         oc_tile_matmul(&c, &a, &b, (unsigned)(which - 70));
         return;
-    } else if (which == 74) {
+    } else if (which == 74 || which == 74 + OC_TILE_TRANS_B) {
         oc_tile c = oc_tile_of_tensor(out, 0), a = oc_tile_of_tensor(x, 0), b = oc_tile_of_tensor(y, 0);
-        oc_tile_matmul_to(&c, &a, &b, 0);
+        oc_tile_matmul_to(&c, &a, &b, (unsigned)(which - 74));
         return;
     } else if (which == 80) {
         oc_tile_alloc(1 << 20, 1024, OC_FLOAT32);
