@@ -106,7 +106,7 @@ def child(args):
     ab, bb = a[:Mb].bfloat16(), b.bfloat16()
     run("matmul bf16 %dx%dx%d" % (Mb, K, N),
         {"tiles::matmul": lambda: T.matmul(ab, bb), "torch.matmul": lambda: torch.matmul(ab, bb)},
-        2 * Mb * K * N, 0, ["torch.matmul"], max(2, args.rounds // 2))
+        2 * Mb * K * N, 0, ["torch.matmul"], 3 * args.rounds, reps=5)  # a few ms a call
 
     B, H, S, D = args.attn
     q, k, v = rnd(B, H, S, D), rnd(B, H, S, D), rnd(B, H, S, D)

@@ -532,7 +532,7 @@ void oc__lowp_bf16_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsign
     const uint16_t *xb = y ? bf16p_stage(a, m > 1 ? a->rs : k, k, &xs, &kp, &pack, fn) : NULL;
     if (!xb) return;
     int64_t yrs = direct && m > 1 ? c->rs : n;
-    int64_t brs = (flags & OC_TILE_TRANS_B ? b->rows : b->cols) > 1 ? b->rs : 0;
+    int64_t brs = b->rows > 1 ? b->rs : 0; /* b's rows: n of k (transposed) or k of n */
     oc__lowp_kernels_get()->bf16p(y, yrs, xb, xs, kp, m, b->data,
                                   brs * (int64_t)sizeof(oc_bfloat16), !(flags & OC_TILE_TRANS_B),
                                   k, 0, n, pack);

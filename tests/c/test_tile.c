@@ -481,6 +481,21 @@ static void test_matmul_float(void **state)
                 near(oc_bf16_to_f32(c16[i]), ref[i], 1.0 / 128, "matmul_to", i);
         }
     }
+    /* a single column of b (k x 1, or 1 x k transposed): one partial panel */
+    for (int i = 0; i < M * K; i++) a16[i] = oc_f32_to_bf16(a[i]);
+    for (unsigned flags = 0; flags <= OC_TILE_TRANS_B; flags += OC_TILE_TRANS_B) {
+        oc_tensor ta = mk(a16, OC_BFLOAT16, M, K), tc = mk(c, OC_FLOAT32, M, 1);
+        oc_tensor tb = flags ? mk(b16, OC_BFLOAT16, 1, K) : mk(b16, OC_BFLOAT16, K, 1);
+        for (int i = 0; i < K; i++) b16[i] = oc_f32_to_bf16(b[i]);
+        for (int i = 0; i < M; i++) c[i] = 0.0f;
+        assert_int_equal(run("tiletest::tcase", &tc, &ta, &tb, 70 + (int)flags), OC_OK);
+        for (int i = 0; i < M; i++) {
+            double want = 0;
+            for (int p = 0; p < K; p++)
+                want += (double)oc_bf16_to_f32(a16[i * K + p]) * oc_bf16_to_f32(b16[p]);
+            near(c[i], want, 1e-5, "matmul16 n = 1", i);
+        }
+    }
     const char *isa = getenv("OC_TILE_ISA");
     bool bf16k = (!isa || !*isa) && __builtin_cpu_supports("amx-bf16");
     const char *p32 = oc_tile_matmul_path_shape(OC_BFLOAT16, M, N, K, 0);
