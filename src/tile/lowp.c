@@ -463,98 +463,16 @@ static bool fmm_for(const oc__lowp_kernels *ks, oc_wtype t, int64_t m)
            (ks == &oc__lowp_avx512 || ks == &oc__lowp_avx512bf16 || ks == &oc__lowp_amx);
 }
 
-/* bfloat16 weights from this many rows of x on AMX-BF16 or AVX512-BF16 (prefill): x
- * rounded to bfloat16, pair products summed (tile.h's bound). */
-#define BF16_AMX_M 32
-
-static bool bf16p_for(const oc__lowp_kernels *ks, oc_wtype t, int64_t m, int64_t k)
-{
-    return t == OC_W_BF16 && ks->bf16p && m >= BF16_AMX_M && k > 0;
-}
-
-/* x's m rows (xrs elements apart; float32 rounded to bfloat16, bfloat16 as
- * they are) staged as ks->bf16p reads them: rows xs apart, k padded to kp
- * (32) and the rows to 16 with zeros; *pack its workspace. NULL: out of
- * scratch (raised). */
-static const uint16_t *bf16p_stage(const oc_tile *x, int64_t xrs, int64_t k, int64_t *xs,
-                                   int64_t *kp, void **pack, const char *fn)
-{
-    int64_t m = x->rows, mp = (m + 15) / 16 * 16;
-    *kp = (k + 31) / 32 * 32;
-    *xs = *kp + 32; /* rows 64 bytes off 4 KiB strides: 16 rows in 16 L1 sets */
-    oc_bfloat16 *xb = scratch_get(0, (size_t)(mp * *xs) * sizeof(oc_bfloat16), fn);
-    *pack = scratch_get(3, oc__LOWP_BF16P_BYTES(*kp, mp), fn);
-    if (!xb || !*pack) return NULL;
-    for (int64_t i = 0; i < m; i++) {
-        if (x->dtype == OC_BFLOAT16)
-            memcpy(xb + i * *xs, (const oc_bfloat16 *)x->data + i * xrs,
-                   (size_t)k * sizeof(oc_bfloat16));
-        else
-            oc_f32_to_bf16_n(xb + i * *xs, (const float *)x->data + i * xrs, k);
-        memset(xb + i * *xs + k, 0, (size_t)(*kp - k) * sizeof(oc_bfloat16));
-    }
-    memset(xb + m * *xs, 0, (size_t)((mp - m) * *xs) * sizeof(oc_bfloat16));
-    return xb;
-}
-
 static bool linear_bf16p(oc_tile *y, const oc_tile *x, int64_t xrs, const oc_weights *w,
                          int64_t j0, int64_t j1, const oc__lowp_kernels *ks)
 {
     int64_t xs, kp;
     void *pack;
-    const uint16_t *xb = bf16p_stage(x, xrs, w->k, &xs, &kp, &pack, "oc_tile_linear");
+    const uint16_t *xb = oc__lowp_bf16p_stage(x, xrs, w->k, &xs, &kp, &pack, "oc_tile_linear");
     if (!xb) return false;
     ks->bf16p(y->data, yrs_of(y), xb, xs, kp, x->rows, w->data, w->row_bytes, false, w->k, j0,
               j1, pack);
     return true;
-}
-
-bool oc__lowp_bf16_matmul_takes(const oc_tile *c, const oc_tile *a, const oc_tile *b,
-                                unsigned flags)
-{
-    /* AMX only: AVX512-BF16's vdpbf16ps blocks ran a 512 x 1024 x 2048
-     * product at 0.75x the widened BLIS path (OC_TILE_ISA=avx512bf16) */
-    const oc__lowp_kernels *ks = oc__lowp_kernels_get();
-    return a->dtype == OC_BFLOAT16 && b->dtype == OC_BFLOAT16 &&
-           (c->dtype == OC_FLOAT32 || c->dtype == OC_BFLOAT16) && !(flags & OC_TILE_TRANS_A) &&
-           ks == &oc__lowp_amx && bf16p_for(ks, OC_W_BF16, c->rows, a->cols) &&
-           (a->cs == 1 || a->cols == 1) && (b->cs == 1 || b->cols == 1) &&
-           (c->cs == 1 || c->cols == 1);
-}
-
-void oc__lowp_bf16_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned flags,
-                          bool accumulate, const char *fn)
-{
-    int64_t m = c->rows, n = c->cols, k = a->cols, xs, kp;
-    bool direct = c->dtype == OC_FLOAT32 && !accumulate;
-    float *y = direct ? c->data : scratch_get(6, (size_t)(m * n) * sizeof(float), fn);
-    void *pack;
-    const uint16_t *xb = y ? bf16p_stage(a, m > 1 ? a->rs : k, k, &xs, &kp, &pack, fn) : NULL;
-    if (!xb) return;
-    int64_t yrs = direct && m > 1 ? c->rs : n;
-    int64_t brs = b->rows > 1 ? b->rs : 0; /* b's rows: n of k (transposed) or k of n */
-    oc__lowp_kernels_get()->bf16p(y, yrs, xb, xs, kp, m, b->data,
-                                  brs * (int64_t)sizeof(oc_bfloat16), !(flags & OC_TILE_TRANS_B),
-                                  k, 0, n, pack);
-    if (direct) return;
-    oc_tile acc = {y, m, n, n, 1, OC_FLOAT32, false};
-    if (accumulate)
-        oc_tile_binary(c, c, &acc, OC_TILE_ADD); /* c float32: c += a op(b) */
-    else
-        oc_tile_copy(c, &acc); /* one rounding, to bfloat16 */
-}
-
-const char *oc__lowp_bf16_matmul_path(oc_dtype dtype, int64_t m, unsigned flags)
-{
-    static _Thread_local char buf[256];
-    oc_tile t = {NULL, m, 1, 1, 1, OC_BFLOAT16, false}, c = {NULL, m, 1, 1, 1, OC_FLOAT32, false};
-    if (dtype != OC_BFLOAT16 || !oc__lowp_bf16_matmul_takes(&c, &t, &t, flags)) return NULL;
-    snprintf(buf, sizeof buf,
-             "bfloat16, m >= %d: amx-bf16 tdpbf16ps, 32 x 32 blocks on b packed in 64-column "
-             "panels (pairs of k), exact products summed in float32 (not the widened BLIS "
-             "path's bits)",
-             BF16_AMX_M);
-    return buf;
 }
 
 /* x and y float32 or bfloat16 (dtype pairs and shapes checked here). */
@@ -604,7 +522,7 @@ static bool linear_f32(oc_tile *y, const oc_tile *x, const oc_weights *w, int64_
     case OC_W_F32:
     case OC_W_BF16:
     case OC_W_F16:
-        if (bf16p_for(ks, w->type, m, k)) return linear_bf16p(y, x, xrs, w, j0, j1, ks);
+        if (oc__lowp_bf16p_for(ks, w->type, m, k)) return linear_bf16p(y, x, xrs, w, j0, j1, ks);
         if (m <= skinny_m(w->type) || k == 0) {
             ks->fdot(y->data, yrs_of(y), x->data, xrs, m, w->data, w->row_bytes, w->type, k, j0,
                      j1);
@@ -715,18 +633,18 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
     case OC_W_F32:
     case OC_W_BF16:
     case OC_W_F16:
-        if (bf16p_for(ks, type, m, 1) && ks != &oc__lowp_amx)
+        if (oc__lowp_bf16p_for(ks, type, m, 1) && ks != &oc__lowp_amx)
             snprintf(buf, sizeof buf,
                      "bfloat16 weights, m >= %d: avx512-bf16, x rounded to bfloat16, vdpbf16ps "
                      "on w packed in 64-column panels, 6 x 64 blocks, float32 sums (not the "
                      "float32 product's bits), split along n",
-                     BF16_AMX_M);
-        else if (bf16p_for(ks, type, m, 1))
+                     OC__LOWP_BF16P_M);
+        else if (oc__lowp_bf16p_for(ks, type, m, 1))
             snprintf(buf, sizeof buf,
                      "bfloat16 weights, m >= %d: amx-bf16, x rounded to bfloat16, tdpbf16ps on w "
                      "packed in 64-column panels, 32 x 32 blocks, float32 sums (not the float32 "
                      "product's bits), split along n",
-                     BF16_AMX_M);
+                     OC__LOWP_BF16P_M);
         else if (m <= skinny_m(type))
             snprintf(buf, sizeof buf,
                      "%s weights, m <= %d: opcore's skinny %s kernel (dot products over k, "

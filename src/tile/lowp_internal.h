@@ -176,7 +176,7 @@ void oc__lowp_skinny_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsi
 const char *oc__lowp_skinny_path(oc_dtype dtype, int64_t m, int64_t n, int64_t k, unsigned flags);
 
 /* oc_tile_matmul's bfloat16 x bfloat16 products on the bfloat16 linear
- * layer's AMX-BF16 kernel (lowp.c): whether it takes
+ * layer's AMX-BF16 kernel (lowp_bf16.c): whether it takes
  * c = a op(b) (m >= 32, a not transposed, unit column strides, c float32
  * or bfloat16), the product (accumulate: c +=), and the path's sentence
  * (NULL: not taken). The products are exact and summed in float32,
@@ -212,6 +212,23 @@ extern const oc__lowp_kernels oc__lowp_avx2, oc__lowp_avxvnni, oc__lowp_avx512,
 
 /* The CPU has AMX-INT8 and AMX-BF16 and Linux lets this process use its tile data. */
 bool oc__lowp_amx_usable(void);
+
+/* bfloat16 weights from this many rows of x on AMX-BF16 or AVX512-BF16
+ * (prefill): x rounded to bfloat16, pair products summed (tile.h's bound). */
+#define OC__LOWP_BF16P_M 32
+
+static inline bool oc__lowp_bf16p_for(const oc__lowp_kernels *ks, oc_wtype t, int64_t m,
+                                      int64_t k)
+{
+    return t == OC_W_BF16 && ks->bf16p && m >= OC__LOWP_BF16P_M && k > 0;
+}
+
+/* x's m rows (xrs elements apart; float32 rounded to bfloat16, bfloat16 as
+ * they are) staged as oc__lowp_bf16p_fn reads them (lowp_bf16.c): rows *xs
+ * apart, k padded to *kp (32) and the rows to 16 with zeros; *pack its
+ * workspace. NULL: out of scratch (raised, naming fn). */
+const uint16_t *oc__lowp_bf16p_stage(const oc_tile *x, int64_t xrs, int64_t k, int64_t *xs,
+                                     int64_t *kp, void **pack, const char *fn);
 
 /* Q8_0 / Q4_0 weights against m rows of x (xq, xd, xsum8 as for
  * oc__lowp_qdot_fn, row i at i * k, i * k / 32, i * k / 32), into y's

@@ -24,8 +24,8 @@
  * Skinny float32 products (m <= 32 rows of a, n or k above libxsmm's
  * sizes, float32 a and c) go to lowp_skinny.c, which reads b once.
  * bfloat16 a and b from 32 rows of a go to the bfloat16 linear layer's
- * AMX-BF16 kernel where the CPU has it (lowp.c): exact products summed in
- * float32, 5-6x the widened BLIS path here.
+ * AMX-BF16 kernel where the CPU has it (lowp_bf16.c): exact products
+ * summed in float32, 5-6x the widened BLIS path here.
  *
  * int8 x int8 -> int32: BLIS has no integer GEMM; the linear layer's int8
  * kernels (lowp.c: AMX, AVX-512 VNNI, AVX-VNNI, AVX2, portable, exact
@@ -382,7 +382,7 @@ void oc_tile_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned fla
         oc__lowp_skinny_matmul(c, a, b, flags, true, fn);
         return;
     }
-    if (oc__lowp_bf16_matmul_takes(c, a, b, flags)) { /* AMX-BF16 (lowp.c) */
+    if (oc__lowp_bf16_matmul_takes(c, a, b, flags)) { /* AMX-BF16 (lowp_bf16.c) */
         oc__lowp_bf16_matmul(c, a, b, flags, true, fn);
         return;
     }
@@ -411,7 +411,7 @@ void oc_tile_matmul_to(oc_tile *c, const oc_tile *a, const oc_tile *b, unsigned 
         oc__lowp_skinny_matmul(c, a, b, flags, false, fn);
         return;
     }
-    if (oc__lowp_bf16_matmul_takes(c, a, b, flags)) { /* AMX-BF16 (lowp.c) */
+    if (oc__lowp_bf16_matmul_takes(c, a, b, flags)) { /* AMX-BF16 (lowp_bf16.c) */
         oc__lowp_bf16_matmul(c, a, b, flags, false, fn);
         return;
     }
