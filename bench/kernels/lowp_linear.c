@@ -152,14 +152,7 @@ static inline void widen2(const uint16_t *p, bool bf, __m256 *lo, __m256 *hi)
 }
 #endif
 
-static float widen1(uint16_t h, bool bf)
-{
-    if (!bf) return oc_half_to_f32(h);
-    uint32_t b = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
-}
+static float widen1(uint16_t h, bool bf) { return bf ? oc_bf16_to_f32(h) : oc_half_to_f32(h); }
 
 oc_tensor *lowp_widen(const oc_tensor *w)
 {

@@ -69,8 +69,7 @@ static struct {
     oc_core **cores;             /* [1..ncores-1] are the workers' */
     oc_exec *job;
     _Atomic uint32_t generation; /* bumped when a launch is offered to the workers */
-    _Atomic uint64_t claim;      /* launch number << 32 | next share id */
-    uint32_t launches;           /* launches begun (under the lock) */
+    _Atomic uint64_t claim;      /* next share id of the running launch */
     _Atomic uint64_t taken;      /* shares taken, one bit each (launches of up to 64 shares) */
     atomic_bool offered;         /* the running launch was offered to the workers */
     unsigned fpcsr;              /* the launching thread's MXCSR (x86): shares run with it */
@@ -219,10 +218,11 @@ static uint32_t pick_share(oc_core *core, uint32_t n)
     return (uint32_t)__builtin_ctzll(bit);
 }
 
-/* Take shares of the current job until none are left. The claim word
- * carries the launch's number, so a late thread can never take a share of
- * a job that has finished: it gets an id >= ncores, or a share of the next
- * job, which is already published (release/acquire through `claim`). */
+/* Take shares of the current job until none are left. A launch resets the
+ * claim counter after publishing its job, so a late thread can never take
+ * a share of a job that has finished: it gets an id >= ncores, or a share
+ * of the next job, which is already published (release/acquire through
+ * `claim`). */
 static void run_claimed_shares(oc_core *core, uint64_t *longest)
 {
     unsigned own = fp_mode(), cur = own;
@@ -464,7 +464,7 @@ oc_status oc__pool_launch(oc_core *caller, oc_exec *job)
     pool.fpcsr = fp_mode();
     atomic_store(&pool.offered, false);
     atomic_store_explicit(&pool.taken, 0, memory_order_relaxed);
-    atomic_store_explicit(&pool.claim, (uint64_t)++pool.launches << 32, memory_order_release);
+    atomic_store_explicit(&pool.claim, 0, memory_order_release);
     oc_engine_helpers_fn helpers = tls_helpers;
     if (helpers && now_ns() < atomic_load_explicit(&pool.lend_until, memory_order_relaxed)) helpers = NULL;
     uint64_t t_done = 0, longest = 0; /* the caller's own shares, when it ran them */

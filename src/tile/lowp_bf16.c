@@ -13,19 +13,15 @@
 #include "tile/lowp_internal.h"
 #include "tile/tile_internal.h"
 
-static void *scratch_get(int slot, size_t bytes, const char *fn)
-{
-    return oc__tile_scratch(OC__SCRATCH_LOWP + slot, bytes, fn);
-}
-
 const uint16_t *oc__lowp_bf16p_stage(const oc_tile *x, int64_t xrs, int64_t k, int64_t *xs,
                                      int64_t *kp, void **pack, const char *fn)
 {
     int64_t m = x->rows, mp = (m + 15) / 16 * 16;
     *kp = (k + 31) / 32 * 32;
     *xs = *kp + 32; /* rows 64 bytes off 4 KiB strides: 16 rows in 16 L1 sets */
-    oc_bfloat16 *xb = scratch_get(0, (size_t)(mp * *xs) * sizeof(oc_bfloat16), fn);
-    *pack = scratch_get(3, oc__LOWP_BF16P_BYTES(*kp, mp), fn);
+    oc_bfloat16 *xb =
+        oc__tile_scratch(OC__SCRATCH_LOWP + 0, (size_t)(mp * *xs) * sizeof(oc_bfloat16), fn);
+    *pack = oc__tile_scratch(OC__SCRATCH_LOWP + 3, oc__LOWP_BF16P_BYTES(*kp, mp), fn);
     if (!xb || !*pack) return NULL;
     for (int64_t i = 0; i < m; i++) {
         if (x->dtype == OC_BFLOAT16)
@@ -57,9 +53,11 @@ void oc__lowp_bf16_matmul(oc_tile *c, const oc_tile *a, const oc_tile *b, unsign
 {
     int64_t m = c->rows, n = c->cols, k = a->cols, xs, kp;
     bool direct = c->dtype == OC_FLOAT32 && !accumulate;
-    float *y = direct ? c->data : scratch_get(6, (size_t)(m * n) * sizeof(float), fn);
+    float *y = direct ? c->data
+                      : oc__tile_scratch(OC__SCRATCH_LOWP + 6, (size_t)(m * n) * sizeof(float), fn);
     void *pack;
-    const uint16_t *xb = y ? oc__lowp_bf16p_stage(a, m > 1 ? a->rs : k, k, &xs, &kp, &pack, fn) : NULL;
+    const uint16_t *xb =
+        y ? oc__lowp_bf16p_stage(a, m > 1 ? a->rs : k, k, &xs, &kp, &pack, fn) : NULL;
     if (!xb) return;
     int64_t yrs = direct && m > 1 ? c->rs : n;
     int64_t brs = b->rows > 1 ? b->rs : 0; /* b's rows: n of k (transposed) or k of n */
@@ -86,4 +84,3 @@ const char *oc__lowp_bf16_matmul_path(oc_dtype dtype, int64_t m, unsigned flags)
              OC__LOWP_BF16P_M);
     return buf;
 }
-

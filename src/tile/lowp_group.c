@@ -226,6 +226,18 @@ static inline int grows_of(const oc_weights *w, int64_t j, int64_t j1, const cha
         j += nr;                                                                              \
     }
 
+/* Both sets' entry: int8 groups, or uint4 with the common group sizes made
+ * constants (its steps per group known: the loop unrolled). */
+#define GDOT_BY_TYPE(FN)                                                                      \
+    if (w->type == OC_W_I8G)                                                                  \
+        FN(y, yrs, x, xrs, m, w, OC_W_I8G, w->group, j0, j1, wbuf);                           \
+    else if (w->group == 32)                                                                  \
+        FN(y, yrs, x, xrs, m, w, OC_W_U4G, 32, j0, j1, wbuf);                                 \
+    else if (w->group == 128)                                                                 \
+        FN(y, yrs, x, xrs, m, w, OC_W_U4G, 128, j0, j1, wbuf);                                \
+    else                                                                                      \
+        FN(y, yrs, x, xrs, m, w, OC_W_U4G, w->group, j0, j1, wbuf);
+
 static INL T2 void gdot_avx2_t(float *y, int64_t yrs, const float *x, int64_t xrs, int64_t m,
                                const oc_weights *w, oc_wtype t, int64_t gs, int64_t j0,
                                int64_t j1, float *wbuf)
@@ -236,14 +248,7 @@ static INL T2 void gdot_avx2_t(float *y, int64_t yrs, const float *x, int64_t xr
 static T2 void gdot_avx2(float *y, int64_t yrs, const float *x, int64_t xrs, int64_t m,
                          const oc_weights *w, int64_t j0, int64_t j1, float *wbuf)
 {
-    if (w->type == OC_W_I8G)
-        gdot_avx2_t(y, yrs, x, xrs, m, w, OC_W_I8G, w->group, j0, j1, wbuf);
-    else if (w->group == 32) /* uint4's steps per group a constant: the loop unrolled */
-        gdot_avx2_t(y, yrs, x, xrs, m, w, OC_W_U4G, 32, j0, j1, wbuf);
-    else if (w->group == 128)
-        gdot_avx2_t(y, yrs, x, xrs, m, w, OC_W_U4G, 128, j0, j1, wbuf);
-    else
-        gdot_avx2_t(y, yrs, x, xrs, m, w, OC_W_U4G, w->group, j0, j1, wbuf);
+    GDOT_BY_TYPE(gdot_avx2_t)
 }
 
 /* ---- AVX-512: 16 lanes in one register ---------------------------------------- */
@@ -365,14 +370,7 @@ static INL T5 void gdot_avx512_t(float *y, int64_t yrs, const float *x, int64_t 
 static T5 void gdot_avx512(float *y, int64_t yrs, const float *x, int64_t xrs, int64_t m,
                            const oc_weights *w, int64_t j0, int64_t j1, float *wbuf)
 {
-    if (w->type == OC_W_I8G)
-        gdot_avx512_t(y, yrs, x, xrs, m, w, OC_W_I8G, w->group, j0, j1, wbuf);
-    else if (w->group == 32) /* uint4's steps per group a constant: the loop unrolled */
-        gdot_avx512_t(y, yrs, x, xrs, m, w, OC_W_U4G, 32, j0, j1, wbuf);
-    else if (w->group == 128)
-        gdot_avx512_t(y, yrs, x, xrs, m, w, OC_W_U4G, 128, j0, j1, wbuf);
-    else
-        gdot_avx512_t(y, yrs, x, xrs, m, w, OC_W_U4G, w->group, j0, j1, wbuf);
+    GDOT_BY_TYPE(gdot_avx512_t)
 }
 
 const oc__lowp_gdot_fn oc__lowp_gdot_avx2 = gdot_avx2, oc__lowp_gdot_avx512 = gdot_avx512;

@@ -1373,10 +1373,10 @@ OC_TILE_FN void oc_tile_affine_select(oc_tile *dst, const oc_tile *a, int64_t c0
 /* ---- softmax of a small tile ----------------------------------------------------- */
 
 #ifdef OC_TILE_EXP_X86
-/* exp16's lanes of v = x * scale + bias (src: x, for the lanes the scalar expf
- * takes, as exp_fix computes them), those lanes fixed in the vector. */
+/* exp16's lanes of v = x + bias (src: x, the first left lanes in use), the
+ * lanes for the scalar expf fixed in the vector by exp_fix. */
 __attribute__((target("avx512f"), always_inline)) static inline __m512
-exp16_fixed(__m512 v, const float *src, int64_t left, float scale, float bias)
+exp16_fixed(__m512 v, const float *src, int64_t left, float bias)
 {
     __m512 y;
     __mmask16 sp;
@@ -1385,11 +1385,7 @@ exp16_fixed(__m512 v, const float *src, int64_t left, float scale, float bias)
     if (__builtin_expect(sp != 0, 0)) {
         float t[16];
         _mm512_storeu_ps(t, y);
-        for (int l = 0; l < 16; l++)
-            if (sp >> l & 1) {
-                float u = src[l] * scale;
-                t[l] = expf(u + bias);
-            }
+        exp_fix(t, src, left < 16 ? left : 16, 1.0f, bias);
         y = _mm512_loadu_ps(t);
     }
     return y;
@@ -1438,7 +1434,7 @@ __attribute__((target("avx512f"))) static float small_exp16(float *d, const floa
     __m512 s = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         __m512 v = _mm512_add_ps(_mm512_loadu_ps(x + 16 * i), bi);
-        __m512 y = exp16_fixed(v, x + 16 * i, 16, 1.0f, bias);
+        __m512 y = exp16_fixed(v, x + 16 * i, 16, bias);
         _mm512_storeu_ps(d + 16 * i, y);
         s = _mm512_add_ps(s, y);
     }
@@ -1447,7 +1443,7 @@ __attribute__((target("avx512f"))) static float small_exp16(float *d, const floa
     if (left) {
         const __mmask16 tm = (__mmask16)((1u << left) - 1);
         __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(tm, x + 16 * nb), bi);
-        __m512 y = exp16_fixed(v, x + 16 * nb, left, 1.0f, bias);
+        __m512 y = exp16_fixed(v, x + 16 * nb, left, bias);
         _mm512_mask_storeu_ps(d + 16 * nb, tm, y);
         float e[16];
         _mm512_storeu_ps(e, y);
@@ -1484,7 +1480,7 @@ __attribute__((target("avx512f"))) static void softmax_tiny16(oc_tile *dst, cons
                          ? neg_max(lanes_run(xr, n, OC_TILE_RMAX, 0.0f))
                          : neg_max(_mm512_reduce_max_ps(v));
         v = _mm512_add_ps(_mm512_maskz_loadu_ps(tm, xr), _mm512_set1_ps(bias));
-        __m512 y = exp16_fixed(v, xr, n, 1.0f, bias);
+        __m512 y = exp16_fixed(v, xr, n, bias);
         float sum = 0.0f, e[16]; /* no whole block: the lanes' sum is +0 */
         if (n == 16) {
             sum = small_sum8(_mm256_add_ps(_mm512_castps512_ps256(y), _mm256_castpd_ps(
@@ -1516,7 +1512,7 @@ __attribute__((target("avx2,fma"))) static float small_bias8(const float *x, int
 }
 
 /* exp8's lanes of v = x + bias over the first lanes of tm (src: x), the
- * lanes for the scalar expf fixed in the vector (as exp_fix takes them). */
+ * lanes for the scalar expf fixed in the vector by exp_fix. */
 __attribute__((target("avx2,fma"), always_inline)) static inline __m256
 exp8_fixed(__m256 v, const float *src, __m256i tm, float bias)
 {
@@ -1526,13 +1522,9 @@ exp8_fixed(__m256 v, const float *src, __m256i tm, float bias)
     sp = _mm256_and_si256(sp, tm);
     if (__builtin_expect(!_mm256_testz_si256(sp, sp), 0)) {
         float t[8];
-        int32_t f[8];
-        _mm256_storeu_ps(t, y), _mm256_storeu_si256((__m256i *)(void *)f, sp);
-        for (int l = 0; l < 8; l++)
-            if (f[l]) {
-                float u = src[l] * 1.0f;
-                t[l] = expf(u + bias);
-            }
+        _mm256_storeu_ps(t, y);
+        exp_fix(t, src, __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(tm))),
+                1.0f, bias);
         y = _mm256_loadu_ps(t);
     }
     return y;
