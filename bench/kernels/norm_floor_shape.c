@@ -1,22 +1,32 @@
-/* Shapes of bench/kernels/norm_floor.c's ops: each returns a fresh tensor
- * like x. */
+/* Shapes of bench/kernels/norm_floor.c's ops: x contiguous float32 rows of
+ * a multiple of 64 floats (w, where taken, float32 [row length]); each
+ * returns a fresh tensor like x. */
 #include <opcore/library.h>
 
-static oc_tensor *one_pass_shape(const oc_tensor *x, const oc_tensor *w, double eps)
+static oc_tensor *like_x(const oc_tensor *x)
 {
-    (void)eps;
-    OC_CHECK(w->ndim == 1 && x->ndim >= 1 && w->sizes[0] == x->sizes[x->ndim - 1] &&
-             w->dtype == OC_FLOAT32 && oc_is_contiguous(w), "w must be float32 [%lld]",
-             (long long)(x->ndim ? x->sizes[x->ndim - 1] : 0));
+    OC_CHECK(x->dtype == OC_FLOAT32, "x must be float32, got %s", oc_dtype_name(x->dtype));
+    OC_CHECK(x->ndim >= 1 && oc_is_contiguous(x), "x must be contiguous, of at least 1 dim");
+    int64_t d = x->sizes[x->ndim - 1];
+    OC_CHECK((d & 63) == 0, "x's rows must be a multiple of 64 floats, got %lld", (long long)d);
     return oc_empty_like(x);
 }
 
 static oc_tensor *scale_shape(const oc_tensor *x, const oc_tensor *w)
 {
-    return one_pass_shape(x, w, 0.0);
+    oc_tensor *out = like_x(x);
+    int64_t d = x->sizes[x->ndim - 1];
+    OC_CHECK(w->dtype == OC_FLOAT32 && w->ndim == 1 && w->sizes[0] == d && oc_is_contiguous(w),
+             "w must be contiguous float32 [%lld], got %s of %d dims", (long long)d,
+             oc_dtype_name(w->dtype), (int)w->ndim);
+    return out;
 }
 
-static oc_tensor *like_x(const oc_tensor *x) { return oc_empty_like(x); }
+static oc_tensor *one_pass_shape(const oc_tensor *x, const oc_tensor *w, double eps)
+{
+    (void)eps;
+    return scale_shape(x, w);
+}
 
 OC_LIBRARY(norm_floor, m)
 {
