@@ -6,9 +6,8 @@
  * atomic counter until none are left, so each oc_cpu_id() runs exactly
  * once, on whichever thread got there first (a thread takes the share it
  * ran last if that one is still free: pick_share). On an idle machine every
- * thread takes one share;
- * on a busy one, the caller runs the shares of workers the OS has not
- * scheduled yet instead of waiting for them.
+ * thread takes one share; on a busy one, the caller runs the shares of
+ * workers the OS has not scheduled yet instead of waiting for them.
  *
  * Workers spin briefly on the counter when launches come back to back (a
  * launch then costs no syscall), else sleep on a futex. Launches are
