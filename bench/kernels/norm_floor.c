@@ -2,8 +2,10 @@
  * (in cache, where a copy of the bytes takes microseconds): what the
  * fastest kernel of each kind reaches through the same call path, so that
  * a target against torch's copy is shown with its ceiling. Plain C over
- * contiguous float32 rows, each core its share of the rows, compiled with
- * opcore's default flags; none keeps the tile layer's fixed summing order.
+ * float32 rows, each core its share of the rows, compiled with opcore's
+ * default flags; none keeps the tile layer's fixed summing order. Inputs of
+ * other layouts are copied to contiguous temporaries first (the bench
+ * passes contiguous ones).
  *
  *   one_pass(x, w, eps): an rmsnorm reading each row once from L2: the sum
  *     of squares in 64 lanes (four independent 16-lane sums, no chain of
@@ -20,6 +22,12 @@
 typedef float v16 __attribute__((vector_size(64), aligned(4), may_alias));
 #define AT(p) (*(v16 *)(void *)(p))
 
+/* t's elements, contiguous (a copy where t is strided). */
+static const float *dense(const oc_tensor *t)
+{
+    return oc_is_contiguous(t) ? t->data : oc_to_dtype(t, OC_FLOAT32)->data;
+}
+
 /* x's row length and this core's rows (the shape function checked x). */
 static void rows_of(const oc_tensor *x, int64_t *d, int64_t *lo, int64_t *hi)
 {
@@ -32,9 +40,9 @@ oc_tensor *one_pass(const oc_tensor *x, const oc_tensor *w, double eps)
     int64_t d, lo, hi;
     rows_of(x, &d, &lo, &hi);
     float *y = oc_dst_tensor()->data;
-    const float *wp = w->data;
+    const float *wp = dense(w), *xp = dense(x);
     for (int64_t i = lo; i < hi; i++) {
-        const float *xr = (const float *)x->data + i * d;
+        const float *xr = xp + i * d;
         v16 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
         for (int64_t j = 0; j < d; j += 64) {
             v16 a = AT(xr + j), b = AT(xr + j + 16), c = AT(xr + j + 32), e = AT(xr + j + 48);
@@ -54,8 +62,7 @@ oc_tensor *scale(const oc_tensor *x, const oc_tensor *w)
     int64_t d, lo, hi;
     rows_of(x, &d, &lo, &hi);
     float *y = oc_dst_tensor()->data;
-    const float *wp = w->data;
-    const float *xp = x->data;
+    const float *wp = dense(w), *xp = dense(x);
     for (int64_t i = lo * d; i < hi * d; i += d)
         for (int64_t j = 0; j < d; j += 16) AT(y + i + j) = AT(xp + i + j) * AT(wp + j);
     return oc_dst_tensor();
@@ -65,7 +72,7 @@ oc_tensor *exp_rows(const oc_tensor *x)
 {
     int64_t d, lo, hi;
     rows_of(x, &d, &lo, &hi);
-    oc_tile X = {(float *)x->data + lo * d, hi - lo, d, d, 1, OC_FLOAT32, false};
+    oc_tile X = {(float *)dense(x) + lo * d, hi - lo, d, d, 1, OC_FLOAT32, false};
     oc_tile Y = {(float *)oc_dst_tensor()->data + lo * d, hi - lo, d, d, 1, OC_FLOAT32, false};
     if (hi > lo) oc_tile_unary(&Y, &X, OC_TILE_EXP, 1.0f, 0.0f);
     return oc_dst_tensor();
@@ -75,7 +82,7 @@ oc_tensor *copy(const oc_tensor *x)
 {
     int64_t d, lo, hi;
     rows_of(x, &d, &lo, &hi);
-    memcpy((float *)oc_dst_tensor()->data + lo * d, (const float *)x->data + lo * d,
+    memcpy((float *)oc_dst_tensor()->data + lo * d, dense(x) + lo * d,
            (size_t)((hi - lo) * d) * sizeof(float));
     return oc_dst_tensor();
 }

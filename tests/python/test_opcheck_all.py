@@ -2,9 +2,11 @@
 with inputs that require grad, in four layouts (contiguous, non-contiguous,
 expanded with stride 0, and 0-size), and `.sum().backward()` giving torch's
 gradients, for examples/ops (nn_ops), examples/relu (the four variants the
-MLP example trains with), examples/activations, examples/tiles and
-examples/seed003. Views are taken of leaf tensors, so the gradients checked
-are those of the leaves (an expanded input's gradient is summed back)."""
+MLP example trains with), examples/activations, examples/tiles,
+examples/seed003 and the tiles bench's floor kernels
+(bench/kernels/norm_floor.c, their backwards registered here). Views are
+taken of leaf tensors, so the gradients checked are those of the leaves
+(an expanded input's gradient is summed back)."""
 import sys
 import zlib
 
@@ -41,6 +43,17 @@ def libs(opcore_build_dir, relu_libs, seed003):
     ot.register_autograd("add_ops::tensor_add", lambda dy, a, b: (dy, dy))  # the seed's AddFunc backward
     for v in RELU_VARIANTS:
         ot.register_autograd(f"my_ops_{v}::relu_forward", f"my_ops_{v}::relu_backward")
+    from opcore import custom_op
+
+    bk = REPO / "bench" / "kernels"
+    custom_op.loaded_libraries().get("norm_floor") or load_lib(
+        opcore_build_dir, "norm_floor", bk / "norm_floor.c", bk / "norm_floor_shape.c",
+        multicore=True)
+    ot.register_autograd("norm_floor::one_pass", tiles_ops._rmsnorm_backward)
+    ot.register_autograd("norm_floor::scale",
+                         lambda g, x, w: (g * w, (g * x).reshape(-1, x.shape[-1]).sum(0)))
+    ot.register_autograd("norm_floor::exp_rows", lambda g, x: g * x.exp())
+    ot.register_autograd("norm_floor::copy", lambda g, x: g)
     return True
 
 
@@ -75,6 +88,10 @@ CASES = {
     "tiles.flash_attention": ("tiles::flash_attention", [(1, 2, B, 8)] * 3, (False,), _flash_ref),
     "tiles.flash_attention_causal": ("tiles::flash_attention", [(1, 2, B, 8)] * 3, (True,), _flash_ref),
     "seed003.tensor_add": ("add_ops::tensor_add", [(B, 5), (B, 5)], (), torch.add),
+    "norm_floor.one_pass": ("norm_floor::one_pass", [(B, 64), (64,)], (1e-6,), _rms_ref),
+    "norm_floor.scale": ("norm_floor::scale", [(B, 64), (64,)], (), torch.mul),
+    "norm_floor.exp_rows": ("norm_floor::exp_rows", [(B, 64)], (), torch.exp),
+    "norm_floor.copy": ("norm_floor::copy", [(B, 64)], (), torch.clone),
 }
 
 
