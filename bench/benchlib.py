@@ -41,12 +41,17 @@ REPO = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
 
 
-def interleaved(fns, rounds, reps, warmup=None, clock=time.perf_counter, block_warmup=0):
+def interleaved(fns, rounds, reps, warmup=None, clock=time.perf_counter, block_warmup=0,
+                calls=None):
     """fns: {name: callable()} (each call is one repetition). Returns
     {name: [seconds per repetition, one per round]}. block_warmup: untimed
     calls before each timed block (the candidate alone: its data back in
-    the cache, its threads awake)."""
+    the cache, its threads awake). calls: a dict to fill with each call
+    timed on its own, {name: [[seconds of a block's i-th call, one per
+    round] for i in range(reps)]}."""
     samples = {name: [] for name in fns}
+    if calls is not None:
+        calls.update({name: [[] for _ in range(reps)] for name in fns})
     for fn in fns.values():
         for _ in range(warmup if warmup is not None else max(1, reps // 10)):
             fn()
@@ -59,8 +64,14 @@ def interleaved(fns, rounds, reps, warmup=None, clock=time.perf_counter, block_w
             for _ in range(block_warmup):
                 fn()
             t0 = clock()
-            for _ in range(reps):
-                fn()
+            if calls is None:
+                for _ in range(reps):
+                    fn()
+            else:
+                for i in range(reps):
+                    t1 = clock()
+                    fn()
+                    calls[name][i].append(clock() - t1)
             samples[name].append((clock() - t0) / reps)
     return samples
 

@@ -13,20 +13,22 @@ PyTorch at decode and prefill shapes, 1 and 2 threads:
   each core copying its share (lowp_copy, bench/kernels/lowp_linear.c:
   the memory-bandwidth floor the targets are judged against) and torch's
   copy_ into a preallocated tensor (for reference); and a read of them
-  alone (w.sum(): the GEMV's ceiling, the rate a thread count reads
-  memory at);
+  alone with the GEMV's loads and prefetches (lowp_widen of float32
+  weights: an add where the GEMV has its FMA with x, no result to write;
+  the GEMV's ceiling, the rate a thread count reads them at);
 - bfloat16 / float16 weight GEMV against float32 torch.matmul, three ways:
-  as the other rows (blocks of calls taking turns with torch's), each
-  block after one untimed call of its own (the weights it reads back in
-  the cache: the kernel alone against torch alone, the ceiling of the
-  first), and on weights beyond the cache (several copies of each weight
-  called in turn, 256 MiB or more of each kind: what a decoder's layers
-  see); beside the last two, the same weights read and widened alone
-  (lowp_widen: the GEMV's ceiling). A 1x4096x4096 layer's weights (64
-  MiB float32, 32 MiB half) stay in a large last-level cache between
-  calls of the same layer; a
-  block of torch's calls evicts the half weights, so the first calls of
-  the next block read them from memory;
+  weights in the cache (each block of calls after three untimed calls of
+  its own: a layer called again and again), weights beyond the cache
+  (several copies of each weight called in turn, 256 MiB or more of each
+  kind: what a decoder's layers see), both beside the same weights read
+  and widened alone (lowp_widen: the GEMV's ceiling); and, not judged,
+  blocks taking turns with torch's as the other rows do, each call also
+  timed alone. A 1x4096x4096 layer's weights (64 MiB float32, 32 MiB
+  half) stay in a large last-level cache between calls of the same
+  layer, but only after a few passes: after a block of the other side's
+  calls each side's first calls read its weights back from memory (the
+  last row's per-call columns), so that row times the cache's refill of
+  two footprints (64 and 32 MiB) as much as either kernel;
 - bfloat16 weights at prefill shapes, M = 64 and 256, K = N = 4096 (AMX-BF16
   where the CPU has AMX) against torch.matmul in bfloat16 (oneDNN) and
   float32;
@@ -61,7 +63,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 # the read bandwidth ceiling of a GEMV: one pass over the weight bytes, nothing written
-READ = "read of the weight bytes (w.sum())"
+READ = "read of the weight bytes alone (lowp_widen, the GEMV's loads)"
 # the floors the bandwidth targets are judged against: C memcpy of the same bytes, each core
 # copying its share (lowp_copy); torch's copy_ into a preallocated tensor, for reference
 MEMCPY = "memcpy of the weight bytes (C, split across the cores)"
@@ -70,6 +72,15 @@ QMEMCPY = "memcpy of the quantised bytes (C, split across the cores)"
 WIDEN = "read and widening of the half weights alone (lowp_widen)"
 # weights beyond the cache: at least this many bytes of each kind, called in turn
 BEYOND = 256 << 20
+# weights in the cache: the untimed calls before each timed block. After a block of the other
+# side's calls, a side's first call here ran 1.1-2.1x its later ones and its third up to 1.3x
+# (both sides, 1 and 2 threads): the last-level cache keeps a weight's lines after a few passes
+SETTLE = 3
+# rounds of the 1x4096x4096 float and half-weight GEMV rows at least (a few seconds each): their
+# targets sit near parity (float32) or near 2x (half), where a host's noise moves one round by 10%
+GEMV_ROUNDS = 15
+# the per-call columns of the rows that time each call of a block alone
+CALL_COLS = ["1st call ms", "2nd call ms", "3rd call ms", "later calls ms"]
 W = {"float32": 0, "bfloat16": 1, "float16": 2, "q8_0": 3, "q4_0": 4, "int8": 5, "int8-group": 6,
      "uint4-group": 7, "int8-packed": 8}
 
@@ -118,13 +129,20 @@ def child(args):
     load = os.getloadavg()[0]
     none = torch.zeros(1)
 
-    def run(op, cands, nbytes, refs, rounds, reps, warm=False):
-        # warm: each timed block after one untimed call of the same candidate
+    def run(op, cands, nbytes, refs, rounds, reps, warm=0, per_call=False):
+        # warm: untimed calls of the same candidate before each timed block; per_call: each
+        # call timed on its own as well, the medians of a block's first calls and of the rest
+        calls = {} if per_call else None
         s = benchlib.interleaved(cands, rounds, reps, warmup=1 if warm else 2,
-                                 block_warmup=int(warm))
+                                 block_warmup=warm, calls=calls)
         for name in cands:
             t = benchlib.median(s[name])
             row = {"op": op, "threads": args.threads, "implementation": name, "ms": t * 1e3}
+            for i, col in enumerate(CALL_COLS[:-1] if calls else ()):
+                row[col] = benchlib.median(calls[name][i]) * 1e3
+            if calls:
+                row[CALL_COLS[-1]] = benchlib.median(
+                    [c for rest in calls[name][len(CALL_COLS) - 1:] for c in rest]) * 1e3
             if nbytes.get(name):
                 row["GB/s"] = nbytes[name] / t / 1e9
             for r in refs:
@@ -152,10 +170,11 @@ def child(args):
     want("float") and run(f"GEMV float32 1x{K}x{N}",
         {"opcore float32": lambda: lin(x1, w, none, 0), "torch.matmul": lambda: F.linear(x1, w),
          MEMCPY: lambda: T.lowp_copy(w, wmc),
-         "copy of the weight bytes": lambda: wcopy.copy_(w), READ: w.sum},
+         "copy of the weight bytes": lambda: wcopy.copy_(w), READ: lambda: T.lowp_widen(w)},
         {"opcore float32": w.nbytes, "torch.matmul": w.nbytes, MEMCPY: w.nbytes,
          "copy of the weight bytes": w.nbytes, READ: w.nbytes},
-        ["torch.matmul", MEMCPY, "copy of the weight bytes"], args.rounds, args.reps)
+        ["torch.matmul", MEMCPY, "copy of the weight bytes", READ], max(args.rounds, GEMV_ROUNDS),
+        args.reps)
 
     # bfloat16 / float16 weights against float32 torch
     for dt, name in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16"))[:2 * want("half")]:
@@ -165,11 +184,14 @@ def child(args):
         cands = {f"opcore {name}": lambda wl=wl, name=name: lin(x1, wl, none, W[name]),
                  "torch.matmul float32": lambda: F.linear(x1, w)}
         nbytes = {f"opcore {name}": wl.nbytes, "torch.matmul float32": w.nbytes}
-        run(f"GEMV {name} weights 1x{K}x{N}", cands, nbytes, ["torch.matmul float32"],
-            args.rounds, args.reps)
-        run(f"GEMV {name} weights 1x{K}x{N}, each block after one untimed call",
+        rounds = max(args.rounds, GEMV_ROUNDS)
+        run(f"GEMV {name} weights 1x{K}x{N}, weights in the cache (each block after "
+            f"{SETTLE} untimed calls of its own)",
             {**cands, WIDEN: lambda wl=wl: T.lowp_widen(wl)}, {**nbytes, WIDEN: wl.nbytes},
-            ["torch.matmul float32", WIDEN], args.rounds, args.reps, warm=True)
+            ["torch.matmul float32", WIDEN], rounds, args.reps, warm=SETTLE)
+        run(f"GEMV {name} weights 1x{K}x{N}, blocks in turn with torch's, each call also "
+            "timed alone", cands, nbytes, ["torch.matmul float32"], rounds, args.reps,
+            per_call=True)
         # weights beyond the cache: copies called in turn, as a decoder's layers are
         nf, nh = (max(2, -(-BEYOND // t.nbytes)) for t in (w, wl))
         fs, hs = [w.clone() for _ in range(nf)], [wl.clone() for _ in range(nh)]
@@ -178,7 +200,7 @@ def child(args):
             {f"opcore {name}": _in_turn(hs, lambda wl, name=name: lin(x1, wl, none, W[name])),
              "torch.matmul float32": _in_turn(fs, lambda wf: F.linear(x1, wf)),
              WIDEN: _in_turn(hs, T.lowp_widen)},
-            {**nbytes, WIDEN: wl.nbytes}, ["torch.matmul float32", WIDEN], args.rounds, args.reps)
+            {**nbytes, WIDEN: wl.nbytes}, ["torch.matmul float32", WIDEN], rounds, args.reps)
         del fs, hs
 
     # bfloat16 weights at prefill shapes (AMX-BF16 where there is AMX): against torch's
@@ -392,19 +414,20 @@ def main():
         v = val("GEMV float32", threads, "opcore float32", "vs torch.matmul")
         target(f"float32 GEMV 1x{K}x{K}, {threads} thread(s): speed vs torch.matmul", 1.0, v,
                ceiling=val("GEMV float32", threads, READ, "vs torch.matmul"),
-               ceiling_what="a read of the weight bytes alone (w.sum(): no multiply, no result)")
+               ceiling_what="a read of the weight bytes alone with the GEMV's loads and "
+               "prefetches (lowp_widen: an add for the FMA, no x)")
         bw, cp, tc = (val("GEMV float32", threads, i, "GB/s")
                       for i in ("opcore float32", MEMCPY, "copy of the weight bytes"))
         target(f"float32 GEMV, {threads} thread(s): weight bytes / time over C memcpy's bandwidth "
                f"(over torch copy_'s: {fmt_ratio(over(bw, tc))})", 0.8, over(bw, cp))
         for name in ("bfloat16", "float16"):
             op = f"GEMV {name} weights 1x{K}x{K}"
-            v = val(op, threads, f"opcore {name}", "vs torch.matmul float32")
-            c = val(f"{op}, each block", threads, f"opcore {name}", "vs torch.matmul float32")
-            target(f"{name} weight GEMV, {threads} thread(s): speed vs float32 torch.matmul", 1.8,
-                   v, ceiling=c,
-                   ceiling_what="the same pair, each block of calls after one untimed call of "
-                   "its own (the kernel alone against torch alone: weights back in the cache)")
+            v = val(f"{op}, weights in", threads, f"opcore {name}", "vs torch.matmul float32")
+            target(f"{name} weight GEMV, {threads} thread(s), weights in the cache: speed vs "
+                   "float32 torch.matmul", 1.8, v,
+                   ceiling=val(f"{op}, weights in", threads, WIDEN, "vs torch.matmul float32"),
+                   ceiling_what="the same weights read and widened alone (lowp_widen) against "
+                   "the same torch calls")
             v = val(f"{op}, weights beyond", threads, f"opcore {name}", "vs torch.matmul float32")
             target(f"{name} weight GEMV, {threads} thread(s), weights beyond the cache (a "
                    "decoder's layers): speed vs float32 torch.matmul", 1.8, v,
@@ -431,20 +454,19 @@ def main():
              "(64 MiB float32, 32 MiB half, 34 / 18 MiB Q8_0 / Q4_0) can stay in a large "
              "last-level cache between calls, where a copy's 2x the bytes (source and "
              "destination) do not: the rows 'weights beyond the cache' call several copies of "
-             "each weight in turn, as a decoder's layers are. The half-weight rows' ceiling (the "
-             "target's 'measured ceiling') is the same pair with each block of calls after one "
-             "untimed call of its own: what the interleaved rows lose to it is the refill of the "
-             "half weights that the float32 block evicted, and the ratio reaches that ceiling "
-             "where a layer's weights stay in the cache between its calls or, as in a decoder, "
-             "none do (the rows beyond the cache). The half-weight rows in the cache and beyond "
-             "it also time a read of the same weights with the GEMV's widening alone (lowp_widen: "
-             "the same loads, vcvtph2ps for float16, vpmovzxwd and a shift for bfloat16, an add "
-             "where the GEMV has its FMA with x): the ceiling of a GEMV that widens half weights "
-             "in registers. Where that ceiling is itself under 1.8x torch's float32 GEMV, no "
-             "GEMV that loads and widens the half weights this way reaches the target here; a "
-             "plain read of the same bytes with 64-byte loads streams faster, and what would "
-             "reach it is a kernel streaming at that rate while widening (see "
-             "docs/gemm_library.md for the variants tried).")
+             "each weight in turn, as a decoder's layers are. The half-weight targets are judged "
+             "on two rows: weights in the cache, each block of calls after three untimed calls "
+             "of its own (both sides), and weights beyond the cache. The third half-weight row, "
+             "blocks taking turns with torch's as the other rows do, is shown and not judged: "
+             "its per-call columns show each side's first calls after the other's block reading "
+             "its weights back from memory, slower than its later calls, so that row times the "
+             "last-level cache's refill of two footprints (64 and 32 MiB) as much as either "
+             "kernel. The half-weight rows in and "
+             "beyond the cache also time a read of the same weights with the GEMV's widening "
+             "alone (lowp_widen: the same loads, vcvtph2ps for float16, a shift and a mask for "
+             "bfloat16, an add where the GEMV has its FMA with x): the ceiling of a GEMV that "
+             "widens half weights in registers (see docs/gemm_library.md for the variants "
+             "tried).")
     huge = args.pages == "huge"
     if huge:
         notes += (" Every tensor of 2 MiB or more (weights, copies, results) on huge pages, both "
@@ -458,7 +480,7 @@ def main():
                                     f"vs {QMEMCPY}",
                                     f"vs {WIDEN}", "vs torch.ao dynamic Linear (fbgemm)",
                                     "vs torch.matmul bfloat16", "vs opcore int8 unpacked",
-                                    "vs torch._int_mm"],
+                                    "vs torch._int_mm", f"vs {READ}"] + CALL_COLS,
         "target": targets})
     for r in rows:
         print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()})

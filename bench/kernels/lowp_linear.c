@@ -15,10 +15,12 @@
  * (whole cache lines): the bench's memory-bandwidth floor at the same
  * number of cores as the GEMV. lowp_widen: y[j] = the sum of row j of
  * float16 / bfloat16 w widened to float32, rows split across the cores as
- * the GEMV splits them, 4 rows at a time with the GEMV's loads, prefetches
- * and widening instructions (vcvtph2ps; bfloat16: a shift and a mask on
- * AVX-512, vpmovzxwd and a shift on AVX2) and an add where it has an FMA
- * with x: the ceiling of a half-weight GEMV that widens in registers. */
+ * the GEMV splits them, as many rows at a time as the GEMV (8 on AVX-512,
+ * 4 on AVX2) with its loads, prefetches and widening instructions
+ * (vcvtph2ps; bfloat16: a shift and a mask on AVX-512, vpmovzxwd and a
+ * shift on AVX2) and an add where it has an FMA with x: the ceiling of a
+ * half-weight GEMV that widens in registers; of float32 w, the float32
+ * GEMV's loads and prefetches with an add: that GEMV's ceiling. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -114,6 +116,10 @@ void lowp_copy(const oc_tensor *src, oc_tensor *dst)
 #define WZERO _mm512_setzero_ps()
 #define WADD _mm512_add_ps
 #define WSUM _mm512_reduce_add_ps
+#define WLOADF _mm512_loadu_ps
+/* the GEMV's groups of rows (one row of x) and its prefetch distance in bytes */
+#define WROWS 8
+#define WPF 512
 /* 32 weights from p widened as the GEMV widens them: bfloat16 from one load,
  * the even elements by a shift, the odd ones by a mask; float16 by vcvtph2ps */
 static inline void widen2(const uint16_t *p, bool bf, __m512 *lo, __m512 *hi)
@@ -132,6 +138,9 @@ static inline void widen2(const uint16_t *p, bool bf, __m512 *lo, __m512 *hi)
 #define WLANES 8
 #define WZERO _mm256_setzero_ps()
 #define WADD _mm256_add_ps
+#define WLOADF _mm256_loadu_ps
+#define WROWS 4
+#define WPF 1024
 static inline float WSUM(__m256 v)
 {
     float a[8], s = 0;
@@ -150,9 +159,42 @@ static inline void widen2(const uint16_t *p, bool bf, __m256 *lo, __m256 *hi)
     *lo = widen(p, bf);
     *hi = widen(p + 8, bf);
 }
+#else
+#define WROWS 4
 #endif
 
 static float widen1(uint16_t h, bool bf) { return bf ? oc_bf16_to_f32(h) : oc_half_to_f32(h); }
+
+/* float32 w: its rows read as the float32 GEMV reads them (4 at a time, 2
+ * vectors a step, each row prefetched 1 KiB ahead, past its end into the
+ * next group's rows), summed: the GEMV's ceiling. */
+static void read_f32(float *out, const float *w, int64_t rs, int64_t k, int64_t lo, int64_t hi)
+{
+    for (int64_t j = lo, nr; j < hi; j += nr) {
+        nr = hi - j >= 4 ? 4 : 1;
+        const float *row = w + j * rs;
+        int64_t p = 0;
+        for (int r = 0; r < nr; r++) out[j + r] = 0;
+#ifdef WLANES
+        WVEC a[4], b[4];
+        for (int r = 0; r < 4; r++) a[r] = b[r] = WZERO;
+        for (; p + 2 * WLANES <= k; p += 2 * WLANES) {
+            for (int l = 0; l < WLANES / 8; l++) { /* the lines of the step, 1 KiB on */
+                int64_t o = 4 * p + 1024 + 64 * l;
+                if (o >= 4 * k && j + nr < hi) o += 4 * (nr * rs - k);
+                for (int r = 0; r < nr; r++) __builtin_prefetch((const char *)(row + r * rs) + o);
+            }
+            for (int r = 0; r < nr; r++) {
+                a[r] = WADD(a[r], WLOADF(row + r * rs + p));
+                b[r] = WADD(b[r], WLOADF(row + r * rs + p + WLANES));
+            }
+        }
+        for (int r = 0; r < nr; r++) out[j + r] = WSUM(WADD(a[r], b[r]));
+#endif
+        for (int r = 0; r < nr; r++)
+            for (int64_t q = p; q < k; q++) out[j + r] += row[r * rs + q];
+    }
+}
 
 oc_tensor *lowp_widen(const oc_tensor *w)
 {
@@ -161,17 +203,22 @@ oc_tensor *lowp_widen(const oc_tensor *w)
     int64_t k = w->sizes[1], rs = w->strides[0], lo, hi;
     float *out = y->data;
     oc_core_range(w->sizes[0], 16, &lo, &hi);
+    if (w->dtype == OC_FLOAT32) {
+        read_f32(out, w->data, rs, k, lo, hi);
+        return y;
+    }
     for (int64_t j = lo, nr; j < hi; j += nr) {
-        nr = hi - j >= 4 ? 4 : 1;
+        nr = hi - j >= WROWS ? WROWS : hi - j >= 4 ? 4 : 1;
         for (int r = 0; r < nr; r++) out[j + r] = 0;
         const uint16_t *row = (const uint16_t *)w->data + j * rs;
         int64_t p = 0;
 #ifdef WLANES
-        WVEC a[4], b[4];
-        for (int r = 0; r < 4; r++) a[r] = b[r] = WZERO;
+        WVEC a[WROWS], b[WROWS];
+        for (int r = 0; r < WROWS; r++) a[r] = b[r] = WZERO;
+        int64_t pf = nr == WROWS ? WPF : 1024;
         for (; p + 2 * WLANES <= k; p += 2 * WLANES) {
-            /* the GEMV's prefetch: 1 KiB ahead, past a row's end into the next group's */
-            int64_t o = 2 * p + 1024;
+            /* the GEMV's prefetch: pf bytes ahead, past a row's end into the next group's */
+            int64_t o = 2 * p + pf;
             if (o >= 2 * k && j + nr < hi) o += 2 * (nr * rs - k);
             for (int r = 0; r < nr; r++) {
                 WVEC w0, w1;

@@ -94,9 +94,10 @@ static void lowp_copy_shape(const oc_tensor *src, oc_tensor *dst)
 
 static oc_tensor *lowp_widen_shape(const oc_tensor *w)
 {
-    OC_CHECK((w->dtype == OC_FLOAT16 || w->dtype == OC_BFLOAT16) && w->ndim == 2 &&
-                 (w->sizes[1] <= 1 || w->strides[1] == 1),
-             "w must be a 2-D float16 or bfloat16 tensor with contiguous rows, got %d-D %s",
+    OC_CHECK((w->dtype == OC_FLOAT16 || w->dtype == OC_BFLOAT16 || w->dtype == OC_FLOAT32) &&
+                 w->ndim == 2 && (w->sizes[1] <= 1 || w->strides[1] == 1),
+             "w must be a 2-D float16, bfloat16 or float32 tensor with contiguous rows, got "
+             "%d-D %s",
              w->ndim, oc_dtype_name(w->dtype));
     return oc_empty(OC_FLOAT32, 1, (int64_t[]){w->sizes[0]});
 }

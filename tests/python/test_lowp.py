@@ -88,6 +88,36 @@ def test_quantise_like_ggml(ops, kind):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("kind", ["bfloat16", "float16"])
+@pytest.mark.parametrize("n,k", [(8, 16), (13, 100), (135, 1100), (72, 33)])
+def test_half_gemv_row_groups(ops, kind, n, k):
+    """One row of x against half weights: the kernels take w's rows 8, 4 and
+    1 at a time (groups, a group's tail, each core's share), k's tail in
+    masked steps."""
+    g = torch.Generator().manual_seed(n * k)
+    w = (torch.randn(n, k, generator=g) * 0.1).to(getattr(torch, kind))
+    x = torch.randn(1, k, generator=g)
+    y = ops.lowp_linear(x, w, torch.zeros(1), W[kind])
+    ref = F.linear(x.double(), w.double()).float()
+    torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("n,k", [(8, 16), (37, 1100), (135, 64)])
+def test_bench_read_ceiling(ops, kind, n, k):
+    """lowp_widen (the bench's read ceiling of the float GEMVs): each row of
+    w widened and summed, every row once, whatever the groups."""
+    g = torch.Generator().manual_seed(n + k)
+    w = (torch.randn(n, k, generator=g) * 0.1).to(getattr(torch, kind))
+    torch.testing.assert_close(ops.lowp_widen(w), w.double().sum(1).float(), rtol=1e-5, atol=1e-5)
+
+
+def test_bench_read_ceiling_bad_input(ops):
+    with pytest.raises(RuntimeError, match="w must be a 2-D float16, bfloat16 or float32 tensor"):
+        ops.lowp_widen(torch.zeros(4, 4, dtype=torch.float64))
+    assert ops.lowp_widen(torch.ones(2, 3)).tolist() == [3.0, 3.0]
+
+
 @pytest.mark.parametrize("m", [1, 5, 32, 48])
 @pytest.mark.parametrize("kind", list(W))
 def test_linear_against_torch(ops, kind, m):
