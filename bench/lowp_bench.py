@@ -79,6 +79,12 @@ SETTLE = 3
 # rounds of the 1x4096x4096 float and half-weight GEMV rows at least (a few seconds each): their
 # targets sit near parity (float32) or near 2x (half), where a host's noise moves one round by 10%
 GEMV_ROUNDS = 15
+# the int8 dynamic linear with x in 7 bits, as torch's dynamic quantised Linear quantises it on
+# x86 (reduce_range=True: fbgemm's vpmaddubsw pairs then never saturate on CPUs without VNNI)
+X7 = "opcore int8 prepacked, x in 7 bits as fbgemm's"
+# --isa avx2: each library's own switch to its AVX2 kernels
+AVX2_ENV = {"OC_TILE_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+            "ONEDNN_MAX_CPU_ISA": "AVX2", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"}
 # the per-call columns of the rows that time each call of a block alone
 CALL_COLS = ["1st call ms", "2nd call ms", "3rd call ms", "later calls ms"]
 W = {"float32": 0, "bfloat16": 1, "float16": 2, "q8_0": 3, "q4_0": 4, "int8": 5, "int8-group": 6,
@@ -291,27 +297,39 @@ def child(args):
         ref = F.linear(x, w)
         err = ((y - ref).norm() / ref.norm()).item()
         assert err < 0.03, f"int8 linear relative error {err}"
-        with torch.no_grad():
-            run(f"int8 dynamic linear {m}x{K}x{N}",
-                {"opcore int8 prepacked": lambda x=x: T.lowp_linear_packed(x, wp, N),
+        cands = {X7: lambda x=x: T.lowp_linear_packed_x7(x, wp, N),
+                 "opcore int8 prepacked": lambda x=x: T.lowp_linear_packed(x, wp, N),
                  "opcore int8 unpacked": lambda x=x: lin(x, wi8, ws, W["int8"]),
                  "torch.ao dynamic Linear (fbgemm)": lambda x=x: qlin(x),
-                 "torch.matmul float32": lambda x=x: F.linear(x, w)},
-                {}, ["torch.ao dynamic Linear (fbgemm)", "torch.matmul float32",
-                     "opcore int8 unpacked"], args.rounds,
+                 "torch.matmul float32": lambda x=x: F.linear(x, w)}
+        with torch.no_grad():
+            op = f"int8 dynamic linear {m}x{K}x{N}"
+            run(op, cands, {}, ["torch.ao dynamic Linear (fbgemm)", "torch.matmul float32",
+                                "opcore int8 unpacked"], args.rounds,
                 max(1, args.reps // (4 if m >= 256 else 1)))
+            for r in rows:  # each side's error against the float32 product of the same weights
+                if r["op"] == op and r["implementation"] != "torch.matmul float32":
+                    got = cands[r["implementation"]]()
+                    r["rel. error"] = ((got - ref).norm() / ref.norm()).item()
     # oc_tile_matmul with int8 a and b and an int32 c (b transposed: w's n x k rows)
     if want("int8"):
         a8 = torch.randint(-128, 128, (16, K), generator=g, dtype=torch.int8)
         x16 = torch.randn(16, K, generator=g)
-        c = T.lowp_matmul_i8(a8, wi8)
-        assert torch.equal(c, torch._int_mm(a8, wi8.T)), "int8 matmul is not exact"
+        # the exact product: float64 holds every sum of 4096 int8 products exactly
+        exact = (a8.double() @ wi8.double().T).to(torch.int32)
+        assert torch.equal(T.lowp_matmul_i8(a8, wi8), exact), "int8 matmul is not exact"
         with torch.no_grad():
-            run(f"int8 oc_tile_matmul 16x{K}x{N} (int32 c = a b^T)",
-                {"opcore oc_tile_matmul int8": lambda: T.lowp_matmul_i8(a8, wi8),
-                 "torch._int_mm": lambda: torch._int_mm(a8, wi8.T),
-                 "torch.ao dynamic Linear (fbgemm)": lambda: qlin(x16)},
+            op = f"int8 oc_tile_matmul 16x{K}x{N} (int32 c = a b^T)"
+            run(op, {"opcore oc_tile_matmul int8": lambda: T.lowp_matmul_i8(a8, wi8),
+                     "torch._int_mm": lambda: torch._int_mm(a8, wi8.T),
+                     "torch.ao dynamic Linear (fbgemm)": lambda: qlin(x16)},
                 {}, ["torch._int_mm", "torch.ao dynamic Linear (fbgemm)"], args.rounds, args.reps)
+        # torch._int_mm is not exact everywhere: oneDNN's AVX2 kernels (no VNNI) saturate pairs
+        # of products in 16 bits, so each run says whether it was
+        for r in rows:
+            if r["op"] == op and r["implementation"] != "torch.ao dynamic Linear (fbgemm)":
+                r["exact"] = "yes" if r["implementation"].startswith("opcore") else (
+                    "yes" if torch.equal(torch._int_mm(a8, wi8.T), exact) else "no")
     paths = {}
     for t, mm in (("float32", 1), ("bfloat16", 1), ("bfloat16", 64), ("q8_0", 1), ("q4_0", 1),
                   ("int8", 1), ("int8", 256), ("int8-packed", 1), ("int8-packed", 16),
@@ -365,6 +383,10 @@ def main():
                    help="4k: torch's default allocations (the weights on 4 KiB pages unless the "
                    "kernel's THP mode is 'always'); huge: every tensor of 2 MiB or more on huge "
                    "pages, both sides (THP_MEM_ALLOC_ENABLE=1), written to lowp_huge.json")
+    p.add_argument("--isa", choices=("best", "avx2"), default="best",
+                   help="avx2: every library on both sides limited to AVX2 (opcore's tile "
+                   "layer, torch's ATen, oneDNN, MKL, fbgemm), as on a CPU without AVX-512 or "
+                   "VNNI; written to lowp_avx2.json")
     args = p.parse_args()
     args.kn = 1024 if args.quick else 4096
     args.int8_m = (1, 16, 256)
@@ -377,7 +399,7 @@ def main():
         cmd = [sys.executable, __file__, "--threads", str(threads), "--rounds", str(args.rounds),
                "--reps", str(args.reps), "--only", args.only] + (["--quick"] if args.quick else [])
         env = {**(benchlib.policy_env("huge") if args.pages == "huge" else os.environ),
-               "OC_NUM_CORES": str(threads)}
+               "OC_NUM_CORES": str(threads), **(AVX2_ENV if args.isa == "avx2" else {})}
         out = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if out.returncode:
             sys.exit(out.stderr[-3000:])
@@ -407,10 +429,12 @@ def main():
 
     for threads in (1, 2):
         for m in args.int8_m:
-            v = val(f"int8 dynamic linear {m}x", threads, "opcore int8 prepacked",
-                    "vs torch.ao dynamic Linear (fbgemm)")
-            target(f"int8 dynamic linear M={m} K=N={K}, {threads} thread(s): speed vs "
-                   "torch.ao dynamic Linear (fbgemm)", 1.0, v)
+            v, v8 = (val(f"int8 dynamic linear {m}x", threads, c,
+                         "vs torch.ao dynamic Linear (fbgemm)")
+                     for c in (X7, "opcore int8 prepacked"))
+            target(f"int8 dynamic linear M={m} K=N={K}, {threads} thread(s), x in 7 bits as "
+                   f"fbgemm's: speed vs torch.ao dynamic Linear (fbgemm) (x in 8 bits: "
+                   f"{fmt_ratio(v8)})", 1.0, v)
         v = val("GEMV float32", threads, "opcore float32", "vs torch.matmul")
         target(f"float32 GEMV 1x{K}x{K}, {threads} thread(s): speed vs torch.matmul", 1.0, v,
                ceiling=val("GEMV float32", threads, READ, "vs torch.matmul"),
@@ -468,19 +492,27 @@ def main():
              "widens half weights in registers (see docs/gemm_library.md for the variants "
              "tried).")
     huge = args.pages == "huge"
+    if args.isa == "avx2":
+        notes += (" Every library on both sides limited to AVX2, as on a CPU without AVX-512 or "
+                  "VNNI: " + ", ".join(f"{k}={v}" for k, v in AVX2_ENV.items()) + ".")
     if huge:
         notes += (" Every tensor of 2 MiB or more (weights, copies, results) on huge pages, both "
                   "sides (torch's allocator asked: THP_MEM_ALLOC_ENABLE=1).")
-    benchlib.write("lowp_huge.json" if huge else "lowp.json", results=args.results, obj={
+    avx2 = args.isa == "avx2"
+    benchlib.write("lowp_huge.json" if huge else "lowp_avx2.json" if avx2 else "lowp.json",
+                   results=args.results, obj={
         "title": "Low-precision linear layers (tile layer) vs PyTorch"
-                 + (", weights on huge pages" if huge else ""), "order": 46 + huge, "rows": rows,
+                 + (", weights on huge pages" if huge else "")
+                 + (", every library limited to AVX2" if avx2 else ""),
+        "order": 46 + huge + 0.5 * avx2, "rows": rows,
         "notes": notes, "columns": ["op", "threads", "implementation", "ms", "GB/s", "vs torch.matmul",
                                     "vs copy of the weight bytes", "vs torch.matmul float32",
                                     "vs copy of the quantised bytes", f"vs {MEMCPY}",
                                     f"vs {QMEMCPY}",
                                     f"vs {WIDEN}", "vs torch.ao dynamic Linear (fbgemm)",
                                     "vs torch.matmul bfloat16", "vs opcore int8 unpacked",
-                                    "vs torch._int_mm", f"vs {READ}"] + CALL_COLS,
+                                    "vs torch._int_mm", f"vs {READ}", "exact",
+                                    "rel. error"] + CALL_COLS,
         "target": targets})
     for r in rows:
         print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()})

@@ -42,6 +42,7 @@ echo "== tile layer (examples/tiles): matmul, flash attention, norms vs torch"
 $PYTHON bench/tiles_bench.py
 echo "== low-precision linear layers (int8, Q8_0, Q4_0, bf16, f16 weights) vs torch"
 $PYTHON bench/lowp_bench.py
+$PYTHON bench/lowp_bench.py --isa avx2
 echo "== examples/llm: Llama decoder prefill and decode vs torch and llama.cpp"
 # the llama.cpp peer lives in the bench's environment only (built from source, once)
 $PYTHON -c "import llama_cpp" 2>/dev/null || { $PYTHON -m pip install -q cmake &&

@@ -21,8 +21,10 @@
  * shift on AVX2) and an add where it has an FMA with x: the ceiling of a
  * half-weight GEMV that widens in registers; of float32 w, the float32
  * GEMV's loads and prefetches with an add: that GEMV's ceiling. */
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__F16C__))
 #include <immintrin.h>
@@ -86,6 +88,60 @@ oc_tensor *lowp_linear_packed(const oc_tensor *x, const oc_tensor *wp, int64_t n
              (long long)wt.n, (long long)n);
     oc_tile tx = oc_tile_of_tensor(x, 0), ty = oc_tile_of_tensor(y, 0);
     oc_tile_linear(&ty, &tx, &wt, (int)oc_cpu_id(), (int)oc_cpu_count());
+    return y;
+}
+
+/* Row r of x (k floats) in 7 bits into q: scale = absmax / 63, q = x /
+ * scale rounded to nearest even (0 where the scale is 0), in [-63, 63]. */
+static float quantize_x7(int8_t *q, const float *r, int64_t k)
+{
+    float amax = 0;
+    for (int64_t p = 0; p < k; p++) amax = fmaxf(amax, fabsf(r[p]));
+    float sc = amax / 63, inv = sc > 0 ? 1 / sc : 0;
+    int64_t p = 0;
+#if defined(__AVX2__)
+    __m256 vi = _mm256_set1_ps(inv);
+    for (; p + 8 <= k; p += 8) {
+        __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(r + p), vi),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256i i = _mm256_cvtps_epi32(v);
+        __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+        _mm_storel_epi64((__m128i *)(void *)(q + p), _mm_packs_epi16(w, w));
+    }
+#endif
+    for (; p < k; p++) q[p] = (int8_t)nearbyintf(r[p] * inv);
+    return sc;
+}
+
+/* lowp_linear_packed with x quantised as torch's dynamic quantised Linear
+ * quantises it on x86 (reduce_range: 7 bits, quantize_x7 above), each
+ * core all of x's rows into a buffer of its own, then the product on the
+ * packed weights. */
+oc_tensor *lowp_linear_packed_x7(const oc_tensor *x, const oc_tensor *wp, int64_t n)
+{
+    static _Thread_local int8_t *xq;
+    static _Thread_local float *xs;
+    static _Thread_local int64_t cap;
+    oc_tensor *y = oc_dst_tensor();
+    oc_weights wt = oc_weights_of_tensor(wp, OC_W_I8_PACKED, NULL);
+    if (!wt.data) return y;
+    OC_CHECK(wt.n == n && x->dtype == OC_FLOAT32 && oc_is_contiguous(x),
+             "lowp_linear_packed_x7: want contiguous float32 x and n = %lld outputs, got %s x "
+             "and n = %lld", (long long)wt.n, oc_dtype_name(x->dtype), (long long)n);
+    int64_t m = x->sizes[0], k = x->sizes[1];
+    if (m * k + m > cap) {
+        free(xq), free(xs);
+        cap = m * k + m;
+        xq = malloc((size_t)cap), xs = malloc((size_t)cap * sizeof(float));
+        if (!xq || !xs) cap = 0;
+        OC_CHECK(cap, "lowp_linear_packed_x7: out of memory for x's %lld rows",
+                 (long long)m);
+    }
+    for (int64_t i = 0; i < m; i++)
+        xs[i] = quantize_x7(xq + i * k, (const float *)x->data + i * k, k);
+    oc_tile tq = {xq, m, k, k, 1, OC_INT8, false}, ts = {xs, m, 1, 1, 1, OC_FLOAT32, false},
+            ty = oc_tile_of_tensor(y, 0);
+    oc_tile_linear_i8(&ty, &tq, &ts, &wt, (int)oc_cpu_id(), (int)oc_cpu_count());
     return y;
 }
 

@@ -112,6 +112,8 @@ OC_LIBRARY(lowp, m)
            "lowp_pack_i8", .multicore = true);
     oc_def(m, "lowp_linear_packed(Tensor x, Tensor wp, int n) -> Tensor",
            lowp_linear_packed_shape, "lowp_linear_packed", .multicore = true);
+    oc_def(m, "lowp_linear_packed_x7(Tensor x, Tensor wp, int n) -> Tensor",
+           lowp_linear_packed_shape, "lowp_linear_packed_x7", .multicore = true);
     oc_def(m, "lowp_matmul_i8(Tensor a, Tensor b) -> Tensor", lowp_matmul_i8_shape,
            "lowp_matmul_i8", .multicore = true);
     oc_def(m, "lowp_linear(Tensor x, Tensor w, Tensor scale, int wtype) -> Tensor",

@@ -412,9 +412,9 @@ OC_API oc_weights oc_weights_grouped(const oc_tensor *w, oc_wtype type, int64_t 
  * The bytes start with a header (magic, version, layout, n, k): layout 1,
  * "vnni-panel64", is w^T in panels of 64 columns, 4 consecutive k of a
  * column in each 32-bit element (AMX's and vpdpbusd's operand form).
- * AVX-512 VNNI and AMX read it as it is; AVX2, AVX-VNNI and the portable
- * loop unpack each panel's rows into scratch first (the same bits,
- * slower: pack only where AVX-512 VNNI runs the model). Bytes of another
+ * AVX-512 VNNI, AMX, AVX-VNNI and AVX2 read it as it is (the 256-bit
+ * sets a row or two of x against each panel); the portable loop unpacks
+ * each panel's rows into scratch first (the same bits). Bytes of another
  * layout or version, a wrong size or a corrupt header fail the call
  * naming the function and both layouts or sizes. */
 OC_API size_t oc_weights_pack_bytes(int64_t n, int64_t k);
@@ -463,7 +463,11 @@ OC_API void oc_tile_linear(oc_tile *y, const oc_tile *x, const oc_weights *w, in
  * ((float)(sum_p xq[i][p] * w[j][p]) * xscale[i]) * w->scale[j], the sum
  * exact in int32 (k < 2^17): xq is m x k int8, xscale m x 1 float32, w
  * OC_W_I8 or OC_W_I8_PACKED. The same bits on every path (x holding -128
- * is exact too; on AVX2 such a call runs the portable loop). */
+ * is exact too; on AVX2 such a call runs the portable loop). With packed
+ * weights on AVX2 and AVX-VNNI, an xq whose every element is within
+ * [-64, 63] (7 bits, as torch's dynamic quantised Linear quantises x on
+ * x86) takes one multiply step per 32 products instead of two: on AVX2
+ * 1.18-1.35x faster at 16 and 256 rows of x, the same bits. */
 OC_API void oc_tile_linear_i8(oc_tile *y, const oc_tile *xq, const oc_tile *xscale,
                               const oc_weights *w, int ith, int nth);
 

@@ -699,6 +699,13 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
                      f == oc__lowp_i8pk_amx && m >= oc__lowp_i8pk_amx_m
                          ? "AMX tdpbusd on the packed panels, 16 x 64 blocks"
                          : "u8 x s8 vpdpbusd on the packed panels, 6 x 64 blocks");
+        else if (oc__lowp_i8pk_rows_for(ks))
+            snprintf(buf, sizeof buf,
+                     "int8 weights prepacked (layout %s): int8 x int8 -> int32, opcore's %s "
+                     "kernel on the packed panels as they are (%s with x's 4 bytes broadcast, "
+                     "one row of x by 64 columns), split along n in 64-column panels",
+                     oc__lowp_pk_layout(), isa,
+                     ks == &oc__lowp_avx2 ? "vpmaddubsw + vpmaddwd" : "VEX vpdpbusd");
         else
             snprintf(buf, sizeof buf,
                      "int8 weights prepacked (layout %s, read as it is by AVX-512 VNNI and AMX): "

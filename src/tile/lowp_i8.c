@@ -272,8 +272,15 @@ oc__lowp_i8pk_fn oc__lowp_i8pk_for(const oc__lowp_kernels *ks)
     return ks == &oc__lowp_avx512 || ks == &oc__lowp_avx512bf16 ? oc__lowp_i8pk_avx512 : NULL;
 }
 
-/* Prepacked int8 weights: the set's panel kernel, or each panel's rows
- * unpacked for its row kernel (AVX2, AVX-VNNI, portable). */
+oc__lowp_i8pk_rows_fn oc__lowp_i8pk_rows_for(const oc__lowp_kernels *ks)
+{
+    if (ks == &oc__lowp_avx2) return oc__lowp_i8pk_avx2;
+    return ks == &oc__lowp_avxvnni ? oc__lowp_i8pk_avxvnni : NULL;
+}
+
+/* Prepacked int8 weights: the set's panel kernel (AVX-512, AMX; AVX2 and
+ * AVX-VNNI on 256-bit registers), or each panel's rows unpacked for the
+ * portable row kernel. */
 static bool run_i8_packed(float *y, int64_t yrs, const int8_t *xq, int64_t xrs, const float *xs,
                           int64_t m, const oc_weights *w, int64_t j0, int64_t j1, const char *fn)
 {
@@ -291,9 +298,20 @@ static bool run_i8_packed(float *y, int64_t yrs, const int8_t *xq, int64_t xrs, 
         f(y, yrs, xu, kp, xs, m, pk.panels, pk.pbytes, pk.scale, j0, j1, sc);
         return true;
     }
+    oc__lowp_i8pk_rows_fn g = oc__lowp_i8pk_rows_for(ks);
+    if (g && oc__lowp_i8pk_prep) { /* x's rows padded to 4-byte steps (+ 64 if in 7 bits) */
+        int64_t k4 = (k + 3) / 4 * 4;
+        int8_t *xp = scratch_get(2, (size_t)(m * k4), fn);
+        if (!xp) return false;
+        int x7 = oc__lowp_i8pk_prep(xp, k4, xq, xrs, m, k);
+        if (x7 >= 0) {
+            g(y, yrs, xp, k4, xs, m, pk.panels, pk.pbytes, pk.scale, k, j0, j1, x7 == 1);
+            return true;
+        }
+    }
+    if (ks->i8_needs_no_min && has_min_i8(xq, xrs, m, k)) ks = &oc__lowp_portable;
     int8_t *rows = scratch_get(4, (size_t)(64 * k), fn);
     if (!rows) return false;
-    if (ks->i8_needs_no_min && has_min_i8(xq, xrs, m, k)) ks = &oc__lowp_portable;
     for (int64_t j = j0; j < j1; j += 64) {
         int nc = j1 - j < 64 ? (int)(j1 - j) : 64;
         oc__lowp_pk_unpack(rows, k, &pk, j, nc);

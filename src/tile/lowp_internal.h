@@ -62,6 +62,20 @@ typedef void (*oc__lowp_i8pk_fn)(float *y, int64_t yrs, const uint8_t *xu, int64
 #define oc__LOWP_I8PK_BYTES(m) (((size_t)(m) + 16) * 256)
 /* AVX-512 VNNI; AMX from oc__lowp_i8pk_amx_m rows of x (the former below). */
 extern const oc__lowp_i8pk_fn oc__lowp_i8pk_avx512, oc__lowp_i8pk_amx;
+/* The same panels on 256-bit registers (AVX2; AVX-VNNI), for rows of
+ * int8 x (xrs apart, k rounded up to 4 bytes, zero past k, no -128; x7:
+ * the rows hold x + 64 as u8, every x within [-64, 63]): each core's
+ * columns [j0, j1), j0 a multiple of 64. NULL where not built. */
+typedef void (*oc__lowp_i8pk_rows_fn)(float *y, int64_t yrs, const int8_t *x, int64_t xrs,
+                                      const float *xs, int64_t m, const char *panels,
+                                      int64_t pbytes, const float *ws, int64_t k, int64_t j0,
+                                      int64_t j1, bool x7);
+extern const oc__lowp_i8pk_rows_fn oc__lowp_i8pk_avx2, oc__lowp_i8pk_avxvnni;
+/* Their rows of x (AVX2): m rows of k bytes, xrs apart, into xp, k4 apart
+ * (k rounded up to 4, zero past k), as x + 64 where every x fits 7 bits.
+ * Returns -1 where some x is -128 (xp untouched), 1 for 7 bits, 0 else. */
+extern int (*const oc__lowp_i8pk_prep)(int8_t *xp, int64_t k4, const int8_t *x, int64_t xrs,
+                                       int64_t m, int64_t k);
 extern const int oc__lowp_i8pk_amx_m;
 
 /* k bound for an exact int32 sum of int8 x int8 (128 * 128 * k < 2^31) */
@@ -142,6 +156,7 @@ const oc__lowp_kernels *oc__lowp_kernels_get(void);
 extern const oc__lowp_kernels oc__lowp_portable;
 /* The prepacked int8 kernel of a set (NULL: it reads rows of w). */
 oc__lowp_i8pk_fn oc__lowp_i8pk_for(const oc__lowp_kernels *ks);
+oc__lowp_i8pk_rows_fn oc__lowp_i8pk_rows_for(const oc__lowp_kernels *ks);
 
 /* Element p of a row of float weights (float32, bfloat16 or float16). */
 static inline float oc__lowp_wval(const char *w, oc_wtype t, int64_t p)

@@ -558,6 +558,134 @@ static T2 void i8_avx2(I8ARGS, int64_t j0, int64_t j1)
     for (; j < j1; j++) i8_rows_avx2(y, yrs, x, xrs, xs, m, w, wrb, ws, k, j, 1);
 }
 
+/* Prepacked int8 weights read as they are on 256-bit registers: per 2
+ * rows of x and 4 k, each row's 4 bytes broadcast against half a panel
+ * (4 vectors of 8 columns x 4 k), each int32 lane one column's sum; a
+ * last single row against the whole panel. x: rows of kp bytes (k
+ * rounded up to 4, zero past k), xrs apart. x7: the rows hold x + 64 as
+ * u8, every x in [-64, 63], so each u8 is at most 127 and vpmaddubsw's
+ * pairs of u8 x s8 products stay within int16 (|pair| <= 2 * 127 * 128):
+ * one multiply step, then 64 times the panel's column sums taken off.
+ * Else |w| times x signed by w as above (x without -128: the caller
+ * checks). Both are exact int32 sums, so the same bits. */
+#define PANEL_W 64
+#define I8PKARGS                                                                           \
+    float *y, int64_t yrs, const int8_t *x, int64_t xrs, const float *xs, int64_t m,      \
+        const char *panels, int64_t pbytes, const float *ws, int64_t k, int64_t j0,        \
+        int64_t j1, bool x7
+
+/* x's 4 bytes at p in each 32-bit lane (a broadcast from memory) */
+static INL T2 __m256i xquad(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* R rows of x from i against V vectors (8 columns each) of the panel from
+ * column c0, into y. */
+#define I8PK_BLOCK(DOT32, R, V, X7)                                                        \
+    {                                                                                      \
+        const int8_t *xr[R];                                                               \
+        __m256i acc[R][V];                                                                 \
+        for (int a = 0; a < R; a++) {                                                      \
+            xr[a] = x + (i + a) * xrs;                                                     \
+            for (int r = 0; r < V; r++) acc[a][r] = _mm256_setzero_si256();                \
+        }                                                                                  \
+        for (int64_t q = 0; 4 * q < k; q++) {                                              \
+            __m256i b[R];                                                                  \
+            for (int a = 0; a < R; a++) b[a] = xquad(xr[a] + 4 * q);                       \
+            const char *row = pk + q * 4 * PANEL_W + 4 * c0;                               \
+            for (int l = 0; l < V / 2; l++) /* 16 steps of k on: the first pass's reads */ \
+                _mm_prefetch(row + 16 * 4 * PANEL_W + 64 * l, _MM_HINT_T0);                \
+            for (int r = 0; r < V; r++) {                                                  \
+                __m256i wv = _mm256_loadu_si256((const __m256i *)(row + 32 * r));          \
+                __m256i uw = X7 ? wv : _mm256_sign_epi8(wv, wv);                           \
+                for (int a = 0; a < R; a++)                                                \
+                    acc[a][r] = X7 ? DOT32(acc[a][r], b[a], wv)                            \
+                                   : DOT32(acc[a][r], uw, _mm256_sign_epi8(b[a], wv));     \
+            }                                                                              \
+        }                                                                                  \
+        for (int a = 0; a < R; a++) {                                                      \
+            for (int r = 0; r < V; r++)                                                    \
+                _mm256_storeu_si256((__m256i *)(void *)(out + 8 * r), acc[a][r]);          \
+            for (int c = c0; c < nc && c < c0 + 8 * V; c++)                                \
+                oc__lowp_i8_put(y, (i + a) * yrs + j + c,                                  \
+                                out[c - c0] - (X7 ? 64 * colsum[c] : 0), xs, i + a, ws,    \
+                                j + c);                                                    \
+        }                                                                                  \
+    }
+
+#define I8PK_PANEL(DOT32, X7)                                                              \
+    {                                                                                      \
+        int64_t i = 0;                                                                     \
+        for (; i + 2 <= m; i += 2)                                                         \
+            for (int c0 = 0; c0 < nc; c0 += 32) I8PK_BLOCK(DOT32, 2, 4, X7)                \
+        if (i < m) {                                                                       \
+            int c0 = 0;                                                                    \
+            I8PK_BLOCK(DOT32, 1, 8, X7)                                                    \
+        }                                                                                  \
+    }
+
+#define I8PK_BODY(DOT32)                                                                   \
+    int32_t out[PANEL_W];                                                                  \
+    for (int64_t j = j0; j < j1; j += PANEL_W) {                                           \
+        int nc = j1 - j >= PANEL_W ? PANEL_W : (int)(j1 - j);                              \
+        const char *pk = panels + j / PANEL_W * pbytes;                                    \
+        const int32_t *colsum = (const int32_t *)(const void *)(pk + pbytes - 4 * PANEL_W); \
+        if (x7)                                                                            \
+            I8PK_PANEL(DOT32, 1)                                                           \
+        else                                                                               \
+            I8PK_PANEL(DOT32, 0)                                                           \
+    }
+
+static T2 void i8pk_avx2(I8PKARGS) { I8PK_BODY(dot32_avx2) }
+
+/* x's rows for the 256-bit panel kernels: each row's k bytes into xp (k4
+ * apart, zero past k), as x + 64 (u8) where every x fits 7 bits. Returns
+ * -1 where some x is -128 (xp untouched), 1 for 7 bits, 0 else. */
+static T2 int i8pk_prep_avx2(int8_t *xp, int64_t k4, const int8_t *x, int64_t xrs, int64_t m,
+                             int64_t k)
+{
+    __m256i mn = _mm256_set1_epi8(127), mx = _mm256_set1_epi8(-128);
+    int lo = 127, hi = -128;
+    for (int64_t i = 0; i < m; i++) {
+        const int8_t *r = x + i * xrs;
+        int64_t p = 0;
+        for (; p + 32 <= k; p += 32) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(r + p));
+            mn = _mm256_min_epi8(mn, v);
+            mx = _mm256_max_epi8(mx, v);
+        }
+        for (; p < k; p++) {
+            lo = r[p] < lo ? r[p] : lo;
+            hi = r[p] > hi ? r[p] : hi;
+        }
+    }
+    int8_t a[32], b[32];
+    _mm256_storeu_si256((__m256i *)(void *)a, mn);
+    _mm256_storeu_si256((__m256i *)(void *)b, mx);
+    for (int l = 0; l < 32; l++) {
+        lo = a[l] < lo ? a[l] : lo;
+        hi = b[l] > hi ? b[l] : hi;
+    }
+    if (lo == -128) return -1;
+    bool x7 = lo >= -64 && hi <= 63;
+    __m256i add = _mm256_set1_epi8(x7 ? 64 : 0);
+    for (int64_t i = 0; i < m; i++) {
+        const int8_t *r = x + i * xrs;
+        int8_t *o = xp + i * k4;
+        int64_t p = 0;
+        for (; p + 32 <= k; p += 32) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(r + p));
+            _mm256_storeu_si256((__m256i *)(void *)(o + p), _mm256_add_epi8(v, add));
+        }
+        for (; p < k; p++) o[p] = (int8_t)(uint8_t)(r[p] + (x7 ? 64 : 0));
+        memset(o + k, 0, (size_t)(k4 - k));
+    }
+    return x7;
+}
+
 /* AVX-VNNI (the VEX form: Alder Lake, Zen 4... without AVX-512 too): one
  * vpdpbusd for the 32 products. */
 #define TV __attribute__((target("avx2,fma,f16c,avxvnni")))
@@ -575,6 +703,8 @@ static TV void i8_avxvnni(I8ARGS, int64_t j0, int64_t j1)
     for (; j + 4 <= j1; j += 4) i8_rows_vnni(y, yrs, x, xrs, xs, m, w, wrb, ws, k, j, 4);
     for (; j < j1; j++) i8_rows_vnni(y, yrs, x, xrs, xs, m, w, wrb, ws, k, j, 1);
 }
+
+static TV void i8pk_avxvnni(I8PKARGS) { I8PK_BODY(dot32_vnni) }
 
 /* One 64-byte step of an mr x nr block: (w + 128) as u8 times x as s8. */
 #define I8_STEP(LOADW, LOADX)                                                          \
@@ -1205,6 +1335,9 @@ static TF void bf16p_avx512(float *y, int64_t yrs, const uint16_t *xb, int64_t x
     }
 }
 
+int (*const oc__lowp_i8pk_prep)(int8_t *, int64_t, const int8_t *, int64_t, int64_t, int64_t) =
+    i8pk_prep_avx2;
+const oc__lowp_i8pk_rows_fn oc__lowp_i8pk_avx2 = i8pk_avx2, oc__lowp_i8pk_avxvnni = i8pk_avxvnni;
 const oc__lowp_kernels oc__lowp_avx2 = {"avx2", fdot_avx2, qdot_avx2, i8_avx2, NULL, 1, 1, 0, true,
                                          NULL};
 const oc__lowp_kernels oc__lowp_avxvnni = {"avx-vnni", fdot_avx2, qdot_avx2, i8_avxvnni, NULL, 1, 1,
@@ -1236,6 +1369,8 @@ const oc__lowp_kernels oc__lowp_amx = {"amx", 0, 0, 0, 0, 1, 1, 0, false, 0};
 bool oc__lowp_amx_usable(void) { return false; }
 const oc__lowp_qgemm_fn oc__lowp_qgemm_avx512 = 0;
 const oc__lowp_i8pk_fn oc__lowp_i8pk_avx512 = 0, oc__lowp_i8pk_amx = 0;
+const oc__lowp_i8pk_rows_fn oc__lowp_i8pk_avx2 = 0, oc__lowp_i8pk_avxvnni = 0;
+int (*const oc__lowp_i8pk_prep)(int8_t *, int64_t, const int8_t *, int64_t, int64_t, int64_t) = 0;
 const int oc__lowp_i8pk_amx_m = 0;
 const oc__lowp_i8rows_fn oc__lowp_i8_amx_rows = 0;
 #endif

@@ -161,6 +161,7 @@ for m in (1, 9, 40):
     wi = torch.round(w / s[:, None]).to(torch.int8)
     outs[f"int8 {{m}}"] = T.lowp_linear(x, wi, s, W["int8"])
     outs[f"int8 prepacked {{m}}"] = T.lowp_linear_packed(x, T.lowp_pack_i8(wi, s), 67)
+    outs[f"int8 prepacked x7 {{m}}"] = T.lowp_linear_packed_x7(x, T.lowp_pack_i8(wi, s), 67)
 a8 = torch.randint(-128, 128, (9, 512), generator=g, dtype=torch.int8)
 outs["int8 matmul"] = T.lowp_matmul_i8(a8, wi)
 torch.save(outs, {out!r})
@@ -200,12 +201,13 @@ def test_same_bits_on_every_path(ops, tmp_path):
                                        ("portable", "1"), ("portable", "2")])
 
 
-@pytest.mark.parametrize("m", [1, 5, 16, 33])
-def test_int8_prepacked_same_bits(ops, m):
+@pytest.mark.parametrize("m,k", [(1, 1100), (5, 1100), (16, 1100), (33, 1100), (1, 1101),
+                                 (3, 5), (2, 70)])
+def test_int8_prepacked_same_bits(ops, m, k):
     """Weights packed once (lowp_pack_i8, a uint8 tensor to keep): the same
-    bits as the unpacked int8 weights."""
+    bits as the unpacked int8 weights (k's last 1-3 bytes included)."""
     g = torch.Generator().manual_seed(m)
-    n, k = 130, 1100
+    n = 130
     w = torch.randn(n, k, generator=g) * 0.1
     s = w.abs().amax(1) / 127
     wi = torch.round(w / s[:, None]).to(torch.int8)
@@ -213,6 +215,25 @@ def test_int8_prepacked_same_bits(ops, m):
     assert wp.dtype == torch.uint8 and wp.dim() == 1
     x = torch.randn(m, k, generator=g)
     assert torch.equal(ops.lowp_linear_packed(x, wp, n), ops.lowp_linear(x, wi, s, W["int8"]))
+
+
+@pytest.mark.parametrize("m,k", [(1, 1100), (2, 70), (5, 4096), (3, 5)])
+def test_int8_prepacked_x7(ops, m, k):
+    """x quantised to 7 bits (as torch's dynamic quantised Linear does on
+    x86) on packed weights: the exact int32 product, scaled."""
+    g = torch.Generator().manual_seed(k + m)
+    n = 70
+    w = torch.randn(n, k, generator=g) * 0.1
+    s = w.abs().amax(1) / 127
+    wi = torch.round(w / s[:, None]).to(torch.int8)
+    wi[0, 0] = -128  # the packed column sums and the kernels take all of int8's range
+    x = torch.randn(m, k, generator=g)
+    sc = x.abs().amax(1) / 63
+    q = torch.round(x * (1 / sc)[:, None])
+    assert q.abs().max() <= 63
+    ref = (q.double() @ wi.double().T).float() * sc[:, None] * s[None, :]
+    got = ops.lowp_linear_packed_x7(x, ops.lowp_pack_i8(wi, s), n)
+    torch.testing.assert_close(got, ref, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 70, 200), (16, 130, 1102), (33, 64, 3), (9, 70, 640)])
