@@ -96,9 +96,18 @@ oc_tensor *lowp_linear_packed(const oc_tensor *x, const oc_tensor *wp, int64_t n
 static float quantize_x7(int8_t *q, const float *r, int64_t k)
 {
     float amax = 0;
-    for (int64_t p = 0; p < k; p++) amax = fmaxf(amax, fabsf(r[p]));
-    float sc = amax / 63, inv = sc > 0 ? 1 / sc : 0;
     int64_t p = 0;
+#if defined(__AVX2__)
+    __m256 am = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
+    for (; p + 8 <= k; p += 8)
+        am = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(r + p)), am);
+    float lanes[8];
+    _mm256_storeu_ps(lanes, am);
+    for (int l = 0; l < 8; l++) amax = fmaxf(amax, lanes[l]);
+#endif
+    for (; p < k; p++) amax = fmaxf(amax, fabsf(r[p]));
+    float sc = amax / 63, inv = sc > 0 ? 1 / sc : 0;
+    p = 0;
 #if defined(__AVX2__)
     __m256 vi = _mm256_set1_ps(inv);
     for (; p + 8 <= k; p += 8) {

@@ -578,8 +578,11 @@ static bool linear_f32(oc_tile *y, const oc_tile *x, const oc_weights *w, int64_
         int8_t *xq = scratch_get(0, (size_t)(m * k), fn);
         float *xs = scratch_get(1, (size_t)m * sizeof(float), fn);
         if (!xq || !xs) return false;
+        /* the same bits either way; the AVX2 form from the AVX2 set up */
+        bool avx2q = oc__lowp_quantize_row_avx2 && oc__lowp_kernels_get() != &oc__lowp_portable;
         for (int64_t i = 0; i < m; i++)
-            quantize_row(xq + i * k, xs + i, (const float *)x->data + i * xrs, k);
+            (avx2q ? oc__lowp_quantize_row_avx2 : quantize_row)(
+                xq + i * k, xs + i, (const float *)x->data + i * xrs, k);
         return oc__lowp_run_i8(y->data, yrs_of(y), xq, k, xs, m, w, w->scale, j0, j1, fn);
     }
     }

@@ -76,6 +76,10 @@ extern const oc__lowp_i8pk_rows_fn oc__lowp_i8pk_avx2, oc__lowp_i8pk_avxvnni;
  * Returns -1 where some x is -128 (xp untouched), 1 for 7 bits, 0 else. */
 extern int (*const oc__lowp_i8pk_prep)(int8_t *xp, int64_t k4, const int8_t *x, int64_t xrs,
                                        int64_t m, int64_t k);
+/* lowp.c's row quantiser (one scale per row, int8 in [-127, 127]) on AVX2,
+ * the same bits. NULL where not built. */
+extern void (*const oc__lowp_quantize_row_avx2)(int8_t *q, float *scale, const float *x,
+                                                int64_t n);
 extern const int oc__lowp_i8pk_amx_m;
 
 /* k bound for an exact int32 sum of int8 x int8 (128 * 128 * k < 2^31) */

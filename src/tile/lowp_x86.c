@@ -16,6 +16,7 @@
  * the partial sum tile.h names, so both sets give the portable loop's
  * bits. Built with target attributes: the rest of libopcore stays at the
  * baseline, and these run only where lowp.c found the features. */
+#include <math.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -638,6 +639,36 @@ static INL T2 __m256i xquad(const int8_t *p)
         else                                                                               \
             I8PK_PANEL(DOT32, 0)                                                           \
     }
+
+/* lowp.c's quantize_row on 256-bit registers, the same bits: absmax (NaN
+ * ignored, as fmaxf does), x / scale rounded in the current mode, clamped
+ * to [-127, 127], NaN to 0 (what the C cast gives on x86). */
+static T2 void quantize_row_avx2(int8_t *q, float *scale, const float *x, int64_t n)
+{
+    __m256 am = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
+    int64_t p = 0;
+    for (; p + 8 <= n; p += 8)
+        am = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + p)), am);
+    float lanes[8], amax = 0.0f;
+    _mm256_storeu_ps(lanes, am);
+    for (int l = 0; l < 8; l++) amax = fmaxf(amax, lanes[l]);
+    for (; p < n; p++) amax = fmaxf(amax, fabsf(x[p]));
+    float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    __m256 vid = _mm256_set1_ps(id), hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
+    for (p = 0; p + 8 <= n; p += 8) {
+        __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + p), vid),
+                                   _MM_FROUND_CUR_DIRECTION);
+        v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+        __m256i i = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(v, lo), hi));
+        __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+        _mm_storel_epi64((__m128i *)(void *)(q + p), _mm_packs_epi16(w, w));
+    }
+    for (; p < n; p++) {
+        float v = nearbyintf(x[p] * id);
+        q[p] = (int8_t)(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v);
+    }
+    *scale = d;
+}
 
 static T2 void i8pk_avx2(I8PKARGS) { I8PK_BODY(dot32_avx2) }
 
@@ -1335,6 +1366,8 @@ static TF void bf16p_avx512(float *y, int64_t yrs, const uint16_t *xb, int64_t x
     }
 }
 
+void (*const oc__lowp_quantize_row_avx2)(int8_t *, float *, const float *, int64_t) =
+    quantize_row_avx2;
 int (*const oc__lowp_i8pk_prep)(int8_t *, int64_t, const int8_t *, int64_t, int64_t, int64_t) =
     i8pk_prep_avx2;
 const oc__lowp_i8pk_rows_fn oc__lowp_i8pk_avx2 = i8pk_avx2, oc__lowp_i8pk_avxvnni = i8pk_avxvnni;
@@ -1371,6 +1404,7 @@ const oc__lowp_qgemm_fn oc__lowp_qgemm_avx512 = 0;
 const oc__lowp_i8pk_fn oc__lowp_i8pk_avx512 = 0, oc__lowp_i8pk_amx = 0;
 const oc__lowp_i8pk_rows_fn oc__lowp_i8pk_avx2 = 0, oc__lowp_i8pk_avxvnni = 0;
 int (*const oc__lowp_i8pk_prep)(int8_t *, int64_t, const int8_t *, int64_t, int64_t, int64_t) = 0;
+void (*const oc__lowp_quantize_row_avx2)(int8_t *, float *, const float *, int64_t) = 0;
 const int oc__lowp_i8pk_amx_m = 0;
 const oc__lowp_i8rows_fn oc__lowp_i8_amx_rows = 0;
 #endif

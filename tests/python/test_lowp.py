@@ -217,6 +217,30 @@ def test_int8_prepacked_same_bits(ops, m, k):
     assert torch.equal(ops.lowp_linear_packed(x, wp, n), ops.lowp_linear(x, wi, s, W["int8"]))
 
 
+def test_int8_dynamic_quantisation_edges(ops):
+    """x's rows quantised as tile.h says (the vector form where the CPU has
+    one): ties to even, -0, a NaN (to 0, the absmax ignoring it)."""
+    k, n = 37, 20
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(3, k, generator=g)
+    x[0, 0] = 127.0  # scale 1: the next ones are exact ties
+    x[0, 1:9] = torch.tensor([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, -0.0, 126.5])
+    x[1, 3] = float("nan")
+    x[2, :] = 0.0
+    w = torch.randint(-127, 128, (n, k), generator=g, dtype=torch.int8)
+    s = torch.rand(n, generator=g) + 0.5
+    y = ops.lowp_linear(x, w, s, W["int8"])
+    xn = x.numpy().astype(np.float32)
+    amax = np.nan_to_num(np.abs(xn), nan=0.0).max(1).astype(np.float32)
+    d = (amax / np.float32(127)).astype(np.float32)
+    inv = np.where(d != 0, np.float32(1) / np.where(d != 0, d, 1), 0).astype(np.float32)
+    v = np.rint((xn * inv[:, None]).astype(np.float32))
+    q = np.clip(np.nan_to_num(v, nan=0.0), -127, 127)
+    isum = q.astype(np.float64) @ w.numpy().astype(np.float64).T
+    want = (isum.astype(np.float32) * d[:, None]).astype(np.float32) * s.numpy()[None, :]
+    np.testing.assert_array_equal(y.numpy(), want.astype(np.float32))
+
+
 @pytest.mark.parametrize("m,k", [(1, 1100), (2, 70), (5, 4096), (3, 5)])
 def test_int8_prepacked_x7(ops, m, k):
     """x quantised to 7 bits (as torch's dynamic quantised Linear does on
