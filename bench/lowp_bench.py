@@ -304,9 +304,12 @@ def child(args):
                  "torch.matmul float32": lambda x=x: F.linear(x, w)}
         with torch.no_grad():
             op = f"int8 dynamic linear {m}x{K}x{N}"
+            # each block after SETTLE untimed calls of its own: in a cyclic order each
+            # candidate follows the same one, and the one after torch.matmul's 64 MiB (or
+            # another's weights) would refill its weights in every block
             run(op, cands, {}, ["torch.ao dynamic Linear (fbgemm)", "torch.matmul float32",
                                 "opcore int8 unpacked"], args.rounds,
-                max(1, args.reps // (4 if m >= 256 else 1)))
+                max(1, args.reps // (4 if m >= 256 else 1)), warm=SETTLE)
             for r in rows:  # each side's error against the float32 product of the same weights
                 if r["op"] == op and r["implementation"] != "torch.matmul float32":
                     got = cands[r["implementation"]]()
