@@ -5,7 +5,9 @@ PyTorch at decode and prefill shapes, 1 and 2 threads:
 - int8 dynamic quantised linear, M = 1, 16, 256, K = N = 4096, on weights
   prepacked once (lowp_pack_i8, outside the timed loop, as fbgemm packs
   at construction), against torch's dynamic quantised Linear (torch.ao,
-  the fbgemm engine) and the unpacked int8 weights (OC_W_I8);
+  the fbgemm engine) and the unpacked int8 weights (OC_W_I8); x quantised
+  per row in 8 bits, and in 7 as torch's dynamic Linear quantises it on
+  x86 (reduce_range): the equal-terms row the target is judged on;
 - int8 oc_tile_matmul, 16 x 4096 x 4096 into int32 (b transposed),
   against torch._int_mm (the same exact product) and fbgemm's Linear;
 - float32 GEMV 1 x 4096 x 4096 against torch.matmul (F.linear) and against
@@ -43,6 +45,11 @@ the bytes copied over the time (it reads and writes them). Each thread
 count runs in its own process (OC_NUM_CORES is read when the engine
 starts). Timing: benchlib's interleaved rounds; speed ratios are medians
 of paired ratios (the reference's time over opcore's: above 1 is faster).
+In those rounds each candidate always follows the same one, so a block
+after another's weights would refill its own every time: every row but
+the float32 GEMV's (its candidates read the same tensor) and the
+half-weight rows beyond the cache or in turn gives each block three
+untimed calls of the candidate's own first.
 
 Writes bench/results/lowp.json (bench/report.py format).
 
@@ -224,7 +231,7 @@ def child(args):
              "torch.matmul bfloat16": lambda xb=xb: F.linear(xb, wb),
              "torch.matmul float32": lambda x=x: F.linear(x, w)},
             {}, ["torch.matmul bfloat16", "torch.matmul float32"], args.rounds,
-            max(1, args.reps // (4 if m >= 256 else 1)))
+            max(1, args.reps // (4 if m >= 256 else 1)), warm=SETTLE)
 
     # Q8_0 / Q4_0: against a copy of the quantised bytes
     for name, tol in (("q8_0", 0.02), ("q4_0", 0.15))[:2 * want("q")]:
@@ -241,7 +248,7 @@ def child(args):
             {f"opcore {name}": wq.nbytes, QMEMCPY: wq.nbytes,
              "copy of the quantised bytes": wq.nbytes},
             [QMEMCPY, "copy of the quantised bytes", "torch.matmul float32"], args.rounds,
-            args.reps)
+            args.reps, warm=SETTLE)
 
     # group-wise int8 / uint4 weights: against a copy of their bytes (scales, zeros included)
     groups = (("uint4", 32), ("uint4", 128), ("int8", 32), ("int8", 128))
@@ -277,7 +284,7 @@ def child(args):
             {f"opcore {name} group {group}": nbytes, QMEMCPY: nbytes,
              "copy of the quantised bytes": nbytes},
             [QMEMCPY, "copy of the quantised bytes", "torch.matmul float32"], args.rounds,
-            args.reps)
+            args.reps, warm=SETTLE)
 
     # int8 dynamic quantisation against torch.ao's dynamic Linear (fbgemm)
     torch.backends.quantized.engine = "fbgemm"
@@ -326,7 +333,8 @@ def child(args):
             run(op, {"opcore oc_tile_matmul int8": lambda: T.lowp_matmul_i8(a8, wi8),
                      "torch._int_mm": lambda: torch._int_mm(a8, wi8.T),
                      "torch.ao dynamic Linear (fbgemm)": lambda: qlin(x16)},
-                {}, ["torch._int_mm", "torch.ao dynamic Linear (fbgemm)"], args.rounds, args.reps)
+                {}, ["torch._int_mm", "torch.ao dynamic Linear (fbgemm)"], args.rounds, args.reps,
+                warm=SETTLE)
         # torch._int_mm is not exact everywhere: oneDNN's AVX2 kernels (no VNNI) saturate pairs
         # of products in 16 bits, so each run says whether it was
         for r in rows:
@@ -471,7 +479,11 @@ def main():
     model, isa = cpu_line()
     notes = (f"CPU: {model}; instruction sets: {', '.join(isa)}. Paths taken: "
              + "; ".join(f"{k}: {v}" for k, v in paths.items())
-             + ". Speed ratios are medians of paired interleaved ratios (reference time / opcore time). "
+             + ". Speed ratios are medians of paired interleaved ratios (reference time / "
+             "opcore time); "
+             "each block of calls after three untimed calls of the candidate's own (its weights "
+             "back in the cache as far as they fit), but in the float32 GEMV row (its candidates "
+             "read the same tensor) and the half-weight rows beyond the cache and in turn. "
              "1-minute load average at the start and end of each process: "
              + ", ".join(f"{t} thread(s): {a:.1f} -> {b:.1f}" for t, (a, b) in loads)
              + " (other work shares this machine's cores). A copy's GB/s counts the bytes copied once "
