@@ -706,7 +706,8 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
             snprintf(buf, sizeof buf,
                      "int8 weights prepacked (layout %s): int8 x int8 -> int32, opcore's %s "
                      "kernel on the packed panels as they are (%s with x's 4 bytes broadcast, "
-                     "one row of x by 64 columns), split along n in 64-column panels",
+                     "2 rows of x by 32 columns; x within 7 bits: one multiply step), split "
+                     "along n in 64-column panels",
                      oc__lowp_pk_layout(), isa,
                      ks == &oc__lowp_avx2 ? "vpmaddubsw + vpmaddwd" : "VEX vpdpbusd");
         else

@@ -562,8 +562,8 @@ static T2 void i8_avx2(I8ARGS, int64_t j0, int64_t j1)
 /* Prepacked int8 weights read as they are on 256-bit registers: per 2
  * rows of x and 4 k, each row's 4 bytes broadcast against half a panel
  * (4 vectors of 8 columns x 4 k), each int32 lane one column's sum; a
- * last single row against the whole panel. x: rows of kp bytes (k
- * rounded up to 4, zero past k), xrs apart. x7: the rows hold x + 64 as
+ * last single row against the whole panel. x: rows of k bytes rounded
+ * up to 4 (zero past k), xrs apart. x7: the rows hold x + 64 as
  * u8, every x in [-64, 63], so each u8 is at most 127 and vpmaddubsw's
  * pairs of u8 x s8 products stay within int16 (|pair| <= 2 * 127 * 128):
  * one multiply step, then 64 times the panel's column sums taken off.
