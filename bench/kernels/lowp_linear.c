@@ -230,65 +230,56 @@ static inline void widen2(const uint16_t *p, bool bf, __m256 *lo, __m256 *hi)
 
 static float widen1(uint16_t h, bool bf) { return bf ? oc_bf16_to_f32(h) : oc_half_to_f32(h); }
 
-/* float32 w: its rows read as the float32 GEMV reads them (4 at a time, 2
- * vectors a step, each row prefetched 1 KiB ahead, past its end into the
- * next group's rows), summed: the GEMV's ceiling. */
-static void read_f32(float *out, const float *w, int64_t rs, int64_t k, int64_t lo, int64_t hi)
+/* Element q of a row of w (float32, bfloat16 or float16) as float32. */
+static inline float elem(const char *row, oc_dtype t, int64_t q)
 {
-    for (int64_t j = lo, nr; j < hi; j += nr) {
-        nr = hi - j >= 4 ? 4 : 1;
-        const float *row = w + j * rs;
-        int64_t p = 0;
-        for (int r = 0; r < nr; r++) out[j + r] = 0;
-#ifdef WLANES
-        WVEC a[4], b[4];
-        for (int r = 0; r < 4; r++) a[r] = b[r] = WZERO;
-        for (; p + 2 * WLANES <= k; p += 2 * WLANES) {
-            for (int l = 0; l < WLANES / 8; l++) { /* the lines of the step, 1 KiB on */
-                int64_t o = 4 * p + 1024 + 64 * l;
-                if (o >= 4 * k && j + nr < hi) o += 4 * (nr * rs - k);
-                for (int r = 0; r < nr; r++) __builtin_prefetch((const char *)(row + r * rs) + o);
-            }
-            for (int r = 0; r < nr; r++) {
-                a[r] = WADD(a[r], WLOADF(row + r * rs + p));
-                b[r] = WADD(b[r], WLOADF(row + r * rs + p + WLANES));
-            }
-        }
-        for (int r = 0; r < nr; r++) out[j + r] = WSUM(WADD(a[r], b[r]));
-#endif
-        for (int r = 0; r < nr; r++)
-            for (int64_t q = p; q < k; q++) out[j + r] += row[r * rs + q];
-    }
+    if (t == OC_FLOAT32) return ((const float *)(const void *)row)[q];
+    return widen1(((const uint16_t *)(const void *)row)[q], t == OC_BFLOAT16);
 }
 
-oc_tensor *lowp_widen(const oc_tensor *w)
+#ifdef WLANES
+/* 2 vectors of elements from p of a row, as the GEMV loads them */
+static inline __attribute__((always_inline)) void load2(const char *row, oc_dtype t, int64_t p,
+                                                        WVEC *lo, WVEC *hi)
 {
-    oc_tensor *y = oc_dst_tensor();
-    bool bf = w->dtype == OC_BFLOAT16;
-    int64_t k = w->sizes[1], rs = w->strides[0], lo, hi;
-    float *out = y->data;
-    oc_core_range(w->sizes[0], 16, &lo, &hi);
-    if (w->dtype == OC_FLOAT32) {
-        read_f32(out, w->data, rs, k, lo, hi);
-        return y;
+    if (t == OC_FLOAT32) {
+        *lo = WLOADF((const float *)(const void *)row + p);
+        *hi = WLOADF((const float *)(const void *)row + p + WLANES);
+        return;
     }
+    widen2((const uint16_t *)(const void *)row + p, t == OC_BFLOAT16, lo, hi);
+}
+#endif
+
+/* Rows [lo, hi) of w (t, es bytes an element, rows rs elements apart)
+ * summed into out, read as the GEMV reads them: half weights WROWS rows a
+ * step prefetched WPF bytes ahead (4 rows and 1 KiB for the last ones),
+ * float32 4 rows 1 KiB ahead; each step's lines prefetched, past a row's
+ * end into the next group's rows. t is a constant at each call. */
+static inline __attribute__((always_inline)) void sum_rows(float *out, const char *w, oc_dtype t,
+                                                           int64_t es, int64_t rs, int64_t k,
+                                                           int64_t lo, int64_t hi)
+{
+    int64_t rows = t == OC_FLOAT32 ? 4 : WROWS, rb = rs * es;
     for (int64_t j = lo, nr; j < hi; j += nr) {
-        nr = hi - j >= WROWS ? WROWS : hi - j >= 4 ? 4 : 1;
+        nr = hi - j >= rows ? rows : hi - j >= 4 ? 4 : 1;
         for (int r = 0; r < nr; r++) out[j + r] = 0;
-        const uint16_t *row = (const uint16_t *)w->data + j * rs;
+        const char *row = w + j * rb;
         int64_t p = 0;
 #ifdef WLANES
         WVEC a[WROWS], b[WROWS];
         for (int r = 0; r < WROWS; r++) a[r] = b[r] = WZERO;
-        int64_t pf = nr == WROWS ? WPF : 1024;
+        int64_t pf = t != OC_FLOAT32 && nr == WROWS ? WPF : 1024;
+        int64_t lines = es * 2 * WLANES / 64 > 1 ? es * 2 * WLANES / 64 : 1;
         for (; p + 2 * WLANES <= k; p += 2 * WLANES) {
-            /* the GEMV's prefetch: pf bytes ahead, past a row's end into the next group's */
-            int64_t o = 2 * p + pf;
-            if (o >= 2 * k && j + nr < hi) o += 2 * (nr * rs - k);
+            for (int64_t l = 0; l < lines; l++) {
+                int64_t o = es * p + pf + 64 * l;
+                if (o >= es * k && j + nr < hi) o += nr * rb - es * k;
+                for (int r = 0; r < nr; r++) __builtin_prefetch(row + r * rb + o);
+            }
             for (int r = 0; r < nr; r++) {
                 WVEC w0, w1;
-                __builtin_prefetch((const char *)(row + r * rs) + o);
-                widen2(row + r * rs + p, bf, &w0, &w1);
+                load2(row + r * rb, t, p, &w0, &w1);
                 a[r] = WADD(a[r], w0);
                 b[r] = WADD(b[r], w1);
             }
@@ -296,7 +287,19 @@ oc_tensor *lowp_widen(const oc_tensor *w)
         for (int r = 0; r < nr; r++) out[j + r] = WSUM(WADD(a[r], b[r]));
 #endif
         for (int r = 0; r < nr; r++)
-            for (int64_t q = p; q < k; q++) out[j + r] += widen1(row[r * rs + q], bf);
+            for (int64_t q = p; q < k; q++) out[j + r] += elem(row + r * rb, t, q);
+    }
+}
+
+oc_tensor *lowp_widen(const oc_tensor *w)
+{
+    oc_tensor *y = oc_dst_tensor();
+    int64_t k = w->sizes[1], rs = w->strides[0], lo, hi;
+    oc_core_range(w->sizes[0], 16, &lo, &hi);
+    switch (w->dtype) {
+    case OC_FLOAT32: sum_rows(y->data, w->data, OC_FLOAT32, 4, rs, k, lo, hi); break;
+    case OC_BFLOAT16: sum_rows(y->data, w->data, OC_BFLOAT16, 2, rs, k, lo, hi); break;
+    default: sum_rows(y->data, w->data, OC_FLOAT16, 2, rs, k, lo, hi); break;
     }
     return y;
 }
