@@ -125,7 +125,7 @@ static float quantize_x7(int8_t *q, const float *r, int64_t k)
 /* lowp_linear_packed with x quantised as torch's dynamic quantised Linear
  * quantises it on x86 (reduce_range: 7 bits, quantize_x7 above), each
  * core all of x's rows into a buffer of its own, then the product on the
- * packed weights. */
+ * packed weights. A strided x is copied to a contiguous one first. */
 oc_tensor *lowp_linear_packed_x7(const oc_tensor *x, const oc_tensor *wp, int64_t n)
 {
     static _Thread_local int8_t *xq;
@@ -134,9 +134,9 @@ oc_tensor *lowp_linear_packed_x7(const oc_tensor *x, const oc_tensor *wp, int64_
     oc_tensor *y = oc_dst_tensor();
     oc_weights wt = oc_weights_of_tensor(wp, OC_W_I8_PACKED, NULL);
     if (!wt.data) return y;
-    OC_CHECK(wt.n == n && x->dtype == OC_FLOAT32 && oc_is_contiguous(x),
-             "lowp_linear_packed_x7: want contiguous float32 x and n = %lld outputs, got %s x "
-             "and n = %lld", (long long)wt.n, oc_dtype_name(x->dtype), (long long)n);
+    OC_CHECK(wt.n == n, "lowp_linear_packed_x7: the packed weights hold %lld outputs, n = %lld "
+             "given", (long long)wt.n, (long long)n);
+    const float *xd = oc_is_contiguous(x) ? x->data : oc_to_dtype(x, OC_FLOAT32)->data;
     int64_t m = x->sizes[0], k = x->sizes[1];
     if (m * k + m > cap) {
         free(xq), free(xs);
@@ -147,7 +147,7 @@ oc_tensor *lowp_linear_packed_x7(const oc_tensor *x, const oc_tensor *wp, int64_
                  (long long)m);
     }
     for (int64_t i = 0; i < m; i++)
-        xs[i] = quantize_x7(xq + i * k, (const float *)x->data + i * k, k);
+        xs[i] = quantize_x7(xq + i * k, xd + i * k, k);
     oc_tile tq = {xq, m, k, k, 1, OC_INT8, false}, ts = {xs, m, 1, 1, 1, OC_FLOAT32, false},
             ty = oc_tile_of_tensor(y, 0);
     oc_tile_linear_i8(&ty, &tq, &ts, &wt, (int)oc_cpu_id(), (int)oc_cpu_count());
@@ -294,6 +294,7 @@ static inline __attribute__((always_inline)) void sum_rows(float *out, const cha
 oc_tensor *lowp_widen(const oc_tensor *w)
 {
     oc_tensor *y = oc_dst_tensor();
+    if (w->sizes[1] > 1 && w->strides[1] != 1) w = oc_to_dtype(w, w->dtype); /* strided rows */
     int64_t k = w->sizes[1], rs = w->strides[0], lo, hi;
     oc_core_range(w->sizes[0], 16, &lo, &hi);
     switch (w->dtype) {

@@ -73,6 +73,13 @@ static oc_tensor *lowp_linear_packed_shape(const oc_tensor *x, const oc_tensor *
     return oc_empty(x->dtype, 2, (int64_t[]){x->sizes[0], n});
 }
 
+static oc_tensor *lowp_linear_packed_x7_shape(const oc_tensor *x, const oc_tensor *wp, int64_t n)
+{
+    OC_CHECK(x->dtype == OC_FLOAT32, "x must be float32 (quantised to 7 bits here), got %s",
+             oc_dtype_name(x->dtype));
+    return lowp_linear_packed_shape(x, wp, n);
+}
+
 static oc_tensor *lowp_matmul_i8_shape(const oc_tensor *a, const oc_tensor *b)
 {
     OC_CHECK(a->dtype == OC_INT8 && b->dtype == OC_INT8 && a->ndim == 2 && b->ndim == 2 &&
@@ -95,10 +102,9 @@ static void lowp_copy_shape(const oc_tensor *src, oc_tensor *dst)
 static oc_tensor *lowp_widen_shape(const oc_tensor *w)
 {
     OC_CHECK((w->dtype == OC_FLOAT16 || w->dtype == OC_BFLOAT16 || w->dtype == OC_FLOAT32) &&
-                 w->ndim == 2 && (w->sizes[1] <= 1 || w->strides[1] == 1),
-             "w must be a 2-D float16, bfloat16 or float32 tensor with contiguous rows, got "
-             "%d-D %s",
-             w->ndim, oc_dtype_name(w->dtype));
+                 w->ndim == 2,
+             "w must be a 2-D float16, bfloat16 or float32 tensor, got %d-D %s", w->ndim,
+             oc_dtype_name(w->dtype));
     return oc_empty(OC_FLOAT32, 1, (int64_t[]){w->sizes[0]});
 }
 
@@ -113,7 +119,7 @@ OC_LIBRARY(lowp, m)
     oc_def(m, "lowp_linear_packed(Tensor x, Tensor wp, int n) -> Tensor",
            lowp_linear_packed_shape, "lowp_linear_packed", .multicore = true);
     oc_def(m, "lowp_linear_packed_x7(Tensor x, Tensor wp, int n) -> Tensor",
-           lowp_linear_packed_shape, "lowp_linear_packed_x7", .multicore = true);
+           lowp_linear_packed_x7_shape, "lowp_linear_packed_x7", .multicore = true);
     oc_def(m, "lowp_matmul_i8(Tensor a, Tensor b) -> Tensor", lowp_matmul_i8_shape,
            "lowp_matmul_i8", .multicore = true);
     oc_def(m, "lowp_linear(Tensor x, Tensor w, Tensor scale, int wtype) -> Tensor",

@@ -110,6 +110,10 @@ def test_bench_read_ceiling(ops, kind, n, k):
     g = torch.Generator().manual_seed(n + k)
     w = (torch.randn(n, k, generator=g) * 0.1).to(getattr(torch, kind))
     torch.testing.assert_close(ops.lowp_widen(w), w.double().sum(1).float(), rtol=1e-5, atol=1e-5)
+    # strided rows (copied first), every other row, rows of stride 0: the same sums
+    assert torch.equal(ops.lowp_widen(w.t().contiguous().t()), ops.lowp_widen(w))
+    assert torch.equal(ops.lowp_widen(w[::2]), ops.lowp_widen(w)[::2])
+    assert torch.equal(ops.lowp_widen(w[:1].expand(3, k)), ops.lowp_widen(w[:1]).expand(3))
 
 
 def test_bench_read_ceiling_bad_input(ops):
@@ -258,6 +262,36 @@ def test_int8_prepacked_x7(ops, m, k):
     ref = (q.double() @ wi.double().T).float() * sc[:, None] * s[None, :]
     got = ops.lowp_linear_packed_x7(x, ops.lowp_pack_i8(wi, s), n)
     torch.testing.assert_close(got, ref, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:.*an autograd kernel was not registered:UserWarning")
+def test_opcheck_int8_prepacked_x7(ops):
+    """lowp_linear_packed_x7 under torch.library.opcheck: x contiguous,
+    requiring grad, strided and expanded; the strided ones give the
+    contiguous x's bits. Bad input names the problem, then a call works."""
+    g = torch.Generator().manual_seed(11)
+    n, k = 40, 96
+    w = torch.randn(n, k, generator=g) * 0.1
+    s = w.abs().amax(1) / 127
+    wp = ops.lowp_pack_i8(torch.round(w / s[:, None]).to(torch.int8), s)
+    for m in (1, 5):
+        x = torch.randn(m, k, generator=g)
+        want = ops.lowp_linear_packed_x7(x, wp, n)
+        torch.library.opcheck(ops.lowp_linear_packed_x7.default, (x, wp, n))
+        torch.library.opcheck(ops.lowp_linear_packed_x7.default,
+                              (x.clone().requires_grad_(), wp, n))
+        wide = torch.zeros(m, 2 * k)
+        wide[:, ::2] = x
+        views = [x.t().contiguous().t(), wide[:, ::2]] + ([x.expand(3, k)] if m == 1 else [])
+        for xs in views:
+            torch.library.opcheck(ops.lowp_linear_packed_x7.default, (xs, wp, n))
+            got = ops.lowp_linear_packed_x7(xs, wp, n)
+            assert torch.equal(got, want.expand_as(got)), xs.stride()
+    with pytest.raises(RuntimeError, match=r"x must be float32 \(quantised to 7 bits here\), got float64"):
+        ops.lowp_linear_packed_x7(x.double(), wp, n)
+    with pytest.raises(RuntimeError, match=r"the packed weights hold 40 outputs, n = 41 given"):
+        ops.lowp_linear_packed_x7(x, wp, n + 1)
+    assert torch.equal(ops.lowp_linear_packed_x7(x, wp, n), want)
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 70, 200), (16, 130, 1102), (33, 64, 3), (9, 70, 640)])

@@ -3,8 +3,9 @@ with inputs that require grad, in four layouts (contiguous, non-contiguous,
 expanded with stride 0, and 0-size), and `.sum().backward()` giving torch's
 gradients, for examples/ops (nn_ops), examples/relu (the four variants the
 MLP example trains with), examples/activations, examples/tiles,
-examples/seed003 and the tiles bench's floor kernels
-(bench/kernels/norm_floor.c, their backwards registered here). Views are
+examples/seed003, the tiles bench's floor kernels
+(bench/kernels/norm_floor.c) and the lowp bench's read ceiling
+(lowp_widen), their backwards registered here. Views are
 taken of leaf tensors, so the gradients checked are those of the leaves
 (an expanded input's gradient is summed back)."""
 import sys
@@ -54,6 +55,9 @@ def libs(opcore_build_dir, relu_libs, seed003):
                          lambda g, x, w: (g * w, (g * x).reshape(-1, x.shape[-1]).sum(0)))
     ot.register_autograd("norm_floor::exp_rows", lambda g, x: g * x.exp())
     ot.register_autograd("norm_floor::copy", lambda g, x: g)
+    custom_op.loaded_libraries().get("lowp") or load_lib(
+        opcore_build_dir, "lowp", bk / "lowp_linear.c", bk / "lowp_shape.c")
+    ot.register_autograd("lowp::lowp_widen", lambda g, w: g[:, None].expand(w.shape).clone())
     return True
 
 
@@ -92,6 +96,7 @@ CASES = {
     "norm_floor.scale": ("norm_floor::scale", [(B, 64), (64,)], (), torch.mul),
     "norm_floor.exp_rows": ("norm_floor::exp_rows", [(B, 64)], (), torch.exp),
     "norm_floor.copy": ("norm_floor::copy", [(B, 64)], (), torch.clone),
+    "lowp.widen": ("lowp::lowp_widen", [(B, 64)], (), lambda w: w.sum(1)),
 }
 
 
