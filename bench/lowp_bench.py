@@ -7,7 +7,10 @@ PyTorch at decode and prefill shapes, 1 and 2 threads:
   at construction), against torch's dynamic quantised Linear (torch.ao,
   the fbgemm engine) and the unpacked int8 weights (OC_W_I8); x quantised
   per row in 8 bits, and in 7 as torch's dynamic Linear quantises it on
-  x86 (reduce_range): the equal-terms row the target is judged on;
+  x86 (reduce_range): the equal-terms row the target is judged on; with
+  --isa avx2, from 16 rows of x, also the instructions both sides' AVX2
+  kernels take per 32 products run alone on registers for as many
+  products (lowp_i8_mix): the rate no such kernel passes;
 - int8 oc_tile_matmul, 16 x 4096 x 4096 into int32 (b transposed),
   against torch._int_mm (the same exact product) and fbgemm's Linear;
 - float32 GEMV 1 x 4096 x 4096 against torch.matmul (F.linear) and against
@@ -38,7 +41,11 @@ PyTorch at decode and prefill shapes, 1 and 2 threads:
   (C memcpy split across the cores, as above, and torch's copy_);
 - group-wise int8 and uint4 (scale and zero point per group of 32 / 128)
   GEMV against copies of the quantised bytes (with their scales and zero
-  points; the same two kinds) and float32 torch.matmul.
+  points; the same two kinds) and float32 torch.matmul; uint4 also beside
+  the same weights read and widened alone (lowp_widen_u4: its ceiling).
+
+With --isa avx2 the bench's own kernels (copies, ceilings) are built
+without AVX-512 (build/bench/lowp-avx2), as the tile layer runs.
 
 "Bandwidth" is the weight bytes read over the time; a copy's bandwidth is
 the bytes copied over the time (it reads and writes them). Each thread
@@ -89,6 +96,12 @@ GEMV_ROUNDS = 15
 # the int8 dynamic linear with x in 7 bits, as torch's dynamic quantised Linear quantises it on
 # x86 (reduce_range=True: fbgemm's vpmaddubsw pairs then never saturate on CPUs without VNNI)
 X7 = "opcore int8 prepacked, x in 7 bits as fbgemm's"
+# the ceiling of a uint4 group GEMV that widens in registers: the same reads and widening alone
+U4WIDEN = "read and widening of the uint4 weights alone (lowp_widen_u4)"
+# on AVX2 (--isa avx2) the int8 rows from 16 rows of x are bound by their multiplies: this row
+# runs the instructions both fbgemm's AVX2 kernel and opcore's use for every 32 products alone,
+# on registers, for as many products (lowp_i8_mix): the rate no kernel built on them can pass
+MIX = "AVX2 int8 instructions alone (vpmaddubsw, vpmaddwd, vpaddd on registers, same products)"
 # --isa avx2: each library's own switch to its AVX2 kernels
 AVX2_ENV = {"OC_TILE_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
             "ONEDNN_MAX_CPU_ISA": "AVX2", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"}
@@ -103,10 +116,14 @@ def load_ops():
 
     from opcore import custom_op
     k = os.path.join(HERE, "kernels")
+    # the bench's own kernels (copies, ceilings) on the instructions the tile layer is held to:
+    # with OC_TILE_ISA=avx2 (--isa avx2) built without AVX-512, as on a CPU without it
+    avx2 = os.environ.get("OC_TILE_ISA") == "avx2"
     custom_op.loaded_libraries().get("lowp") or custom_op.load(
         name="lowp", compute_srcs=[os.path.join(k, "lowp_linear.c")],
         shape_srcs=[os.path.join(k, "lowp_shape.c")],
-        build_directory=os.path.join(REPO, "build", "bench", "lowp"))
+        extra_cflags=["-mno-avx512f"] if avx2 else None,
+        build_directory=os.path.join(REPO, "build", "bench", "lowp-avx2" if avx2 else "lowp"))
     return torch.ops.lowp
 
 
@@ -274,17 +291,20 @@ def child(args):
         def copy_all(copies=copies, parts=parts):
             for c, t in zip(copies, parts):
                 c.copy_(t)
+        # uint4: beside the same weights read and widened alone (the GEMV's ceiling)
+        widen = {U4WIDEN: lambda wq=wq, ws_=ws_, wz=wz, group=group:
+                 T.lowp_widen_u4(wq, ws_, wz, group)} if kind == 7 else {}
         run(f"GEMV {name} group {group} 1x{K}x{N}",
             {f"opcore {name} group {group}":
              lambda wq=wq, ws_=ws_, wz=wz, kind=kind, group=group:
              T.lowp_linear_g(x1, wq, ws_, wz, kind, group),
              QMEMCPY: lambda flat=flat, flat2=flat2: T.lowp_copy(flat, flat2),
              "copy of the quantised bytes": copy_all,
-             "torch.matmul float32": lambda: F.linear(x1, w)},
+             "torch.matmul float32": lambda: F.linear(x1, w), **widen},
             {f"opcore {name} group {group}": nbytes, QMEMCPY: nbytes,
-             "copy of the quantised bytes": nbytes},
-            [QMEMCPY, "copy of the quantised bytes", "torch.matmul float32"], args.rounds,
-            args.reps, warm=SETTLE)
+             "copy of the quantised bytes": nbytes, **{c: nbytes for c in widen}},
+            [QMEMCPY, "copy of the quantised bytes", "torch.matmul float32", *widen],
+            args.rounds, args.reps, warm=SETTLE)
 
     # int8 dynamic quantisation against torch.ao's dynamic Linear (fbgemm)
     torch.backends.quantized.engine = "fbgemm"
@@ -297,6 +317,9 @@ def child(args):
     wi8 = torch.round(w / ws[:, None]).clamp(-127, 127).to(torch.int8)
     # packed once, outside the timed loop, as fbgemm packs at construction
     wp = T.lowp_pack_i8(wi8, ws) if want("int8") else None
+    # lowp_i8_mix's sink: an element per core, 64 KiB in all so the engine splits the launch
+    # across the cores (it runs a launch of fewer bytes as one share: OC_MIN_SPLIT_BYTES)
+    avx2, sink = os.environ.get("OC_TILE_ISA") == "avx2", torch.zeros(16384, dtype=torch.int32)
     for m in args.int8_m[:3 * want("int8")]:
         x = torch.randn(m, K, generator=g)
         y = T.lowp_linear_packed(x, wp, N)
@@ -304,21 +327,22 @@ def child(args):
         ref = F.linear(x, w)
         err = ((y - ref).norm() / ref.norm()).item()
         assert err < 0.03, f"int8 linear relative error {err}"
+        mix = {MIX: lambda m=m: T.lowp_i8_mix(m, K, N, sink)} if avx2 and m >= 16 else {}
         cands = {X7: lambda x=x: T.lowp_linear_packed_x7(x, wp, N),
                  "opcore int8 prepacked": lambda x=x: T.lowp_linear_packed(x, wp, N),
                  "opcore int8 unpacked": lambda x=x: lin(x, wi8, ws, W["int8"]),
                  "torch.ao dynamic Linear (fbgemm)": lambda x=x: qlin(x),
-                 "torch.matmul float32": lambda x=x: F.linear(x, w)}
+                 "torch.matmul float32": lambda x=x: F.linear(x, w), **mix}
         with torch.no_grad():
             op = f"int8 dynamic linear {m}x{K}x{N}"
             # each block after SETTLE untimed calls of its own: in a cyclic order each
             # candidate follows the same one, and the one after torch.matmul's 64 MiB (or
             # another's weights) would refill its weights in every block
             run(op, cands, {}, ["torch.ao dynamic Linear (fbgemm)", "torch.matmul float32",
-                                "opcore int8 unpacked"], args.rounds,
+                                "opcore int8 unpacked", *mix], args.rounds,
                 max(1, args.reps // (4 if m >= 256 else 1)), warm=SETTLE)
             for r in rows:  # each side's error against the float32 product of the same weights
-                if r["op"] == op and r["implementation"] != "torch.matmul float32":
+                if r["op"] == op and r["implementation"] not in ("torch.matmul float32", MIX):
                     got = cands[r["implementation"]]()
                     r["rel. error"] = ((got - ref).norm() / ref.norm()).item()
     # oc_tile_matmul with int8 a and b and an int32 c (b transposed: w's n x k rows)
@@ -443,9 +467,14 @@ def main():
             v, v8 = (val(f"int8 dynamic linear {m}x", threads, c,
                          "vs torch.ao dynamic Linear (fbgemm)")
                      for c in (X7, "opcore int8 prepacked"))
+            mix = val(f"int8 dynamic linear {m}x", threads, MIX,
+                      "vs torch.ao dynamic Linear (fbgemm)")
             target(f"int8 dynamic linear M={m} K=N={K}, {threads} thread(s), x in 7 bits as "
                    f"fbgemm's: speed vs torch.ao dynamic Linear (fbgemm) (x in 8 bits: "
-                   f"{fmt_ratio(v8)})", 1.0, v)
+                   f"{fmt_ratio(v8)})", 1.0, v,
+                   **({"ceiling": mix, "ceiling_what": "the AVX2 instructions both kernels use "
+                       "for every 32 products, alone on registers for the same products "
+                       "(lowp_i8_mix)"} if mix else {}))
         v = val("GEMV float32", threads, "opcore float32", "vs torch.matmul")
         target(f"float32 GEMV 1x{K}x{K}, {threads} thread(s): speed vs torch.matmul", 1.0, v,
                ceiling=val("GEMV float32", threads, READ, "vs torch.matmul"),
@@ -474,8 +503,12 @@ def main():
                      "int8 group 128"):
             bw, cp, tc = (val(f"GEMV {name}", threads, i, "GB/s")
                           for i in (f"opcore {name}", QMEMCPY, "copy of the quantised bytes"))
+            wb = val(f"GEMV {name}", threads, U4WIDEN, "GB/s")
             target(f"{name} GEMV, {threads} thread(s): quantised bytes / time over C memcpy's "
-                   f"bandwidth (over torch copy_'s: {fmt_ratio(over(bw, tc))})", 0.8, over(bw, cp))
+                   f"bandwidth (over torch copy_'s: {fmt_ratio(over(bw, tc))})", 0.8, over(bw, cp),
+                   **({"ceiling": over(wb, cp), "ceiling_what": "the same weights read and "
+                       "widened alone (lowp_widen_u4: the GEMV's loads and widening, no x), "
+                       "over the same memcpy"} if wb else {}))
     model, isa = cpu_line()
     notes = (f"CPU: {model}; instruction sets: {', '.join(isa)}. Paths taken: "
              + "; ".join(f"{k}: {v}" for k, v in paths.items())
@@ -524,9 +557,10 @@ def main():
                                     "vs copy of the weight bytes", "vs torch.matmul float32",
                                     "vs copy of the quantised bytes", f"vs {MEMCPY}",
                                     f"vs {QMEMCPY}",
-                                    f"vs {WIDEN}", "vs torch.ao dynamic Linear (fbgemm)",
+                                    f"vs {WIDEN}", f"vs {U4WIDEN}",
+                                    "vs torch.ao dynamic Linear (fbgemm)",
                                     "vs torch.matmul bfloat16", "vs opcore int8 unpacked",
-                                    "vs torch._int_mm", f"vs {READ}", "exact",
+                                    "vs torch._int_mm", f"vs {READ}", f"vs {MIX}", "exact",
                                     "rel. error"] + CALL_COLS,
         "target": targets})
     for r in rows:

@@ -20,7 +20,18 @@
  * (vcvtph2ps; bfloat16: a shift and a mask on AVX-512, vpmovzxwd and a
  * shift on AVX2) and an add where it has an FMA with x: the ceiling of a
  * half-weight GEMV that widens in registers; of float32 w, the float32
- * GEMV's loads and prefetches with an add: that GEMV's ceiling. */
+ * GEMV's loads and prefetches with an add: that GEMV's ceiling.
+ * lowp_widen_u4: y[j] = the sum over row j of uint4 group weights
+ * dequantised (scale times (q - zero)), read and widened as the group GEMV
+ * widens them (4 rows at a time; AVX2: a broadcast, vpsrlvd, a mask, a
+ * convert and the zero point's subtract per 8 weights; AVX-512: vpermps
+ * on a 16-entry table per 16) with an add where it has its FMA with x:
+ * that GEMV's ceiling.
+ * lowp_i8_mix: the instructions of an exact int8 product with x in 7 bits
+ * on AVX2 alone (vpmaddubsw, vpmaddwd by 1, vpaddd for each 32 products:
+ * both fbgemm's AVX2 kernel and opcore's), run on registers for m k n
+ * products, n split across the cores as the linear layer splits it: the
+ * ceiling of any AVX2 kernel built on them. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -302,5 +313,131 @@ oc_tensor *lowp_widen(const oc_tensor *w)
     case OC_BFLOAT16: sum_rows(y->data, w->data, OC_BFLOAT16, 2, rs, k, lo, hi); break;
     default: sum_rows(y->data, w->data, OC_FLOAT16, 2, rs, k, lo, hi); break;
     }
+    return y;
+}
+
+/* lowp_i8_mix's work on this core: the m k n products of its share of n,
+ * 256 a step as 8 independent sums (the kernel's 2 rows of x by 4 vectors
+ * of w), operands in registers marked as new each step (an empty asm: no
+ * instruction), so no load, store or quantising step is counted; each
+ * core's total of its sums into sink[core] where sink has that element
+ * (so none is optimised away). */
+void lowp_i8_mix(int64_t m, int64_t k, int64_t n, oc_tensor *sink)
+{
+    int64_t lo, hi;
+    oc_core_range(n, 64, &lo, &hi);
+    int64_t steps = m * k * (hi - lo) / 256;
+#if defined(__AVX2__)
+    __m256i acc[8], w[4], xb[2], one = _mm256_set1_epi16(1);
+    for (int r = 0; r < 8; r++) acc[r] = _mm256_setzero_si256();
+    for (int r = 0; r < 4; r++) w[r] = _mm256_set1_epi8((char)(r - 2));
+    for (int a = 0; a < 2; a++) xb[a] = _mm256_set1_epi8((char)(a + 1));
+    for (int64_t s = 0; s < steps; s++) {
+        for (int r = 0; r < 4; r++) __asm__ volatile("" : "+x"(w[r]));
+        for (int a = 0; a < 2; a++) __asm__ volatile("" : "+x"(xb[a]));
+        for (int a = 0; a < 2; a++)
+            for (int r = 0; r < 4; r++)
+                acc[4 * a + r] = _mm256_add_epi32(
+                    acc[4 * a + r], _mm256_madd_epi16(_mm256_maddubs_epi16(xb[a], w[r]), one));
+    }
+    int32_t lanes[8], total = 0;
+    for (int r = 0; r < 8; r++) {
+        _mm256_storeu_si256((__m256i *)(void *)lanes, acc[r]);
+        for (int l = 0; l < 8; l++) total += lanes[l];
+    }
+    if (oc_cpu_id() < oc_numel(sink)) ((int32_t *)sink->data)[oc_cpu_id()] = total;
+#else
+    (void)steps, (void)sink;
+    OC_CHECK(0, "lowp_i8_mix: this build has no AVX2 (built without -mavx2)");
+#endif
+}
+
+/* lowp_widen_u4's rows [j, j + nr) (nr 4 or 1) of w, group gs. */
+static inline __attribute__((always_inline)) void u4_rows(float *out, const oc_weights *w,
+                                                          int64_t j, int nr)
+{
+    int64_t k = w->k, gs = w->group, ng = k / gs;
+    const char *wr[4];
+    const float *sr[4], *zr[4];
+    for (int r = 0; r < nr; r++) {
+        wr[r] = (const char *)w->data + (j + r) * w->row_bytes;
+        sr[r] = w->scale + (j + r) * ng, zr[r] = w->zero + (j + r) * ng;
+    }
+#if defined(__AVX512F__)
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i sh = _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28);
+    __m512 acc[4];
+    for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        __m512 tab[4], part[4];
+        for (int r = 0; r < nr; r++) {
+            tab[r] = _mm512_sub_ps(iota, _mm512_set1_ps(zr[r][g]));
+            part[r] = _mm512_setzero_ps();
+        }
+        for (int64_t p = g * gs; p < (g + 1) * gs; p += 16)
+            for (int r = 0; r < nr; r++) {
+                int64_t b;
+                memcpy(&b, wr[r] + p / 2, 8);
+                __m512i idx = _mm512_srlv_epi32(_mm512_set1_epi64(b), sh);
+                part[r] = _mm512_add_ps(part[r], _mm512_permutexvar_ps(idx, tab[r]));
+            }
+        for (int r = 0; r < nr; r++)
+            acc[r] = _mm512_fmadd_ps(part[r], _mm512_set1_ps(sr[r][g]), acc[r]);
+    }
+    for (int r = 0; r < nr; r++) out[j + r] = _mm512_reduce_add_ps(acc[r]);
+#elif defined(__AVX2__) && defined(__F16C__)
+    const __m256i sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), f = _mm256_set1_epi32(15);
+    __m256 alo[4], ahi[4];
+    for (int r = 0; r < nr; r++) alo[r] = ahi[r] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        __m256 z[4], lo[4], hi[4];
+        for (int r = 0; r < nr; r++) {
+            z[r] = _mm256_set1_ps(zr[r][g]);
+            lo[r] = hi[r] = _mm256_setzero_ps();
+        }
+        for (int64_t p = g * gs; p < (g + 1) * gs; p += 16)
+            for (int r = 0; r < nr; r++) {
+                int32_t b0, b1;
+                memcpy(&b0, wr[r] + p / 2, 4);
+                memcpy(&b1, wr[r] + p / 2 + 4, 4);
+                __m256i q0 = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b0), sh), f),
+                        q1 = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b1), sh), f);
+                lo[r] = _mm256_add_ps(lo[r], _mm256_sub_ps(_mm256_cvtepi32_ps(q0), z[r]));
+                hi[r] = _mm256_add_ps(hi[r], _mm256_sub_ps(_mm256_cvtepi32_ps(q1), z[r]));
+            }
+        for (int r = 0; r < nr; r++) {
+            __m256 sc = _mm256_set1_ps(sr[r][g]);
+            alo[r] = _mm256_fmadd_ps(lo[r], sc, alo[r]);
+            ahi[r] = _mm256_fmadd_ps(hi[r], sc, ahi[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) out[j + r] = WSUM(_mm256_add_ps(alo[r], ahi[r]));
+#else
+    for (int r = 0; r < nr; r++) {
+        out[j + r] = 0;
+        for (int64_t g = 0; g < ng; g++) {
+            float part = 0;
+            for (int64_t p = g * gs; p < (g + 1) * gs; p++) {
+                uint8_t b = (uint8_t)wr[r][p >> 1];
+                part += (float)(p & 1 ? b >> 4 : b & 15) - zr[r][g];
+            }
+            out[j + r] += part * sr[r][g];
+        }
+    }
+#endif
+}
+
+oc_tensor *lowp_widen_u4(const oc_tensor *w, const oc_tensor *scale, const oc_tensor *zero,
+                         int64_t group)
+{
+    oc_tensor *y = oc_dst_tensor();
+    oc_weights wt = oc_weights_grouped(w, OC_W_U4G, group, scale, zero);
+    if (!wt.data) return y; /* the kernel failed with oc_weights_grouped's message */
+    OC_CHECK(group % 16 == 0, "lowp_widen_u4: group %lld is not a multiple of 16",
+             (long long)group);
+    int64_t lo, hi, j;
+    oc_core_range(wt.n, 16, &lo, &hi);
+    for (j = lo; j + 4 <= hi; j += 4) u4_rows(y->data, &wt, j, 4);
+    for (; j < hi; j++) u4_rows(y->data, &wt, j, 1);
     return y;
 }

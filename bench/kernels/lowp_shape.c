@@ -108,8 +108,31 @@ static oc_tensor *lowp_widen_shape(const oc_tensor *w)
     return oc_empty(OC_FLOAT32, 1, (int64_t[]){w->sizes[0]});
 }
 
+static oc_tensor *lowp_widen_u4_shape(const oc_tensor *w, const oc_tensor *scale,
+                                      const oc_tensor *zero, int64_t group)
+{
+    (void)scale, (void)zero, (void)group;
+    OC_CHECK(w->dtype == OC_UINT8 && w->ndim == 2,
+             "w must be 2-D uint8 (two uint4 a byte), got %d-D %s", w->ndim,
+             oc_dtype_name(w->dtype));
+    return oc_empty(OC_FLOAT32, 1, (int64_t[]){w->sizes[0]});
+}
+
+static void lowp_i8_mix_shape(int64_t m, int64_t k, int64_t n, oc_tensor *sink)
+{
+    OC_CHECK(m >= 0 && k >= 0 && n >= 0, "m, k and n must be >= 0, got %lld, %lld, %lld",
+             (long long)m, (long long)k, (long long)n);
+    OC_CHECK(sink->dtype == OC_INT32 && oc_is_contiguous(sink),
+             "sink must be a contiguous int32 tensor (an element per core), got %s %s",
+             oc_is_contiguous(sink) ? "contiguous" : "strided", oc_dtype_name(sink->dtype));
+}
+
 OC_LIBRARY(lowp, m)
 {
+    oc_def(m, "lowp_widen_u4(Tensor w, Tensor scale, Tensor zero, int group) -> Tensor",
+           lowp_widen_u4_shape, "lowp_widen_u4", .multicore = true);
+    oc_def(m, "lowp_i8_mix(int m, int k, int n, Tensor(a!) sink) -> ()", lowp_i8_mix_shape,
+           "lowp_i8_mix", .multicore = true);
     oc_def(m, "lowp_widen(Tensor w) -> Tensor", lowp_widen_shape, "lowp_widen",
            .multicore = true);
     oc_def(m, "lowp_copy(Tensor src, Tensor(a!) dst) -> ()", lowp_copy_shape, "lowp_copy",

@@ -680,9 +680,11 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
         snprintf(buf, sizeof buf,
                  "int8 weights: int8 x int8 -> int32, opcore's %s kernel (%s), split along n", isa,
                  ks == &oc__lowp_portable        ? "scalar int32 sums"
-                 : ks == &oc__lowp_avx2 ? "vpmaddubsw + vpmaddwd, 4 rows of w at a time"
+                 : ks == &oc__lowp_avx2 ? "vpmaddubsw + vpmaddwd, 4 rows of w at a time; x "
+                                          "holding -128: both widened to int16, vpmaddwd"
                  : ks == &oc__lowp_avxvnni ? "VEX vpdpbusd on 256-bit registers, 4 rows of w at a "
-                                             "time"
+                                             "time; x holding -128: both widened to int16, "
+                                             "vpdpwssd"
                  : m >= ks->i8p_min_m && ks == &oc__lowp_amx
                      ? "AMX tdpbusd on w packed in 64-column panels, 16 x 64 blocks"
                  : m >= OC__LOWP_I8ROWS_MIN_M && ks == &oc__lowp_amx
@@ -706,8 +708,9 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
             snprintf(buf, sizeof buf,
                      "int8 weights prepacked (layout %s): int8 x int8 -> int32, opcore's %s "
                      "kernel on the packed panels as they are (%s with x's 4 bytes broadcast, "
-                     "2 rows of x by 32 columns; x within 7 bits: one multiply step), split "
-                     "along n in 64-column panels",
+                     "2 rows of x by 32 columns; x within 7 bits: one multiply step; x "
+                     "holding -128: each panel unpacked, both widened to int16), split along n "
+                     "in 64-column panels",
                      oc__lowp_pk_layout(), isa,
                      ks == &oc__lowp_avx2 ? "vpmaddubsw + vpmaddwd" : "VEX vpdpbusd");
         else

@@ -247,6 +247,13 @@ static bool has_min_i8(const int8_t *x, int64_t xrs, int64_t m, int64_t k)
     return false;
 }
 
+/* The set's row kernel for x: its i8_full where x holds -128. */
+static oc__lowp_i8_fn i8_for(const oc__lowp_kernels *ks, const int8_t *x, int64_t xrs, int64_t m,
+                             int64_t k)
+{
+    return ks->i8_full && has_min_i8(x, xrs, m, k) ? ks->i8_full : ks->i8;
+}
+
 /* xq + 128 as u8 into xu: m rows of kp bytes (zero past k), then zero
  * rows up to mp. */
 static void to_u8(uint8_t *xu, int64_t kp, int64_t mp, const int8_t *xq, int64_t xrs, int64_t m,
@@ -309,13 +316,13 @@ static bool run_i8_packed(float *y, int64_t yrs, const int8_t *xq, int64_t xrs, 
             return true;
         }
     }
-    if (ks->i8_needs_no_min && has_min_i8(xq, xrs, m, k)) ks = &oc__lowp_portable;
+    oc__lowp_i8_fn i8 = i8_for(ks, xq, xrs, m, k);
     int8_t *rows = scratch_get(4, (size_t)(64 * k), fn);
     if (!rows) return false;
     for (int64_t j = j0; j < j1; j += 64) {
         int nc = j1 - j < 64 ? (int)(j1 - j) : 64;
         oc__lowp_pk_unpack(rows, k, &pk, j, nc);
-        ks->i8(y + j, yrs, xq, xrs, xs, m, rows, k, pk.scale + j, k, 0, nc);
+        i8(y + j, yrs, xq, xrs, xs, m, rows, k, pk.scale + j, k, 0, nc);
     }
     return true;
 }
@@ -342,8 +349,7 @@ bool oc__lowp_run_i8(float *y, int64_t yrs, const int8_t *xq, int64_t xrs, const
         oc__lowp_i8_amx_rows(y, yrs, xq, xrs, xs, m, w->data, w->row_bytes, ws, w->k, j0, j1, sc);
         return true;
     }
-    if (ks->i8_needs_no_min && has_min_i8(xq, xrs, m, w->k)) ks = &oc__lowp_portable;
-    ks->i8(y, yrs, xq, xrs, xs, m, w->data, w->row_bytes, ws, w->k, j0, j1);
+    i8_for(ks, xq, xrs, m, w->k)(y, yrs, xq, xrs, xs, m, w->data, w->row_bytes, ws, w->k, j0, j1);
     return true;
 }
 
@@ -392,9 +398,12 @@ const char *oc__lowp_i8_matmul_path(int64_t m, int64_t k)
     const oc__lowp_kernels *ks = oc__lowp_kernels_get();
     if (k >= OC__LOWP_I8_MAX_K) return NULL;
     const char *how = ks == &oc__lowp_portable ? "scalar int32 sums"
-                      : ks == &oc__lowp_avx2   ? "vpmaddubsw + vpmaddwd, 4 rows of b^T at a time"
+                      : ks == &oc__lowp_avx2
+                          ? "vpmaddubsw + vpmaddwd, 4 rows of b^T at a time; a holding -128: "
+                            "both widened to int16, vpmaddwd"
                       : ks == &oc__lowp_avxvnni
-                          ? "VEX vpdpbusd, 4 rows of b^T at a time"
+                          ? "VEX vpdpbusd, 4 rows of b^T at a time; a holding -128: both "
+                            "widened to int16, vpdpwssd"
                       : amx_rows(ks, m, k)
                           ? "AMX tdpbssd on rows of b^T as they are, 16 x 16 blocks (k % 64 = 0)"
                       : m >= ks->i8p_min_m && ks == &oc__lowp_amx

@@ -139,8 +139,9 @@ typedef struct oc__lowp_kernels {
     oc__lowp_i8p_fn i8p;        /* NULL: i8 for every m */
     int i8p_kalign, i8p_malign; /* i8p's xu: k padded to a multiple of kalign, rows of malign */
     int i8p_min_m;              /* i8p from this many rows of x */
-    /* int8 kernel exact only for x without -128 (AVX2's sign trick) */
-    bool i8_needs_no_min;
+    /* NULL: i8 takes every x; else i8 is exact only for x without -128
+     * (the sign trick of AVX2 and AVX-VNNI) and this kernel runs x holding it */
+    oc__lowp_i8_fn i8_full;
     oc__lowp_bf16p_fn bf16p; /* NULL: bfloat16 weights widened for the tile matmul */
 } oc__lowp_kernels;
 

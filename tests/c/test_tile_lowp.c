@@ -265,7 +265,7 @@ static void test_i8_linear(void **state)
         fill(xs, 33, 4);
         oc_tensor tw = mk(w, OC_INT8, N, k), tws = mk(ws, OC_FLOAT32, 1, N);
         for (int minus = 0; minus < 2; minus++) {
-            if (minus) xq[k + 5] = -128; /* row 1: AVX2 runs the portable loop, same bits */
+            if (minus) xq[k + 5] = -128; /* row 1: AVX2 widens both sides to int16, same bits */
             for (size_t mi = 0; mi < sizeof MS / sizeof MS[0]; mi++) {
                 int64_t m = MS[mi];
                 oc_tensor tx = mk(xq, OC_INT8, m, k), ty = mk(y, OC_FLOAT32, m, N),

@@ -122,6 +122,51 @@ def test_bench_read_ceiling_bad_input(ops):
     assert ops.lowp_widen(torch.ones(2, 3)).tolist() == [3.0, 3.0]
 
 
+@pytest.mark.parametrize("n,k,group", [(37, 256, 32), (64, 4096, 128), (5, 64, 64)])
+def test_bench_u4_widen_ceiling(ops, n, k, group):
+    """lowp_widen_u4 (the bench's ceiling of the uint4 group GEMV): each
+    row's dequantised weights summed, 4 rows at a time and a last 1."""
+    g = torch.Generator().manual_seed(n + k)
+    wq, ws, wz = ops.lowp_quantize_u4(torch.randn(n, k, generator=g), group)
+    q = torch.stack([wq & 15, wq >> 4], -1).reshape(n, k).double()
+    want = ((q.reshape(n, k // group, group) - wz[..., None].double()) * ws[..., None]).sum((1, 2))
+    torch.testing.assert_close(ops.lowp_widen_u4(wq, ws, wz, group), want.float(), rtol=1e-4,
+                               atol=1e-4)
+    with pytest.raises(RuntimeError, match="w must be 2-D uint8"):
+        ops.lowp_widen_u4(wq.float(), ws, wz, group)
+    with pytest.raises(RuntimeError, match="zero"):
+        ops.lowp_widen_u4(wq, ws, wz[:1], group)
+    torch.testing.assert_close(ops.lowp_widen_u4(wq, ws, wz, group), want.float(), rtol=1e-4,
+                               atol=1e-4)
+
+
+def _has_avx2():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx2" in line for line in f)
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sink_len", [2, 16384])  # one share on the caller; split across cores
+def test_bench_int8_mix_ceiling(ops, sink_len):
+    """lowp_i8_mix (the bench's AVX2 int8 ceiling) runs every one of the m k
+    n products once, whatever the split: each step's 256 products of x in
+    {1, 2} and w in {-2, -1, 0, 1} add -192 to the sums, so the cores'
+    totals are -0.75 m k n."""
+    sink = torch.zeros(sink_len, dtype=torch.int32)
+    if not _has_avx2():
+        with pytest.raises(RuntimeError, match="has no AVX2"):
+            ops.lowp_i8_mix(16, 64, 128, sink)
+        return
+    ops.lowp_i8_mix(16, 64, 128, sink)
+    assert sink.sum().item() == -98304
+    with pytest.raises(RuntimeError, match="sink must be a contiguous int32 tensor"):
+        ops.lowp_i8_mix(16, 64, 128, torch.zeros(4))
+    with pytest.raises(RuntimeError, match="m, k and n must be >= 0"):
+        ops.lowp_i8_mix(-1, 64, 128, sink)
+
+
 @pytest.mark.parametrize("m", [1, 5, 32, 48])
 @pytest.mark.parametrize("kind", list(W))
 def test_linear_against_torch(ops, kind, m):
