@@ -253,8 +253,6 @@ static T5 void fdot_avx512(float *y, int64_t yrs, const float *x, int64_t xrs, i
 
 /* ---- Q8_0 / Q4_0 blocks ---------------------------------------------------- */
 
-/* A block's 32 weights as int8 (Q4_0: nibble - 8, elements 0..15 from the
- * low nibbles, 16..31 from the high ones). */
 /* A block's 32 weights as int8: Q8_0's as they are; Q4_0's as unsigned
  * nibbles 0..15 (elements 0..15 from the low nibbles, 16..31 from the
  * high ones), the - 8 applied to the sum instead: sum((q - 8) x) =
@@ -262,8 +260,13 @@ static T5 void fdot_avx512(float *y, int64_t yrs, const float *x, int64_t xrs, i
 static INL T2 __m256i block_w(const char *blk, oc_wtype t)
 {
     if (t == OC_W_Q8_0) return _mm256_loadu_si256((const __m256i *)(blk + 2));
-    __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2)), f = _mm_set1_epi8(15);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), f), _mm_and_si128(v, f));
+    /* the 16 bytes in both halves (vbroadcasti128: a load, no shuffle), the
+     * upper half shifted right by 4 (vpsrlvd), every byte masked to 4 bits:
+     * two ALU steps where two shifts' worth of 128-bit steps and an insert
+     * took four */
+    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 2)));
+    return _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                            _mm256_set1_epi8(15));
 }
 
 /* 8 int32 lanes summing to the block's product with x (|x| <= 127):
