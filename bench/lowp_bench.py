@@ -63,9 +63,10 @@ Writes bench/results/lowp.json (bench/report.py format).
     python bench/lowp_bench.py [--rounds R] [--quick] [--only float,half,prefill,q,group,int8]
                                [--pages 4k|huge]
 
-The full run took about a minute here at load 5 (--rounds 5; the default
-7 rounds a little longer; the prefill section alone about 12 s, the
-int8 one about 20 s); --only picks sections, for a shorter run.
+--rounds (default 7) sets the prefill and oc_tile_matmul rows' rounds;
+the GEMV, quantised GEMV and int8 linear rows run at least 15. The full
+run takes about two minutes here (--isa avx2 about three; the int8
+section alone about a minute); --only picks sections, for a shorter run.
 """
 import argparse
 import json
@@ -91,7 +92,9 @@ BEYOND = 256 << 20
 # (both sides, 1 and 2 threads): the last-level cache keeps a weight's lines after a few passes
 SETTLE = 3
 # rounds of the 1x4096x4096 float and half-weight GEMV rows at least (a few seconds each): their
-# targets sit near parity (float32) or near 2x (half), where a host's noise moves one round by 10%
+# targets sit near parity (float32) or near 2x (half), where a host's noise moves one round by 10%;
+# the quantised GEMV and int8 rows too (on AVX2 the int8 rows sit within a few percent of the
+# instructions' own rate on both sides, and a 2-thread Q4_0 GEMV read 0.32-0.46 ms in four runs)
 GEMV_ROUNDS = 15
 # the int8 dynamic linear with x in 7 bits, as torch's dynamic quantised Linear quantises it on
 # x86 (reduce_range=True: fbgemm's vpmaddubsw pairs then never saturate on CPUs without VNNI)
@@ -264,8 +267,8 @@ def child(args):
              "torch.matmul float32": lambda: F.linear(x1, w)},
             {f"opcore {name}": wq.nbytes, QMEMCPY: wq.nbytes,
              "copy of the quantised bytes": wq.nbytes},
-            [QMEMCPY, "copy of the quantised bytes", "torch.matmul float32"], args.rounds,
-            args.reps, warm=SETTLE)
+            [QMEMCPY, "copy of the quantised bytes", "torch.matmul float32"],
+            max(args.rounds, GEMV_ROUNDS), args.reps, warm=SETTLE)
 
     # group-wise int8 / uint4 weights: against a copy of their bytes (scales, zeros included)
     groups = (("uint4", 32), ("uint4", 128), ("int8", 32), ("int8", 128))
@@ -304,7 +307,7 @@ def child(args):
             {f"opcore {name} group {group}": nbytes, QMEMCPY: nbytes,
              "copy of the quantised bytes": nbytes, **{c: nbytes for c in widen}},
             [QMEMCPY, "copy of the quantised bytes", "torch.matmul float32", *widen],
-            args.rounds, args.reps, warm=SETTLE)
+            max(args.rounds, GEMV_ROUNDS), args.reps, warm=SETTLE)
 
     # int8 dynamic quantisation against torch.ao's dynamic Linear (fbgemm)
     torch.backends.quantized.engine = "fbgemm"
@@ -339,7 +342,7 @@ def child(args):
             # candidate follows the same one, and the one after torch.matmul's 64 MiB (or
             # another's weights) would refill its weights in every block
             run(op, cands, {}, ["torch.ao dynamic Linear (fbgemm)", "torch.matmul float32",
-                                "opcore int8 unpacked", *mix], args.rounds,
+                                "opcore int8 unpacked", *mix], max(args.rounds, GEMV_ROUNDS),
                 max(1, args.reps // (4 if m >= 256 else 1)), warm=SETTLE)
             for r in rows:  # each side's error against the float32 product of the same weights
                 if r["op"] == op and r["implementation"] not in ("torch.matmul float32", MIX):
@@ -540,9 +543,17 @@ def main():
              "widens half weights in registers (see docs/gemm_library.md for the variants "
              "tried).")
     huge = args.pages == "huge"
+    notes += (" The uint4 group rows also time the same weights read and widened alone "
+              "(lowp_widen_u4: the GEMV's loads and widening, an add for its FMA with x): the "
+              "ceiling of a GEMV that widens uint4 in registers.")
     if args.isa == "avx2":
         notes += (" Every library on both sides limited to AVX2, as on a CPU without AVX-512 or "
-                  "VNNI: " + ", ".join(f"{k}={v}" for k, v in AVX2_ENV.items()) + ".")
+                  "VNNI: " + ", ".join(f"{k}={v}" for k, v in AVX2_ENV.items()) + "; the "
+                  "bench's own kernels (copies, ceilings) built without AVX-512. From 16 rows "
+                  "of x the int8 rows also time the instructions both sides' AVX2 kernels take "
+                  "per 32 products (vpmaddubsw, vpmaddwd by 1, vpaddd) alone, in inline asm on "
+                  "registers, for as many products split across the same cores (lowp_i8_mix): "
+                  "the rate no kernel built on them passes, and the int8 targets' ceiling.")
     if huge:
         notes += (" Every tensor of 2 MiB or more (weights, copies, results) on huge pages, both "
                   "sides (torch's allocator asked: THP_MEM_ALLOC_ENABLE=1).")

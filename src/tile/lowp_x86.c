@@ -262,8 +262,8 @@ static INL T2 __m256i block_w(const char *blk, oc_wtype t)
     if (t == OC_W_Q8_0) return _mm256_loadu_si256((const __m256i *)(blk + 2));
     /* the 16 bytes in both halves (vbroadcasti128: a load, no shuffle), the
      * upper half shifted right by 4 (vpsrlvd), every byte masked to 4 bits:
-     * two ALU steps where two shifts' worth of 128-bit steps and an insert
-     * took four */
+     * two ALU steps where the 128-bit form took four (a shift, two masks
+     * and an insert on the shuffle port) */
     __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 2)));
     return _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
                             _mm256_set1_epi8(15));
@@ -554,14 +554,15 @@ static INL T2 __m256i dot32_avx2(__m256i acc, __m256i uw, __m256i sx)
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pr, _mm256_set1_epi16(1)));
 }
 
+/* Rows [j0, j1) of w, 4 at a time, then 1, through ROWS (a row kernel). */
+#define I8_COLS_BODY(ROWS)                                                                  \
+    int64_t j = j0;                                                                         \
+    for (; j + 4 <= j1; j += 4) ROWS(y, yrs, x, xrs, xs, m, w, wrb, ws, k, j, 4);           \
+    for (; j < j1; j++) ROWS(y, yrs, x, xrs, xs, m, w, wrb, ws, k, j, 1);
+
 static INL T2 void i8_rows_avx2(I8ARGS, int64_t j, int nr) { I8_ROWS_BODY(dot32_avx2) }
 
-static T2 void i8_avx2(I8ARGS, int64_t j0, int64_t j1)
-{
-    int64_t j = j0;
-    for (; j + 4 <= j1; j += 4) i8_rows_avx2(y, yrs, x, xrs, xs, m, w, wrb, ws, k, j, 4);
-    for (; j < j1; j++) i8_rows_avx2(y, yrs, x, xrs, xs, m, w, wrb, ws, k, j, 1);
-}
+static T2 void i8_avx2(I8ARGS, int64_t j0, int64_t j1) { I8_COLS_BODY(i8_rows_avx2) }
 
 /* x holding -128, where x signed by w does not fit int8 (the sign trick's
  * one gap): both sides widened to int16 and multiplied in pairs into
@@ -602,11 +603,6 @@ static INL T2 __m256i wide16(const int8_t *p)
     for (; i + 2 <= m; i += 2) I8W_BLOCK(DOTW, 2)                                           \
     if (i < m) I8W_BLOCK(DOTW, 1)
 
-#define I8W_BODY(ROWS)                                                                      \
-    int64_t j = j0;                                                                         \
-    for (; j + 4 <= j1; j += 4) ROWS(y, yrs, x, xrs, xs, m, w, wrb, ws, k, j, 4);           \
-    for (; j < j1; j++) ROWS(y, yrs, x, xrs, xs, m, w, wrb, ws, k, j, 1);
-
 static INL T2 __m256i dotw_avx2(__m256i acc, __m256i a, __m256i b)
 {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
@@ -614,7 +610,7 @@ static INL T2 __m256i dotw_avx2(__m256i acc, __m256i a, __m256i b)
 
 static INL T2 void i8w_rows_avx2(I8ARGS, int64_t j, int nr) { I8W_ROWS_BODY(dotw_avx2) }
 
-static T2 void i8w_avx2(I8ARGS, int64_t j0, int64_t j1) { I8W_BODY(i8w_rows_avx2) }
+static T2 void i8w_avx2(I8ARGS, int64_t j0, int64_t j1) { I8_COLS_BODY(i8w_rows_avx2) }
 
 /* Prepacked int8 weights read as they are on 256-bit registers: per 2
  * rows of x and 4 k, each row's 4 bytes broadcast against half a panel
@@ -793,12 +789,7 @@ static INL TV __m256i dot32_vnni(__m256i acc, __m256i uw, __m256i sx)
 
 static INL TV void i8_rows_vnni(I8ARGS, int64_t j, int nr) { I8_ROWS_BODY(dot32_vnni) }
 
-static TV void i8_avxvnni(I8ARGS, int64_t j0, int64_t j1)
-{
-    int64_t j = j0;
-    for (; j + 4 <= j1; j += 4) i8_rows_vnni(y, yrs, x, xrs, xs, m, w, wrb, ws, k, j, 4);
-    for (; j < j1; j++) i8_rows_vnni(y, yrs, x, xrs, xs, m, w, wrb, ws, k, j, 1);
-}
+static TV void i8_avxvnni(I8ARGS, int64_t j0, int64_t j1) { I8_COLS_BODY(i8_rows_vnni) }
 
 static TV void i8pk_avxvnni(I8PKARGS) { I8PK_BODY(dot32_vnni) }
 
@@ -809,7 +800,7 @@ static INL TV __m256i dotw_vnni(__m256i acc, __m256i a, __m256i b)
 
 static INL TV void i8w_rows_vnni(I8ARGS, int64_t j, int nr) { I8W_ROWS_BODY(dotw_vnni) }
 
-static TV void i8w_avxvnni(I8ARGS, int64_t j0, int64_t j1) { I8W_BODY(i8w_rows_vnni) }
+static TV void i8w_avxvnni(I8ARGS, int64_t j0, int64_t j1) { I8_COLS_BODY(i8w_rows_vnni) }
 
 /* One 64-byte step of an mr x nr block: (w + 128) as u8 times x as s8. */
 #define I8_STEP(LOADW, LOADX)                                                          \
