@@ -29,9 +29,9 @@
  * that GEMV's ceiling.
  * lowp_i8_mix: the instructions of an exact int8 product with x in 7 bits
  * on AVX2 alone (vpmaddubsw, vpmaddwd by 1, vpaddd for each 32 products:
- * both fbgemm's AVX2 kernel and opcore's), run on registers for m k n
- * products, n split across the cores as the linear layer splits it: the
- * ceiling of any AVX2 kernel built on them. */
+ * both fbgemm's AVX2 kernel and opcore's), in inline asm on registers for
+ * m k n products, n split across the cores as the linear layer splits it:
+ * the ceiling of any AVX2 kernel built on them. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -318,28 +318,39 @@ oc_tensor *lowp_widen(const oc_tensor *w)
 
 /* lowp_i8_mix's work on this core: the m k n products of its share of n,
  * 256 a step as 8 independent sums (the kernel's 2 rows of x by 4 vectors
- * of w), operands in registers marked as new each step (an empty asm: no
- * instruction), so no load, store or quantising step is counted; each
- * core's total of its sums into sink[core] where sink has that element
- * (so none is optimised away). */
+ * of w), each step's 24 instructions written out in inline asm on
+ * registers (the compiler can neither drop, hoist nor spill them), so no
+ * load, store or quantising step is counted; each core's total of its
+ * sums into sink[core] where sink has that element. */
+#if defined(__AVX2__) && defined(__x86_64__) && defined(__GNUC__)
+/* one 32-product step into accumulator A: x (u8) by w (s8) in pairs, the
+ * pairs summed into int32 by vpmaddwd by 1, added */
+#define MIX_STEP(A, X, W)                                                                  \
+    "vpmaddubsw %[" #W "], %[" #X "], %%ymm15\n\t"                                         \
+    "vpmaddwd %[one], %%ymm15, %%ymm15\n\t"                                                \
+    "vpaddd %%ymm15, %[" #A "], %[" #A "]\n\t"
+#endif
+
 void lowp_i8_mix(int64_t m, int64_t k, int64_t n, oc_tensor *sink)
 {
     int64_t lo, hi;
     oc_core_range(n, 64, &lo, &hi);
     int64_t steps = m * k * (hi - lo) / 256;
-#if defined(__AVX2__)
-    __m256i acc[8], w[4], xb[2], one = _mm256_set1_epi16(1);
-    for (int r = 0; r < 8; r++) acc[r] = _mm256_setzero_si256();
-    for (int r = 0; r < 4; r++) w[r] = _mm256_set1_epi8((char)(r - 2));
-    for (int a = 0; a < 2; a++) xb[a] = _mm256_set1_epi8((char)(a + 1));
-    for (int64_t s = 0; s < steps; s++) {
-        for (int r = 0; r < 4; r++) __asm__ volatile("" : "+x"(w[r]));
-        for (int a = 0; a < 2; a++) __asm__ volatile("" : "+x"(xb[a]));
-        for (int a = 0; a < 2; a++)
-            for (int r = 0; r < 4; r++)
-                acc[4 * a + r] = _mm256_add_epi32(
-                    acc[4 * a + r], _mm256_madd_epi16(_mm256_maddubs_epi16(xb[a], w[r]), one));
-    }
+#if defined(__AVX2__) && defined(__x86_64__) && defined(__GNUC__)
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+            a7 = a0, one = _mm256_set1_epi16(1);
+    __m256i w0 = _mm256_set1_epi8(-2), w1 = _mm256_set1_epi8(-1), w2 = _mm256_set1_epi8(0),
+            w3 = _mm256_set1_epi8(1), x0 = _mm256_set1_epi8(1), x1 = _mm256_set1_epi8(2);
+    for (int64_t s = 0; s < steps; s++)
+        __asm__ volatile(MIX_STEP(a0, x0, w0) MIX_STEP(a1, x0, w1) MIX_STEP(a2, x0, w2)
+                             MIX_STEP(a3, x0, w3) MIX_STEP(a4, x1, w0) MIX_STEP(a5, x1, w1)
+                                 MIX_STEP(a6, x1, w2) MIX_STEP(a7, x1, w3)
+                         : [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3),
+                           [a4] "+x"(a4), [a5] "+x"(a5), [a6] "+x"(a6), [a7] "+x"(a7)
+                         : [w0] "x"(w0), [w1] "x"(w1), [w2] "x"(w2), [w3] "x"(w3),
+                           [x0] "x"(x0), [x1] "x"(x1), [one] "x"(one)
+                         : "xmm15");
+    __m256i acc[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
     int32_t lanes[8], total = 0;
     for (int r = 0; r < 8; r++) {
         _mm256_storeu_si256((__m256i *)(void *)lanes, acc[r]);
