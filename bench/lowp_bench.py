@@ -114,6 +114,11 @@ W = {"float32": 0, "bfloat16": 1, "float16": 2, "q8_0": 3, "q4_0": 4, "int8": 5,
      "uint4-group": 7, "int8-packed": 8}
 
 
+def forced_avx2():
+    """Whether this process runs with opcore limited to AVX2 (--isa avx2)."""
+    return os.environ.get("OC_TILE_ISA") == AVX2_ENV["OC_TILE_ISA"]
+
+
 def load_ops():
     import torch
 
@@ -121,7 +126,7 @@ def load_ops():
     k = os.path.join(HERE, "kernels")
     # the bench's own kernels (copies, ceilings) on the instructions the tile layer is held to:
     # with OC_TILE_ISA=avx2 (--isa avx2) built without AVX-512, as on a CPU without it
-    avx2 = os.environ.get("OC_TILE_ISA") == "avx2"
+    avx2 = forced_avx2()
     custom_op.loaded_libraries().get("lowp") or custom_op.load(
         name="lowp", compute_srcs=[os.path.join(k, "lowp_linear.c")],
         shape_srcs=[os.path.join(k, "lowp_shape.c")],
@@ -322,7 +327,7 @@ def child(args):
     wp = T.lowp_pack_i8(wi8, ws) if want("int8") else None
     # lowp_i8_mix's sink: an element per core, 64 KiB in all so the engine splits the launch
     # across the cores (it runs a launch of fewer bytes as one share: OC_MIN_SPLIT_BYTES)
-    avx2, sink = os.environ.get("OC_TILE_ISA") == "avx2", torch.zeros(16384, dtype=torch.int32)
+    avx2, sink = forced_avx2(), torch.zeros(16384, dtype=torch.int32)
     for m in args.int8_m[:3 * want("int8")]:
         x = torch.randn(m, K, generator=g)
         y = T.lowp_linear_packed(x, wp, N)

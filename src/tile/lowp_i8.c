@@ -39,7 +39,7 @@ static bool aligned4(const void *bytes, const char *fn)
 #define PK_LAYOUT 1u
 #define PK_LAYOUT_NAME "vnni-panel64"
 #define HDR 128
-#define PANEL 64
+#define PANEL OC__LOWP_PANEL
 
 static const char pk_magic[8] = {'O', 'C', 'P', 'K', 'I', '8', 0, 0};
 
@@ -306,6 +306,7 @@ static bool run_i8_packed(float *y, int64_t yrs, const int8_t *xq, int64_t xrs, 
         return true;
     }
     oc__lowp_i8pk_rows_fn g = oc__lowp_i8pk_rows_for(ks);
+    oc__lowp_i8_fn i8 = NULL;
     if (g && oc__lowp_i8pk_prep) { /* x's rows padded to 4-byte steps (+ 64 if in 7 bits) */
         int64_t k4 = (k + 3) / 4 * 4;
         int8_t *xp = scratch_get(2, (size_t)(m * k4), fn);
@@ -315,8 +316,9 @@ static bool run_i8_packed(float *y, int64_t yrs, const int8_t *xq, int64_t xrs, 
             g(y, yrs, xp, k4, xs, m, pk.panels, pk.pbytes, pk.scale, k, j0, j1, x7 == 1);
             return true;
         }
+        i8 = ks->i8_full; /* x holds -128: the scan is done */
     }
-    oc__lowp_i8_fn i8 = i8_for(ks, xq, xrs, m, k);
+    if (!i8) i8 = i8_for(ks, xq, xrs, m, k);
     int8_t *rows = scratch_get(4, (size_t)(64 * k), fn);
     if (!rows) return false;
     for (int64_t j = j0; j < j1; j += 64) {

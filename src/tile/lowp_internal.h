@@ -50,6 +50,10 @@ typedef void (*oc__lowp_bf16p_fn)(float *y, int64_t yrs, const uint16_t *xb, int
                                   int64_t k, int64_t j0, int64_t j1, void *pack);
 #define oc__LOWP_BF16P_BYTES(kp, m) ((size_t)(kp) * 128 + ((size_t)(m) + 33) * 256)
 
+/* Columns of w^T a panel: the int8 panel form of lowp_x86.c's pack_panel,
+ * of the prepacked weights (lowp_i8.c) and of the kernels reading them. */
+#define OC__LOWP_PANEL 64
+
 /* Prepacked int8 weights (OC_W_I8_PACKED, lowp_i8.c): xu and xs as for
  * oc__lowp_i8p_fn (kp the packed k, a multiple of 64; rows padded to 16),
  * the panel of columns [j, j + 64) at panels + j / 64 * pbytes (pack_panel's

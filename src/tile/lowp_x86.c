@@ -625,7 +625,7 @@ static T2 void i8w_avx2(I8ARGS, int64_t j0, int64_t j1) { I8_COLS_BODY(i8w_rows_
  * prefetches a line of the core's next panel into L2: the first pass over
  * a panel otherwise waits on memory (16 x 4096 x 4096: 0.81 -> 0.93 of
  * the instructions' own rate, 1 core). */
-#define PANEL_W 64
+#define PANEL OC__LOWP_PANEL
 #define I8PKARGS                                                                           \
     float *y, int64_t yrs, const int8_t *x, int64_t xrs, const float *xs, int64_t m,      \
         const char *panels, int64_t pbytes, const float *ws, int64_t k, int64_t j0,        \
@@ -652,9 +652,9 @@ static INL T2 __m256i xquad(const int8_t *p)
         for (int64_t q = 0; 4 * q < k; q++) {                                              \
             __m256i b[R];                                                                  \
             for (int a = 0; a < R; a++) b[a] = xquad(xr[a] + 4 * q);                       \
-            const char *row = pk + q * 4 * PANEL_W + 4 * c0;                               \
+            const char *row = pk + q * 4 * PANEL + 4 * c0;                               \
             for (int l = 0; l < V / 2; l++) /* 16 steps of k on: the first pass's reads */ \
-                _mm_prefetch(row + 16 * 4 * PANEL_W + 64 * l, _MM_HINT_T0);                \
+                _mm_prefetch(row + 16 * 4 * PANEL + 64 * l, _MM_HINT_T0);                \
             if (npos < pbytes) { /* the next panel into L2, a line a step */              \
                 _mm_prefetch(pk + pbytes + npos, _MM_HINT_T1);                             \
                 npos += 64;                                                                \
@@ -689,12 +689,12 @@ static INL T2 __m256i xquad(const int8_t *p)
     }
 
 #define I8PK_BODY(DOT32)                                                                   \
-    int32_t out[PANEL_W];                                                                  \
-    for (int64_t j = j0; j < j1; j += PANEL_W) {                                           \
-        int nc = j1 - j >= PANEL_W ? PANEL_W : (int)(j1 - j);                              \
-        const char *pk = panels + j / PANEL_W * pbytes;                                    \
-        const int32_t *colsum = (const int32_t *)(const void *)(pk + pbytes - 4 * PANEL_W); \
-        int64_t npos = j + PANEL_W < j1 ? 0 : pbytes;                                      \
+    int32_t out[PANEL];                                                                  \
+    for (int64_t j = j0; j < j1; j += PANEL) {                                           \
+        int nc = j1 - j >= PANEL ? PANEL : (int)(j1 - j);                              \
+        const char *pk = panels + j / PANEL * pbytes;                                    \
+        const int32_t *colsum = (const int32_t *)(const void *)(pk + pbytes - 4 * PANEL); \
+        int64_t npos = j + PANEL < j1 ? 0 : pbytes;                                      \
         if (x7)                                                                            \
             I8PK_PANEL(DOT32, 1)                                                           \
         else                                                                               \
@@ -909,7 +909,6 @@ static T5 void i8_avx512(float *y, int64_t yrs, const int8_t *x, int64_t xrs, co
  * panel of w^T is packed (4 consecutive k of one column in each int32,
  * 16 columns a register) and a 6 x 64 block of y accumulates lane-wise:
  * vpdpbusd of x's 4 bytes, broadcast, with 4 registers of the panel. */
-#define PANEL 64
 #define MR 6
 
 /* Columns [j, j + nc) of w^T into pack (kp / 4 groups of 64 int32: k and
