@@ -26,7 +26,7 @@
  * widens them (4 rows at a time; AVX2: a broadcast, vpsrlvd, a mask, a
  * convert and the zero point's subtract per 8 weights; AVX-512: vpermps
  * on a 16-entry table per 16) with an add where it has its FMA with x:
- * that GEMV's ceiling.
+ * that GEMV's ceiling (strided inputs copied to contiguous ones first).
  * lowp_i8_mix: the instructions of an exact int8 product with x in 7 bits
  * on AVX2 alone (vpmaddubsw, vpmaddwd by 1, vpaddd for each 32 products:
  * both fbgemm's AVX2 kernel and opcore's), in inline asm on registers for
@@ -442,7 +442,10 @@ oc_tensor *lowp_widen_u4(const oc_tensor *w, const oc_tensor *scale, const oc_te
                          int64_t group)
 {
     oc_tensor *y = oc_dst_tensor();
-    oc_weights wt = oc_weights_grouped(w, OC_W_U4G, group, scale, zero);
+    const oc_tensor *in[3] = {w, scale, zero}; /* strided or expanded: copied first */
+    for (int t = 0; t < 3; t++)
+        if (!oc_is_contiguous(in[t])) in[t] = oc_to_dtype(in[t], in[t]->dtype);
+    oc_weights wt = oc_weights_grouped(in[0], OC_W_U4G, group, in[1], in[2]);
     if (!wt.data) return y; /* the kernel failed with oc_weights_grouped's message */
     OC_CHECK(group % 16 == 0, "lowp_widen_u4: group %lld is not a multiple of 16",
              (long long)group);

@@ -140,6 +140,55 @@ def test_bench_u4_widen_ceiling(ops, n, k, group):
                                atol=1e-4)
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_opcheck_bench_u4_widen_ceiling(ops):
+    """lowp_widen_u4 under torch.library.opcheck, scale and zero requiring
+    grad, every input contiguous, strided and expanded (stride 0), with
+    the backward registered here: .sum().backward() gives the gradients of
+    the same sum in torch, and the strided inputs the contiguous bits."""
+    import opcore.torch as ot
+
+    n, k, group = 6, 64, 32
+    ng = k // group
+
+    def ref(wq, s, z):
+        q = torch.stack([wq & 15, wq >> 4], -1).reshape(wq.shape[0], k).to(s.dtype)
+        return ((q.reshape(-1, ng, group) - z[..., None]) * s[..., None]).sum((1, 2))
+
+    def backward(g, wq, s, z, group):
+        q = torch.stack([wq & 15, wq >> 4], -1).reshape(wq.shape[0], k).float()
+        qsum = q.reshape(-1, ng, group).sum(-1)
+        return None, g[:, None] * (qsum - group * z), -g[:, None] * group * s
+
+    ot.register_autograd("lowp::lowp_widen_u4", backward)
+    g = torch.Generator().manual_seed(5)
+    wq, ws, wz = ops.lowp_quantize_u4(torch.randn(n, k, generator=g), group)
+    want = ops.lowp_widen_u4(wq, ws, wz, group)
+
+    def strided(t):
+        wide = torch.zeros(t.shape[0], 2 * t.shape[1], dtype=t.dtype)
+        wide[:, ::2] = t
+        return wide[:, ::2]
+
+    # each layout: (the view the op gets of a leaf, the leaf a tensor is made from)
+    layouts = {"contiguous": (lambda t: t, lambda t: t.clone()),
+               "strided": (strided, lambda t: t.clone()),
+               "expanded": (lambda t: t.expand(n, t.shape[1]), lambda t: t[:1].clone())}
+    for name, (view, leaf_of) in layouts.items():
+        w_in = view(leaf_of(wq))
+        s_leaf, z_leaf = (leaf_of(t).requires_grad_() for t in (ws, wz))
+        s_in, z_in = view(s_leaf), view(z_leaf)
+        torch.library.opcheck(ops.lowp_widen_u4.default, (w_in, s_in, z_in, group))
+        y = ops.lowp_widen_u4(w_in, s_in, z_in, group)
+        if name != "expanded":
+            assert torch.equal(y, want), name
+        y.sum().backward()
+        s_ref, z_ref = (t.detach().double().requires_grad_() for t in (s_leaf, z_leaf))
+        ref(w_in, view(s_ref), view(z_ref)).sum().backward()
+        torch.testing.assert_close(s_leaf.grad, s_ref.grad.float(), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(z_leaf.grad, z_ref.grad.float(), rtol=1e-5, atol=1e-5)
+
+
 def _has_avx2():
     try:
         with open("/proc/cpuinfo") as f:
@@ -161,6 +210,10 @@ def test_bench_int8_mix_ceiling(ops, sink_len):
         return
     ops.lowp_i8_mix(16, 64, 128, sink)
     assert sink.sum().item() == -98304
+    # its one tensor is the int32 result it writes (no gradient); a strided one is refused below
+    torch.library.opcheck(ops.lowp_i8_mix.default, (16, 64, 128, sink))
+    with pytest.raises(RuntimeError, match="sink must be a contiguous int32 tensor"):
+        ops.lowp_i8_mix(16, 64, 128, torch.zeros(2 * sink_len, dtype=torch.int32)[::2])
     with pytest.raises(RuntimeError, match="sink must be a contiguous int32 tensor"):
         ops.lowp_i8_mix(16, 64, 128, torch.zeros(4))
     with pytest.raises(RuntimeError, match="m, k and n must be >= 0"):
