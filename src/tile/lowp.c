@@ -402,14 +402,13 @@ static void quantize_row(int8_t *q, float *scale, const float *x, int64_t n)
     *scale = d;
 }
 
-/* Q8_0 / Q4_0 from this many rows of x: the packed-panel kernel (AVX-512
- * VNNI), each weight block unpacked once for all rows. */
+/* Q8_0 / Q4_0 from this many rows of x: the set's packed-panel kernel,
+ * each weight block unpacked once for all rows. */
 #define QGEMM_MIN_M 4
 
 static bool qgemm_for(const oc__lowp_kernels *ks, int64_t m)
 {
-    return m >= QGEMM_MIN_M && oc__lowp_qgemm_avx512 &&
-           (ks == &oc__lowp_avx512 || ks == &oc__lowp_avx512bf16 || ks == &oc__lowp_amx);
+    return m >= QGEMM_MIN_M && ks->qgemm;
 }
 
 static bool i8_k_ok(const char *fn, const oc_weights *w)
@@ -560,8 +559,8 @@ static bool linear_f32(oc_tile *y, const oc_tile *x, const oc_weights *w, int64_
         if (qgemm_for(ks, m)) {
             void *sc = scratch_get(3, oc__LOWP_QGEMM_BYTES(k), fn);
             if (!sc) return false;
-            oc__lowp_qgemm_avx512(py, yrs, xq, xd, xsum8, m, w->data, w->row_bytes, w->type, k,
-                                  j0, j1, sc);
+            ks->qgemm(py, yrs, xq, xd, xsum8, m, w->data, w->row_bytes, w->type, k, j0, j1,
+                      sc);
             return true;
         }
         for (int64_t j = j0; j < j1; j++) {
@@ -671,10 +670,14 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
                  "(%s), split along n",
                  oc_wtype_name(type), isa,
                  ks == &oc__lowp_portable ? "scalar int32 sums"
-                 : ks == &oc__lowp_avx2 || ks == &oc__lowp_avxvnni ? "vpmaddubsw + vpmaddwd"
-                 : qgemm_for(ks, m)
-                     ? "vpdpbusd (VNNI), 64 rows of w packed per block, 4 x 64 blocks of y"
-                     : "vpdpbusd (VNNI)");
+                 : !qgemm_for(ks, m)
+                     ? (ks == &oc__lowp_avx2 || ks == &oc__lowp_avxvnni ? "vpmaddubsw + vpmaddwd"
+                                                                        : "vpdpbusd (VNNI)")
+                 : ks == &oc__lowp_avx2
+                     ? "vpmaddubsw + vpmaddwd, 16 rows of w packed per block, 4 x 16 blocks of y"
+                 : ks == &oc__lowp_avxvnni
+                     ? "vpdpbusd (AVX-VNNI), 16 rows of w packed per block, 4 x 16 blocks of y"
+                     : "vpdpbusd (VNNI), 64 rows of w packed per block, 4 x 64 blocks of y");
         break;
     case OC_W_I8:
         snprintf(buf, sizeof buf,

@@ -135,6 +135,15 @@ static inline void oc__lowp_i8_put(float *y, int64_t at, int32_t s, const float 
         ((int32_t *)(void *)y)[at] += s;
 }
 
+/* Q8_0 / Q4_0 weights against m rows of x (xq, xd, xsum8 as for
+ * oc__lowp_qdot_fn, row i at i * k, i * k / 32, i * k / 32), into y's
+ * columns [j0, j1): the same bits as the per-pair dot, for many rows.
+ * scratch: oc__LOWP_QGEMM_BYTES(k), 64-byte aligned. */
+typedef void (*oc__lowp_qgemm_fn)(float *y, int64_t yrs, const int8_t *xq, const float *xd,
+                                  const int32_t *xsum8, int64_t m, const char *w, int64_t wrb,
+                                  oc_wtype type, int64_t k, int64_t j0, int64_t j1, void *scratch);
+#define oc__LOWP_QGEMM_BYTES(k) ((size_t)(k) / 32 * 2304 + 4 * 8 * 64 * sizeof(float))
+
 typedef struct oc__lowp_kernels {
     const char *isa; /* "avx512-vnni", "avx-vnni", "avx2", "portable" */
     oc__lowp_fdot_fn fdot;
@@ -147,6 +156,7 @@ typedef struct oc__lowp_kernels {
      * (the sign trick of AVX2 and AVX-VNNI) and this kernel runs x holding it */
     oc__lowp_i8_fn i8_full;
     oc__lowp_bf16p_fn bf16p; /* NULL: bfloat16 weights widened for the tile matmul */
+    oc__lowp_qgemm_fn qgemm; /* NULL: qdot per (row of x, row of w) for every m */
 } oc__lowp_kernels;
 
 /* Group-wise weights (OC_W_I8G / OC_W_U4G, lowp_group.c): y[i][j] for i <
@@ -254,16 +264,6 @@ static inline bool oc__lowp_bf16p_for(const oc__lowp_kernels *ks, oc_wtype t, in
 const uint16_t *oc__lowp_bf16p_stage(const oc_tile *x, int64_t xrs, int64_t k, int64_t *xs,
                                      int64_t *kp, void **pack, const char *fn);
 
-/* Q8_0 / Q4_0 weights against m rows of x (xq, xd, xsum8 as for
- * oc__lowp_qdot_fn, row i at i * k, i * k / 32, i * k / 32), into y's
- * columns [j0, j1): the same bits as the per-pair dot, for many rows.
- * scratch: oc__LOWP_QGEMM_BYTES(k), 64-byte aligned. NULL where not built
- * (lowp_x86.c: AVX-512 VNNI). */
-typedef void (*oc__lowp_qgemm_fn)(float *y, int64_t yrs, const int8_t *xq, const float *xd,
-                                  const int32_t *xsum8, int64_t m, const char *w, int64_t wrb,
-                                  oc_wtype type, int64_t k, int64_t j0, int64_t j1, void *scratch);
-#define oc__LOWP_QGEMM_BYTES(k) ((size_t)(k) / 32 * 2304 + 4 * 8 * 64 * sizeof(float))
-extern const oc__lowp_qgemm_fn oc__lowp_qgemm_avx512;
 
 /* float32 weights (rows of wrs floats) against m rows of x, into y's
  * columns [j0, j1), for OC__LOWP_FMM_MIN_M <= m < OC__LOWP_FMM_MAX_M on a CPU

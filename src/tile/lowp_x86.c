@@ -8,7 +8,8 @@
  *           float16 widened in registers), 4 rows of w sharing each load of
  *           x; int8 blocks with vpmaddubsw + vpmaddwd on |w| and x signed
  *           by w (exact for x within [-127, 127]; x holding -128: both
- *           sides widened to int16, vpmaddwd).
+ *           sides widened to int16, vpmaddwd); Q8_0 / Q4_0 from 4 rows of
+ *           x on panels of 16 rows of w packed per call.
  *   avx512  (AVX-512 F/BW/VL + VNNI): the block dots with vpdpbusd; int8 x
  *           int8 as u8 x s8 on 512-bit registers, (w + 128) x - 128 sum(x),
  *           4 x 4 blocks of (rows of x) x (rows of w); float weights as avx2.
@@ -31,6 +32,8 @@
 
 #define T2 __attribute__((target("avx2,fma,f16c")))
 #define T5 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+/* AVX-VNNI (the VEX form: Alder Lake, Zen 4... without AVX-512 too) */
+#define TV __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define INL inline __attribute__((always_inline))
 
 /* ---- float weights ------------------------------------------------------- */
@@ -513,7 +516,155 @@ static T5 void qgemm_avx512(float *y, int64_t yrs, const int8_t *xq, const float
     }
 }
 
-const oc__lowp_qgemm_fn oc__lowp_qgemm_avx512 = qgemm_avx512;
+/* The same on 256-bit registers (AVX2; AVX-VNNI): 16 rows of w a panel
+ * (two registers of 8 lanes), 4 rows of x a block of y. Packing reads 8
+ * rows of a block at once and transposes their 8 quads (an 8 x 8 int32
+ * transpose). Q4_0's nibbles are u8 as above; Q8_0's w stay signed and
+ * meet x by the sign trick (|w| times x signed by w: vpmaddubsw's pairs
+ * stay within int16, |pair| <= 2 * 128 * 127), so no 128 sum(x) comes
+ * off. AVX2 adds each 4-byte quad's products by vpmaddubsw then vpmaddwd
+ * by 1; AVX-VNNI by one vpdpbusd. */
+#define QP2 16                       /* rows of w a panel */
+#define QPB2 (8 * QP2 * 4 + QP2 * 4) /* panel bytes per block: 8 quads x 16, 16 scales */
+
+static INL T2 void transpose8_i32(__m256i v[8])
+{
+    __m256i t[8], u[8];
+    for (int r = 0; r < 8; r += 2) {
+        t[r] = _mm256_unpacklo_epi32(v[r], v[r + 1]);
+        t[r + 1] = _mm256_unpackhi_epi32(v[r], v[r + 1]);
+    }
+    for (int r = 0; r < 8; r += 4) {
+        u[r] = _mm256_unpacklo_epi64(t[r], t[r + 2]);
+        u[r + 1] = _mm256_unpackhi_epi64(t[r], t[r + 2]);
+        u[r + 2] = _mm256_unpacklo_epi64(t[r + 1], t[r + 3]);
+        u[r + 3] = _mm256_unpackhi_epi64(t[r + 1], t[r + 3]);
+    }
+    for (int q = 0; q < 4; q++) {
+        v[q] = _mm256_permute2x128_si256(u[q], u[q + 4], 0x20);
+        v[q + 4] = _mm256_permute2x128_si256(u[q], u[q + 4], 0x31);
+    }
+}
+
+/* Rows [j, j + nc) of w, every block, into pack (QPB2 bytes a block; rows
+ * past nc zero). */
+static T2 void qpack_panel2(char *pack, const char *w, int64_t wrb, oc_wtype t, int64_t nb,
+                            int64_t j, int nc)
+{
+    int64_t bb = t == OC_W_Q8_0 ? (int64_t)sizeof(oc_block_q8_0) : (int64_t)sizeof(oc_block_q4_0);
+    for (int64_t b = 0; b < nb; b++) {
+        int32_t *pq = (int32_t *)(pack + b * QPB2);
+        float *pd = (float *)(pack + b * QPB2 + 8 * QP2 * 4);
+        for (int g = 0; g < QP2 / 8; g++) {
+            __m256i v[8];
+            for (int r = 0; r < 8; r++) {
+                int row = 8 * g + r;
+                if (row >= nc) {
+                    v[r] = _mm256_setzero_si256();
+                    pd[row] = 0.0f;
+                    continue;
+                }
+                const char *blk = w + (j + row) * wrb + b * bb;
+                v[r] = block_w(blk, t);
+                pd[row] = half1(blk);
+            }
+            transpose8_i32(v);
+            for (int q = 0; q < 8; q++)
+                _mm256_storeu_si256((__m256i *)(pq + q * QP2 + 8 * g), v[q]);
+        }
+    }
+}
+
+/* Rows [i, i + mr) of x against the packed panel (DOT: a quad's products
+ * into int32 lanes); part holds mr x 8 x 16 float32 partial sums. */
+#define QP2_BLOCK_BODY(DOT)                                                                   \
+    memset(part, 0, sizeof(float) * (size_t)mr * 8 * QP2);                                    \
+    for (int64_t b = 0; b < nb; b++) {                                                        \
+        const int32_t *pq = (const int32_t *)(pack + b * QPB2);                               \
+        const float *pd = (const float *)(pack + b * QPB2 + 8 * QP2 * 4);                     \
+        __m256i acc[QMR][2];                                                                  \
+        _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++) acc[a][0] = acc[a][1] =          \
+            _mm256_setzero_si256();                                                           \
+        _Pragma("GCC unroll 2") for (int q = 0; q < 8; q++)                                   \
+        {                                                                                     \
+            __m256i w0 = _mm256_loadu_si256((const __m256i *)(pq + q * QP2));                 \
+            __m256i w1 = _mm256_loadu_si256((const __m256i *)(pq + q * QP2 + 8));             \
+            __m256i u0 = t == OC_W_Q8_0 ? _mm256_abs_epi8(w0) : w0;                           \
+            __m256i u1 = t == OC_W_Q8_0 ? _mm256_abs_epi8(w1) : w1;                           \
+            _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++)                              \
+            {                                                                                 \
+                __m256i bx = xquad(xq + (i + a) * k + b * OC_QK + 4 * q);                     \
+                acc[a][0] = DOT(acc[a][0], u0, t == OC_W_Q8_0 ? _mm256_sign_epi8(bx, w0) : bx); \
+                acc[a][1] = DOT(acc[a][1], u1, t == OC_W_Q8_0 ? _mm256_sign_epi8(bx, w1) : bx); \
+            }                                                                                 \
+        }                                                                                     \
+        _Pragma("GCC unroll 4") for (int a = 0; a < mr; a++)                                  \
+        {                                                                                     \
+            __m256i ov = _mm256_set1_epi32(t == OC_W_Q4_0 ? xsum8[(i + a) * nb + b] : 0);     \
+            __m256 xdv = _mm256_set1_ps(xd[(i + a) * nb + b]);                                \
+            float *pp = part + (a * 8 + b % 8) * QP2;                                         \
+            _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)                               \
+            {                                                                                 \
+                __m256 f = _mm256_cvtepi32_ps(_mm256_sub_epi32(acc[a][r], ov));               \
+                __m256 d = _mm256_mul_ps(xdv, _mm256_loadu_ps(pd + 8 * r));                   \
+                _mm256_storeu_ps(pp + 8 * r,                                                  \
+                                 _mm256_fmadd_ps(f, d, _mm256_loadu_ps(pp + 8 * r)));         \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    for (int a = 0; a < mr; a++) {                                                            \
+        const float *s = part + a * 8 * QP2;                                                  \
+        for (int r = 0; r < 2 && nc - 8 * r > 0; r++) {                                       \
+            float v[8];                                                                       \
+            _mm256_storeu_ps(v, QP2_SUM8(s + 8 * r));                                         \
+            int left = nc - 8 * r < 8 ? nc - 8 * r : 8;                                       \
+            memcpy(y + (i + a) * yrs + j + 8 * r, v, sizeof(float) * (size_t)left);          \
+        }                                                                                     \
+    }
+
+/* tile.h's order of the 8 partial sums, 8 lanes at once */
+#define QPL(s, l) _mm256_loadu_ps((s) + (l) * QP2)
+#define QP2_SUM8(s)                                                                           \
+    _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(QPL(s, 0), QPL(s, 4)),                          \
+                                _mm256_add_ps(QPL(s, 2), QPL(s, 6))),                         \
+                  _mm256_add_ps(_mm256_add_ps(QPL(s, 1), QPL(s, 5)),                          \
+                                _mm256_add_ps(QPL(s, 3), QPL(s, 7))))
+
+#define QP2ARGS                                                                                 \
+    float *y, int64_t yrs, const int8_t *xq, const float *xd, const int32_t *xsum8, int64_t k, \
+        const char *pack, oc_wtype t, int64_t nb, int64_t i, int64_t j, int nc, int mr,       \
+        float *part
+
+#define QGEMM2_BODY(BLOCK)                                                                \
+    int64_t nb = k / OC_QK;                                                               \
+    char *pack = scratch;                                                                 \
+    float *part = (float *)(pack + nb * QPB2);                                            \
+    for (int64_t j = j0; j < j1; j += QP2) {                                              \
+        int nc = j1 - j >= QP2 ? QP2 : (int)(j1 - j);                                     \
+        qpack_panel2(pack, w, wrb, t, nb, j, nc);                                         \
+        int64_t i = 0;                                                                    \
+        for (; i + QMR <= m; i += QMR)                                                    \
+            BLOCK(y, yrs, xq, xd, xsum8, k, pack, t, nb, i, j, nc, QMR, part);            \
+        switch (m - i) {                                                                  \
+        case 3: BLOCK(y, yrs, xq, xd, xsum8, k, pack, t, nb, i, j, nc, 3, part); break;   \
+        case 2: BLOCK(y, yrs, xq, xd, xsum8, k, pack, t, nb, i, j, nc, 2, part); break;   \
+        case 1: BLOCK(y, yrs, xq, xd, xsum8, k, pack, t, nb, i, j, nc, 1, part); break;   \
+        default: break;                                                                   \
+        }                                                                                 \
+    }
+
+/* FN with the weight type a constant (each type its own code) */
+#define QGEMM2_BY_TYPE(FN)                                                         \
+    if (t == OC_W_Q8_0)                                                            \
+        FN(y, yrs, xq, xd, xsum8, m, w, wrb, OC_W_Q8_0, k, j0, j1, scratch);       \
+    else                                                                           \
+        FN(y, yrs, xq, xd, xsum8, m, w, wrb, OC_W_Q4_0, k, j0, j1, scratch);
+
+#define QGEMMARGS                                                                            \
+    float *y, int64_t yrs, const int8_t *xq, const float *xd, const int32_t *xsum8,          \
+        int64_t m, const char *w, int64_t wrb, oc_wtype t, int64_t k, int64_t j0, int64_t j1, \
+        void *scratch
+
 
 /* ---- int8 x int8 ------------------------------------------------------------ */
 
@@ -638,6 +789,13 @@ static INL T2 __m256i xquad(const int8_t *p)
     memcpy(&v, p, 4);
     return _mm256_set1_epi32(v);
 }
+
+/* Q8_0 / Q4_0 against many rows of x (QGEMM2_BODY above) */
+static INL T2 void qp2_block_avx2(QP2ARGS) { QP2_BLOCK_BODY(dot32_avx2) }
+
+static INL T2 void qgemm_avx2_t(QGEMMARGS) { QGEMM2_BODY(qp2_block_avx2) }
+
+static T2 void qgemm_avx2(QGEMMARGS) { QGEMM2_BY_TYPE(qgemm_avx2_t) }
 
 /* R rows of x from i against V vectors (8 columns each) of the panel from
  * column c0, into y. */
@@ -778,9 +936,7 @@ static T2 int i8pk_prep_avx2(int8_t *xp, int64_t k4, const int8_t *x, int64_t xr
     return x7;
 }
 
-/* AVX-VNNI (the VEX form: Alder Lake, Zen 4... without AVX-512 too): one
- * vpdpbusd for the 32 products. */
-#define TV __attribute__((target("avx2,fma,f16c,avxvnni")))
+/* AVX-VNNI: one vpdpbusd for the 32 products. */
 
 static INL TV __m256i dot32_vnni(__m256i acc, __m256i uw, __m256i sx)
 {
@@ -801,6 +957,12 @@ static INL TV __m256i dotw_vnni(__m256i acc, __m256i a, __m256i b)
 static INL TV void i8w_rows_vnni(I8ARGS, int64_t j, int nr) { I8W_ROWS_BODY(dotw_vnni) }
 
 static TV void i8w_avxvnni(I8ARGS, int64_t j0, int64_t j1) { I8_COLS_BODY(i8w_rows_vnni) }
+
+static INL TV void qp2_block_vnni(QP2ARGS) { QP2_BLOCK_BODY(dot32_vnni) }
+
+static INL TV void qgemm_vnni_t(QGEMMARGS) { QGEMM2_BODY(qp2_block_vnni) }
+
+static TV void qgemm_avxvnni(QGEMMARGS) { QGEMM2_BY_TYPE(qgemm_vnni_t) }
 
 /* One 64-byte step of an mr x nr block: (w + 128) as u8 times x as s8. */
 #define I8_STEP(LOADW, LOADX)                                                          \
@@ -1436,16 +1598,16 @@ int (*const oc__lowp_i8pk_prep)(int8_t *, int64_t, const int8_t *, int64_t, int6
     i8pk_prep_avx2;
 const oc__lowp_i8pk_rows_fn oc__lowp_i8pk_avx2 = i8pk_avx2, oc__lowp_i8pk_avxvnni = i8pk_avxvnni;
 const oc__lowp_kernels oc__lowp_avx2 = {"avx2", fdot_avx2, qdot_avx2, i8_avx2, NULL, 1, 1, 0,
-                                         i8w_avx2, NULL};
+                                         i8w_avx2, NULL, qgemm_avx2};
 const oc__lowp_kernels oc__lowp_avxvnni = {"avx-vnni", fdot_avx2, qdot_avx2, i8_avxvnni, NULL, 1, 1,
-                                           0, i8w_avxvnni, NULL};
-const oc__lowp_kernels oc__lowp_avx512 = {
-    "avx512-vnni", fdot_avx512, qdot_vnni, i8_avx512, i8p_avx512, 4, 1, 32, NULL, NULL};
-const oc__lowp_kernels oc__lowp_avx512bf16 = {
-    "avx512-vnni+bf16", fdot_avx512, qdot_vnni, i8_avx512, i8p_avx512, 4, 1, 32, NULL,
-    bf16p_avx512};
-const oc__lowp_kernels oc__lowp_amx = {
-    "avx512-vnni+amx", fdot_avx512, qdot_vnni, i8_avx512, i8p_amx, 64, 16, 32, NULL, bf16p_amx};
+                                           0, i8w_avxvnni, NULL, qgemm_avxvnni};
+const oc__lowp_kernels oc__lowp_avx512 = {"avx512-vnni", fdot_avx512, qdot_vnni, i8_avx512,
+                                          i8p_avx512, 4, 1, 32, NULL, NULL, qgemm_avx512};
+const oc__lowp_kernels oc__lowp_avx512bf16 = {"avx512-vnni+bf16", fdot_avx512, qdot_vnni,
+                                              i8_avx512, i8p_avx512, 4, 1, 32, NULL,
+                                              bf16p_avx512, qgemm_avx512};
+const oc__lowp_kernels oc__lowp_amx = {"avx512-vnni+amx", fdot_avx512, qdot_vnni, i8_avx512,
+                                       i8p_amx, 64, 16, 32, NULL, bf16p_amx, qgemm_avx512};
 
 /* AMX's tile data needs the kernel's leave (once per process): Linux 5.16 on. */
 bool oc__lowp_amx_usable(void)
@@ -1458,13 +1620,12 @@ bool oc__lowp_amx_usable(void)
 }
 
 #else /* not x86-64 with GCC or clang: the portable set only */
-const oc__lowp_kernels oc__lowp_avx2 = {"avx2", 0, 0, 0, 0, 1, 1, 0, 0, 0};
-const oc__lowp_kernels oc__lowp_avxvnni = {"avx-vnni", 0, 0, 0, 0, 1, 1, 0, 0, 0};
-const oc__lowp_kernels oc__lowp_avx512 = {"avx512-vnni", 0, 0, 0, 0, 1, 1, 0, 0, 0};
-const oc__lowp_kernels oc__lowp_avx512bf16 = {"avx512-vnni+bf16", 0, 0, 0, 0, 1, 1, 0, 0, 0};
-const oc__lowp_kernels oc__lowp_amx = {"amx", 0, 0, 0, 0, 1, 1, 0, 0, 0};
+const oc__lowp_kernels oc__lowp_avx2 = {"avx2", 0, 0, 0, 0, 1, 1, 0, 0, 0, 0};
+const oc__lowp_kernels oc__lowp_avxvnni = {"avx-vnni", 0, 0, 0, 0, 1, 1, 0, 0, 0, 0};
+const oc__lowp_kernels oc__lowp_avx512 = {"avx512-vnni", 0, 0, 0, 0, 1, 1, 0, 0, 0, 0};
+const oc__lowp_kernels oc__lowp_avx512bf16 = {"avx512-vnni+bf16", 0, 0, 0, 0, 1, 1, 0, 0, 0, 0};
+const oc__lowp_kernels oc__lowp_amx = {"amx", 0, 0, 0, 0, 1, 1, 0, 0, 0, 0};
 bool oc__lowp_amx_usable(void) { return false; }
-const oc__lowp_qgemm_fn oc__lowp_qgemm_avx512 = 0;
 const oc__lowp_i8pk_fn oc__lowp_i8pk_avx512 = 0, oc__lowp_i8pk_amx = 0;
 const oc__lowp_i8pk_rows_fn oc__lowp_i8pk_avx2 = 0, oc__lowp_i8pk_avxvnni = 0;
 int (*const oc__lowp_i8pk_prep)(int8_t *, int64_t, const int8_t *, int64_t, int64_t, int64_t) = 0;

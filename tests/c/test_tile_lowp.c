@@ -197,8 +197,9 @@ static void expect_bits(const float *got, const float *want, int64_t n, const ch
 static const int64_t MS[] = {1, 3, 4, 7, 17, 33};
 
 /* n x k of w: the rows of x from MS run the per-pair kernels (1, 3) and
- * the packed panels (4 on: 64 rows of w a panel, 4 rows of x a block,
- * the last 1-3 alone); n = 133 makes panels of 64, 64 and 5 rows. */
+ * the packed panels (4 on: 64 rows of w a panel on AVX-512, 16 on AVX2 and
+ * AVX-VNNI, 4 rows of x a block, the last 1-3 alone); n = 133 makes panels
+ * of 64, 64 and 5 rows (8 x 16 and 5), n = 37 of 16, 16 and 5. */
 static void q_linear_k(int64_t N, int64_t K)
 {
     for (int tt = 0; tt < 2; tt++) {
@@ -770,12 +771,14 @@ static void test_path_names(void **state)
     test_assert_contains(p, "q4_0 weights");
     if (isa && !strcmp(isa, "portable"))
         test_assert_contains(p, "portable");
-    else if (isa && !strcmp(isa, "avx2") && __builtin_cpu_supports("avx2"))
+    else if (isa && !strcmp(isa, "avx2") && __builtin_cpu_supports("avx2")) {
         test_assert_contains(p, "avx2");
-    else if (isa && !strcmp(isa, "avxvnni") && __builtin_cpu_supports("avxvnni") &&
-             __builtin_cpu_supports("avx2")) {
+        test_assert_contains(oc_tile_linear_path(OC_W_Q8_0, 4), "16 rows of w packed");
+    } else if (isa && !strcmp(isa, "avxvnni") && __builtin_cpu_supports("avxvnni") &&
+               __builtin_cpu_supports("avx2")) {
         test_assert_contains(p, "avx-vnni");
         test_assert_contains(oc_tile_linear_path(OC_W_I8, 1), "VEX vpdpbusd");
+        test_assert_contains(oc_tile_linear_path(OC_W_Q4_0, 4), "vpdpbusd (AVX-VNNI), 16 rows");
     } else if (!isa && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
         test_assert_contains(p, "avx512-vnni");
     if (!isa && __builtin_cpu_supports("amx-bf16") &&
