@@ -226,6 +226,21 @@ def torch_path():
     return {"AVX512": "AVX-512", "AVX2": "AVX2", "DEFAULT": "portable"}.get(cap, cap)
 
 
+# ---- holding every library to AVX2 (--isa avx2) ------------------------------------
+
+# each library's own switch to its AVX2 kernels, as on a CPU without AVX-512 or VNNI: opcore's
+# tile layer, torch's ATen, MKL, oneDNN, fbgemm
+AVX2_ENV = {"OC_TILE_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+            "ONEDNN_MAX_CPU_ISA": "AVX2", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"}
+# a bench's own op libraries under --isa avx2: -march=native less what an AVX2-only CPU lacks
+AVX2_CFLAGS = ["-mno-avx512f", "-mno-avxvnni"]
+
+
+def forced_avx2():
+    """Whether this process runs with opcore limited to AVX2 (--isa avx2)."""
+    return os.environ.get("OC_TILE_ISA") == AVX2_ENV["OC_TILE_ISA"]
+
+
 def paths():
     """The paths kernels take in this process, for a result's "paths": op
     libraries' kernels, libopcore's tile functions and, when this process

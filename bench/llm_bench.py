@@ -7,6 +7,9 @@ weights in GGUF, at 1 and 2 threads, in the same run.
     python bench/llm_bench.py --config tinyllama-1.1b  # TinyLlama-1.1B's shapes, Q8_0 and Q4_0
     python bench/llm_bench.py --quick                  # fewer tokens and rounds, no
                                                        # torch.compile / int8 peers
+    python bench/llm_bench.py --isa avx2 --llama-path DIR
+                                                       # every side held to AVX2, llama.cpp
+                                                       # from an AVX2-only build in DIR
 
 Each thread count runs in its own process (opcore's engine cores and torch's
 threads are set before the first op). Within it, the candidates of one weight
@@ -15,6 +18,19 @@ medians of per-round ratios. The ceiling row is memcpy of the model's weight
 bytes at the same thread count: decode reads every weight once per token.
 llama.cpp comes from bench/requirements-llm.txt (built from source there);
 without it its rows are missing and the output says so.
+
+--isa avx2 measures the CPUs without AVX-512 or VNNI on one that has them:
+opcore's tile layer, torch, oneDNN, MKL and fbgemm through their own
+switches (benchlib.AVX2_ENV), examples/llm's ops built with -mno-avx512f
+-mno-avxvnni, and llama.cpp from a build made for AVX2 alone, which
+--llama-path names (the bench refuses a llama.cpp that reports AVX-512,
+AVX-VNNI or AMX kernels):
+
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+      -DGGML_F16C=ON -DGGML_BMI2=ON" pip install --no-deps --no-binary llama-cpp-python \
+      --target DIR llama-cpp-python==0.3.36 diskcache
+
+(bench/run.sh builds it once into build/bench/llama-avx2.)
 """
 import argparse
 import json
@@ -60,14 +76,35 @@ def weight_bytes(cfg, fmt):
 
 # ---- one process: one thread count ---------------------------------------------------
 
-def llama_cpp_peer(path, threads, n_ctx, n_batch):
+# what llama.cpp's system line names when a build has kernels beyond AVX2
+BEYOND_AVX2 = ("AVX512", "AVX_VNNI", "AMX")
+
+
+def llama_cpp_info():
+    """llama.cpp's own line on the CPU features its kernels use."""
+    import llama_cpp
+    return llama_cpp.llama_print_system_info().decode(errors="replace").strip()
+
+
+def llama_repack(avx2):
+    """Whether llama.cpp repacks its weights (extra buffer types, its
+    default): not on AVX-512 + AMX, where Q8_0's decode crashed in it
+    (llama-cpp-python 0.3.36 still), so plain ggml-cpu kernels there; yes in
+    the AVX2 build. LLM_BENCH_LLAMA_REPACK=0 / 1 overrides."""
+    return os.environ.get("LLM_BENCH_LLAMA_REPACK", "1" if avx2 else "0") == "1"
+
+
+def llama_cpp_peer(path, threads, n_ctx, n_batch, avx2):
     import llama_cpp
     import numpy as np
     from llama_cpp import Llama
 
-    if os.environ.get("LLM_BENCH_LLAMA_REPACK", "0") != "1":
-        # llama.cpp's weight repacking (extra buffer types) crashed in Q8_0's
-        # decode on this CPU (AVX-512 + AMX): plain ggml-cpu kernels instead
+    if avx2:
+        used = [f for f in BEYOND_AVX2 if f in llama_cpp_info()]
+        if used:
+            raise RuntimeError(f"this llama.cpp build has {'/'.join(used)} kernels; --isa avx2 "
+                               "needs one built for AVX2 alone (see --llama-path)")
+    if not llama_repack(avx2):
         default = llama_cpp.llama_model_default_params
 
         def params():
@@ -107,6 +144,18 @@ def time_run(m, prompt, n_decode):
     return t1 - t0, time.perf_counter() - t1, toks
 
 
+def load_llm(args):
+    """The llm op library, for --isa avx2 built as for a CPU without AVX-512
+    or AVX-VNNI, in a directory of its own."""
+    import model
+
+    if args.isa == "avx2":
+        return model.load_library(
+            build_directory=os.path.join(REPO, "build", "bench", "llm-avx2"),
+            extra_cflags=benchlib.AVX2_CFLAGS)
+    return model.load_library()
+
+
 def child(args):
     import numpy as np
     import torch
@@ -114,6 +163,7 @@ def child(args):
     import model
 
     torch.set_num_threads(args.threads)
+    load_llm(args)
     cfg = model.CONFIGS[args.config]
     wdir = args.weights_dir
     weights = model.load_weights(model.weights_file(cfg, wdir))
@@ -127,7 +177,8 @@ def child(args):
         have_llama = False
         print(f"llama.cpp peer missing ({e}): pip install -r bench/requirements-llm.txt",
               file=sys.stderr)
-    out = {"threads": args.threads, "groups": []}
+    out = {"threads": args.threads, "groups": [], "torch": benchlib.torch_path(),
+           "llama.cpp": llama_cpp_info() if have_llama else None}
     for fmt in args.formats:
         cands = {"opcore": lambda: model.OpcoreLlama(cfg, weights, fmt, max_seq=n_ctx)}
         if fmt in ("float32", "bfloat16"):
@@ -145,7 +196,8 @@ def child(args):
             g = os.path.join(wdir, f"{cfg.name}-seed0-{fmt}.gguf")
             if not os.path.exists(g):
                 model.export_gguf(cfg, weights, g, fmt)
-            cands["llama.cpp"] = lambda g=g: llama_cpp_peer(g, args.threads, n_ctx, args.prompt)
+            cands["llama.cpp"] = lambda g=g: llama_cpp_peer(g, args.threads, n_ctx, args.prompt,
+                                                            args.isa == "avx2")
         models, errors = {}, {}
         for name, make in cands.items():
             try:
@@ -250,8 +302,24 @@ def summarise(args, results):
         title += f" \u2014 {args.formats[0]}"
         if args.compile_formats:
             title += " with the torch.compile peer"
+    avx2 = args.isa == "avx2"
+    if avx2:
+        title += ", every library limited to AVX2"
+    flags = " ".join(["-march=native"] + (benchlib.AVX2_CFLAGS if avx2 else []))
+    res = results[0]
+    notes.append(f"paths: opcore's ops built {flags}, its tile layer "
+                 + ("held to AVX2 (OC_TILE_ISA=avx2)" if avx2 else "on the CPU's best path")
+                 + f"; torch: {res.get('torch')}"
+                 + (" (" + ", ".join(f"{k}={v}" for k, v in benchlib.AVX2_ENV.items()
+                                     if k != "OC_TILE_ISA") + ")" if avx2 else "")
+                 + (f"; llama.cpp: {res['llama.cpp']}; "
+                    + ("its weights repacked (its default)" if llama_repack(avx2)
+                       else "its weight repacking off (it crashed with AVX-512 + AMX; "
+                            "LLM_BENCH_LLAMA_REPACK=1 turns it on)")
+                    if res.get("llama.cpp") else ""))
     return {"title": title,
-            "order": 49 if cfg.name == "tinyllama-1.1b" else 48 if " with" in title else 47,
+            "order": (49 if cfg.name == "tinyllama-1.1b" else 48 if " with" in title else 47)
+            + 0.25 * avx2,
             "columns": cols, "rows": rows,
             "notes": notes, "target": targets, "machine": machine()}
 
@@ -274,6 +342,12 @@ def main(argv=None):
                    help="fewer tokens and rounds, no torch.compile or torch int8 peer "
                         "(LLM_BENCH_QUICK=1)")
     p.add_argument("--no-llama", action="store_true", help="leave llama.cpp out")
+    p.add_argument("--isa", choices=("best", "avx2"), default="best",
+                   help="avx2: every side held to AVX2, as on a CPU without AVX-512 or VNNI "
+                        "(written to llm_avx2.json, llm_tinyllama_avx2.json)")
+    p.add_argument("--llama-path", default=None,
+                   help="a directory holding the llama_cpp package to use (pip install "
+                        "--target DIR), searched first")
     p.add_argument("--weights-dir", default=os.path.join(
         os.environ.get("OPCORE_CACHE_DIR", os.path.expanduser("~/.cache/opcore")), "llm-bench"))
     p.add_argument("--out", default=None,
@@ -290,7 +364,11 @@ def main(argv=None):
     if args.compile_formats is None:
         args.compile_formats = "" if q else "float32,bfloat16"
     args.formats = args.formats.split(",")
-    args.out = args.out or ("llm_tinyllama.json" if args.config == "tinyllama-1.1b" else "llm.json")
+    if args.out is None:
+        args.out = "llm_tinyllama" if args.config == "tinyllama-1.1b" else "llm"
+        args.out += "_avx2.json" if args.isa == "avx2" else ".json"
+    if args.llama_path:
+        sys.path.insert(0, os.path.abspath(args.llama_path))
     args.compile_formats = [f for f in args.compile_formats.split(",") if f]
     if args.child:
         args.threads = int(args.threads)
@@ -298,14 +376,18 @@ def main(argv=None):
     t0, load0 = time.time(), os.getloadavg()[0]
     m = machine()
     print(f"machine: {m['cpu']}; {' '.join(m['isa'])}; {m['cores']} usable cores")
-    print(f"opcore kernels: -march=native ({' '.join(m['isa'])}); load: {os.getloadavg()[0]:.1f}")
+    avx2 = args.isa == "avx2"
+    flags = " ".join(["-march=native"] + (benchlib.AVX2_CFLAGS if avx2 else []))
+    print(f"opcore kernels: {flags}" + (", tile layer OC_TILE_ISA=avx2" if avx2 else "")
+          + f"; load: {os.getloadavg()[0]:.1f}")
     import model
 
-    model.load_library()
+    load_llm(args)
     model.weights_file(model.CONFIGS[args.config], args.weights_dir)
     results = []
     for t in [int(x) for x in args.threads.split(",")]:
-        env = dict(os.environ, OC_NUM_CORES=str(t), OMP_NUM_THREADS=str(t))
+        env = dict(os.environ, OC_NUM_CORES=str(t), OMP_NUM_THREADS=str(t),
+                   **(benchlib.AVX2_ENV if avx2 else {}))
         # torch.compile's own cache: a shared /tmp one can be half-written by another process
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(args.weights_dir, "inductor"))
         cmd = [sys.executable, __file__, "--child", "--threads", str(t), "--config", args.config,
@@ -313,7 +395,8 @@ def main(argv=None):
                "--decode", str(args.decode), "--rounds", str(args.rounds),
                "--weights-dir", args.weights_dir]
         cmd += ["--compile-formats", ",".join(args.compile_formats)]
-        cmd += ["--no-llama"] * args.no_llama + ["--quick"] * args.quick
+        cmd += ["--no-llama"] * args.no_llama + ["--quick"] * args.quick + ["--isa", args.isa]
+        cmd += ["--llama-path", args.llama_path] if args.llama_path else []
         r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, check=True)
         results.append(json.loads(r.stdout))
     sec = summarise(args, results)

@@ -45,7 +45,8 @@ PyTorch at decode and prefill shapes, 1 and 2 threads:
   the same weights read and widened alone (lowp_widen_u4: its ceiling).
 
 With --isa avx2 the bench's own kernels (copies, ceilings) are built
-without AVX-512 (build/bench/lowp-avx2), as the tile layer runs.
+without AVX-512 or AVX-VNNI (build/bench/lowp-avx2), as the tile layer
+runs.
 
 "Bandwidth" is the weight bytes read over the time; a copy's bandwidth is
 the bytes copied over the time (it reads and writes them). Each thread
@@ -105,32 +106,26 @@ U4WIDEN = "read and widening of the uint4 weights alone (lowp_widen_u4)"
 # runs the instructions both fbgemm's AVX2 kernel and opcore's use for every 32 products alone,
 # on registers, for as many products (lowp_i8_mix): the rate no kernel built on them can pass
 MIX = "AVX2 int8 instructions alone (vpmaddubsw, vpmaddwd, vpaddd on registers, same products)"
-# --isa avx2: each library's own switch to its AVX2 kernels
-AVX2_ENV = {"OC_TILE_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-            "ONEDNN_MAX_CPU_ISA": "AVX2", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"}
 # the per-call columns of the rows that time each call of a block alone
 CALL_COLS = ["1st call ms", "2nd call ms", "3rd call ms", "later calls ms"]
 W = {"float32": 0, "bfloat16": 1, "float16": 2, "q8_0": 3, "q4_0": 4, "int8": 5, "int8-group": 6,
      "uint4-group": 7, "int8-packed": 8}
 
 
-def forced_avx2():
-    """Whether this process runs with opcore limited to AVX2 (--isa avx2)."""
-    return os.environ.get("OC_TILE_ISA") == AVX2_ENV["OC_TILE_ISA"]
-
-
 def load_ops():
     import torch
 
+    import benchlib
     from opcore import custom_op
     k = os.path.join(HERE, "kernels")
     # the bench's own kernels (copies, ceilings) on the instructions the tile layer is held to:
-    # with OC_TILE_ISA=avx2 (--isa avx2) built without AVX-512, as on a CPU without it
-    avx2 = forced_avx2()
+    # with OC_TILE_ISA=avx2 (--isa avx2) built without AVX-512 or AVX-VNNI, as on a CPU
+    # without them
+    avx2 = benchlib.forced_avx2()
     custom_op.loaded_libraries().get("lowp") or custom_op.load(
         name="lowp", compute_srcs=[os.path.join(k, "lowp_linear.c")],
         shape_srcs=[os.path.join(k, "lowp_shape.c")],
-        extra_cflags=["-mno-avx512f"] if avx2 else None,
+        extra_cflags=benchlib.AVX2_CFLAGS if avx2 else None,
         build_directory=os.path.join(REPO, "build", "bench", "lowp-avx2" if avx2 else "lowp"))
     return torch.ops.lowp
 
@@ -327,7 +322,7 @@ def child(args):
     wp = T.lowp_pack_i8(wi8, ws) if want("int8") else None
     # lowp_i8_mix's sink: an element per core, 64 KiB in all so the engine splits the launch
     # across the cores (it runs a launch of fewer bytes as one share: OC_MIN_SPLIT_BYTES)
-    avx2, sink = forced_avx2(), torch.zeros(16384, dtype=torch.int32)
+    avx2, sink = benchlib.forced_avx2(), torch.zeros(16384, dtype=torch.int32)
     for m in args.int8_m[:3 * want("int8")]:
         x = torch.randn(m, K, generator=g)
         y = T.lowp_linear_packed(x, wp, N)
@@ -396,7 +391,8 @@ def path_of(wtype, m):
     import ctypes
 
     import opcore
-    lib = ctypes.CDLL(os.path.join(opcore.lib_dir(), "libopcore.so.0"))  # already loaded: the same one
+    # already loaded: the same one
+    lib = ctypes.CDLL(os.path.join(opcore.lib_dir(), "libopcore.so.0"))
     f = lib.oc_tile_linear_path
     f.restype, f.argtypes = ctypes.c_char_p, [ctypes.c_int, ctypes.c_int64]
     return f(W[wtype], m).decode()
@@ -442,7 +438,7 @@ def main():
         cmd = [sys.executable, __file__, "--threads", str(threads), "--rounds", str(args.rounds),
                "--reps", str(args.reps), "--only", args.only] + (["--quick"] if args.quick else [])
         env = {**(benchlib.policy_env("huge") if args.pages == "huge" else os.environ),
-               "OC_NUM_CORES": str(threads), **(AVX2_ENV if args.isa == "avx2" else {})}
+               "OC_NUM_CORES": str(threads), **(benchlib.AVX2_ENV if args.isa == "avx2" else {})}
         out = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if out.returncode:
             sys.exit(out.stderr[-3000:])
@@ -453,7 +449,8 @@ def main():
 
     def val(op_prefix, threads, impl, col):
         for r in rows:
-            if r["op"].startswith(op_prefix) and r["threads"] == threads and r["implementation"] == impl:
+            if (r["op"].startswith(op_prefix) and r["threads"] == threads
+                    and r["implementation"] == impl):
                 return r.get(col)
         return None
 
@@ -527,24 +524,23 @@ def main():
              "read the same tensor) and the half-weight rows beyond the cache and in turn. "
              "1-minute load average at the start and end of each process: "
              + ", ".join(f"{t} thread(s): {a:.1f} -> {b:.1f}" for t, (a, b) in loads)
-             + " (other work shares this machine's cores). A copy's GB/s counts the bytes copied once "
-             "(it reads and writes them); a GEMV only reads its weights. The bandwidth targets "
-             "are judged against C memcpy of the same bytes split across the same number of "
-             "cores (lowp_copy); torch's copy_ is shown beside it. A 1x4096x4096 layer's weights "
-             "(64 MiB float32, 32 MiB half, 34 / 18 MiB Q8_0 / Q4_0) can stay in a large "
-             "last-level cache between calls, where a copy's 2x the bytes (source and "
-             "destination) do not: the rows 'weights beyond the cache' call several copies of "
-             "each weight in turn, as a decoder's layers are. The half-weight targets are judged "
-             "on two rows: weights in the cache, each block of calls after three untimed calls "
-             "of its own (both sides), and weights beyond the cache. The third half-weight row, "
-             "blocks taking turns with torch's as the other rows do, is shown and not judged: "
-             "its per-call columns show each side's first calls after the other's block reading "
-             "its weights back from memory, slower than its later calls, so that row times the "
-             "last-level cache's refill of two footprints (64 and 32 MiB) as much as either "
-             "kernel. The half-weight rows in and "
-             "beyond the cache also time a read of the same weights with the GEMV's widening "
-             "alone (lowp_widen: the same loads, vcvtph2ps for float16, a shift and a mask for "
-             "bfloat16, an add where the GEMV has its FMA with x): the ceiling of a GEMV that "
+             + " (other work shares this machine's cores). A copy's GB/s counts the bytes copied "
+             "once (it reads and writes them); a GEMV only reads its weights. The bandwidth "
+             "targets are judged against C memcpy of the same bytes split across the same "
+             "number of cores (lowp_copy); torch's copy_ is shown beside it. A 1x4096x4096 "
+             "layer's weights (64 MiB float32, 32 MiB half, 34 / 18 MiB Q8_0 / Q4_0) can stay in a "
+             "large last-level cache between calls, where a copy's 2x the bytes (source and "
+             "destination) do not: the rows 'weights beyond the cache' call several copies of each "
+             "weight in turn, as a decoder's layers are. The half-weight targets are judged on two "
+             "rows: weights in the cache, each block of calls after three untimed calls of its own "
+             "(both sides), and weights beyond the cache. The third half-weight row, blocks taking "
+             "turns with torch's as the other rows do, is shown and not judged: its per-call "
+             "columns show each side's first calls after the other's block reading its weights back"
+             " from memory, slower than its later calls, so that row times the last-level cache's "
+             "refill of two footprints (64 and 32 MiB) as much as either kernel. The half-weight "
+             "rows in and beyond the cache also time a read of the same weights with the GEMV's "
+             "widening alone (lowp_widen: the same loads, vcvtph2ps for float16, a shift and a mask"
+             " for bfloat16, an add where the GEMV has its FMA with x): the ceiling of a GEMV that "
              "widens half weights in registers (see docs/gemm_library.md for the variants "
              "tried).")
     huge = args.pages == "huge"
@@ -553,12 +549,13 @@ def main():
               "ceiling of a GEMV that widens uint4 in registers.")
     if args.isa == "avx2":
         notes += (" Every library on both sides limited to AVX2, as on a CPU without AVX-512 or "
-                  "VNNI: " + ", ".join(f"{k}={v}" for k, v in AVX2_ENV.items()) + "; the "
-                  "bench's own kernels (copies, ceilings) built without AVX-512. From 16 rows "
-                  "of x the int8 rows also time the instructions both sides' AVX2 kernels take "
-                  "per 32 products (vpmaddubsw, vpmaddwd by 1, vpaddd) alone, in inline asm on "
-                  "registers, for as many products split across the same cores (lowp_i8_mix): "
-                  "the rate no kernel built on them passes, and the int8 targets' ceiling.")
+                  "VNNI: " + ", ".join(f"{k}={v}" for k, v in benchlib.AVX2_ENV.items())
+                  + "; the bench's own kernels (copies, ceilings) built without AVX-512 or "
+                  "AVX-VNNI. From 16 rows of x the int8 rows also time the instructions both "
+                  "sides' AVX2 kernels take per 32 products (vpmaddubsw, vpmaddwd by 1, vpaddd) "
+                  "alone, in inline asm on registers, for as many products split across the same "
+                  "cores (lowp_i8_mix): the rate no kernel built on them passes, and the int8 "
+                  "targets' ceiling.")
     if huge:
         notes += (" Every tensor of 2 MiB or more (weights, copies, results) on huge pages, both "
                   "sides (torch's allocator asked: THP_MEM_ALLOC_ENABLE=1).")
@@ -569,7 +566,8 @@ def main():
                  + (", weights on huge pages" if huge else "")
                  + (", every library limited to AVX2" if avx2 else ""),
         "order": 46 + huge + 0.5 * avx2, "rows": rows,
-        "notes": notes, "columns": ["op", "threads", "implementation", "ms", "GB/s", "vs torch.matmul",
+        "notes": notes, "columns": ["op", "threads", "implementation", "ms", "GB/s",
+                                    "vs torch.matmul",
                                     "vs copy of the weight bytes", "vs torch.matmul float32",
                                     "vs copy of the quantised bytes", f"vs {MEMCPY}",
                                     f"vs {QMEMCPY}",

@@ -49,6 +49,14 @@ $PYTHON -c "import llama_cpp" 2>/dev/null || { $PYTHON -m pip install -q cmake &
     CMAKE_ARGS="-DGGML_NATIVE=ON" $PYTHON -m pip install -q --no-binary llama-cpp-python \
         -r bench/requirements-llm.txt; } || echo "llama.cpp peer not installed: its rows are missing"
 $PYTHON bench/llm_bench.py
+# every side held to AVX2: llama.cpp from a second build, for AVX2 alone (once)
+LLAMA_AVX2=build/bench/llama-avx2
+[ -d "$LLAMA_AVX2/llama_cpp" ] || CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON \
+    -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON" $PYTHON -m pip install -q --no-deps \
+    --no-binary llama-cpp-python --target "$LLAMA_AVX2" diskcache \
+    "$(grep '^llama-cpp-python==' bench/requirements-llm.txt)" ||
+    echo "AVX2 llama.cpp peer not built: its rows are missing"
+$PYTHON bench/llm_bench.py --isa avx2 --llama-path "$LLAMA_AVX2"
 echo "== MLP training and inference"
 $PYTHON bench/mlp_bench.py --no-report "$@"
 # the machine and kernel paths into the files of this run that lack them

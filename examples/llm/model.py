@@ -235,9 +235,10 @@ def rope_tables(cfg):
 _lib = None
 
 
-def load_library(build_directory=None, verbose=False):
+def load_library(build_directory=None, verbose=False, extra_cflags=None):
     """Build (cached: a no-op when unchanged) and load the `llm` op library;
-    torch.ops.llm.* once torch is imported."""
+    torch.ops.llm.* once torch is imported. extra_cflags: after the default
+    -march=native (the bench's --isa avx2 adds -mno-avx512f -mno-avxvnni)."""
     global _lib
     from opcore import custom_op
 
@@ -245,7 +246,7 @@ def load_library(build_directory=None, verbose=False):
         _lib = custom_op.loaded_libraries().get("llm") or custom_op.load(
             name="llm", compute_srcs=[os.path.join(HERE, k) for k in KERNELS],
             shape_srcs=[os.path.join(HERE, "shape.c")], build_directory=build_directory,
-            multicore=True, verbose=verbose)
+            multicore=True, verbose=verbose, extra_cflags=extra_cflags)
     return _lib
 
 
