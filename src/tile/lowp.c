@@ -405,6 +405,12 @@ static void quantize_row(int8_t *q, float *scale, const float *x, int64_t n)
 /* Q8_0 / Q4_0 from this many rows of x: the set's packed-panel kernel,
  * each weight block unpacked once for all rows. */
 #define QGEMM_MIN_M 4
+/* Below it, the set's 8-rows-at-a-time kernel (AVX2) up to this many
+ * blocks a row: its per-row cost (the pair dot's last reduction and
+ * scalar tail) weighs most in short rows. Q4_0, 4096 rows of w, one row of
+ * x: K = 576 1.15-1.4x the pair dot at 1 and 2 threads; from K = 1024 at
+ * two threads 0.8-0.9x (eight rows streaming at once on each core). */
+#define QROWS_MAX_NB 24
 
 static bool qgemm_for(const oc__lowp_kernels *ks, int64_t m)
 {
@@ -561,6 +567,10 @@ static bool linear_f32(oc_tile *y, const oc_tile *x, const oc_weights *w, int64_
             if (!sc) return false;
             ks->qgemm(py, yrs, xq, xd, xsum8, m, w->data, w->row_bytes, w->type, k, j0, j1,
                       sc);
+            return true;
+        }
+        if (ks->qrows && nb <= QROWS_MAX_NB) {
+            ks->qrows(py, yrs, xq, xd, xsum8, m, w->data, w->row_bytes, w->type, k, j0, j1);
             return true;
         }
         for (int64_t j = j0; j < j1; j++) {

@@ -367,6 +367,68 @@ static T2 float qdot_avx2(QARGS)
                           : qdot_avx2_t(wrow, OC_W_Q4_0, xq, xd, xsum8, nb);
 }
 
+/* 8 rows of w at a time against each row of x (decode: m < 4): per block
+ * the 8 rows' lanes reduce by one totals8 into a register of 8 row totals
+ * (lane r: row r), whose float term goes into accumulator b % 8; the 8
+ * accumulators add in tile.h's order at the end. The per-pair dot's
+ * terms and order, lane by lane, with no per-row reduction and no scalar
+ * tail (lowp.c takes it for short rows). Rows past the last 8: the pair
+ * dot. */
+#define QROWS_BODY(BSUM, QDOT)                                                                     \
+    int64_t nb = k / OC_QK;                                                                        \
+    int64_t bb = t == OC_W_Q8_0 ? (int64_t)sizeof(oc_block_q8_0) : (int64_t)sizeof(oc_block_q4_0); \
+    int64_t j = j0;                                                                                \
+    for (; j + 8 <= j1; j += 8) {                                                                  \
+        const char *wr = w + j * wrb;                                                              \
+        for (int64_t i = 0; i < m; i++) {                                                          \
+            const int8_t *xr = xq + i * k;                                                         \
+            __m256 acc[8];                                                                         \
+            for (int l = 0; l < 8; l++) acc[l] = _mm256_setzero_ps();                              \
+            /* the 8 rows' scales of block b + 1 stored while block b runs, so that */        \
+            /* their 16-byte load does not wait on 8 narrower stores just made */               \
+            uint16_t hd[2][8];                                                                     \
+            for (int r = 0; r < 8; r++) memcpy(&hd[0][r], wr + r * wrb, 2);                        \
+            for (int64_t b = 0; b < nb; b++) {                                                     \
+                __m256i s[8];                                                                      \
+                bool line = ((b * bb) & 63) < bb; /* a new line of row 0 */                        \
+                for (int r = 0; r < 8; r++) {                                                      \
+                    const char *blk = wr + r * wrb + b * bb;                                       \
+                    if (line) _mm_prefetch(blk + QPF, _MM_HINT_T0);                                \
+                    s[r] = BSUM(blk, t, xr + b * OC_QK);                                           \
+                    if (b + 1 < nb) memcpy(&hd[(b + 1) & 1][r], blk + bb, 2);                      \
+                }                                                                                  \
+                __m256i tot = totals8(s);                                                          \
+                if (t == OC_W_Q4_0)                                                                \
+                    tot = _mm256_sub_epi32(tot, _mm256_set1_epi32(xsum8[i * nb + b]));             \
+                __m256 d = _mm256_mul_ps(                                                          \
+                    _mm256_set1_ps(xd[i * nb + b]),                                                \
+                    _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hd[b & 1])));                 \
+                acc[b % 8] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), d, acc[b % 8]);              \
+            }                                                                                      \
+            __m256 v = _mm256_add_ps(                                                              \
+                _mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),       \
+                _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));      \
+            _mm256_storeu_ps(y + i * yrs + j, v);                                                  \
+        }                                                                                          \
+    }                                                                                              \
+    for (; j < j1; j++)                                                                            \
+        for (int64_t i = 0; i < m; i++)                                                            \
+            y[i * yrs + j] = QDOT(w + j * wrb, t, xq + i * k, xd + i * nb, xsum8 + i * nb, nb);
+
+#define QROWSARGS                                                                              \
+    float *y, int64_t yrs, const int8_t *xq, const float *xd, const int32_t *xsum8, int64_t m, \
+        const char *w, int64_t wrb, oc_wtype t, int64_t k, int64_t j0, int64_t j1
+
+static INL T2 void qrows_avx2_t(QROWSARGS) { QROWS_BODY(bsum_avx2, qdot_avx2_t) }
+
+static T2 void qrows_avx2(QROWSARGS)
+{
+    if (t == OC_W_Q8_0)
+        qrows_avx2_t(y, yrs, xq, xd, xsum8, m, w, wrb, OC_W_Q8_0, k, j0, j1);
+    else
+        qrows_avx2_t(y, yrs, xq, xd, xsum8, m, w, wrb, OC_W_Q4_0, k, j0, j1);
+}
+
 static INL T5 float qdot_vnni_t(QARGS) { QDOT_BODY(bsum_vnni) }
 
 static T5 float qdot_vnni(QARGS)
@@ -1598,9 +1660,9 @@ int (*const oc__lowp_i8pk_prep)(int8_t *, int64_t, const int8_t *, int64_t, int6
     i8pk_prep_avx2;
 const oc__lowp_i8pk_rows_fn oc__lowp_i8pk_avx2 = i8pk_avx2, oc__lowp_i8pk_avxvnni = i8pk_avxvnni;
 const oc__lowp_kernels oc__lowp_avx2 = {"avx2", fdot_avx2, qdot_avx2, i8_avx2, NULL, 1, 1, 0,
-                                         i8w_avx2, NULL, qgemm_avx2};
+                                         i8w_avx2, NULL, qgemm_avx2, qrows_avx2};
 const oc__lowp_kernels oc__lowp_avxvnni = {"avx-vnni", fdot_avx2, qdot_avx2, i8_avxvnni, NULL, 1, 1,
-                                           0, i8w_avxvnni, NULL, qgemm_avxvnni};
+                                           0, i8w_avxvnni, NULL, qgemm_avxvnni, qrows_avx2};
 const oc__lowp_kernels oc__lowp_avx512 = {"avx512-vnni", fdot_avx512, qdot_vnni, i8_avx512,
                                           i8p_avx512, 4, 1, 32, NULL, NULL, qgemm_avx512};
 const oc__lowp_kernels oc__lowp_avx512bf16 = {"avx512-vnni+bf16", fdot_avx512, qdot_vnni,
@@ -1620,11 +1682,11 @@ bool oc__lowp_amx_usable(void)
 }
 
 #else /* not x86-64 with GCC or clang: the portable set only */
-const oc__lowp_kernels oc__lowp_avx2 = {"avx2", 0, 0, 0, 0, 1, 1, 0, 0, 0, 0};
-const oc__lowp_kernels oc__lowp_avxvnni = {"avx-vnni", 0, 0, 0, 0, 1, 1, 0, 0, 0, 0};
-const oc__lowp_kernels oc__lowp_avx512 = {"avx512-vnni", 0, 0, 0, 0, 1, 1, 0, 0, 0, 0};
-const oc__lowp_kernels oc__lowp_avx512bf16 = {"avx512-vnni+bf16", 0, 0, 0, 0, 1, 1, 0, 0, 0, 0};
-const oc__lowp_kernels oc__lowp_amx = {"amx", 0, 0, 0, 0, 1, 1, 0, 0, 0, 0};
+const oc__lowp_kernels oc__lowp_avx2 = {"avx2", 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0};
+const oc__lowp_kernels oc__lowp_avxvnni = {"avx-vnni", 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0};
+const oc__lowp_kernels oc__lowp_avx512 = {"avx512-vnni", 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0};
+const oc__lowp_kernels oc__lowp_avx512bf16 = {"avx512-vnni+bf16", 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0};
+const oc__lowp_kernels oc__lowp_amx = {"amx", 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0};
 bool oc__lowp_amx_usable(void) { return false; }
 const oc__lowp_i8pk_fn oc__lowp_i8pk_avx512 = 0, oc__lowp_i8pk_amx = 0;
 const oc__lowp_i8pk_rows_fn oc__lowp_i8pk_avx2 = 0, oc__lowp_i8pk_avxvnni = 0;

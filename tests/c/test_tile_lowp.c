@@ -244,8 +244,9 @@ static void q_linear_k(int64_t N, int64_t K)
 static void test_q_linear(void **state)
 {
     (void)state;
-    q_linear_k(37, 32 * 19);
+    q_linear_k(37, 32 * 19);  /* m < 4: 8 rows of w at a time (AVX2), then 5 alone */
     q_linear_k(133, 32 * 5);
+    q_linear_k(20, 32 * 26);  /* m < 4: longer rows, the pair dot on every set */
 }
 
 static void test_i8_linear(void **state)
