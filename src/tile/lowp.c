@@ -411,6 +411,8 @@ static void quantize_row(int8_t *q, float *scale, const float *x, int64_t n)
  * x: K = 576 1.15-1.4x the pair dot at 1 and 2 threads; from K = 1024 at
  * two threads 0.8-0.9x (eight rows streaming at once on each core). */
 #define QROWS_MAX_NB 24
+#define QSTR_(v) #v
+#define QSTR(v) QSTR_(v) /* QSTR(QROWS_MAX_NB): "24", for oc_tile_linear_path */
 
 static bool qgemm_for(const oc__lowp_kernels *ks, int64_t m)
 {
@@ -681,8 +683,9 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
                  oc_wtype_name(type), isa,
                  ks == &oc__lowp_portable ? "scalar int32 sums"
                  : !qgemm_for(ks, m)
-                     ? (ks == &oc__lowp_avx2 || ks == &oc__lowp_avxvnni ? "vpmaddubsw + vpmaddwd"
-                                                                        : "vpdpbusd (VNNI)")
+                     ? (ks->qrows ? "vpmaddubsw + vpmaddwd; rows of at most " QSTR(QROWS_MAX_NB)
+                                    " blocks 8 rows of w at a time"
+                                  : "vpdpbusd (VNNI)")
                  : ks == &oc__lowp_avx2
                      ? "vpmaddubsw + vpmaddwd, 16 rows of w packed per block, 4 x 16 blocks of y"
                  : ks == &oc__lowp_avxvnni

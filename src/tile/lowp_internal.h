@@ -271,7 +271,6 @@ static inline bool oc__lowp_bf16p_for(const oc__lowp_kernels *ks, oc_wtype t, in
 const uint16_t *oc__lowp_bf16p_stage(const oc_tile *x, int64_t xrs, int64_t k, int64_t *xs,
                                      int64_t *kp, void **pack, const char *fn);
 
-
 /* float32 weights (rows of wrs floats) against m rows of x, into y's
  * columns [j0, j1), for OC__LOWP_FMM_MIN_M <= m < OC__LOWP_FMM_MAX_M on a CPU
  * with AVX-512 (lowp_fmm.c; a no-op where not built). */
