@@ -144,6 +144,12 @@ def time_run(m, prompt, n_decode):
     return t1 - t0, time.perf_counter() - t1, toks
 
 
+def ops_cflags(avx2):
+    """The llm ops' compiler flags: the default -march=native, less AVX-512
+    and AVX-VNNI under --isa avx2."""
+    return ["-march=native"] + (benchlib.AVX2_CFLAGS if avx2 else [])
+
+
 def load_llm(args):
     """The llm op library, for --isa avx2 built as for a CPU without AVX-512
     or AVX-VNNI, in a directory of its own."""
@@ -305,9 +311,8 @@ def summarise(args, results):
     avx2 = args.isa == "avx2"
     if avx2:
         title += ", every library limited to AVX2"
-    flags = " ".join(["-march=native"] + (benchlib.AVX2_CFLAGS if avx2 else []))
     res = results[0]
-    notes.append(f"paths: opcore's ops built {flags}, its tile layer "
+    notes.append(f"paths: opcore's ops built {' '.join(ops_cflags(avx2))}, its tile layer "
                  + ("held to AVX2 (OC_TILE_ISA=avx2)" if avx2 else "on the CPU's best path")
                  + f"; torch: {res.get('torch')}"
                  + (" (" + ", ".join(f"{k}={v}" for k, v in benchlib.AVX2_ENV.items()
@@ -377,8 +382,8 @@ def main(argv=None):
     m = machine()
     print(f"machine: {m['cpu']}; {' '.join(m['isa'])}; {m['cores']} usable cores")
     avx2 = args.isa == "avx2"
-    flags = " ".join(["-march=native"] + (benchlib.AVX2_CFLAGS if avx2 else []))
-    print(f"opcore kernels: {flags}" + (", tile layer OC_TILE_ISA=avx2" if avx2 else "")
+    print(f"opcore kernels: {' '.join(ops_cflags(avx2))}"
+          + (", tile layer OC_TILE_ISA=avx2" if avx2 else "")
           + f"; load: {os.getloadavg()[0]:.1f}")
     import model
 

@@ -572,7 +572,8 @@ static bool linear_f32(oc_tile *y, const oc_tile *x, const oc_weights *w, int64_
             return true;
         }
         if (ks->qrows && nb <= QROWS_MAX_NB) {
-            ks->qrows(py, yrs, xq, xd, xsum8, m, w->data, w->row_bytes, w->type, k, j0, j1);
+            ks->qrows(py, yrs, xq, xd, xsum8, m, w->data, w->row_bytes, w->type, k, j0, j1,
+                      NULL);
             return true;
         }
         for (int64_t j = j0; j < j1; j++) {

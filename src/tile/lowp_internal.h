@@ -23,12 +23,6 @@ typedef void (*oc__lowp_fdot_fn)(float *y, int64_t yrs, const float *x, int64_t 
 typedef float (*oc__lowp_qdot_fn)(const char *wrow, oc_wtype type, const int8_t *xq,
                                   const float *xd, const int32_t *xsum8, int64_t nb);
 
-/* The same for m rows of x (xq, xd, xsum8 as for oc__lowp_qgemm_fn below)
- * against rows [j0, j1) of w, into y: the per-pair dot's bits. */
-typedef void (*oc__lowp_qrows_fn)(float *y, int64_t yrs, const int8_t *xq, const float *xd,
-                                  const int32_t *xsum8, int64_t m, const char *w, int64_t wrb,
-                                  oc_wtype type, int64_t k, int64_t j0, int64_t j1);
-
 /* int8 x int8: y[i][j] = ((float)isum * xs[i]) * ws[j], isum exact;
  * ws NULL: y holds int32 and y[i][j] += isum (oc_tile_matmul's int32 c;
  * xs unread). */
@@ -163,7 +157,8 @@ typedef struct oc__lowp_kernels {
     oc__lowp_i8_fn i8_full;
     oc__lowp_bf16p_fn bf16p; /* NULL: bfloat16 weights widened for the tile matmul */
     oc__lowp_qgemm_fn qgemm; /* NULL: qdot per (row of x, row of w) for every m */
-    oc__lowp_qrows_fn qrows; /* NULL: qdot per pair below qgemm's rows of x */
+    /* below qgemm's rows of x, the same arguments (no scratch); NULL: qdot per pair */
+    oc__lowp_qgemm_fn qrows;
 } oc__lowp_kernels;
 
 /* Group-wise weights (OC_W_I8G / OC_W_U4G, lowp_group.c): y[i][j] for i <

@@ -256,6 +256,12 @@ static T5 void fdot_avx512(float *y, int64_t yrs, const float *x, int64_t xrs, i
 
 /* ---- Q8_0 / Q4_0 blocks ---------------------------------------------------- */
 
+/* Bytes of one Q8_0 / Q4_0 block */
+static INL int64_t qblock_bytes(oc_wtype t)
+{
+    return t == OC_W_Q8_0 ? (int64_t)sizeof(oc_block_q8_0) : (int64_t)sizeof(oc_block_q4_0);
+}
+
 /* A block's 32 weights as int8: Q8_0's as they are; Q4_0's as unsigned
  * nibbles 0..15 (elements 0..15 from the low nibbles, 16..31 from the
  * high ones), the - 8 applied to the sum instead: sum((q - 8) x) =
@@ -324,7 +330,7 @@ static INL T2 float half1(const char *blk)
 #endif
 
 #define QDOT_BODY(BSUM)                                                                            \
-    int64_t bb = t == OC_W_Q8_0 ? (int64_t)sizeof(oc_block_q8_0) : (int64_t)sizeof(oc_block_q4_0); \
+    int64_t bb = qblock_bytes(t);                                                                  \
     __m256 acc = _mm256_setzero_ps();                                                              \
     int64_t b = 0;                                                                                 \
     for (; b + 8 <= nb; b += 8) {                                                                  \
@@ -374,9 +380,15 @@ static T2 float qdot_avx2(QARGS)
  * terms and order, lane by lane, with no per-row reduction and no scalar
  * tail (lowp.c takes it for short rows). Rows past the last 8: the pair
  * dot. */
+/* tile.h's order of 8 partial sums, 8 lanes at once: P(l) the partial l */
+#define SUM8_PS(P)                                                                              \
+    _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(P(0), P(4)), _mm256_add_ps(P(2), P(6))),          \
+                  _mm256_add_ps(_mm256_add_ps(P(1), P(5)), _mm256_add_ps(P(3), P(7))))
+#define QROWS_ACC(l) acc[l]
+
 #define QROWS_BODY(BSUM, QDOT)                                                                     \
     int64_t nb = k / OC_QK;                                                                        \
-    int64_t bb = t == OC_W_Q8_0 ? (int64_t)sizeof(oc_block_q8_0) : (int64_t)sizeof(oc_block_q4_0); \
+    int64_t bb = qblock_bytes(t);                                                                  \
     int64_t j = j0;                                                                                \
     for (; j + 8 <= j1; j += 8) {                                                                  \
         const char *wr = w + j * wrb;                                                              \
@@ -405,29 +417,32 @@ static T2 float qdot_avx2(QARGS)
                     _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hd[b & 1])));                 \
                 acc[b % 8] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), d, acc[b % 8]);              \
             }                                                                                      \
-            __m256 v = _mm256_add_ps(                                                              \
-                _mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),       \
-                _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));      \
-            _mm256_storeu_ps(y + i * yrs + j, v);                                                  \
+            _mm256_storeu_ps(y + i * yrs + j, SUM8_PS(QROWS_ACC));                                 \
         }                                                                                          \
     }                                                                                              \
     for (; j < j1; j++)                                                                            \
         for (int64_t i = 0; i < m; i++)                                                            \
             y[i * yrs + j] = QDOT(w + j * wrb, t, xq + i * k, xd + i * nb, xsum8 + i * nb, nb);
 
-#define QROWSARGS                                                                              \
-    float *y, int64_t yrs, const int8_t *xq, const float *xd, const int32_t *xsum8, int64_t m, \
-        const char *w, int64_t wrb, oc_wtype t, int64_t k, int64_t j0, int64_t j1
+#define QGEMMARGS                                                                            \
+    float *y, int64_t yrs, const int8_t *xq, const float *xd, const int32_t *xsum8,          \
+        int64_t m, const char *w, int64_t wrb, oc_wtype t, int64_t k, int64_t j0, int64_t j1, \
+        void *scratch
 
-static INL T2 void qrows_avx2_t(QROWSARGS) { QROWS_BODY(bsum_avx2, qdot_avx2_t) }
+/* FN with the weight type a constant (each type its own code) */
+#define Q_BY_TYPE(FN)                                                              \
+    if (t == OC_W_Q8_0)                                                            \
+        FN(y, yrs, xq, xd, xsum8, m, w, wrb, OC_W_Q8_0, k, j0, j1, scratch);       \
+    else                                                                           \
+        FN(y, yrs, xq, xd, xsum8, m, w, wrb, OC_W_Q4_0, k, j0, j1, scratch);
 
-static T2 void qrows_avx2(QROWSARGS)
+static INL T2 void qrows_avx2_t(QGEMMARGS)
 {
-    if (t == OC_W_Q8_0)
-        qrows_avx2_t(y, yrs, xq, xd, xsum8, m, w, wrb, OC_W_Q8_0, k, j0, j1);
-    else
-        qrows_avx2_t(y, yrs, xq, xd, xsum8, m, w, wrb, OC_W_Q4_0, k, j0, j1);
+    (void)scratch;
+    QROWS_BODY(bsum_avx2, qdot_avx2_t)
 }
+
+static T2 void qrows_avx2(QGEMMARGS) { Q_BY_TYPE(qrows_avx2_t) }
 
 static INL T5 float qdot_vnni_t(QARGS) { QDOT_BODY(bsum_vnni) }
 
@@ -457,7 +472,7 @@ static T5 float qdot_vnni(QARGS)
 static T5 void qpack_panel(char *pack, const char *w, int64_t wrb, oc_wtype t, int64_t nb,
                            int64_t j, int nc)
 {
-    int64_t bb = t == OC_W_Q8_0 ? (int64_t)sizeof(oc_block_q8_0) : (int64_t)sizeof(oc_block_q4_0);
+    int64_t bb = qblock_bytes(t);
     const char *base = w + j * wrb;
     __m512i off[4];
     __mmask16 mk[4];
@@ -613,7 +628,7 @@ static INL T2 void transpose8_i32(__m256i v[8])
 static T2 void qpack_panel2(char *pack, const char *w, int64_t wrb, oc_wtype t, int64_t nb,
                             int64_t j, int nc)
 {
-    int64_t bb = t == OC_W_Q8_0 ? (int64_t)sizeof(oc_block_q8_0) : (int64_t)sizeof(oc_block_q4_0);
+    int64_t bb = qblock_bytes(t);
     for (int64_t b = 0; b < nb; b++) {
         int32_t *pq = (int32_t *)(pack + b * QPB2);
         float *pd = (float *)(pack + b * QPB2 + 8 * QP2 * 4);
@@ -678,19 +693,14 @@ static T2 void qpack_panel2(char *pack, const char *w, int64_t wrb, oc_wtype t, 
         const float *s = part + a * 8 * QP2;                                                  \
         for (int r = 0; r < 2 && nc - 8 * r > 0; r++) {                                       \
             float v[8];                                                                       \
-            _mm256_storeu_ps(v, QP2_SUM8(s + 8 * r));                                         \
+            _mm256_storeu_ps(v, SUM8_PS(QP2_PART));                                           \
             int left = nc - 8 * r < 8 ? nc - 8 * r : 8;                                       \
             memcpy(y + (i + a) * yrs + j + 8 * r, v, sizeof(float) * (size_t)left);          \
         }                                                                                     \
     }
 
-/* tile.h's order of the 8 partial sums, 8 lanes at once */
-#define QPL(s, l) _mm256_loadu_ps((s) + (l) * QP2)
-#define QP2_SUM8(s)                                                                           \
-    _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(QPL(s, 0), QPL(s, 4)),                          \
-                                _mm256_add_ps(QPL(s, 2), QPL(s, 6))),                         \
-                  _mm256_add_ps(_mm256_add_ps(QPL(s, 1), QPL(s, 5)),                          \
-                                _mm256_add_ps(QPL(s, 3), QPL(s, 7))))
+/* partial l of lanes [8 r, 8 r + 8) of row a's 8 x 16 partials s */
+#define QP2_PART(l) _mm256_loadu_ps(s + 8 * r + (l) * QP2)
 
 #define QP2ARGS                                                                                 \
     float *y, int64_t yrs, const int8_t *xq, const float *xd, const int32_t *xsum8, int64_t k, \
@@ -714,18 +724,6 @@ static T2 void qpack_panel2(char *pack, const char *w, int64_t wrb, oc_wtype t, 
         default: break;                                                                   \
         }                                                                                 \
     }
-
-/* FN with the weight type a constant (each type its own code) */
-#define QGEMM2_BY_TYPE(FN)                                                         \
-    if (t == OC_W_Q8_0)                                                            \
-        FN(y, yrs, xq, xd, xsum8, m, w, wrb, OC_W_Q8_0, k, j0, j1, scratch);       \
-    else                                                                           \
-        FN(y, yrs, xq, xd, xsum8, m, w, wrb, OC_W_Q4_0, k, j0, j1, scratch);
-
-#define QGEMMARGS                                                                            \
-    float *y, int64_t yrs, const int8_t *xq, const float *xd, const int32_t *xsum8,          \
-        int64_t m, const char *w, int64_t wrb, oc_wtype t, int64_t k, int64_t j0, int64_t j1, \
-        void *scratch
 
 
 /* ---- int8 x int8 ------------------------------------------------------------ */
@@ -857,7 +855,7 @@ static INL T2 void qp2_block_avx2(QP2ARGS) { QP2_BLOCK_BODY(dot32_avx2) }
 
 static INL T2 void qgemm_avx2_t(QGEMMARGS) { QGEMM2_BODY(qp2_block_avx2) }
 
-static T2 void qgemm_avx2(QGEMMARGS) { QGEMM2_BY_TYPE(qgemm_avx2_t) }
+static T2 void qgemm_avx2(QGEMMARGS) { Q_BY_TYPE(qgemm_avx2_t) }
 
 /* R rows of x from i against V vectors (8 columns each) of the panel from
  * column c0, into y. */
@@ -872,10 +870,10 @@ static T2 void qgemm_avx2(QGEMMARGS) { QGEMM2_BY_TYPE(qgemm_avx2_t) }
         for (int64_t q = 0; 4 * q < k; q++) {                                              \
             __m256i b[R];                                                                  \
             for (int a = 0; a < R; a++) b[a] = xquad(xr[a] + 4 * q);                       \
-            const char *row = pk + q * 4 * PANEL + 4 * c0;                               \
+            const char *row = pk + q * 4 * PANEL + 4 * c0;                                 \
             for (int l = 0; l < V / 2; l++) /* 16 steps of k on: the first pass's reads */ \
-                _mm_prefetch(row + 16 * 4 * PANEL + 64 * l, _MM_HINT_T0);                \
-            if (npos < pbytes) { /* the next panel into L2, a line a step */              \
+                _mm_prefetch(row + 16 * 4 * PANEL + 64 * l, _MM_HINT_T0);                  \
+            if (npos < pbytes) { /* the next panel into L2, a line a step */               \
                 _mm_prefetch(pk + pbytes + npos, _MM_HINT_T1);                             \
                 npos += 64;                                                                \
             }                                                                              \
@@ -909,12 +907,12 @@ static T2 void qgemm_avx2(QGEMMARGS) { QGEMM2_BY_TYPE(qgemm_avx2_t) }
     }
 
 #define I8PK_BODY(DOT32)                                                                   \
-    int32_t out[PANEL];                                                                  \
-    for (int64_t j = j0; j < j1; j += PANEL) {                                           \
-        int nc = j1 - j >= PANEL ? PANEL : (int)(j1 - j);                              \
-        const char *pk = panels + j / PANEL * pbytes;                                    \
-        const int32_t *colsum = (const int32_t *)(const void *)(pk + pbytes - 4 * PANEL); \
-        int64_t npos = j + PANEL < j1 ? 0 : pbytes;                                      \
+    int32_t out[PANEL];                                                                    \
+    for (int64_t j = j0; j < j1; j += PANEL) {                                             \
+        int nc = j1 - j >= PANEL ? PANEL : (int)(j1 - j);                                  \
+        const char *pk = panels + j / PANEL * pbytes;                                      \
+        const int32_t *colsum = (const int32_t *)(const void *)(pk + pbytes - 4 * PANEL);  \
+        int64_t npos = j + PANEL < j1 ? 0 : pbytes;                                        \
         if (x7)                                                                            \
             I8PK_PANEL(DOT32, 1)                                                           \
         else                                                                               \
@@ -1024,7 +1022,7 @@ static INL TV void qp2_block_vnni(QP2ARGS) { QP2_BLOCK_BODY(dot32_vnni) }
 
 static INL TV void qgemm_vnni_t(QGEMMARGS) { QGEMM2_BODY(qp2_block_vnni) }
 
-static TV void qgemm_avxvnni(QGEMMARGS) { QGEMM2_BY_TYPE(qgemm_vnni_t) }
+static TV void qgemm_avxvnni(QGEMMARGS) { Q_BY_TYPE(qgemm_vnni_t) }
 
 /* One 64-byte step of an mr x nr block: (w + 128) as u8 times x as s8. */
 #define I8_STEP(LOADW, LOADX)                                                          \
