@@ -37,8 +37,9 @@ PyTorch at decode and prefill shapes, 1 and 2 threads:
 - bfloat16 weights at prefill shapes, M = 64 and 256, K = N = 4096 (AMX-BF16
   where the CPU has AMX) against torch.matmul in bfloat16 (oneDNN) and
   float32;
-- Q8_0 / Q4_0 GEMV (GGML blocks) against copies of the quantised bytes
-  (C memcpy split across the cores, as above, and torch's copy_);
+- Q8_0 / Q4_0 GEMV (GGML blocks, as they are and packed once 8 rows a
+  group by oc_weights_pack) against copies of the quantised bytes (C
+  memcpy split across the cores, as above, and torch's copy_);
 - group-wise int8 and uint4 (scale and zero point per group of 32 / 128)
   GEMV against copies of the quantised bytes (with their scales and zero
   points; the same two kinds) and float32 torch.matmul; uint4 also beside
@@ -260,13 +261,17 @@ def child(args):
         y = lin(x1, wq, none, W[name])
         err = ((y - ref1).norm() / ref1.norm()).item()
         assert err < tol, f"{name} GEMV relative error {err}"
+        # the same blocks packed once, 8 rows a group (oc_weights_pack), as llama.cpp repacks
+        wqp = T.lowp_pack_q(wq, W[name])
+        assert torch.equal(T.lowp_linear_packed(x1, wqp, N), y)
         run(f"GEMV {name} 1x{K}x{N}",
             {f"opcore {name}": lambda wq=wq, name=name: lin(x1, wq, none, W[name]),
+             f"opcore {name} packed": lambda wqp=wqp: T.lowp_linear_packed(x1, wqp, N),
              QMEMCPY: lambda qmc=qmc, wq=wq: T.lowp_copy(wq, qmc),
              "copy of the quantised bytes": lambda qcopy=qcopy, wq=wq: qcopy.copy_(wq),
              "torch.matmul float32": lambda: F.linear(x1, w)},
-            {f"opcore {name}": wq.nbytes, QMEMCPY: wq.nbytes,
-             "copy of the quantised bytes": wq.nbytes},
+            {f"opcore {name}": wq.nbytes, f"opcore {name} packed": wq.nbytes,
+             QMEMCPY: wq.nbytes, "copy of the quantised bytes": wq.nbytes},
             [QMEMCPY, "copy of the quantised bytes", "torch.matmul float32"],
             max(args.rounds, GEMV_ROUNDS), args.reps, warm=SETTLE)
 

@@ -90,10 +90,22 @@ oc_tensor *lowp_pack_i8(const oc_tensor *w, const oc_tensor *scale)
     return p;
 }
 
+/* Q8_0 / Q4_0 blocks packed 8 rows a group (lowp_linear_packed reads them) */
+oc_tensor *lowp_pack_q(const oc_tensor *w, int64_t wtype)
+{
+    oc_tensor *p = oc_dst_tensor();
+    oc_weights wt = oc_weights_of_tensor(w, (oc_wtype)wtype, NULL);
+    if (wt.data)
+        oc_weights_pack(p->data, (size_t)oc_numel(p), &wt, (int)oc_cpu_id(), (int)oc_cpu_count());
+    return p;
+}
+
+/* y = x w^T, w any packed bytes (int8, Q8_0, Q4_0: the header says) */
 oc_tensor *lowp_linear_packed(const oc_tensor *x, const oc_tensor *wp, int64_t n)
 {
     oc_tensor *y = oc_dst_tensor();
-    oc_weights wt = oc_weights_of_tensor(wp, OC_W_I8_PACKED, NULL);
+    OC_CHECK(oc_is_contiguous(wp), "lowp_linear_packed: wp must be contiguous");
+    oc_weights wt = oc_weights_of_packed(wp->data, (size_t)oc_numel(wp));
     if (!wt.data) return y;
     OC_CHECK(wt.n == n, "lowp_linear_packed: the packed weights hold %lld outputs, n = %lld given",
              (long long)wt.n, (long long)n);

@@ -2,6 +2,7 @@
  * bfloat16, w [n, row] (row: k elements, k / 2 bytes of uint4 pairs or
  * k / 32 GGML blocks of bytes), y [m, n] of x's dtype. The kernels check w
  * against its type. */
+#include <opcore/dim.h>
 #include <opcore/library.h>
 #include <opcore/tile.h>
 
@@ -56,9 +57,29 @@ static oc_tensor *lowp_pack_i8_shape(const oc_tensor *w, const oc_tensor *scale)
     OC_CHECK(scale->dtype == OC_FLOAT32 && oc_numel(scale) == w->sizes[0],
              "scale must be float32 with one value per row of w (%lld), got %s with %lld",
              (long long)w->sizes[0], oc_dtype_name(scale->dtype), (long long)oc_numel(scale));
-    size_t nb = oc_weights_pack_bytes(w->sizes[0], w->sizes[1]);
+    size_t nb = oc_weights_pack_bytes(OC_W_I8, w->sizes[0], w->sizes[1]);
     OC_CHECK(nb > 0, "w's k = %lld is too long for exact int32 sums", (long long)w->sizes[1]);
     return oc_empty(OC_UINT8, 1, (int64_t[]){(int64_t)nb});
+}
+
+static oc_tensor *lowp_pack_q_shape(const oc_tensor *w, int64_t wtype)
+{
+    OC_CHECK(wtype == OC_W_Q8_0 || wtype == OC_W_Q4_0, "wtype must be %d (Q8_0) or %d (Q4_0), "
+             "got %lld", OC_W_Q8_0, OC_W_Q4_0, (long long)wtype);
+    int64_t bb = (int64_t)oc_wtype_row_bytes((oc_wtype)wtype, OC_QK);
+    OC_CHECK(w->dtype == OC_UINT8 && w->ndim == 2 && oc_is_contiguous(w),
+             "w must be contiguous 2-D uint8 (GGML blocks), got %d-D %s", w->ndim,
+             oc_dtype_name(w->dtype));
+    bool whole = w->sizes[1] % bb == 0;
+    OC_CHECK(whole, "w's rows (%lld bytes) must be whole %lld-byte blocks",
+             (long long)w->sizes[1], (long long)bb);
+    /* a 128-byte header, then groups of 8 rows (opcore/tile.h: oc_weights_pack) */
+    int64_t bytes = oc_dim_add(128, oc_dim_mul(oc_dim_mul(oc_dim_ceil_div(w->sizes[0], 8), 8),
+                                               w->sizes[1]));
+    OC_CHECK(bytes == (int64_t)oc_weights_pack_bytes((oc_wtype)wtype, w->sizes[0],
+                                                      w->sizes[1] / bb * OC_QK),
+             "packed size %lld: not oc_weights_pack_bytes'", (long long)bytes);
+    return oc_empty(OC_UINT8, 1, (int64_t[]){bytes});
 }
 
 static oc_tensor *lowp_linear_packed_shape(const oc_tensor *x, const oc_tensor *wp, int64_t n)
@@ -67,7 +88,8 @@ static oc_tensor *lowp_linear_packed_shape(const oc_tensor *x, const oc_tensor *
              "x must be a 2-D float32 or bfloat16 tensor, got %d-D %s", x->ndim,
              oc_dtype_name(x->dtype));
     OC_CHECK(wp->dtype == OC_UINT8 && wp->ndim == 1,
-             "wp must be the 1-D uint8 tensor lowp_pack_i8 made, got %d-D %s", wp->ndim,
+             "wp must be the 1-D uint8 tensor lowp_pack_i8 / lowp_pack_q made, got %d-D %s",
+             wp->ndim,
              oc_dtype_name(wp->dtype));
     OC_CHECK(n >= 0, "n must be >= 0, got %lld", (long long)n);
     return oc_empty(x->dtype, 2, (int64_t[]){x->sizes[0], n});
@@ -139,6 +161,8 @@ OC_LIBRARY(lowp, m)
            .multicore = true);
     oc_def(m, "lowp_pack_i8(Tensor w, Tensor scale) -> Tensor", lowp_pack_i8_shape,
            "lowp_pack_i8", .multicore = true);
+    oc_def(m, "lowp_pack_q(Tensor w, int wtype) -> Tensor", lowp_pack_q_shape, "lowp_pack_q",
+           .multicore = true);
     oc_def(m, "lowp_linear_packed(Tensor x, Tensor wp, int n) -> Tensor",
            lowp_linear_packed_shape, "lowp_linear_packed", .multicore = true);
     oc_def(m, "lowp_linear_packed_x7(Tensor x, Tensor wp, int n) -> Tensor",

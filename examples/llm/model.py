@@ -264,9 +264,13 @@ class OpcoreLlama:
     """The decoder on opcore ops: per layer rmsnorm -> one linear for
     q, k, v (stacked) -> attention (RoPE, KV cache write, causal GQA) ->
     linear -> residual; rmsnorm -> one linear for gate and up -> swiglu ->
-    linear -> residual. Linear layers in `fmt`; everything else float32."""
+    linear -> residual. Linear layers in `fmt`; everything else float32.
+    Q8_0 / Q4_0 weights are packed once, here, 8 rows a group
+    (oc_weights_pack; llama.cpp repacks its weights the same way) and
+    read by linear_packed: the same bits as linear_q8_0 / linear_q4_0 on
+    GGUF's rows, faster (pack=False keeps the rows)."""
 
-    def __init__(self, cfg, weights, fmt="float32", max_seq=None):
+    def __init__(self, cfg, weights, fmt="float32", max_seq=None, pack=True):
         import torch
 
         assert fmt in FORMATS, f"fmt must be one of {FORMATS}, got {fmt!r}"
@@ -279,12 +283,15 @@ class OpcoreLlama:
         ops = torch.ops.llm
         self._linear = {"float32": ops.linear, "bfloat16": ops.linear, "q8_0": ops.linear_q8_0,
                         "q4_0": ops.linear_q4_0}[fmt]
+        self._pack = {"q8_0": ops.pack_q8_0, "q4_0": ops.pack_q4_0}.get(fmt) if pack else None
+        if self._pack:
+            self._linear = ops.linear_packed
         self._rmsnorm, self._attention, self._swiglu = ops.rmsnorm, ops.attention, ops.swiglu
         emb = weights["tok_embeddings.weight"]
         # the embedding is looked up, not multiplied: rows of the table as `fmt` stores them
         self.embed = torch.from_numpy(round_trip(emb, fmt))
         self.norm = torch.from_numpy(weights["norm.weight"])
-        self.output = _prepare_matrix(weights["output.weight"], fmt)
+        self.output = self._matrix(weights["output.weight"])
         self.layers = []
         for i in range(cfg.n_layers):
             p = f"layers.{i}."
@@ -294,14 +301,20 @@ class OpcoreLlama:
             self.layers.append({
                 "attn_norm": torch.from_numpy(weights[p + "attention_norm.weight"]),
                 "ffn_norm": torch.from_numpy(weights[p + "ffn_norm.weight"]),
-                "qkv": _prepare_matrix(qkv, fmt),
-                "wo": _prepare_matrix(weights[p + "attention.wo.weight"], fmt),
-                "gu": _prepare_matrix(gu, fmt),
-                "w2": _prepare_matrix(weights[p + "feed_forward.w2.weight"], fmt)})
+                "qkv": self._matrix(qkv),
+                "wo": self._matrix(weights[p + "attention.wo.weight"]),
+                "gu": self._matrix(gu),
+                "w2": self._matrix(weights[p + "feed_forward.w2.weight"])})
         self.cos, self.sin = rope_tables(cfg)
         self.cos = self.cos[:self.max_seq].contiguous()
         self.sin = self.sin[:self.max_seq].contiguous()
         self.reset()
+
+    def _matrix(self, w):
+        """w (float32 [n, k]) as the linear op reads it: (tensor,) or, packed,
+        (bytes, n)."""
+        t = _prepare_matrix(w, self.fmt)
+        return (self._pack(t), w.shape[0]) if self._pack else (t,)
 
     def reset(self):
         import torch
@@ -326,7 +339,11 @@ class OpcoreLlama:
         if self.pos + len(ids) > self.max_seq:
             raise ValueError(f"OpcoreLlama.forward: positions up to {self.pos + len(ids)} "
                              f"exceed max_seq {self.max_seq}")
-        cfg, lin = self.cfg, self._linear
+        cfg, op = self.cfg, self._linear
+
+        def lin(x, w):
+            return op(x, *w)
+
         x = self.embed[ids]
         for layer, (kc, vc) in zip(self.layers, self.kv):
             h = self._rmsnorm(x, layer["attn_norm"], cfg.eps)

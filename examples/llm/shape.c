@@ -1,5 +1,6 @@
 /* Shape functions and registration of the `llm` example library: the ops
  * of a Llama-architecture decoder. Every op is multicore. */
+#include <opcore/dim.h>
 #include <opcore/library.h>
 
 #include <opcore/tile.h>
@@ -55,6 +56,42 @@ static oc_tensor *linear_q8_0_shape(const oc_tensor *x, const oc_tensor *w)
 static oc_tensor *linear_q4_0_shape(const oc_tensor *x, const oc_tensor *w)
 {
     return block_linear(x, w, OC_W_Q4_0);
+}
+
+static oc_tensor *pack_shape(const oc_tensor *w, oc_wtype type)
+{
+    const char *fmt = type == OC_W_Q8_0 ? "Q8_0" : "Q4_0";
+    int64_t bb = (int64_t)oc_wtype_row_bytes(type, OC_QK);
+    OC_CHECK(w->dtype == OC_UINT8 && w->ndim == 2 && oc_is_contiguous(w),
+             "w must be contiguous 2-D uint8 (%s blocks), got %d-D %s", fmt, w->ndim,
+             oc_dtype_name(w->dtype));
+    bool whole = w->sizes[1] % bb == 0;
+    OC_CHECK(whole, "w's rows (%lld bytes) must be whole %s blocks of %lld bytes",
+             (long long)w->sizes[1], fmt, (long long)bb);
+    size_t nb = oc_weights_pack_bytes(type, w->sizes[0], w->sizes[1] / bb * OC_QK);
+    OC_CHECK(nb > 0, "w (%lld x %lld bytes) is too large to pack", (long long)w->sizes[0],
+             (long long)w->sizes[1]);
+    /* the same count in sizes a dynamic-shape tracer follows: a 128-byte
+     * header, then groups of 8 rows, each 8 rows' bytes */
+    int64_t rows8 = oc_dim_mul(oc_dim_ceil_div(w->sizes[0], 8), 8);
+    int64_t bytes = oc_dim_add(128, oc_dim_mul(rows8, w->sizes[1]));
+    OC_CHECK(bytes == (int64_t)nb, "packed %s: %lld bytes, oc_weights_pack_bytes says %zu", fmt,
+             (long long)bytes, nb);
+    return oc_empty(OC_UINT8, 1, (int64_t[]){bytes});
+}
+
+static oc_tensor *pack_q8_0_shape(const oc_tensor *w) { return pack_shape(w, OC_W_Q8_0); }
+
+static oc_tensor *pack_q4_0_shape(const oc_tensor *w) { return pack_shape(w, OC_W_Q4_0); }
+
+static oc_tensor *linear_packed_shape(const oc_tensor *x, const oc_tensor *w, int64_t n)
+{
+    f32_any(x, "x");
+    OC_CHECK(w->dtype == OC_UINT8 && w->ndim == 1,
+             "w must be the 1-D uint8 bytes pack_q8_0 / pack_q4_0 made, got %d-D %s", w->ndim,
+             oc_dtype_name(w->dtype));
+    OC_CHECK(n >= 0, "n must be >= 0, got %lld", (long long)n);
+    return oc_empty(OC_FLOAT32, 2, (int64_t[]){x->sizes[0], n});
 }
 
 static oc_tensor *attention_shape(const oc_tensor *qkv, oc_tensor *k_cache, oc_tensor *v_cache,
@@ -113,6 +150,10 @@ OC_LIBRARY(llm, m)
            .multicore = true);
     oc_def(m, "linear_q4_0(Tensor x, Tensor w) -> Tensor", linear_q4_0_shape, "linear_q4_0",
            .multicore = true);
+    oc_def(m, "pack_q8_0(Tensor w) -> Tensor", pack_q8_0_shape, "pack_q8_0", .multicore = true);
+    oc_def(m, "pack_q4_0(Tensor w) -> Tensor", pack_q4_0_shape, "pack_q4_0", .multicore = true);
+    oc_def(m, "linear_packed(Tensor x, Tensor w, int n) -> Tensor", linear_packed_shape,
+           "linear_packed", .multicore = true);
     oc_def(m, "attention(Tensor qkv, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor cos, "
               "Tensor sin, int pos, int n_heads) -> Tensor", attention_shape, "attention",
            .multicore = true);

@@ -72,8 +72,9 @@ extern "C" {
 
 /* ABI version of the library <-> runtime contract. A library built for
  * another version is refused at load time ("rebuild it"). 5: oc_op_options
- * gained .grid and .strided; oc_dtype complex64/complex128; Dict arguments. */
-#define OC_ABI_VERSION 5
+ * gained .grid and .strided; oc_dtype complex64/complex128; Dict arguments.
+ * 6: oc_weights_pack_bytes takes the weight type (packed Q8_0 / Q4_0). */
+#define OC_ABI_VERSION 6
 
 typedef struct oc_library_builder oc_library_builder;
 typedef void (*oc_fn)(void);

@@ -306,7 +306,8 @@ OC_API const char *oc_tile_matmul_path_shape(oc_dtype dtype, int64_t m, int64_t 
  * Work is split along n, ggml style: every core of a multicore op calls
  * the same function with ith = oc_cpu_id(), nth = oc_cpu_count(), and
  * writes only its part of y's columns (n split into nth near-equal parts
- * of whole 16-column groups; of 64-column panels for OC_W_I8_PACKED), so
+ * of whole 16-column groups; of 64-column panels for OC_W_I8_PACKED and
+ * 8-row groups for OC_W_Q8_0_PACKED / OC_W_Q4_0_PACKED), so
  * the weights are read once, each byte by one core, at memory speed, even
  * when m is 1. A single-core caller
  * passes 0, 1. No barrier is needed after it unless y is read by another
@@ -349,7 +350,9 @@ typedef enum oc_wtype {
     OC_W_U4G,  /* uint4, two per byte (element 2i in the low nibble of byte i,
                 * 2i + 1 in the high one), a float32 scale and zero point per
                 * group along k: w = (q - zero) * scale (GPTQ / AWQ / torchao) */
-    OC_W_I8_PACKED /* OC_W_I8 weights prepacked by oc_weights_pack (below) */
+    OC_W_I8_PACKED,   /* OC_W_I8 weights prepacked by oc_weights_pack (below) */
+    OC_W_Q8_0_PACKED, /* OC_W_Q8_0 weights prepacked by oc_weights_pack */
+    OC_W_Q4_0_PACKED  /* OC_W_Q4_0 weights prepacked by oc_weights_pack */
 } oc_wtype;
 
 /* A weight matrix: n rows (outputs) of k inputs. Row j starts at
@@ -393,31 +396,45 @@ OC_API oc_weights oc_weights_of_tensor(const oc_tensor *w, oc_wtype type, const 
 OC_API oc_weights oc_weights_grouped(const oc_tensor *w, oc_wtype type, int64_t group,
                                      const oc_tensor *scale, const oc_tensor *zero);
 
-/* Prepacked int8 weights: OC_W_I8 weights (and their scales) rearranged
- * once, at model load, into the layout the int8 kernels read (as torch's
- * linear_prepack / fbgemm and oneDNN do), so that no call packs w again.
- * The bytes are the caller's (a uint8 tensor kept as a model parameter):
- *   oc_weights_pack_bytes(n, k): their size for n x k weights (0 when k
- *     >= 2^17, too long for exact int32 sums);
- *   oc_weights_pack(dst, dst_bytes, w, ith, nth): w (OC_W_I8) packed into
- *     dst, part ith of nth (all parts together write every byte; one
- *     thread: 0, 1); dst_bytes must be oc_weights_pack_bytes(n, k), and
+/* Prepacked weights: OC_W_I8, OC_W_Q8_0 or OC_W_Q4_0 weights (and the
+ * int8 scales) rearranged once, at model load, into the layout the
+ * kernels read fastest (as torch's linear_prepack / fbgemm, oneDNN and
+ * llama.cpp's repacking do), so that no call rearranges w again. The
+ * bytes are the caller's (a uint8 tensor kept as a model parameter):
+ *   oc_weights_pack_bytes(type, n, k): their size for n x k weights of
+ *     type OC_W_I8, OC_W_Q8_0 or OC_W_Q4_0 (0 for another type, for int8
+ *     k >= 2^17, too long for exact int32 sums, and for the block types k
+ *     not a multiple of 32);
+ *   oc_weights_pack(dst, dst_bytes, w, ith, nth): w packed into dst, part
+ *     ith of nth (all parts together write every byte; one thread: 0, 1);
+ *     dst_bytes must be oc_weights_pack_bytes(w->type, w->n, w->k), and
  *     dst (as the bytes read below) at an address that is a multiple of 4
  *     (a tensor's data is);
  *   oc_weights_of_packed(bytes, nbytes), or oc_weights_of_tensor(t,
- *     OC_W_I8_PACKED, NULL) with t a contiguous uint8 tensor of those
- *     bytes: the OC_W_I8_PACKED weights (n and k from the header,
- *     row_bytes the byte count, scale into the bytes) that oc_tile_linear
- *     and oc_tile_linear_i8 take, with the same bits as the OC_W_I8 ones.
- * The bytes start with a header (magic, version, layout, n, k): layout 1,
- * "vnni-panel64", is w^T in panels of 64 columns, 4 consecutive k of a
- * column in each 32-bit element (AMX's and vpdpbusd's operand form).
- * AVX-512 VNNI, AMX, AVX-VNNI and AVX2 read it as it is (the 256-bit
- * sets a row or two of x against each panel); the portable loop unpacks
- * each panel's rows into scratch first (the same bits). Bytes of another
- * layout or version, a wrong size or a corrupt header fail the call
- * naming the function and both layouts or sizes. */
-OC_API size_t oc_weights_pack_bytes(int64_t n, int64_t k);
+ *     OC_W_..._PACKED, NULL) with t a contiguous uint8 tensor of those
+ *     bytes: the packed weights (type, n and k from the header, row_bytes
+ *     the byte count, an int8 scale into the bytes) that oc_tile_linear
+ *     (and for int8 oc_tile_linear_i8) takes, with the same bits as the
+ *     unpacked ones.
+ * The bytes start with a header (magic, version, layout, n, k):
+ *   layout 1, "vnni-panel64" (OC_W_I8_PACKED), is w^T in panels of 64
+ *     columns, 4 consecutive k of a column in each 32-bit element (AMX's
+ *     and vpdpbusd's operand form). AVX-512 VNNI, AMX, AVX-VNNI and AVX2
+ *     read it as it is (the 256-bit sets a row or two of x against each
+ *     panel); the portable loop unpacks each panel's rows into scratch
+ *     first (the same bits).
+ *   layouts 2, "q8_0-x8" (OC_W_Q8_0_PACKED), and 3, "q4_0-x8"
+ *     (OC_W_Q4_0_PACKED), are GGML's blocks of 8 rows at a time
+ *     interleaved: per block, the 8 rows' float16 scales, then each
+ *     4-byte piece of the block's weights for the 8 rows side by side
+ *     (the form of llama.cpp's repacked block_q4_0x8), so one 32-byte
+ *     load feeds 8 rows. Decoding reads 8 rows of w per row of x with no
+ *     reduction across lanes; from 4 rows of x the packed-panel kernels
+ *     read the groups as they are (no transpose); the portable loop
+ *     rebuilds each block.
+ * Bytes of another layout or version, a wrong size or a corrupt header
+ * fail the call naming the function and both layouts or sizes. */
+OC_API size_t oc_weights_pack_bytes(oc_wtype type, int64_t n, int64_t k);
 OC_API void oc_weights_pack(void *dst, size_t dst_bytes, const oc_weights *w, int ith, int nth);
 OC_API oc_weights oc_weights_of_packed(const void *bytes, size_t nbytes);
 
@@ -439,7 +456,8 @@ OC_API oc_weights oc_weights_of_packed(const void *bytes, size_t nbytes);
  *     (2^-8: half bfloat16's epsilon, x's rounding; k 2^-23: k float32
  *     epsilons, the sums). OC_TILE_ISA=avx512 (or lower) keeps the
  *     float32 path's bits.
- *   Q8_0 / Q4_0: x is quantised to int8 blocks of 32 (per block d =
+ *   Q8_0 / Q4_0 (and their packed forms): x is quantised to int8
+ *     blocks of 32 (per block d =
  *     absmax / 127 as float32, q = x / d rounded to nearest even), each
  *     block's product is exact in int32, and y[i][j] = the sum over
  *     blocks b of (float)isum_b * (dx_b * dw_b), block b going to float32

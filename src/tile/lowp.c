@@ -46,17 +46,21 @@ const char *oc_wtype_name(oc_wtype type)
     case OC_W_I8G: return "int8-group";
     case OC_W_U4G: return "uint4-group";
     case OC_W_I8_PACKED: return "int8-packed";
+    case OC_W_Q8_0_PACKED: return "q8_0-packed";
+    case OC_W_Q4_0_PACKED: return "q4_0-packed";
     }
     return "unknown";
 }
 
-static bool wtype_ok(oc_wtype t) { return (unsigned)t <= (unsigned)OC_W_I8_PACKED; }
+static bool wtype_ok(oc_wtype t) { return (unsigned)t <= (unsigned)OC_W_Q4_0_PACKED; }
+
+static bool is_qx8(oc_wtype t) { return t == OC_W_Q8_0_PACKED || t == OC_W_Q4_0_PACKED; }
 
 static bool is_group(oc_wtype t) { return t == OC_W_I8G || t == OC_W_U4G; }
 
 size_t oc_wtype_row_bytes(oc_wtype type, int64_t k)
 {
-    if (k < 0 || !wtype_ok(type) || type == OC_W_I8_PACKED) return 0; /* not rows */
+    if (k < 0 || !wtype_ok(type) || oc__lowp_is_packed(type)) return 0; /* not rows */
     if (is_block(type)) return k % OC_QK ? 0 : (size_t)(k / OC_QK) * block_bytes(type);
     if (type == OC_W_U4G) return k % 2 ? 0 : (size_t)k / 2;
     size_t es = type == OC_W_F32 ? 4 : type == OC_W_I8 || type == OC_W_I8G ? 1 : 2;
@@ -82,16 +86,22 @@ oc_weights oc_weights_of_tensor(const oc_tensor *w, oc_wtype type, const oc_tens
         return r;
     }
     const char *tn = oc_wtype_name(type);
-    if (type == OC_W_I8_PACKED) {
+    if (oc__lowp_is_packed(type)) {
         if (scale || w->dtype != OC_UINT8 || !oc_is_contiguous(w)) {
             oc__raise(OC_EINVAL,
-                      "%s: int8-packed weights are a contiguous uint8 tensor of "
+                      "%s: %s weights are a contiguous uint8 tensor of "
                       "oc_weights_pack's bytes and no scale, got %s%s%s",
-                      fn, oc_dtype_name(w->dtype),
+                      fn, tn, oc_dtype_name(w->dtype),
                       oc_is_contiguous(w) ? "" : " (non-contiguous)", scale ? " and a scale" : "");
             return r;
         }
-        return oc_weights_of_packed(w->data, (size_t)oc_numel(w));
+        r = oc_weights_of_packed(w->data, (size_t)oc_numel(w));
+        if (r.data && r.type != type) {
+            oc__raise(OC_EINVAL, "%s: the bytes hold %s weights %lld x %lld, not %s", fn,
+                      oc_wtype_name(r.type), (long long)r.n, (long long)r.k, tn);
+            return (oc_weights){0};
+        }
+        return r;
     }
     if (is_group(type)) {
         oc__raise(OC_EINVAL,
@@ -298,6 +308,11 @@ static bool weights_ok(const char *fn, const oc_weights *w)
         oc__lowp_pk pk;
         return oc__lowp_pk_of(w, &pk, fn);
     }
+    if (is_qx8(w->type)) {
+        const char *g;
+        int64_t gs;
+        return oc__lowp_qx8_of(w, &g, &gs, fn);
+    }
     if (w->type == OC_W_I8 && !w->scale) {
         oc__raise(OC_EINVAL, "%s: int8 weights [%lld, %lld] without their %lld scales", fn,
                   (long long)w->n, (long long)w->k, (long long)w->n);
@@ -318,10 +333,11 @@ static void *scratch_get(int slot, size_t bytes, const char *fn)
 /* ---- the linear layer ----------------------------------------------------------- */
 
 /* Columns [*j0, *j1) of part ith of nth: whole 16-column groups (64-column
- * panels for prepacked weights). */
+ * panels for prepacked int8 weights, 8-row groups for packed Q8_0 / Q4_0). */
 static void part_of(const oc_weights *w, int ith, int nth, int64_t *j0, int64_t *j1)
 {
-    int64_t n = w->n, g = w->type == OC_W_I8_PACKED ? 64 : 16, groups = (n + g - 1) / g;
+    int64_t n = w->n, g = w->type == OC_W_I8_PACKED ? 64 : is_qx8(w->type) ? 8 : 16;
+    int64_t groups = (n + g - 1) / g;
     int64_t g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
     *j0 = g0 * g < n ? g0 * g : n;
     *j1 = g1 * g < n ? g1 * g : n;
@@ -550,8 +566,13 @@ static bool linear_f32(oc_tile *y, const oc_tile *x, const oc_weights *w, int64_
         }
         return true;
     case OC_W_Q8_0:
-    case OC_W_Q4_0: {
+    case OC_W_Q4_0:
+    case OC_W_Q8_0_PACKED:
+    case OC_W_Q4_0_PACKED: {
         int64_t nb = k / OC_QK;
+        const char *wd = w->data;
+        int64_t wrb = w->row_bytes;
+        if (is_qx8(w->type) && !oc__lowp_qx8_of(w, &wd, &wrb, fn)) return false;
         int8_t *xq = scratch_get(0, (size_t)(m * k), fn);
         float *xd = scratch_get(1, (size_t)(m * nb) * sizeof(float), fn);
         int32_t *xsum8 = scratch_get(2, (size_t)(m * nb) * sizeof(int32_t), fn);
@@ -567,8 +588,11 @@ static bool linear_f32(oc_tile *y, const oc_tile *x, const oc_weights *w, int64_
         if (qgemm_for(ks, m)) {
             void *sc = scratch_get(3, oc__LOWP_QGEMM_BYTES(k), fn);
             if (!sc) return false;
-            ks->qgemm(py, yrs, xq, xd, xsum8, m, w->data, w->row_bytes, w->type, k, j0, j1,
-                      sc);
+            ks->qgemm(py, yrs, xq, xd, xsum8, m, wd, wrb, w->type, k, j0, j1, sc);
+            return true;
+        }
+        if (is_qx8(w->type)) {
+            ks->qx8(py, yrs, xq, xd, xsum8, m, wd, wrb, w->type, k, j0, j1, NULL);
             return true;
         }
         if (ks->qrows && nb <= QROWS_MAX_NB) {
@@ -693,6 +717,27 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
                      ? "vpdpbusd (AVX-VNNI), 16 rows of w packed per block, 4 x 16 blocks of y"
                      : "vpdpbusd (VNNI), 64 rows of w packed per block, 4 x 64 blocks of y");
         break;
+    case OC_W_Q8_0_PACKED:
+    case OC_W_Q4_0_PACKED:
+        snprintf(buf, sizeof buf,
+                 "%s weights (layout %s): x quantised to int8 blocks of 32, opcore's %s "
+                 "block-dot kernel (%s), split along n in 8-row groups",
+                 oc_wtype_name(type), oc__lowp_pk_layout(type), isa,
+                 ks == &oc__lowp_portable ? "each block rebuilt, scalar int32 sums"
+                 : !qgemm_for(ks, m)
+                     ? (ks == &oc__lowp_avx2
+                            ? "vpmaddubsw + vpmaddwd on 8 rows of w a register, x's 4 bytes "
+                              "broadcast"
+                            : "vpdpbusd on 8 rows of w a register, x's 4 bytes broadcast")
+                 : ks == &oc__lowp_avx2
+                     ? "vpmaddubsw + vpmaddwd, 16 rows of w a panel from the groups as they "
+                       "are, 4 x 16 blocks of y"
+                 : ks == &oc__lowp_avxvnni
+                     ? "vpdpbusd (AVX-VNNI), 16 rows of w a panel from the groups as they are, "
+                       "4 x 16 blocks of y"
+                     : "vpdpbusd (VNNI), 64 rows of w a panel from the groups as they are, "
+                       "4 x 64 blocks of y");
+        break;
     case OC_W_I8:
         snprintf(buf, sizeof buf,
                  "int8 weights: int8 x int8 -> int32, opcore's %s kernel (%s), split along n", isa,
@@ -717,7 +762,7 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
             snprintf(buf, sizeof buf,
                      "int8 weights prepacked (layout %s): int8 x int8 -> int32, opcore's %s "
                      "kernel (%s), split along n in 64-column panels",
-                     oc__lowp_pk_layout(), isa,
+                     oc__lowp_pk_layout(type), isa,
                      f == oc__lowp_i8pk_amx && m >= oc__lowp_i8pk_amx_m
                          ? "AMX tdpbusd on the packed panels, 16 x 64 blocks"
                          : "u8 x s8 vpdpbusd on the packed panels, 6 x 64 blocks");
@@ -728,14 +773,14 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
                      "2 rows of x by 32 columns; x within 7 bits: one multiply step; x "
                      "holding -128: each panel unpacked, both widened to int16), split along n "
                      "in 64-column panels",
-                     oc__lowp_pk_layout(), isa,
+                     oc__lowp_pk_layout(type), isa,
                      ks == &oc__lowp_avx2 ? "vpmaddubsw + vpmaddwd" : "VEX vpdpbusd");
         else
             snprintf(buf, sizeof buf,
                      "int8 weights prepacked (layout %s, read as it is by AVX-512 VNNI and AMX): "
                      "each 64-row panel unpacked into scratch, then opcore's %s int8 kernel "
                      "(the same bits, slower than OC_W_I8 here), split along n",
-                     oc__lowp_pk_layout(), isa);
+                     oc__lowp_pk_layout(type), isa);
         break;
     }
     case OC_W_I8G:
@@ -983,6 +1028,21 @@ void oc_tile_dequantize_weights(oc_tile *x, const oc_weights *w, int64_t r0)
             oc__lowp_pk_unpack(row, w->k, &pk, r0 + i, 1);
             for (int64_t p = 0; p < w->k; p++)
                 frow(x, i)[p * x->cs] = (float)row[p] * pk.scale[r0 + i];
+        }
+        return;
+    }
+    if (is_qx8(w->type)) { /* each row's blocks rebuilt, then as Q8_0 / Q4_0 */
+        const char *g;
+        int64_t gs, nb = w->k / OC_QK;
+        oc_wtype bt = oc__lowp_qx8_base(w->type);
+        int64_t bb = (int64_t)block_bytes(bt);
+        char *row = scratch_get(4, (size_t)(nb * bb), fn);
+        if (!row || !oc__lowp_qx8_of(w, &g, &gs, fn)) return;
+        for (int64_t i = 0; i < x->rows; i++) {
+            for (int64_t b = 0; b < nb; b++) oc__lowp_qx8_block(row + b * bb, g, gs, bt, r0 + i, b);
+            oc_weights wr = {row, 1, w->k, nb * bb, bt, NULL, 0, NULL};
+            oc_tile xr = oc_tile_view(x, i, 0, 1, x->cols);
+            oc_tile_dequantize_weights(&xr, &wr, 0);
         }
         return;
     }

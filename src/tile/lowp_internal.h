@@ -107,8 +107,37 @@ typedef struct oc__lowp_pk {
 bool oc__lowp_pk_of(const oc_weights *w, oc__lowp_pk *pk, const char *fn);
 /* Rows [j, j + nc) of w (within one panel) into rows, rrb bytes apart. */
 void oc__lowp_pk_unpack(int8_t *rows, int64_t rrb, const oc__lowp_pk *pk, int64_t j, int nc);
-/* The layout's name ("vnni-panel64"). */
-const char *oc__lowp_pk_layout(void);
+/* The layout name of a packed weight type ("vnni-panel64", "q4_0-x8"). */
+const char *oc__lowp_pk_layout(oc_wtype t);
+/* t is one of the prepacked types (OC_W_I8_PACKED, OC_W_Q8_0_PACKED,
+ * OC_W_Q4_0_PACKED). */
+bool oc__lowp_is_packed(oc_wtype t);
+
+/* Q8_0 / Q4_0 weights packed 8 rows a group (OC_W_Q8_0_PACKED,
+ * OC_W_Q4_0_PACKED; lowp_pack.c): group g (rows [8 g, 8 g + 8)) at
+ * groups + g * gstride, its block b OC__LOWP_QX8_BYTES(bt) bytes a block
+ * on: the 8 rows' float16 scales d (16 bytes), then for each 4-byte quad
+ * q of the block's weight bytes (Q8_0: 8, weights 4q..4q+3; Q4_0: 4, low
+ * nibbles weights 4q..4q+3, high ones 16+4q..16+4q+3) the 8 rows' 4 bytes
+ * in row order (32 bytes). Rows past n are zero. */
+#define OC__LOWP_QX8_BYTES(bt) ((bt) == OC_W_Q8_0 ? 16 + 8 * 32 : 16 + 8 * 16)
+/* The block type of a packed Q type. */
+static inline oc_wtype oc__lowp_qx8_base(oc_wtype t)
+{
+    return t == OC_W_Q8_0_PACKED ? OC_W_Q8_0 : OC_W_Q4_0;
+}
+/* Row j's block b as GGML stores it, into blk (bt's block bytes). */
+static inline void oc__lowp_qx8_block(char *blk, const char *groups, int64_t gstride,
+                                      oc_wtype bt, int64_t j, int64_t b)
+{
+    const char *o = groups + j / 8 * gstride + b * OC__LOWP_QX8_BYTES(bt);
+    int r = (int)(j % 8), nq = bt == OC_W_Q8_0 ? 8 : 4;
+    memcpy(blk, o + 2 * r, 2);
+    for (int q = 0; q < nq; q++) memcpy(blk + 2 + 4 * q, o + 16 + 32 * q + 4 * r, 4);
+}
+/* Packed Q weights read back: the header checked against w (type, n, k),
+ * the groups and their stride; false after raising fn's error. */
+bool oc__lowp_qx8_of(const oc_weights *w, const char **groups, int64_t *gstride, const char *fn);
 
 /* int8 x int8 on AMX reading w's rows as they are (the AMX set, from
  * OC__LOWP_I8ROWS_MIN_M rows of x up to i8p_min_m): oc__lowp_i8_fn's
@@ -138,7 +167,9 @@ static inline void oc__lowp_i8_put(float *y, int64_t at, int32_t s, const float 
 /* Q8_0 / Q4_0 weights against m rows of x (xq, xd, xsum8 as for
  * oc__lowp_qdot_fn, row i at i * k, i * k / 32, i * k / 32), into y's
  * columns [j0, j1): the same bits as the per-pair dot, for many rows.
- * scratch: oc__LOWP_QGEMM_BYTES(k), 64-byte aligned. */
+ * w rows wrb bytes apart (t OC_W_Q8_0 / OC_W_Q4_0), or groups of 8 rows
+ * wrb bytes apart (t OC_W_Q8_0_PACKED / OC_W_Q4_0_PACKED, j0 a multiple
+ * of 8). scratch: oc__LOWP_QGEMM_BYTES(k), 64-byte aligned. */
 typedef void (*oc__lowp_qgemm_fn)(float *y, int64_t yrs, const int8_t *xq, const float *xd,
                                   const int32_t *xsum8, int64_t m, const char *w, int64_t wrb,
                                   oc_wtype type, int64_t k, int64_t j0, int64_t j1, void *scratch);
@@ -159,6 +190,11 @@ typedef struct oc__lowp_kernels {
     oc__lowp_qgemm_fn qgemm; /* NULL: qdot per (row of x, row of w) for every m */
     /* below qgemm's rows of x, the same arguments (no scratch); NULL: qdot per pair */
     oc__lowp_qgemm_fn qrows;
+    /* Q weights packed 8 rows a group (OC_W_Q8_0_PACKED / OC_W_Q4_0_PACKED)
+     * below qgemm's rows of x (every m where qgemm is NULL): w the groups,
+     * wrb their stride, t the packed type, j0 a multiple of 8, no scratch;
+     * the same bits. qgemm takes such weights too (from its rows of x). */
+    oc__lowp_qgemm_fn qx8;
 } oc__lowp_kernels;
 
 /* Group-wise weights (OC_W_I8G / OC_W_U4G, lowp_group.c): y[i][j] for i <

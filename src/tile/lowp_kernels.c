@@ -67,6 +67,31 @@ static float qdot_portable(const char *wrow, oc_wtype type, const int8_t *xq, co
     return oc__lowp_sum8(s);
 }
 
+/* Packed Q weights (groups of 8 rows): each block rebuilt as GGML stores
+ * it, then qdot_portable's terms and order. */
+static void qx8_portable(float *y, int64_t yrs, const int8_t *xq, const float *xd,
+                         const int32_t *xsum8, int64_t m, const char *w, int64_t wrb, oc_wtype t,
+                         int64_t k, int64_t j0, int64_t j1, void *scratch)
+{
+    (void)xsum8, (void)scratch;
+    oc_wtype bt = oc__lowp_qx8_base(t);
+    int64_t nb = k / OC_QK;
+    char blk[sizeof(oc_block_q8_0)];
+    for (int64_t j = j0; j < j1; j++)
+        for (int64_t i = 0; i < m; i++) {
+            float s[8] = {0};
+            for (int64_t b = 0; b < nb; b++) {
+                oc__lowp_qx8_block(blk, w, wrb, bt, j, b);
+                oc_half hd;
+                memcpy(&hd, blk, 2);
+                float d = xd[i * nb + b] * oc_half_to_f32(hd);
+                int32_t isum = oc__lowp_block_isum(blk, bt, xq + i * k + b * OC_QK);
+                s[b % 8] = fmaf((float)isum, d, s[b % 8]);
+            }
+            y[i * yrs + j] = oc__lowp_sum8(s);
+        }
+}
+
 static void i8_portable(float *y, int64_t yrs, const int8_t *x, int64_t xrs, const float *xs,
                         int64_t m, const int8_t *w, int64_t wrb, const float *ws, int64_t k,
                         int64_t j0, int64_t j1)
@@ -83,7 +108,8 @@ static void i8_portable(float *y, int64_t yrs, const int8_t *x, int64_t xrs, con
 }
 
 const oc__lowp_kernels oc__lowp_portable = {"portable",  fdot_portable,   qdot_portable,  i8_portable,
-                                          .i8p = NULL, .i8p_kalign = 1, .i8p_malign = 1};
+                                          .i8p = NULL, .i8p_kalign = 1, .i8p_malign = 1,
+                                          .qx8 = qx8_portable};
 
 /* ---- choosing the kernels ------------------------------------------------------- */
 

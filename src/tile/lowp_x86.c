@@ -429,16 +429,18 @@ static T2 float qdot_avx2(QARGS)
         int64_t m, const char *w, int64_t wrb, oc_wtype t, int64_t k, int64_t j0, int64_t j1, \
         void *scratch
 
-/* FN with the weight type a constant (each type its own code) */
-#define Q_BY_TYPE(FN)                                                              \
-    if (t == OC_W_Q8_0)                                                            \
-        FN(y, yrs, xq, xd, xsum8, m, w, wrb, OC_W_Q8_0, k, j0, j1, scratch);       \
-    else                                                                           \
-        FN(y, yrs, xq, xd, xsum8, m, w, wrb, OC_W_Q4_0, k, j0, j1, scratch);
+/* FN with the block type a constant (each type its own code), and x8:
+ * w is groups of 8 rows packed by oc_weights_pack (lowp_pack.c) */
+#define Q_BY_TYPE(FN)                                                                  \
+    bool x8 = t == OC_W_Q8_0_PACKED || t == OC_W_Q4_0_PACKED;                          \
+    if (t == OC_W_Q8_0 || t == OC_W_Q8_0_PACKED)                                       \
+        FN(y, yrs, xq, xd, xsum8, m, w, wrb, OC_W_Q8_0, k, j0, j1, scratch, x8);       \
+    else                                                                               \
+        FN(y, yrs, xq, xd, xsum8, m, w, wrb, OC_W_Q4_0, k, j0, j1, scratch, x8);
 
-static INL T2 void qrows_avx2_t(QGEMMARGS)
+static INL T2 void qrows_avx2_t(QGEMMARGS, bool x8)
 {
-    (void)scratch;
+    (void)scratch, (void)x8;
     QROWS_BODY(bsum_avx2, qdot_avx2_t)
 }
 
@@ -468,10 +470,52 @@ static T5 float qdot_vnni(QARGS)
 #define QPB (8 * QP * 4 + QP * 4)      /* panel bytes per block: 8 quads x 64, 64 scales */
 #define QMR 4                          /* rows of x a block of y */
 
+/* Block b of the 8-row groups from row j (x8: w the groups, wrb their
+ * stride) into a panel, rows [j, j + nc) of it: group g's quads at pq +
+ * q * stride + 8 g (int32 units; Q4_0's as nibbles 0..15, Q8_0's + 128 as
+ * u8 where flip), its scales at pd + 8 g; rows past the groups zero. The
+ * groups' quads are already 8 rows a register: no transpose. */
+static INL T2 void qpack_x8(int32_t *pq, float *pd, int64_t stride, int rows, const char *w,
+                            int64_t wrb, oc_wtype t, int64_t b, int64_t j, int nc, bool flip)
+{
+    int64_t ib = OC__LOWP_QX8_BYTES(t);
+    const __m256i nib = _mm256_set1_epi8(15), fl = _mm256_set1_epi8((char)0x80);
+    for (int g = 0; g < rows / 8; g++) {
+        if (8 * g >= nc) {
+            _mm256_storeu_ps(pd + 8 * g, _mm256_setzero_ps());
+            for (int q = 0; q < 8; q++)
+                _mm256_storeu_si256((__m256i *)(pq + q * stride + 8 * g), _mm256_setzero_si256());
+            continue;
+        }
+        const char *o = w + (j / 8 + g) * wrb + b * ib;
+        _mm256_storeu_ps(pd + 8 * g, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)o)));
+        if (t == OC_W_Q8_0) {
+            for (int q = 0; q < 8; q++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(o + 16 + 32 * q));
+                _mm256_storeu_si256((__m256i *)(pq + q * stride + 8 * g),
+                                    flip ? _mm256_xor_si256(v, fl) : v);
+            }
+        } else {
+            for (int q = 0; q < 4; q++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(o + 16 + 32 * q));
+                _mm256_storeu_si256((__m256i *)(pq + q * stride + 8 * g), _mm256_and_si256(v, nib));
+                _mm256_storeu_si256((__m256i *)(pq + (q + 4) * stride + 8 * g),
+                                    _mm256_and_si256(_mm256_srli_epi16(v, 4), nib));
+            }
+        }
+    }
+}
+
 /* Rows [j, j + nc) of w, every block, into pack (QPB bytes a block). */
 static T5 void qpack_panel(char *pack, const char *w, int64_t wrb, oc_wtype t, int64_t nb,
-                           int64_t j, int nc)
+                           int64_t j, int nc, bool x8)
 {
+    if (x8) {
+        for (int64_t b = 0; b < nb; b++)
+            qpack_x8((int32_t *)(pack + b * QPB), (float *)(pack + b * QPB + 8 * QP * 4), QP, QP,
+                     w, wrb, t, b, j, nc, true);
+        return;
+    }
     int64_t bb = qblock_bytes(t);
     const char *base = w + j * wrb;
     __m512i off[4];
@@ -571,16 +615,17 @@ static INL T5 void qp_block(float *y, int64_t yrs, const int8_t *xq, const float
     }
 }
 
-static T5 void qgemm_avx512(float *y, int64_t yrs, const int8_t *xq, const float *xd,
-                            const int32_t *xsum8, int64_t m, const char *w, int64_t wrb,
-                            oc_wtype t, int64_t k, int64_t j0, int64_t j1, void *scratch)
+static INL T5 void qgemm_avx512_t(float *y, int64_t yrs, const int8_t *xq, const float *xd,
+                                  const int32_t *xsum8, int64_t m, const char *w, int64_t wrb,
+                                  oc_wtype t, int64_t k, int64_t j0, int64_t j1, void *scratch,
+                                  bool x8)
 {
     int64_t nb = k / OC_QK;
     char *pack = scratch;
     float *part = (float *)(pack + nb * QPB);
     for (int64_t j = j0; j < j1; j += QP) {
         int nc = j1 - j >= QP ? QP : (int)(j1 - j);
-        qpack_panel(pack, w, wrb, t, nb, j, nc);
+        qpack_panel(pack, w, wrb, t, nb, j, nc, x8);
         int64_t i = 0;
         for (; i + QMR <= m; i += QMR)
             qp_block(y, yrs, xq, xd, xsum8, k, pack, t, nb, i, j, nc, QMR, part);
@@ -592,6 +637,8 @@ static T5 void qgemm_avx512(float *y, int64_t yrs, const int8_t *xq, const float
         }
     }
 }
+
+static T5 void qgemm_avx512(QGEMMARGS) { Q_BY_TYPE(qgemm_avx512_t) }
 
 /* The same on 256-bit registers (AVX2; AVX-VNNI): 16 rows of w a panel
  * (two registers of 8 lanes), 4 rows of x a block of y. Packing reads 8
@@ -626,8 +673,14 @@ static INL T2 void transpose8_i32(__m256i v[8])
 /* Rows [j, j + nc) of w, every block, into pack (QPB2 bytes a block; rows
  * past nc zero). */
 static T2 void qpack_panel2(char *pack, const char *w, int64_t wrb, oc_wtype t, int64_t nb,
-                            int64_t j, int nc)
+                            int64_t j, int nc, bool x8)
 {
+    if (x8) {
+        for (int64_t b = 0; b < nb; b++)
+            qpack_x8((int32_t *)(pack + b * QPB2), (float *)(pack + b * QPB2 + 8 * QP2 * 4), QP2,
+                     QP2, w, wrb, t, b, j, nc, false);
+        return;
+    }
     int64_t bb = qblock_bytes(t);
     for (int64_t b = 0; b < nb; b++) {
         int32_t *pq = (int32_t *)(pack + b * QPB2);
@@ -713,7 +766,7 @@ static T2 void qpack_panel2(char *pack, const char *w, int64_t wrb, oc_wtype t, 
     float *part = (float *)(pack + nb * QPB2);                                            \
     for (int64_t j = j0; j < j1; j += QP2) {                                              \
         int nc = j1 - j >= QP2 ? QP2 : (int)(j1 - j);                                     \
-        qpack_panel2(pack, w, wrb, t, nb, j, nc);                                         \
+        qpack_panel2(pack, w, wrb, t, nb, j, nc, x8);                                     \
         int64_t i = 0;                                                                    \
         for (; i + QMR <= m; i += QMR)                                                    \
             BLOCK(y, yrs, xq, xd, xsum8, k, pack, t, nb, i, j, nc, QMR, part);            \
@@ -853,9 +906,104 @@ static INL T2 __m256i xquad(const int8_t *p)
 /* Q8_0 / Q4_0 against many rows of x (QGEMM2_BODY above) */
 static INL T2 void qp2_block_avx2(QP2ARGS) { QP2_BLOCK_BODY(dot32_avx2) }
 
-static INL T2 void qgemm_avx2_t(QGEMMARGS) { QGEMM2_BODY(qp2_block_avx2) }
+static INL T2 void qgemm_avx2_t(QGEMMARGS, bool x8) { QGEMM2_BODY(qp2_block_avx2) }
 
 static T2 void qgemm_avx2(QGEMMARGS) { Q_BY_TYPE(qgemm_avx2_t) }
+
+/* Q8_0 / Q4_0 packed 8 rows a group (lowp_pack.c), a few rows of x
+ * (decode): per block, each 32-byte load is a quad of the 8 rows (lane r:
+ * row r), met by x's matching 4 bytes broadcast, so the lanes end the
+ * block holding the 8 rows' exact totals with no reduction across lanes;
+ * the float term goes into accumulator b % 8 and the 8 accumulators add
+ * in tile.h's order (the per-pair dot's terms, order and bits, lane by
+ * lane). TOT: a block's 8 totals (Q4_0: before - 8 sum(x)). */
+#define QX8_BODY(TOT)                                                                          \
+    (void)scratch, (void)x8;                                                                   \
+    int64_t nb = k / OC_QK, ib = OC__LOWP_QX8_BYTES(t);                                        \
+    for (int64_t j = j0; j < j1; j += 8) {                                                     \
+        const char *g = w + j / 8 * wrb;                                                       \
+        for (int64_t i = 0; i < m; i++) {                                                      \
+            const int8_t *xr = xq + i * k;                                                     \
+            __m256 acc[8];                                                                     \
+            for (int l = 0; l < 8; l++) acc[l] = _mm256_setzero_ps();                          \
+            for (int64_t b = 0; b < nb; b++) {                                                 \
+                const char *o = g + b * ib;                                                    \
+                for (int64_t f = 0; f < ib; f += 64) _mm_prefetch(o + QPF + f, _MM_HINT_T0);   \
+                __m256i tot = TOT(o, t, xr + b * OC_QK);                                       \
+                if (t == OC_W_Q4_0)                                                            \
+                    tot = _mm256_sub_epi32(tot, _mm256_set1_epi32(xsum8[i * nb + b]));         \
+                __m256 d = _mm256_mul_ps(_mm256_set1_ps(xd[i * nb + b]),                       \
+                                         _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)o))); \
+                acc[b % 8] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), d, acc[b % 8]);          \
+            }                                                                                  \
+            __m256 v = SUM8_PS(QROWS_ACC);                                                     \
+            if (j1 - j >= 8) {                                                                 \
+                _mm256_storeu_ps(y + i * yrs + j, v);                                          \
+            } else {                                                                           \
+                float part[8];                                                                 \
+                _mm256_storeu_ps(part, v);                                                     \
+                memcpy(y + i * yrs + j, part, sizeof(float) * (size_t)(j1 - j));               \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+/* A block's 8 totals through DOT (a quad's 4 products into int32 lanes):
+ * Q4_0's nibbles as they are, Q8_0 by the sign trick. */
+#define X8TOT_BODY(DOT)                                                                         \
+    __m256i acc = _mm256_setzero_si256();                                                       \
+    if (t == OC_W_Q4_0) {                                                                       \
+        const __m256i m4 = _mm256_set1_epi8(15);                                                \
+        for (int q = 0; q < 4; q++) {                                                           \
+            __m256i v = _mm256_loadu_si256((const __m256i *)(o + 16 + 32 * q));                 \
+            acc = DOT(acc, _mm256_and_si256(v, m4), xquad(x + 4 * q));                          \
+            acc = DOT(acc, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), xquad(x + 16 + 4 * q)); \
+        }                                                                                       \
+    } else {                                                                                    \
+        for (int q = 0; q < 8; q++) {                                                           \
+            __m256i v = _mm256_loadu_si256((const __m256i *)(o + 16 + 32 * q));                 \
+            acc = DOT(acc, _mm256_abs_epi8(v), _mm256_sign_epi8(xquad(x + 4 * q), v));          \
+        }                                                                                       \
+    }                                                                                           \
+    return acc;
+
+/* AVX2: Q4_0's 8 quads of pair sums add in int16 before one vpmaddwd
+ * (|sum| <= 8 * 2 * 15 * 127 = 30480: exact), Q8_0's through dot32_avx2. */
+static INL T2 __m256i x8tot_avx2(const char *o, oc_wtype t, const int8_t *x)
+{
+    if (t == OC_W_Q4_0) {
+        const __m256i m4 = _mm256_set1_epi8(15);
+        __m256i s = _mm256_setzero_si256();
+        for (int q = 0; q < 4; q++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(o + 16 + 32 * q));
+            s = _mm256_add_epi16(
+                s, _mm256_maddubs_epi16(_mm256_and_si256(v, m4), xquad(x + 4 * q)));
+            s = _mm256_add_epi16(s, _mm256_maddubs_epi16(
+                                        _mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                        xquad(x + 16 + 4 * q)));
+        }
+        return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+    }
+    X8TOT_BODY(dot32_avx2)
+}
+
+static INL T2 void qx8_avx2_t(QGEMMARGS, bool x8) { QX8_BODY(x8tot_avx2) }
+
+static T2 void qx8_avx2(QGEMMARGS) { Q_BY_TYPE(qx8_avx2_t) }
+
+/* The AVX-512 sets: VNNI on 256-bit registers (8 rows a group) */
+static INL T5 __m256i dot32_vnni256(__m256i acc, __m256i uw, __m256i sx)
+{
+    return _mm256_dpbusd_epi32(acc, uw, sx);
+}
+
+static INL T5 __m256i x8tot_vnni256(const char *o, oc_wtype t, const int8_t *x)
+{
+    X8TOT_BODY(dot32_vnni256)
+}
+
+static INL T5 void qx8_vnni256_t(QGEMMARGS, bool x8) { QX8_BODY(x8tot_vnni256) }
+
+static T5 void qx8_avx512(QGEMMARGS) { Q_BY_TYPE(qx8_vnni256_t) }
 
 /* R rows of x from i against V vectors (8 columns each) of the panel from
  * column c0, into y. */
@@ -1020,9 +1168,18 @@ static TV void i8w_avxvnni(I8ARGS, int64_t j0, int64_t j1) { I8_COLS_BODY(i8w_ro
 
 static INL TV void qp2_block_vnni(QP2ARGS) { QP2_BLOCK_BODY(dot32_vnni) }
 
-static INL TV void qgemm_vnni_t(QGEMMARGS) { QGEMM2_BODY(qp2_block_vnni) }
+static INL TV void qgemm_vnni_t(QGEMMARGS, bool x8) { QGEMM2_BODY(qp2_block_vnni) }
 
 static TV void qgemm_avxvnni(QGEMMARGS) { Q_BY_TYPE(qgemm_vnni_t) }
+
+static INL TV __m256i x8tot_avxvnni(const char *o, oc_wtype t, const int8_t *x)
+{
+    X8TOT_BODY(dot32_vnni)
+}
+
+static INL TV void qx8_avxvnni_t(QGEMMARGS, bool x8) { QX8_BODY(x8tot_avxvnni) }
+
+static TV void qx8_avxvnni(QGEMMARGS) { Q_BY_TYPE(qx8_avxvnni_t) }
 
 /* One 64-byte step of an mr x nr block: (w + 128) as u8 times x as s8. */
 #define I8_STEP(LOADW, LOADX)                                                          \
@@ -1658,16 +1815,19 @@ int (*const oc__lowp_i8pk_prep)(int8_t *, int64_t, const int8_t *, int64_t, int6
     i8pk_prep_avx2;
 const oc__lowp_i8pk_rows_fn oc__lowp_i8pk_avx2 = i8pk_avx2, oc__lowp_i8pk_avxvnni = i8pk_avxvnni;
 const oc__lowp_kernels oc__lowp_avx2 = {"avx2", fdot_avx2, qdot_avx2, i8_avx2, NULL, 1, 1, 0,
-                                         i8w_avx2, NULL, qgemm_avx2, qrows_avx2};
+                                         i8w_avx2, NULL, qgemm_avx2, qrows_avx2, qx8_avx2};
 const oc__lowp_kernels oc__lowp_avxvnni = {"avx-vnni", fdot_avx2, qdot_avx2, i8_avxvnni, NULL, 1, 1,
-                                           0, i8w_avxvnni, NULL, qgemm_avxvnni, qrows_avx2};
+                                           0, i8w_avxvnni, NULL, qgemm_avxvnni, qrows_avx2,
+                                           qx8_avxvnni};
 const oc__lowp_kernels oc__lowp_avx512 = {"avx512-vnni", fdot_avx512, qdot_vnni, i8_avx512,
-                                          i8p_avx512, 4, 1, 32, NULL, NULL, qgemm_avx512};
+                                          i8p_avx512, 4, 1, 32, NULL, NULL, qgemm_avx512, NULL,
+                                          qx8_avx512};
 const oc__lowp_kernels oc__lowp_avx512bf16 = {"avx512-vnni+bf16", fdot_avx512, qdot_vnni,
                                               i8_avx512, i8p_avx512, 4, 1, 32, NULL,
-                                              bf16p_avx512, qgemm_avx512};
+                                              bf16p_avx512, qgemm_avx512, NULL, qx8_avx512};
 const oc__lowp_kernels oc__lowp_amx = {"avx512-vnni+amx", fdot_avx512, qdot_vnni, i8_avx512,
-                                       i8p_amx, 64, 16, 32, NULL, bf16p_amx, qgemm_avx512};
+                                       i8p_amx, 64, 16, 32, NULL, bf16p_amx, qgemm_avx512, NULL,
+                                       qx8_avx512};
 
 /* AMX's tile data needs the kernel's leave (once per process): Linux 5.16 on. */
 bool oc__lowp_amx_usable(void)

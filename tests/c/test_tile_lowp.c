@@ -214,6 +214,19 @@ static void q_linear_k(int64_t N, int64_t K)
             for (int j = 0; j < N; j += 3) w[j * (K / 32) * 34 + 2 + j % 32] = 0x80;
         float one = 0;
         oc_tensor tw = mk(w, OC_UINT8, N, K / 32 * bsize(t)), none = mk(&one, OC_FLOAT32, 1, 1);
+        /* the same weights packed 8 rows a group by the op's cores */
+        oc_wtype pt = tt ? OC_W_Q4_0_PACKED : OC_W_Q8_0_PACKED;
+        size_t pb = oc_weights_pack_bytes(t, N, K);
+        assert_int_equal(pb, 128 + (N + 7) / 8 * (K / 32) * (16 + 8 * (bsize(t) - 2)));
+        uint8_t *pk = malloc(pb);
+        memset(pk, 0xee, pb);
+        oc_tensor tp = mk(pk, OC_UINT8, 1, (int64_t)pb);
+        assert_int_equal(run(&none, &tp, &tw, &tw, &none, 15, t), OC_OK);
+        float *wd = malloc(sizeof(float) * 2 * 3 * K); /* dequantised: rows 1..3 either way */
+        oc_tensor td = mk(wd, OC_FLOAT32, 3, K), tdp = mk(wd + 3 * K, OC_FLOAT32, 3, K);
+        assert_int_equal(run(&td, &td, &tw, &tw, &none, 4, t), OC_OK);
+        assert_int_equal(run(&tdp, &tdp, &tw, &tp, &none, 4, pt), OC_OK);
+        expect_bits(wd + 3 * K, wd, 3 * K, "packed weights dequantised");
         for (size_t mi = 0; mi < sizeof MS / sizeof MS[0]; mi++) {
             int64_t m = MS[mi];
             oc_tensor tx = mk(x, OC_FLOAT32, m, K), ty = mk(y, OC_FLOAT32, m, N);
@@ -221,11 +234,17 @@ static void q_linear_k(int64_t N, int64_t K)
             memset(y, 0xff, sizeof(float) * m * N);
             assert_int_equal(run(&ty, &ty, &tx, &tw, &none, 0, t), OC_OK);
             expect_bits(y, want, m * N, oc_wtype_name(t));
+            memset(y, 0xff, sizeof(float) * m * N); /* packed 8 rows a group: the same bits */
+            assert_int_equal(run(&ty, &ty, &tx, &tp, &none, 0, pt), OC_OK);
+            expect_bits(y, want, m * N, oc_wtype_name(pt));
             if (t == OC_W_Q4_0) { /* ith / nth by hand: 1, 2 and 5 parts (some empty: n = 37) */
                 for (int parts = 0; parts < 5; parts += 2) {
                     memset(y, 0xff, sizeof(float) * m * N);
                     assert_int_equal(run(&ty, &ty, &tx, &tw, &none, 2, parts), OC_OK);
                     expect_bits(y, want, m * N, "q4_0 in parts");
+                    memset(y, 0xff, sizeof(float) * m * N);
+                    assert_int_equal(run(&ty, &ty, &tx, &tp, &none, 16, parts), OC_OK);
+                    expect_bits(y, want, m * N, "q4_0-packed in parts");
                 }
             }
             /* against the float product: the quantisation's error, not a wrong sum */
@@ -237,7 +256,7 @@ static void q_linear_k(int64_t N, int64_t K)
                     assert_true(fabs(y[j] - s) <= (t == OC_W_Q4_0 ? 0.12 : 0.03) * mag);
             }
         }
-        free(wf), free(x), free(y), free(want), free(w);
+        free(wf), free(x), free(y), free(want), free(w), free(pk), free(wd);
     }
 }
 
@@ -311,7 +330,7 @@ static void packed_case(int64_t N, int64_t k, int8_t *xq, float *xs, float *xf)
     unsigned s = 91;
     for (int64_t i = 0; i < N * k; i++) w[i] = (int8_t)(rnd(&s) % 256 - 128);
     fill(ws, N, 5);
-    size_t nb = oc_weights_pack_bytes(N, k);
+    size_t nb = oc_weights_pack_bytes(OC_W_I8, N, k);
     assert_true(nb > (size_t)(N * k));
     uint8_t *pk = malloc(nb + 4);
     uint8_t *pku = pk + 4; /* 4-byte aligned, not 64: the kernels must not need more */
@@ -431,8 +450,11 @@ static void test_packed_bad_input(void **state)
     for (int i = 0; i < N * K; i++) w[i] = (int8_t)(rnd(&s) % 256 - 128);
     for (int i = 0; i < 2 * K; i++) xq[i] = (int8_t)(rnd(&s) % 255 - 127);
     fill(ws, N, 1), fill(xs, 2, 2), fill(xf, 2 * (K + 1), 3);
-    size_t nb = oc_weights_pack_bytes(N, K);
-    assert_int_equal(oc_weights_pack_bytes(N, 1 << 17), 0);
+    size_t nb = oc_weights_pack_bytes(OC_W_I8, N, K);
+    assert_int_equal(oc_weights_pack_bytes(OC_W_I8, N, 1 << 17), 0);
+    assert_int_equal(oc_weights_pack_bytes(OC_W_Q4_0, N, 33), 0);   /* not whole blocks */
+    assert_int_equal(oc_weights_pack_bytes(OC_W_F32, N, K), 0);     /* nothing to pack */
+    assert_int_equal(oc_weights_pack_bytes(OC_W_I8_PACKED, N, K), 0);
     uint8_t *pk = malloc(nb + 64), *bad = malloc(nb + 64);
     oc_tensor tw = mk(w, OC_INT8, N, K), tws = mk(ws, OC_FLOAT32, 1, N),
               tp = mk(pk, OC_UINT8, 1, (int64_t)nb), tp1 = mk(pk, OC_UINT8, 1, (int64_t)nb + 1),
@@ -445,31 +467,43 @@ static void test_packed_bad_input(void **state)
     assert_int_equal(run(&td1, &tp, &tw, &tw, &tws, 12, 0), OC_OK);
     oc_tensor tx = mk(xq, OC_INT8, 2, K), ty = mk(y, OC_FLOAT32, 2, N),
               txs = mk(xs, OC_FLOAT32, 1, 2);
-    snprintf(msg, sizeof msg, "packed int8 weights 70 x 200 are %zu bytes, got a buffer of %zu",
+    snprintf(msg, sizeof msg, "int8-packed weights 70 x 200 are %zu bytes, got a buffer of %zu",
              nb, nb + 1);
     expect_fail(run(&ty, &txs, &tx, &tp1, &tx, 13, 1), msg);
     memcpy(bad, pk, nb);
     bad[3] ^= 1; /* the magic */
     expect_fail(run(&ty, &txs, &tx, &tb, &tx, 13, 1),
-                "oc_weights_of_packed: these bytes are not packed int8 weights");
+                "oc_weights_of_packed: these bytes are not packed weights");
     memcpy(bad, pk, nb);
-    bad[12] = 2; /* the layout */
+    bad[12] = 9; /* the layout */
     expect_fail(run(&ty, &txs, &tx, &tb, &tx, 13, 1),
-                "oc_weights_of_packed: int8 weights packed in layout 2 version 1");
+                "oc_weights_of_packed: weights packed in layout 9 version 1");
+    bad[12] = 3; /* another layout's: its size does not fit */
+    expect_fail(run(&ty, &txs, &tx, &tb, &tx, 13, 1),
+                "oc_weights_of_packed: corrupt header of q4_0-packed weights (n 70, k 200");
     memcpy(bad, pk, nb);
     bad[33] = 2; /* kp: 512 */
     expect_fail(run(&ty, &txs, &tx, &tb, &tx, 13, 1),
-                "oc_weights_of_packed: corrupt header of packed int8 weights (n 70, k 200, "
+                "oc_weights_of_packed: corrupt header of int8-packed weights (n 70, k 200, "
                 "kp 512");
     oc_tensor txf = mk(xf, OC_FLOAT32, 2, K + 1);
     expect_fail(run(&ty, &ty, &txf, &tp, &tx, 13, 0),
                 "oc_tile_linear: y is 2 x 70, x 2 x 201, int8-packed w 70 x 200");
     oc_tensor txf2 = mk(xf, OC_FLOAT32, 2, K - 1);
     expect_fail(run(&ty, &ty, &txf2, &tp, &tx, 13, 2),
-                "oc_tile_linear: packed int8 weights hold 70 x 200, the oc_weights says 70 x 199");
+                "oc_tile_linear: the bytes hold int8-packed weights 70 x 200, the oc_weights "
+                "says int8-packed 70 x 199");
     expect_fail(run(&ty, &ty, &txf, &tw, &tws, 0, OC_W_I8_PACKED),
                 "oc_weights_of_tensor: int8-packed weights are a contiguous uint8 tensor of "
                 "oc_weights_pack's bytes and no scale, got int8");
+    expect_fail(run(&ty, &ty, &txf2, &tp, &tx, 0, OC_W_Q4_0_PACKED),
+                "oc_weights_of_tensor: the bytes hold int8-packed weights 70 x 200, not "
+                "q4_0-packed");
+    /* Q4_0 blocks (70 rows of 180 bytes: k = 320) into a buffer of the wrong size */
+    oc_tensor tq = mk(w, OC_UINT8, N, 180), tq1 = mk(pk, OC_UINT8, 1, 100);
+    snprintf(msg, sizeof msg, "oc_weights_pack: q4_0 weights 70 x 320 pack into %zu bytes",
+             oc_weights_pack_bytes(OC_W_Q4_0, N, 320));
+    expect_fail(run(&td1, &tq1, &tq, &tq, &tws, 15, OC_W_Q4_0), msg);
     /* the next call works */
     ref_linear_i8(want, xq, xs, w, ws, 2, N, K);
     assert_int_equal(run(&ty, &txs, &tx, &tp, &tx, 13, 1), OC_OK);
@@ -770,11 +804,18 @@ static void test_path_names(void **state)
     const char *p = oc_tile_linear_path(OC_W_Q4_0, 1);
     print_message("%s\n", p);
     test_assert_contains(p, "q4_0 weights");
-    if (isa && !strcmp(isa, "portable"))
+    if (isa && !strcmp(isa, "portable")) {
         test_assert_contains(p, "portable");
+        test_assert_contains(oc_tile_linear_path(OC_W_Q8_0_PACKED, 9), "each block rebuilt");
+    }
     else if (isa && !strcmp(isa, "avx2") && __builtin_cpu_supports("avx2")) {
         test_assert_contains(p, "avx2");
         test_assert_contains(oc_tile_linear_path(OC_W_Q8_0, 4), "16 rows of w packed");
+        test_assert_contains(oc_tile_linear_path(OC_W_Q4_0_PACKED, 1),
+                             "layout q4_0-x8): x quantised to int8 blocks of 32, opcore's avx2 "
+                             "block-dot kernel (vpmaddubsw + vpmaddwd on 8 rows of w a register");
+        test_assert_contains(oc_tile_linear_path(OC_W_Q8_0_PACKED, 4),
+                             "16 rows of w a panel from the groups as they are");
     } else if (isa && !strcmp(isa, "avxvnni") && __builtin_cpu_supports("avxvnni") &&
                __builtin_cpu_supports("avx2")) {
         test_assert_contains(p, "avx-vnni");
@@ -801,6 +842,7 @@ static void test_path_names(void **state)
     test_assert_contains(oc_tile_linear_path(OC_W_F16, 32), "m <= 32: opcore's skinny");
     assert_int_equal(oc_wtype_row_bytes(OC_W_Q4_0, 4096), 4096 / 32 * 18);
     assert_int_equal(oc_wtype_row_bytes(OC_W_Q8_0, 40), 0);
+    assert_int_equal(oc_wtype_row_bytes(OC_W_Q4_0_PACKED, 64), 0); /* not rows */
     assert_int_equal(sizeof(oc_block_q8_0), 34);
     assert_int_equal(sizeof(oc_block_q4_0), 18);
 }

@@ -120,6 +120,37 @@ def test_linear_kernel_matches_numpy(fmt, m_rows):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
 
+@pytest.mark.parametrize("fmt", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("n", [8, 40, 203])
+def test_packed_linear_has_the_bits_of_the_rows(fmt, n):
+    """pack_q8_0 / pack_q4_0 then linear_packed against linear_q8_0 /
+    linear_q4_0 on the GGUF rows: bit for bit, for decode (1-3 rows of x)
+    and prefill shapes, n a multiple of 8 and not (the last group part
+    padding); the packed bytes are the rows' plus a 128-byte header."""
+    model.load_library()
+    ops = torch.ops.llm
+    rng = np.random.default_rng(n)
+    k = 32 * 11
+    w = model._prepare_matrix(rng.standard_normal((n, k), dtype=np.float32), fmt)
+    pack, rows = (ops.pack_q8_0, ops.linear_q8_0) if fmt == "q8_0" else (ops.pack_q4_0,
+                                                                         ops.linear_q4_0)
+    wp = pack(w)
+    assert wp.dtype == torch.uint8 and wp.ndim == 1
+    assert wp.numel() == 128 + (n + 7) // 8 * 8 * w.shape[1]
+    for m in (1, 2, 3, 4, 17, 40):
+        x = torch.from_numpy(rng.standard_normal((m, k), dtype=np.float32))
+        assert torch.equal(ops.linear_packed(x, wp, n), rows(x, w)), (fmt, n, m)
+    # the packing itself: not the rows' bytes in order (8 rows interleaved)
+    assert not torch.equal(wp[128:128 + w.shape[1]], w[0])
+
+
+@pytest.mark.parametrize("fmt", ["q8_0", "q4_0"])
+def test_model_packed_and_rows_give_the_same_logits(weights, fmt):
+    m, rows = model.OpcoreLlama(CFG, weights, fmt), model.OpcoreLlama(CFG, weights, fmt, pack=False)
+    got, want = run_both(m, rows, steps=3)
+    assert torch.equal(got, want)
+
+
 def test_q_block_layout_is_ggml(weights):
     """The bytes the kernels read are GGML's: scale (float16) then 32 int8
     for Q8_0; scale then nibbles (low = weight i, high = weight i + 16)."""
@@ -178,6 +209,28 @@ def test_bad_input_names_op_and_next_call_works(weights):
         m.forward([1, 512])
     with pytest.raises(ValueError, match="OpcoreLlama: max_seq must be"):
         model.OpcoreLlama(CFG, weights, "q8_0", max_seq=CFG.max_seq + 1)
+    w4 = torch.from_numpy(model.quantize(np.ones((16, 64), np.float32), "q4_0"))
+    with pytest.raises(Exception, match=r"pack_q4_0.*w's rows \(35 bytes\) must be whole Q4_0 "
+                       r"blocks of 18 bytes"):
+        torch.ops.llm.pack_q4_0(w4[:, :35].contiguous())
+    with pytest.raises(Exception, match=r"pack_q8_0.*must be contiguous 2-D uint8"):
+        torch.ops.llm.pack_q8_0(torch.zeros(8, 68))
+    wp = torch.ops.llm.pack_q4_0(w4)
+    with pytest.raises(Exception, match=r"linear_packed.*w holds q4_0-packed weights 16 x 64, "
+                       r"but n is 15 and x has 64 columns"):
+        torch.ops.llm.linear_packed(x, wp, 15)
+    with pytest.raises(Exception, match=r"linear_packed.*w holds q4_0-packed weights 16 x 64, "
+                       r"but n is 16 and x has 96 columns"):
+        torch.ops.llm.linear_packed(torch.randn(2, 96), wp, 16)
+    with pytest.raises(Exception, match=r"linear_packed.*q4_0-packed weights 16 x 64 are "
+                       rf"{wp.numel()} bytes, got a buffer of {wp.numel() - 18}"):
+        torch.ops.llm.linear_packed(x, wp[:-18].clone(), 16)
+    with pytest.raises(Exception, match=r"linear_packed.*not packed weights"):
+        torch.ops.llm.linear_packed(x, w4.reshape(-1).clone(), 16)
+    with pytest.raises(Exception, match=r"linear_packed.*1-D uint8 bytes pack_q8_0 / pack_q4_0"):
+        torch.ops.llm.linear_packed(x, w4, 16)
+    torch.testing.assert_close(torch.ops.llm.linear_packed(x, wp, 16),
+                               torch.ops.llm.linear_q4_0(x, w4), rtol=0, atol=0)
     w = model._prepare_matrix(np.full((8, 64), 127.0, np.float32), "q8_0")  # scale 1, q 127
     torch.testing.assert_close(torch.ops.llm.linear_q8_0(torch.ones(1, 64), w),
                                torch.full((1, 8), 64.0 * 127))
@@ -259,6 +312,29 @@ def test_opcheck_linear(fmt):
             assert not xs.is_contiguous() or m == 1  # one row: contiguous either way
             torch.library.opcheck(op.default, (xs, w))
             got = op(xs, w)
+            assert torch.equal(got, want.expand_as(got)), (fmt, m, xs.stride())
+
+
+@pytest.mark.filterwarnings(OPCHECK_WARN)
+@pytest.mark.parametrize("fmt", ["q8_0", "q4_0"])
+def test_opcheck_packed_linear(fmt):
+    """pack_q8_0 / pack_q4_0 and linear_packed under opcheck, x contiguous,
+    requiring grad, strided and expanded (the contiguous x's bits)."""
+    model.load_library()
+    ops = torch.ops.llm
+    pack = ops.pack_q8_0 if fmt == "q8_0" else ops.pack_q4_0
+    rng = np.random.default_rng(5)
+    w = model._prepare_matrix(rng.standard_normal((44, 64), dtype=np.float32), fmt)
+    torch.library.opcheck(pack.default, (w,))
+    wp = pack(w)
+    for m in (1, 5, 37):
+        x = torch.from_numpy(rng.standard_normal((m, 64), dtype=np.float32))
+        want = ops.linear_packed(x, wp, 44)
+        torch.library.opcheck(ops.linear_packed.default, (x, wp, 44))
+        torch.library.opcheck(ops.linear_packed.default, (x.clone().requires_grad_(), wp, 44))
+        for xs in _strided(x):
+            torch.library.opcheck(ops.linear_packed.default, (xs, wp, 44))
+            got = ops.linear_packed(xs, wp, 44)
             assert torch.equal(got, want.expand_as(got)), (fmt, m, xs.stride())
 
 

@@ -258,7 +258,10 @@ outs = {{}}
 for m in (1, 9, 40):
     x = torch.randn(m, 512, generator=g)
     for kind in ("q8_0", "q4_0"):
-        outs[f"{{kind}} {{m}}"] = T.lowp_linear(x, T.lowp_quantize(w, W[kind]), torch.zeros(1), W[kind])
+        wq = T.lowp_quantize(w, W[kind])
+        outs[f"{{kind}} {{m}}"] = T.lowp_linear(x, wq, torch.zeros(1), W[kind])
+        outs[f"{{kind}} packed {{m}}"] = T.lowp_linear_packed(x, T.lowp_pack_q(wq, W[kind]), 67)
+        assert torch.equal(outs[f"{{kind}} packed {{m}}"], outs[f"{{kind}} {{m}}"])
     s = w.abs().amax(1) / 127
     wi = torch.round(w / s[:, None]).to(torch.int8)
     outs[f"int8 {{m}}"] = T.lowp_linear(x, wi, s, W["int8"])
@@ -317,6 +320,29 @@ def test_int8_prepacked_same_bits(ops, m, k):
     assert wp.dtype == torch.uint8 and wp.dim() == 1
     x = torch.randn(m, k, generator=g)
     assert torch.equal(ops.lowp_linear_packed(x, wp, n), ops.lowp_linear(x, wi, s, W["int8"]))
+
+
+@pytest.mark.filterwarnings("ignore:.*an autograd kernel was not registered:UserWarning")
+@pytest.mark.parametrize("kind", ["q8_0", "q4_0"])
+def test_q_packed_same_bits(ops, kind):
+    """Q8_0 / Q4_0 blocks packed once (lowp_pack_q: 8 rows a group): the
+    same bits as the GGUF rows, decode and prefill shapes, n not a multiple
+    of 8; under opcheck too."""
+    g = torch.Generator().manual_seed(11)
+    n, k = 45, 320
+    wq = ops.lowp_quantize(torch.randn(n, k, generator=g), W[kind])
+    wp = ops.lowp_pack_q(wq, W[kind])
+    assert wp.dtype == torch.uint8 and wp.numel() == 128 + 48 * wq.shape[1]
+    torch.library.opcheck(ops.lowp_pack_q.default, (wq, W[kind]))
+    for m in (1, 3, 4, 19):
+        x = torch.randn(m, k, generator=g)
+        want = ops.lowp_linear(x, wq, torch.zeros(1), W[kind])
+        assert torch.equal(ops.lowp_linear_packed(x, wp, n), want), (kind, m)
+        torch.library.opcheck(ops.lowp_linear_packed.default, (x, wp, n))
+    with pytest.raises(RuntimeError, match=r"wtype must be 3 \(Q8_0\) or 4 \(Q4_0\), got 5"):
+        ops.lowp_pack_q(wq, W["int8"])
+    with pytest.raises(RuntimeError, match=r"the packed weights hold 45 outputs, n = 44 given"):
+        ops.lowp_linear_packed(torch.randn(1, k), wp, 44)
 
 
 def test_int8_dynamic_quantisation_edges(ops):
@@ -410,12 +436,12 @@ def test_prepacked_bad_input_then_next_call_works(ops):
     x = torch.randn(2, 64)
     with pytest.raises(RuntimeError, match=r"the packed weights hold 70 outputs, n = 71 given"):
         ops.lowp_linear_packed(x, wp, 71)
-    with pytest.raises(RuntimeError, match=rf"packed int8 weights 70 x 64 are {wp.numel()} bytes, "
+    with pytest.raises(RuntimeError, match=rf"int8-packed weights 70 x 64 are {wp.numel()} bytes, "
                        rf"got a buffer of {wp.numel() - 1}"):
         ops.lowp_linear_packed(x, wp[:-1].clone(), 70)
     bad = wp.clone()
     bad[0] ^= 1
-    with pytest.raises(RuntimeError, match=r"these bytes are not packed int8 weights"):
+    with pytest.raises(RuntimeError, match=r"these bytes are not packed weights"):
         ops.lowp_linear_packed(x, bad, 70)
     with pytest.raises(RuntimeError, match=r"oc_tile_linear: y is 2 x 70, x 2 x 32, int8-packed w "
                        r"70 x 64"):
@@ -439,8 +465,8 @@ def test_bad_input_then_next_call_works(ops):
         ops.lowp_linear(x, w, torch.zeros(1), W["bfloat16"])
     with pytest.raises(RuntimeError, match=r"int8 weights \[8, 64\] need a contiguous float32 scale of 8"):
         ops.lowp_linear(x, w.to(torch.int8), torch.ones(3), W["int8"])
-    with pytest.raises(RuntimeError, match=r"weight type 9 is not an oc_wtype"):
-        ops.lowp_linear(x, w, torch.zeros(1), 9)
+    with pytest.raises(RuntimeError, match=r"weight type 99 is not an oc_wtype"):
+        ops.lowp_linear(x, w, torch.zeros(1), 99)
     with pytest.raises(RuntimeError, match=r"not whole blocks of 32"):
         ops.lowp_quantize(torch.randn(2, 40), W["q8_0"])
     y = ops.lowp_linear(x, q4, torch.zeros(1), W["q4_0"])

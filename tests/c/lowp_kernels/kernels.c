@@ -18,7 +18,10 @@
  *      float32 x (oc_tile_linear), 1 int8 x with row scales z
  *      (oc_tile_linear_i8), 2 as 0 with the oc_weights' k one short (a
  *      mismatch); type / 10 = p > 0: core 0 alone runs parts 0..p-1 of p
- *   14 y (int32) += oc_tile_matmul(x int8, w int8, flags `type`), core 0 */
+ *   14 y (int32) += oc_tile_matmul(x int8, w int8, flags `type`), core 0
+ *   15 z (uint8 bytes) = oc_weights_pack(w GGML blocks of `type`), a part
+ *      per core
+ *   16 as 2 with w packed Q4_0 bytes (OC_W_Q4_0_PACKED) */
 #include <opcore/kernel.h>
 #include <opcore/tile.h>
 
@@ -36,13 +39,13 @@ void lcase(oc_tensor *y, oc_tensor *z, const oc_tensor *x, const oc_tensor *w, c
 {
     int ith = (int)oc_cpu_id(), nth = (int)oc_cpu_count();
     oc_tile ty = view(y), tz = view(z), tx = view(x), tw = view(w), ts = view(ws);
-    if (which == 0 || which == 2) {
-        oc_wtype t = which == 2 ? OC_W_Q4_0 : (oc_wtype)type;
+    if (which == 0 || which == 2 || which == 16) {
+        oc_wtype t = which == 2 ? OC_W_Q4_0 : which == 16 ? OC_W_Q4_0_PACKED : (oc_wtype)type;
         oc_weights wt = oc_weights_of_tensor(w, t, t == OC_W_I8 ? ws : NULL);
         if (!wt.data) return;
         if (which == 0) {
             oc_tile_linear(&ty, &tx, &wt, ith, nth);
-        } else if (ith == 0) {
+        } else if (ith == 0) { /* 2, 16 */
             for (int part = 0; part <= type; part++)
                 oc_tile_linear(&ty, &tx, &wt, part, (int)type + 1);
         }
@@ -63,6 +66,11 @@ void lcase(oc_tensor *y, oc_tensor *z, const oc_tensor *x, const oc_tensor *w, c
     }
     if (which == 12) {
         oc_weights wt = oc_weights_of_tensor(w, OC_W_I8, ws);
+        if (wt.data) oc_weights_pack(z->data, (size_t)oc_numel(z), &wt, ith, nth);
+        return;
+    }
+    if (which == 15) {
+        oc_weights wt = oc_weights_of_tensor(w, (oc_wtype)type, NULL);
         if (wt.data) oc_weights_pack(z->data, (size_t)oc_numel(z), &wt, ith, nth);
         return;
     }
