@@ -916,8 +916,9 @@ static T2 void qgemm_avx2(QGEMMARGS) { Q_BY_TYPE(qgemm_avx2_t) }
  * block holding the 8 rows' exact totals with no reduction across lanes;
  * the float term goes into accumulator b % 8 and the 8 accumulators add
  * in tile.h's order (the per-pair dot's terms, order and bits, lane by
- * lane). TOT: a block's 8 totals (Q4_0: before - 8 sum(x)). */
-#define QX8_BODY(TOT)                                                                          \
+ * lane). TOT: a block's 8 totals (Q4_0: before - 8 sum(x); Q8_0 with U8:
+ * of w + 128, before - 128 sum(x)). */
+#define QX8_BODY(TOT, U8)                                                                      \
     (void)scratch, (void)x8;                                                                   \
     int64_t nb = k / OC_QK, ib = OC__LOWP_QX8_BYTES(t);                                        \
     for (int64_t j = j0; j < j1; j += 8) {                                                     \
@@ -930,8 +931,9 @@ static T2 void qgemm_avx2(QGEMMARGS) { Q_BY_TYPE(qgemm_avx2_t) }
                 const char *o = g + b * ib;                                                    \
                 for (int64_t f = 0; f < ib; f += 64) _mm_prefetch(o + QPF + f, _MM_HINT_T0);   \
                 __m256i tot = TOT(o, t, xr + b * OC_QK);                                       \
-                if (t == OC_W_Q4_0)                                                            \
-                    tot = _mm256_sub_epi32(tot, _mm256_set1_epi32(xsum8[i * nb + b]));         \
+                if (t == OC_W_Q4_0 || U8)                                                      \
+                    tot = _mm256_sub_epi32(                                                    \
+                        tot, _mm256_set1_epi32(xsum8[i * nb + b] * (t == OC_W_Q4_0 ? 1 : 16))); \
                 __m256 d = _mm256_mul_ps(_mm256_set1_ps(xd[i * nb + b]),                       \
                                          _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)o))); \
                 acc[b % 8] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), d, acc[b % 8]);          \
@@ -948,23 +950,32 @@ static T2 void qgemm_avx2(QGEMMARGS) { Q_BY_TYPE(qgemm_avx2_t) }
     }
 
 /* A block's 8 totals through DOT (a quad's 4 products into int32 lanes):
- * Q4_0's nibbles as they are, Q8_0 by the sign trick. */
-#define X8TOT_BODY(DOT)                                                                         \
-    __m256i acc = _mm256_setzero_si256();                                                       \
-    if (t == OC_W_Q4_0) {                                                                       \
-        const __m256i m4 = _mm256_set1_epi8(15);                                                \
-        for (int q = 0; q < 4; q++) {                                                           \
-            __m256i v = _mm256_loadu_si256((const __m256i *)(o + 16 + 32 * q));                 \
-            acc = DOT(acc, _mm256_and_si256(v, m4), xquad(x + 4 * q));                          \
-            acc = DOT(acc, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), xquad(x + 16 + 4 * q)); \
-        }                                                                                       \
-    } else {                                                                                    \
-        for (int q = 0; q < 8; q++) {                                                           \
-            __m256i v = _mm256_loadu_si256((const __m256i *)(o + 16 + 32 * q));                 \
-            acc = DOT(acc, _mm256_abs_epi8(v), _mm256_sign_epi8(xquad(x + 4 * q), v));          \
-        }                                                                                       \
-    }                                                                                           \
-    return acc;
+ * Q4_0's nibbles as they are; Q8_0 by the sign trick or, with U8 (DOT
+ * vpdpbusd: no int16 step to saturate), as w + 128 (one vpxor a quad). */
+#define X8TOT_BODY(DOT, U8)                                                                      \
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0; /* two chains: DOT's latency, not its rate */ \
+    if (t == OC_W_Q4_0) {                                                                        \
+        const __m256i m4 = _mm256_set1_epi8(15);                                                 \
+        for (int q = 0; q < 4; q++) {                                                            \
+            __m256i v = _mm256_loadu_si256((const __m256i *)(o + 16 + 32 * q));                  \
+            a0 = DOT(a0, _mm256_and_si256(v, m4), xquad(x + 4 * q));                             \
+            a1 = DOT(a1, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), xquad(x + 16 + 4 * q));  \
+        }                                                                                        \
+    } else {                                                                                     \
+        for (int q = 0; q < 8; q += 2) {                                                         \
+            __m256i v = _mm256_loadu_si256((const __m256i *)(o + 16 + 32 * q));                  \
+            __m256i u = _mm256_loadu_si256((const __m256i *)(o + 48 + 32 * q));                  \
+            if (U8) {                                                                            \
+                const __m256i fl = _mm256_set1_epi8((char)0x80);                                 \
+                a0 = DOT(a0, _mm256_xor_si256(v, fl), xquad(x + 4 * q));                         \
+                a1 = DOT(a1, _mm256_xor_si256(u, fl), xquad(x + 4 * q + 4));                     \
+            } else {                                                                             \
+                a0 = DOT(a0, _mm256_abs_epi8(v), _mm256_sign_epi8(xquad(x + 4 * q), v));         \
+                a1 = DOT(a1, _mm256_abs_epi8(u), _mm256_sign_epi8(xquad(x + 4 * q + 4), u));     \
+            }                                                                                    \
+        }                                                                                        \
+    }                                                                                            \
+    return _mm256_add_epi32(a0, a1);
 
 /* AVX2: Q4_0's 8 quads of pair sums add in int16 before one vpmaddwd
  * (|sum| <= 8 * 2 * 15 * 127 = 30480: exact), Q8_0's through dot32_avx2. */
@@ -983,10 +994,10 @@ static INL T2 __m256i x8tot_avx2(const char *o, oc_wtype t, const int8_t *x)
         }
         return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
     }
-    X8TOT_BODY(dot32_avx2)
+    X8TOT_BODY(dot32_avx2, 0)
 }
 
-static INL T2 void qx8_avx2_t(QGEMMARGS, bool x8) { QX8_BODY(x8tot_avx2) }
+static INL T2 void qx8_avx2_t(QGEMMARGS, bool x8) { QX8_BODY(x8tot_avx2, 0) }
 
 static T2 void qx8_avx2(QGEMMARGS) { Q_BY_TYPE(qx8_avx2_t) }
 
@@ -998,10 +1009,10 @@ static INL T5 __m256i dot32_vnni256(__m256i acc, __m256i uw, __m256i sx)
 
 static INL T5 __m256i x8tot_vnni256(const char *o, oc_wtype t, const int8_t *x)
 {
-    X8TOT_BODY(dot32_vnni256)
+    X8TOT_BODY(dot32_vnni256, 1)
 }
 
-static INL T5 void qx8_vnni256_t(QGEMMARGS, bool x8) { QX8_BODY(x8tot_vnni256) }
+static INL T5 void qx8_vnni256_t(QGEMMARGS, bool x8) { QX8_BODY(x8tot_vnni256, 1) }
 
 static T5 void qx8_avx512(QGEMMARGS) { Q_BY_TYPE(qx8_vnni256_t) }
 
@@ -1174,10 +1185,10 @@ static TV void qgemm_avxvnni(QGEMMARGS) { Q_BY_TYPE(qgemm_vnni_t) }
 
 static INL TV __m256i x8tot_avxvnni(const char *o, oc_wtype t, const int8_t *x)
 {
-    X8TOT_BODY(dot32_vnni)
+    X8TOT_BODY(dot32_vnni, 1)
 }
 
-static INL TV void qx8_avxvnni_t(QGEMMARGS, bool x8) { QX8_BODY(x8tot_avxvnni) }
+static INL TV void qx8_avxvnni_t(QGEMMARGS, bool x8) { QX8_BODY(x8tot_avxvnni, 1) }
 
 static TV void qx8_avxvnni(QGEMMARGS) { Q_BY_TYPE(qx8_avxvnni_t) }
 
