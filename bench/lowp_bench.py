@@ -509,11 +509,12 @@ def main():
                    ceiling_what="the same weights read and widened alone (lowp_widen: the "
                    "GEMV's loads and widening instructions, no x, no multiply) against the "
                    "same torch calls")
-        for name in ("q8_0", "q4_0", "uint4 group 32", "uint4 group 128", "int8 group 32",
-                     "int8 group 128"):
-            bw, cp, tc = (val(f"GEMV {name}", threads, i, "GB/s")
+        for name in ("q8_0", "q4_0", "q8_0 packed", "q4_0 packed", "uint4 group 32",
+                     "uint4 group 128", "int8 group 32", "int8 group 128"):
+            op = f"GEMV {name.replace(' packed', '')}"  # packed: a row of the same run
+            bw, cp, tc = (val(op, threads, i, "GB/s")
                           for i in (f"opcore {name}", QMEMCPY, "copy of the quantised bytes"))
-            wb = val(f"GEMV {name}", threads, U4WIDEN, "GB/s")
+            wb = val(op, threads, U4WIDEN, "GB/s")
             target(f"{name} GEMV, {threads} thread(s): quantised bytes / time over C memcpy's "
                    f"bandwidth (over torch copy_'s: {fmt_ratio(over(bw, tc))})", 0.8, over(bw, cp),
                    **({"ceiling": over(wb, cp), "ceiling_what": "the same weights read and "

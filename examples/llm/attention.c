@@ -12,7 +12,11 @@
  * (Meta's Llama and llama.cpp's LLAMA order).
  *
  * The cores split the key/value heads: each core writes its heads' cache
- * rows and then reads only those, so no core waits for another. */
+ * rows and then reads only those, so no core waits for another. A
+ * decoding step (one new token) takes its scores as dot products of q
+ * with the cache's key rows (oc_tile_dot_rows), where a prompt's block
+ * multiplies by K^T (a copy of K transposed for the small-product
+ * kernel: most of a one-row product's time). */
 #include <math.h>
 #include <string.h>
 
@@ -71,7 +75,12 @@ oc_tensor *attention(const oc_tensor *qkv, oc_tensor *k_cache, oc_tensor *v_cach
                 oc_tile kv = oc_tile_view(&K, 0, 0, kn, d), vv = oc_tile_view(&V, 0, 0, kn, d);
                 oc_tile mv = oc_tile_view(&M, 0, 0, rows, 1), lv = oc_tile_view(&L, 0, 0, rows, 1);
                 oc_tile ov = oc_tile_view(&O, t0, qh * d, rows, d);
-                oc_tile_matmul_to(&sv, &qv, &kv, OC_TILE_TRANS_B);
+                if (rows == 1) { /* decoding: q against each key row, no K^T */
+                    oc_tile scol = {S.data, kn, 1, 1, 1, OC_FLOAT32, false};
+                    oc_tile_dot_rows(&scol, &kv, &qv);
+                } else {
+                    oc_tile_matmul_to(&sv, &qv, &kv, OC_TILE_TRANS_B);
+                }
                 if (rows > 1) /* causal: key j for row i when j <= pos + t0 + i */
                     oc_tile_affine_select(&sv, &sv, pos + t0, 1, -1, -INFINITY);
                 oc_tile_reduce_rows(&mv, &sv, OC_TILE_RMAX);

@@ -196,10 +196,61 @@ static const float *xsmm_rowmajor(const fmat *m, int slot, int64_t *ld)
  * independent chains of additions: the same loop on a float array was
  * compiled through memory and waited on each addition (4x slower at
  * [8, 64] x [64, 8]). */
+/* One or two rows of a (R) against NV blocks of 8 columns of b from j0:
+ * R x NV sums in registers, each the same chain in order of k. */
+#define TINY_ROWS(R, NV)                                                                       \
+    do {                                                                                       \
+        __m256 acc[R][NV];                                                                     \
+        for (int r = 0; r < (R); r++)                                                          \
+            for (int v = 0; v < (NV); v++) acc[r][v] = _mm256_setzero_ps();                   \
+        for (int64_t p = 0; p < k; p++) {                                                      \
+            __m256 bv[NV];                                                                     \
+            for (int v = 0; v < (NV); v++) bv[v] = _mm256_loadu_ps(b + p * ldb + j0 + 8 * v); \
+            for (int r = 0; r < (R); r++) {                                                    \
+                __m256 av = _mm256_set1_ps(a[(i0 + r) * lda + p]);                             \
+                for (int v = 0; v < (NV); v++) acc[r][v] = _mm256_fmadd_ps(bv[v], av, acc[r][v]); \
+            }                                                                                  \
+        }                                                                                      \
+        for (int r = 0; r < (R); r++)                                                          \
+            for (int v = 0; v < (NV); v++)                                                     \
+                _mm256_storeu_ps(c + (i0 + r) * ldc + j0 + 8 * v, acc[r][v]);                 \
+        j0 += 8 * (NV);                                                                        \
+    } while (0)
+
+/* m <= 2 (a decoding step's attention: q K^T, then p V): up to 4 blocks of
+ * 8 columns at once, where the 8 x 8 loop below would run 8 rows (the
+ * last one repeated) for each real one. The same chains, the same bits. */
+__attribute__((target("avx2,fma"))) static void tiny_sgemm_rows(float *c, int64_t ldc,
+                                                               const float *a, int64_t lda,
+                                                               const float *b, int64_t ldb,
+                                                               int64_t i0, int rows, int64_t n,
+                                                               int64_t k)
+{
+    int64_t j0 = 0;
+    if (rows == 1) {
+        for (; j0 + 32 <= n;) TINY_ROWS(1, 4);
+        for (; j0 + 8 <= n;) TINY_ROWS(1, 1);
+    } else {
+        for (; j0 + 32 <= n;) TINY_ROWS(2, 4);
+        for (; j0 + 8 <= n;) TINY_ROWS(2, 1);
+    }
+    for (int r = 0; r < rows; r++) /* the last columns, under 8 */
+        for (int64_t j = j0; j < n; j++) {
+            float acc = 0.0f;
+            for (int64_t p = 0; p < k; p++)
+                acc = __builtin_fmaf(b[p * ldb + j], a[(i0 + r) * lda + p], acc);
+            c[(i0 + r) * ldc + j] = acc;
+        }
+}
+
 __attribute__((target("avx2,fma"))) static void tiny_sgemm(float *c, int64_t ldc, const float *a,
                                                           int64_t lda, const float *b, int64_t ldb,
                                                           int64_t m, int64_t n, int64_t k)
 {
+    if (m <= 2) {
+        tiny_sgemm_rows(c, ldc, a, lda, b, ldb, 0, (int)m, n, k);
+        return;
+    }
     for (int64_t i0 = 0; i0 < m; i0 += 8) {
         int64_t rows = m - i0 < 8 ? m - i0 : 8;
         for (int64_t j0 = 0; j0 < n; j0 += 8) {

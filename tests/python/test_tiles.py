@@ -103,7 +103,8 @@ def test_small_softmax_gives_the_blocked_paths_bits(T, k, d):
 
 
 @pytest.mark.parametrize("m, k, n", [(2, 5, 2), (8, 64, 8), (3, 7, 5), (16, 16, 16), (5, 33, 17),
-                                     (1, 256, 32)])
+                                     (1, 256, 32), (1, 64, 40), (1, 80, 64), (2, 64, 45),
+                                     (1, 7, 3)])
 def test_tiny_matmul_gives_the_large_products_bits(T, m, k, n):
     """A tiny product (m n k <= 8192) runs the tile layer's own loop, not a
     libxsmm kernel; each element is the same chain of fused multiply-adds
