@@ -110,7 +110,7 @@ MIX = "AVX2 int8 instructions alone (vpmaddubsw, vpmaddwd, vpaddd on registers, 
 # the per-call columns of the rows that time each call of a block alone
 CALL_COLS = ["1st call ms", "2nd call ms", "3rd call ms", "later calls ms"]
 W = {"float32": 0, "bfloat16": 1, "float16": 2, "q8_0": 3, "q4_0": 4, "int8": 5, "int8-group": 6,
-     "uint4-group": 7, "int8-packed": 8}
+     "uint4-group": 7, "int8-packed": 8, "q8_0-packed": 9, "q4_0-packed": 10}
 
 
 def load_ops():
@@ -375,6 +375,7 @@ def child(args):
                     "yes" if torch.equal(torch._int_mm(a8, wi8.T), exact) else "no")
     paths = {}
     for t, mm in (("float32", 1), ("bfloat16", 1), ("bfloat16", 64), ("q8_0", 1), ("q4_0", 1),
+                  ("q8_0-packed", 1), ("q4_0-packed", 1), ("q4_0-packed", 64),
                   ("int8", 1), ("int8", 256), ("int8-packed", 1), ("int8-packed", 16),
                   ("uint4-group", 1), ("int8-group", 1)):
         paths[f"{t} m={mm}"] = path_of(t, mm)
