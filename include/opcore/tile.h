@@ -457,8 +457,8 @@ OC_API oc_weights oc_weights_of_packed(const void *bytes, size_t nbytes);
  *     epsilons, the sums). OC_TILE_ISA=avx512 (or lower) keeps the
  *     float32 path's bits.
  *   Q8_0 / Q4_0 (and their packed forms): x is quantised to int8
- *     blocks of 32 (per block d =
- *     absmax / 127 as float32, q = x / d rounded to nearest even), each
+ *     blocks of 32 (per block d = absmax / 127 as float32, q = x / d
+ *     rounded to nearest even), each
  *     block's product is exact in int32, and y[i][j] = the sum over
  *     blocks b of (float)isum_b * (dx_b * dw_b), block b going to float32
  *     partial sum b % 8 with fmaf, the 8 partial sums added as
