@@ -570,9 +570,8 @@ static bool linear_f32(oc_tile *y, const oc_tile *x, const oc_weights *w, int64_
     case OC_W_Q8_0_PACKED:
     case OC_W_Q4_0_PACKED: {
         int64_t nb = k / OC_QK;
-        const char *wd = w->data;
-        int64_t wrb = w->row_bytes;
-        if (is_qx8(w->type) && !oc__lowp_qx8_of(w, &wd, &wrb, fn)) return false;
+        int64_t wrb = w->row_bytes; /* packed: checked by weights_ok */
+        const char *wd = is_qx8(w->type) ? oc__lowp_qx8_groups(w, &wrb) : w->data;
         int8_t *xq = scratch_get(0, (size_t)(m * k), fn);
         float *xd = scratch_get(1, (size_t)(m * nb) * sizeof(float), fn);
         int32_t *xsum8 = scratch_get(2, (size_t)(m * nb) * sizeof(int32_t), fn);
@@ -702,42 +701,38 @@ const char *oc_tile_linear_path(oc_wtype type, int64_t m)
         break;
     case OC_W_Q8_0:
     case OC_W_Q4_0:
-        snprintf(buf, sizeof buf,
-                 "%s weights: x quantised to int8 blocks of 32, opcore's %s block-dot kernel "
-                 "(%s), split along n",
-                 oc_wtype_name(type), isa,
-                 ks == &oc__lowp_portable ? "scalar int32 sums"
-                 : !qgemm_for(ks, m)
-                     ? (ks->qrows ? "vpmaddubsw + vpmaddwd; rows of at most " QSTR(QROWS_MAX_NB)
-                                    " blocks 8 rows of w at a time"
-                                  : "vpdpbusd (VNNI)")
-                 : ks == &oc__lowp_avx2
-                     ? "vpmaddubsw + vpmaddwd, 16 rows of w packed per block, 4 x 16 blocks of y"
-                 : ks == &oc__lowp_avxvnni
-                     ? "vpdpbusd (AVX-VNNI), 16 rows of w packed per block, 4 x 16 blocks of y"
-                     : "vpdpbusd (VNNI), 64 rows of w packed per block, 4 x 64 blocks of y");
-        break;
     case OC_W_Q8_0_PACKED:
-    case OC_W_Q4_0_PACKED:
+    case OC_W_Q4_0_PACKED: {
+        bool x8 = is_qx8(type);
+        char layout[48] = "";
+        if (x8) snprintf(layout, sizeof layout, " (layout %s)", oc__lowp_pk_layout(type));
+        /* from qgemm's rows of x: a panel per block, packed from rows or copied from groups */
+        const char *panel = x8 ? "a panel from the groups as they are" : "packed per block";
+        char many[160];
+        snprintf(many, sizeof many, "%s, %d rows of w %s, 4 x %d blocks of y",
+                 ks == &oc__lowp_avx2     ? "vpmaddubsw + vpmaddwd"
+                 : ks == &oc__lowp_avxvnni ? "vpdpbusd (AVX-VNNI)"
+                                           : "vpdpbusd (VNNI)",
+                 ks == &oc__lowp_avx2 || ks == &oc__lowp_avxvnni ? 16 : 64, panel,
+                 ks == &oc__lowp_avx2 || ks == &oc__lowp_avxvnni ? 16 : 64);
+        const char *few =
+            x8 ? (ks == &oc__lowp_avx2
+                      ? "vpmaddubsw + vpmaddwd on 8 rows of w a register, x's 4 bytes broadcast"
+                      : "vpdpbusd on 8 rows of w a register, x's 4 bytes broadcast")
+               : (ks->qrows ? "vpmaddubsw + vpmaddwd; rows of at most " QSTR(QROWS_MAX_NB)
+                              " blocks 8 rows of w at a time"
+                            : "vpdpbusd (VNNI)");
         snprintf(buf, sizeof buf,
-                 "%s weights (layout %s): x quantised to int8 blocks of 32, opcore's %s "
-                 "block-dot kernel (%s), split along n in 8-row groups",
-                 oc_wtype_name(type), oc__lowp_pk_layout(type), isa,
-                 ks == &oc__lowp_portable ? "each block rebuilt, scalar int32 sums"
-                 : !qgemm_for(ks, m)
-                     ? (ks == &oc__lowp_avx2
-                            ? "vpmaddubsw + vpmaddwd on 8 rows of w a register, x's 4 bytes "
-                              "broadcast"
-                            : "vpdpbusd on 8 rows of w a register, x's 4 bytes broadcast")
-                 : ks == &oc__lowp_avx2
-                     ? "vpmaddubsw + vpmaddwd, 16 rows of w a panel from the groups as they "
-                       "are, 4 x 16 blocks of y"
-                 : ks == &oc__lowp_avxvnni
-                     ? "vpdpbusd (AVX-VNNI), 16 rows of w a panel from the groups as they are, "
-                       "4 x 16 blocks of y"
-                     : "vpdpbusd (VNNI), 64 rows of w a panel from the groups as they are, "
-                       "4 x 64 blocks of y");
+                 "%s weights%s: x quantised to int8 blocks of 32, opcore's %s block-dot kernel "
+                 "(%s), split along n%s",
+                 oc_wtype_name(type), layout, isa,
+                 ks == &oc__lowp_portable
+                     ? (x8 ? "each block rebuilt, scalar int32 sums" : "scalar int32 sums")
+                 : qgemm_for(ks, m) ? many
+                                    : few,
+                 x8 ? " in 8-row groups" : "");
         break;
+    }
     case OC_W_I8:
         snprintf(buf, sizeof buf,
                  "int8 weights: int8 x int8 -> int32, opcore's %s kernel (%s), split along n", isa,
@@ -1032,12 +1027,12 @@ void oc_tile_dequantize_weights(oc_tile *x, const oc_weights *w, int64_t r0)
         return;
     }
     if (is_qx8(w->type)) { /* each row's blocks rebuilt, then as Q8_0 / Q4_0 */
-        const char *g;
         int64_t gs, nb = w->k / OC_QK;
+        const char *g = oc__lowp_qx8_groups(w, &gs); /* checked by weights_ok */
         oc_wtype bt = oc__lowp_qx8_base(w->type);
         int64_t bb = (int64_t)block_bytes(bt);
         char *row = scratch_get(4, (size_t)(nb * bb), fn);
-        if (!row || !oc__lowp_qx8_of(w, &g, &gs, fn)) return;
+        if (!row) return;
         for (int64_t i = 0; i < x->rows; i++) {
             for (int64_t b = 0; b < nb; b++) oc__lowp_qx8_block(row + b * bb, g, gs, bt, r0 + i, b);
             oc_weights wr = {row, 1, w->k, nb * bb, bt, NULL, 0, NULL};

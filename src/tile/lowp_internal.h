@@ -135,9 +135,18 @@ static inline void oc__lowp_qx8_block(char *blk, const char *groups, int64_t gst
     memcpy(blk, o + 2 * r, 2);
     for (int q = 0; q < nq; q++) memcpy(blk + 2 + 4 * q, o + 16 + 32 * q + 4 * r, 4);
 }
+/* Bytes of the header in front of any packed weights (lowp_pack.c). */
+#define OC__LOWP_PK_HDR 128
 /* Packed Q weights read back: the header checked against w (type, n, k),
  * the groups and their stride; false after raising fn's error. */
 bool oc__lowp_qx8_of(const oc_weights *w, const char **groups, int64_t *gstride, const char *fn);
+/* The groups and their stride of packed Q weights oc__lowp_qx8_of has
+ * checked (lowp.c's weights_ok, once per call). */
+static inline const char *oc__lowp_qx8_groups(const oc_weights *w, int64_t *gstride)
+{
+    *gstride = w->k / OC_QK * OC__LOWP_QX8_BYTES(oc__lowp_qx8_base(w->type));
+    return (const char *)w->data + OC__LOWP_PK_HDR;
+}
 
 /* int8 x int8 on AMX reading w's rows as they are (the AMX set, from
  * OC__LOWP_I8ROWS_MIN_M rows of x up to i8p_min_m): oc__lowp_i8_fn's

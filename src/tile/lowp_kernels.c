@@ -51,19 +51,24 @@ int32_t oc__lowp_block_isum(const char *blk, oc_wtype type, const int8_t *xq)
     return s;
 }
 
+/* Block b's term (tile.h's rule) into partial sum b % 8 of s. */
+static void qblock_term(float s[8], int64_t b, const char *blk, oc_wtype type, const int8_t *xq,
+                        float xd)
+{
+    oc_half hd;
+    memcpy(&hd, blk, 2);
+    float d = xd * oc_half_to_f32(hd);
+    s[b % 8] = fmaf((float)oc__lowp_block_isum(blk, type, xq), d, s[b % 8]);
+}
+
 static float qdot_portable(const char *wrow, oc_wtype type, const int8_t *xq, const float *xd,
                            const int32_t *xsum8, int64_t nb)
 {
     (void)xsum8; /* the plain signed sum */
     size_t bb = type == OC_W_Q8_0 ? sizeof(oc_block_q8_0) : sizeof(oc_block_q4_0);
     float s[8] = {0};
-    for (int64_t b = 0; b < nb; b++) {
-        const char *blk = wrow + b * (int64_t)bb;
-        oc_half hd;
-        memcpy(&hd, blk, 2);
-        float d = xd[b] * oc_half_to_f32(hd);
-        s[b % 8] = fmaf((float)oc__lowp_block_isum(blk, type, xq + b * OC_QK), d, s[b % 8]);
-    }
+    for (int64_t b = 0; b < nb; b++)
+        qblock_term(s, b, wrow + b * (int64_t)bb, type, xq + b * OC_QK, xd[b]);
     return oc__lowp_sum8(s);
 }
 
@@ -82,11 +87,7 @@ static void qx8_portable(float *y, int64_t yrs, const int8_t *xq, const float *x
             float s[8] = {0};
             for (int64_t b = 0; b < nb; b++) {
                 oc__lowp_qx8_block(blk, w, wrb, bt, j, b);
-                oc_half hd;
-                memcpy(&hd, blk, 2);
-                float d = xd[i * nb + b] * oc_half_to_f32(hd);
-                int32_t isum = oc__lowp_block_isum(blk, bt, xq + i * k + b * OC_QK);
-                s[b % 8] = fmaf((float)isum, d, s[b % 8]);
+                qblock_term(s, b, blk, bt, xq + i * k + b * OC_QK, xd[i * nb + b]);
             }
             y[i * yrs + j] = oc__lowp_sum8(s);
         }

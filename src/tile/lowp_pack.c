@@ -43,7 +43,7 @@ static bool aligned4(const void *bytes, const char *fn)
 }
 
 #define PK_VERSION 1u
-#define HDR 128
+#define HDR OC__LOWP_PK_HDR
 #define PANEL OC__LOWP_PANEL
 
 static const char pk_magic[8] = {'O', 'C', 'P', 'K', 'I', '8', 0, 0};
@@ -319,8 +319,7 @@ bool oc__lowp_qx8_of(const oc_weights *w, const char **groups, int64_t *gstride,
 {
     pk_header h;
     if (!header_for(w, &h, fn)) return false;
-    *groups = (const char *)w->data + HDR;
-    *gstride = gstride_of(oc__lowp_qx8_base(w->type), h.k);
+    *groups = oc__lowp_qx8_groups(w, gstride);
     return true;
 }
 

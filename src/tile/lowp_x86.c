@@ -471,14 +471,15 @@ static T5 float qdot_vnni(QARGS)
 #define QMR 4                          /* rows of x a block of y */
 
 /* Block b of the 8-row groups from row j (x8: w the groups, wrb their
- * stride) into a panel, rows [j, j + nc) of it: group g's quads at pq +
- * q * stride + 8 g (int32 units; Q4_0's as nibbles 0..15, Q8_0's + 128 as
- * u8 where flip), its scales at pd + 8 g; rows past the groups zero. The
- * groups' quads are already 8 rows a register: no transpose. */
-static INL T2 void qpack_x8(int32_t *pq, float *pd, int64_t stride, int rows, const char *w,
-                            int64_t wrb, oc_wtype t, int64_t b, int64_t j, int nc, bool flip)
+ * stride) into a panel of `rows` rows, rows [j, j + nc) of w: group g's
+ * quads at pq + q * rows + 8 g (int32 units; Q4_0's as nibbles 0..15,
+ * Q8_0's + 128 as u8 where flip), its scales at pd + 8 g; rows past the
+ * groups zero. The groups' quads are already 8 rows a register: no
+ * transpose. */
+static INL T2 void qpack_x8(int32_t *pq, float *pd, int rows, const char *w, int64_t wrb,
+                            oc_wtype t, int64_t b, int64_t j, int nc, bool flip)
 {
-    int64_t ib = OC__LOWP_QX8_BYTES(t);
+    int64_t ib = OC__LOWP_QX8_BYTES(t), stride = rows;
     const __m256i nib = _mm256_set1_epi8(15), fl = _mm256_set1_epi8((char)0x80);
     for (int g = 0; g < rows / 8; g++) {
         if (8 * g >= nc) {
@@ -512,8 +513,8 @@ static T5 void qpack_panel(char *pack, const char *w, int64_t wrb, oc_wtype t, i
 {
     if (x8) {
         for (int64_t b = 0; b < nb; b++)
-            qpack_x8((int32_t *)(pack + b * QPB), (float *)(pack + b * QPB + 8 * QP * 4), QP, QP,
-                     w, wrb, t, b, j, nc, true);
+            qpack_x8((int32_t *)(pack + b * QPB), (float *)(pack + b * QPB + 8 * QP * 4), QP, w,
+                     wrb, t, b, j, nc, true);
         return;
     }
     int64_t bb = qblock_bytes(t);
@@ -615,10 +616,7 @@ static INL T5 void qp_block(float *y, int64_t yrs, const int8_t *xq, const float
     }
 }
 
-static INL T5 void qgemm_avx512_t(float *y, int64_t yrs, const int8_t *xq, const float *xd,
-                                  const int32_t *xsum8, int64_t m, const char *w, int64_t wrb,
-                                  oc_wtype t, int64_t k, int64_t j0, int64_t j1, void *scratch,
-                                  bool x8)
+static INL T5 void qgemm_avx512_t(QGEMMARGS, bool x8)
 {
     int64_t nb = k / OC_QK;
     char *pack = scratch;
@@ -678,7 +676,7 @@ static T2 void qpack_panel2(char *pack, const char *w, int64_t wrb, oc_wtype t, 
     if (x8) {
         for (int64_t b = 0; b < nb; b++)
             qpack_x8((int32_t *)(pack + b * QPB2), (float *)(pack + b * QPB2 + 8 * QP2 * 4), QP2,
-                     QP2, w, wrb, t, b, j, nc, false);
+                     w, wrb, t, b, j, nc, false);
         return;
     }
     int64_t bb = qblock_bytes(t);
